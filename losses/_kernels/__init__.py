@@ -1,0 +1,1 @@
+"""numba kernels on arrays only: scores, targets, query_ptr and preallocated outputs."""

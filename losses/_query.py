@@ -1,0 +1,113 @@
+"""Query groups: from one ``qid`` per row to the contiguous ``query_ptr`` form.
+
+Public input names a query per row (the LETOR / svmlight ``qid:`` convention). Internally
+rows of one query are contiguous and query ``q`` is ``rows[query_ptr[q]:query_ptr[q + 1]]``.
+When the caller's rows are not already grouped, they are reordered once with a stable sort
+and every result is mapped back to the caller's order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["QueryGroups", "group_queries"]
+
+
+@dataclass(frozen=True)
+class QueryGroups:
+    """Contiguous query structure of ``n_samples`` rows.
+
+    Attributes
+    ----------
+    query_ptr : ndarray of int64, shape (n_queries + 1,)
+        Query ``q`` holds internal rows ``query_ptr[q]:query_ptr[q + 1]``.
+    order : ndarray of int64 or None
+        Internal row ``r`` is caller row ``order[r]``; ``None`` when the caller's rows are
+        already grouped (no reordering).
+    qids : ndarray
+        The query id of each internal query, in internal order.
+    """
+
+    query_ptr: np.ndarray
+    order: np.ndarray | None
+    qids: np.ndarray
+
+    @property
+    def n_queries(self) -> int:
+        return len(self.query_ptr) - 1
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.query_ptr[-1])
+
+    def to_internal(self, a: np.ndarray) -> np.ndarray:
+        """Rows of ``a`` (caller order) in internal order."""
+        return a if self.order is None else a[self.order]
+
+    def to_caller(self, a: np.ndarray) -> np.ndarray:
+        """Rows of ``a`` (internal order) back in the caller's order."""
+        if self.order is None:
+            return a
+        out = np.empty_like(a)
+        out[self.order] = a
+        return out
+
+    def inverse(self) -> np.ndarray:
+        """``inverse[caller_row]`` is the internal row of that caller row."""
+        n = self.n_samples
+        if self.order is None:
+            return np.arange(n, dtype=np.int64)
+        inv = np.empty(n, dtype=np.int64)
+        inv[self.order] = np.arange(n, dtype=np.int64)
+        return inv
+
+
+def group_queries(qid, n_samples: int, *, name: str = "qid") -> QueryGroups:
+    """Build the contiguous query structure from one query id per row.
+
+    Parameters
+    ----------
+    qid : array-like of shape (n_samples,) or None
+        Query id of each row; ``None`` makes all rows one query.
+    n_samples : int
+        Number of rows.
+    name : str
+        Argument name used in error messages.
+
+    Returns
+    -------
+    QueryGroups
+        Rows already grouped (each id in one contiguous run) keep their order; otherwise
+        they are stably sorted by id. Cost O(n) when grouped, O(n log n) otherwise.
+    """
+    if qid is None:
+        return QueryGroups(
+            query_ptr=np.array([0, n_samples], dtype=np.int64),
+            order=None,
+            qids=np.zeros(1, dtype=np.int64),
+        )
+    qid = np.asarray(qid)
+    if qid.ndim != 1 or qid.shape[0] != n_samples:
+        raise ValueError(
+            f"{name} must be a 1-d array with one query id per row ({n_samples} rows); "
+            f"got shape {qid.shape}"
+        )
+    if qid.dtype.kind not in "iub":
+        if qid.dtype.kind == "f" and not np.all(np.isfinite(qid)):
+            raise ValueError(f"{name} must not contain NaN or inf")
+        if qid.dtype.kind not in "fUSO":
+            raise ValueError(f"{name} must hold integer or string ids; got dtype {qid.dtype}")
+    if n_samples == 0:
+        return QueryGroups(np.zeros(1, dtype=np.int64), None, qid[:0])
+    starts = np.flatnonzero(qid[1:] != qid[:-1]) + 1
+    run_ids = qid[np.concatenate(([0], starts))]
+    if len(np.unique(run_ids)) == len(run_ids):
+        ptr = np.concatenate(([0], starts, [n_samples])).astype(np.int64)
+        return QueryGroups(query_ptr=ptr, order=None, qids=run_ids)
+    order = np.argsort(qid, kind="stable").astype(np.int64)
+    sorted_qid = qid[order]
+    starts = np.flatnonzero(sorted_qid[1:] != sorted_qid[:-1]) + 1
+    ptr = np.concatenate(([0], starts, [n_samples])).astype(np.int64)
+    return QueryGroups(query_ptr=ptr, order=order, qids=sorted_qid[ptr[:-1]])

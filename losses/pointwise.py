@@ -1,0 +1,82 @@
+"""Pointwise losses: the empirical risk is the mean over samples.
+
+References
+----------
+Teo, Vishwanathan, Smola & Le, "Bundle Methods for Regularized Risk Minimization",
+JMLR 11 (2010), Table 5 (squared, hinge and logistic losses) and the ranking appendix §1.1
+(least-squares regression; the derivative of ½(f − y)² is f − y).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from losses._base import Loss, check_finite_targets
+from losses._kernels import pointwise as _k
+
+__all__ = ["SquaredLoss", "HingeLoss", "LogisticLoss"]
+
+
+class _Pointwise(Loss):
+    pointwise = True
+    _kernel = None
+
+    def loss_grad(self, f, targets):
+        f = np.ascontiguousarray(f, dtype=np.float64)
+        values = np.empty_like(f)
+        grad = np.empty_like(f)
+        type(self)._kernel(f, targets, values, grad)
+        return values, grad
+
+
+class SquaredLoss(_Pointwise):
+    """Squared error l(f, y) = ½(f − y)², gradient f − y.
+
+    Any finite real targets. Smooth, so finite differences apply.
+    """
+
+    name = "squared"
+    smooth = True
+    _kernel = staticmethod(_k.squared)
+
+    def validate(self, y, query_ptr, **data):
+        return check_finite_targets(y)
+
+
+class _Binary(_Pointwise):
+    def validate(self, y, query_ptr, **data):
+        y = check_finite_targets(y)
+        values = np.unique(y)
+        if np.all(np.isin(values, (-1.0, 1.0))):
+            return y.copy()
+        if np.all(np.isin(values, (0.0, 1.0))):
+            return 2.0 * y - 1.0
+        raise ValueError(
+            f"y must hold binary labels in {{-1, +1}} or {{0, 1}} for the {self.name} loss; "
+            f"got values {values[:5].tolist()}"
+        )
+
+
+class HingeLoss(_Binary):
+    """Hinge loss max(0, 1 − y f) for y in {−1, +1} (labels {0, 1} map to {−1, +1}).
+
+    Upper-bounds the zero-one loss of sign(f). The subgradient at the kink is 0.
+    """
+
+    name = "hinge"
+    _kernel = staticmethod(_k.hinge)
+
+    def metric(self, f, targets):
+        """The zero-one loss of sign(f) (a score of exactly 0 counts as an error)."""
+        return (targets * f <= 0).astype(np.float64)
+
+
+class LogisticLoss(_Binary):
+    """Logistic loss log(1 + exp(−y f)) for y in {−1, +1} (labels {0, 1} map to {−1, +1}).
+
+    Smooth; computed without overflow for large |f|.
+    """
+
+    name = "logistic"
+    smooth = True
+    _kernel = staticmethod(_k.logistic)
