@@ -1,3 +1,12 @@
-"""Bundle-method regularized risk minimization (Teo, Vishwanathan, Smola & Le, JMLR 2010)."""
+"""Bundle-method regularized risk minimization (Teo, Vishwanathan, Smola & Le, JMLR 2010).
+
+``bmrm.fit(X, y, loss=..., qid=..., lam=...)`` minimises lam·Ω(w) + R(w) for a linear
+scorer, R the mean of a loss oracle from :mod:`losses` (or any object following its protocol).
+"""
+
+from bmrm._model import LinearModel, fit
+from bmrm._solver import BMRMResult, ConvergenceWarning, minimize_bmrm
 
 __version__ = "0.1.0"
+
+__all__ = ["BMRMResult", "ConvergenceWarning", "LinearModel", "fit", "minimize_bmrm"]
