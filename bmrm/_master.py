@@ -6,6 +6,7 @@ since every plane under-estimates the risk), and the planes' dual weights.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import cvxpy as cp
@@ -69,8 +70,14 @@ class CvxpyMaster:
     Unused bundle slots hold the zero plane, valid because the risk is non-negative, so the
     problem keeps one shape and is compiled once (it is DPP). Ω is ``"l2"``, ``"l1"``
     (then a linear program), ``"elastic_net"`` or any callable mapping the cvxpy variable
-    ``w`` to a convex expression. The lower bound is the solver's optimal value, accurate
-    to the solver's tolerance.
+    ``w`` to a convex expression.
+
+    The lower bound does not trust the solver's reported value: for the named regularizers
+    it is the Lagrangian dual D(α) = bᵀα + min_{w in box} [lam·Ω(w) + <Aᵀα, w>] at the
+    solver's plane weights α, computed in closed form coordinate by coordinate, so it is a
+    valid bound whatever the solver's accuracy. (For ‖·‖₁ without bounds, D is finite only
+    if ‖Aᵀα‖∞ <= lam; otherwise α is first mixed with the zero plane until it is.) For a
+    callable regularizer the bound is the solver's optimal value, to the solver's tolerance.
     """
 
     name = "cvxpy"
@@ -102,6 +109,11 @@ class CvxpyMaster:
             omega = l1_ratio * cp.norm1(w) + (1 - l1_ratio) * 0.5 * cp.sum_squares(w)
         else:
             omega = regularizer(w)
+        self.lam = lam
+        self.regularizer = regularizer
+        self.l1_ratio = 1.0 if regularizer == "l1" else l1_ratio
+        self.lower = -np.inf if lower is None else np.broadcast_to(lower, (n_features,))
+        self.upper = np.inf if upper is None else np.broadcast_to(upper, (n_features,))
         self.cut = self.A @ w + self.b <= self.xi
         constraints = [self.cut]
         if lower is not None:
@@ -120,11 +132,59 @@ class CvxpyMaster:
         b[:k] = bundle.b[:k]
         self.A.value = A
         self.b.value = b
-        self.problem.solve(solver=self.solver)
-        if self.problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-            raise RuntimeError(f"the cvxpy master problem ended with status {self.problem.status}")
+        accurate = self._solve()
         dual = np.maximum(np.asarray(self.cut.dual_value, dtype=float)[:k], 0.0)
         # weight on padding slots belongs to the zero plane in slot 0
         dual[0] += max(0.0, 1.0 - dual.sum())
         dual /= dual.sum()
-        return np.asarray(self.w.value, dtype=float), float(self.problem.value), dual
+        # an inaccurate solve may step slightly outside the box
+        w = np.clip(np.asarray(self.w.value, dtype=float), self.lower, self.upper)
+        if callable(self.regularizer):
+            # an inaccurate solve gives no bound; the solver keeps the previous one
+            return w, float(self.problem.value) if accurate else -np.inf, dual
+        return w, self.dual_value(dual, bundle), dual
+
+    def _solve(self) -> bool:
+        """Solve, retrying with another solver when the first one stalls.
+
+        Returns whether the solve was accurate. A solver that stalls on a near-degenerate
+        bundle (many almost identical planes) still returns a usable point; the lower bound
+        of the named regularizers is recomputed from its weights and stays valid.
+        """
+        usable = (cp.OPTIMAL, cp.OPTIMAL_INACCURATE, cp.USER_LIMIT)
+        for solver in (self.solver or "CLARABEL", "SCS"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                try:
+                    self.problem.solve(solver=solver)
+                except cp.SolverError:
+                    continue
+            if self.problem.status == cp.OPTIMAL:
+                return True
+            if self.problem.status in usable and self.w.value is not None:
+                return False
+        raise RuntimeError(
+            f"the cvxpy master problem could not be solved (status {self.problem.status})"
+        )
+
+    def dual_value(self, alpha: np.ndarray, bundle: Bundle) -> float:
+        """D(α) = bᵀα + min_{lower <= w <= upper} lam·Ω(w) + <Aᵀα, w>, a lower bound."""
+        k = bundle.size
+        v = alpha @ bundle.A[:k]
+        c = float(alpha @ bundle.b[:k])
+        lam, r = self.lam, (0.0 if self.regularizer == "l2" else self.l1_ratio)
+        if r == 1.0 and np.all(np.isinf(self.lower)) and np.all(np.isinf(self.upper)):
+            vmax = np.abs(v).max()
+            if vmax > lam:
+                # mix with the zero plane so that the L1 dual is finite
+                v, c = v * (lam / vmax), c * (lam / vmax)
+        shrunk = np.maximum(np.abs(v) - lam * r, 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if r < 1.0:
+                u = -np.sign(v) * shrunk / (lam * (1.0 - r))
+            else:
+                u = np.where(shrunk > 0, -np.sign(v) * np.inf, 0.0)
+        x = np.clip(u, self.lower, self.upper)
+        x = np.where(np.isfinite(x), x, 0.0)
+        omega = r * np.abs(x).sum() + (1.0 - r) * 0.5 * float(x @ x)
+        return c + lam * omega + float(v @ x)

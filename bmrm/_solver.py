@@ -234,8 +234,21 @@ def minimize_bmrm(
                 status = 3
             if callback is not None and status == 2:
                 try:
-                    callback(_result(best_w, best_J, lower_bound, nit, nfev, 2, bundle, hist,
-                                     oracle_s, master_s, elapsed))
+                    callback(
+                        _result(
+                            best_w,
+                            best_J,
+                            lower_bound,
+                            nit,
+                            nfev,
+                            2,
+                            bundle,
+                            hist,
+                            oracle_s,
+                            master_s,
+                            elapsed,
+                        )
+                    )
                 except StopIteration:
                     status = 4
             if status != 2:
@@ -250,8 +263,9 @@ def minimize_bmrm(
                 ConvergenceWarning,
                 stacklevel=3,
             )
-        return _result(best_w, best_J, lower_bound, nit, nfev, status, bundle, hist, oracle_s,
-                       master_s, total)
+        return _result(
+            best_w, best_J, lower_bound, nit, nfev, status, bundle, hist, oracle_s, master_s, total
+        )
     finally:
         if handler is not None:
             logger.removeHandler(handler)

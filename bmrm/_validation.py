@@ -33,9 +33,7 @@ def check_X(X, *, name: str = "X", n_features: int | None = None):
         if X.dtype.kind not in "biuf":
             raise ValueError(f"{name} must be numeric; got dtype {X.dtype}")
         if X.ndim != 2:
-            raise ValueError(
-                f"{name} must be 2-d (n_samples, n_features); got shape {X.shape}"
-            )
+            raise ValueError(f"{name} must be 2-d (n_samples, n_features); got shape {X.shape}")
         if X.dtype not in (np.float32, np.float64):
             X = X.astype(np.float64)
         data = X

@@ -86,7 +86,5 @@ def check_graded_labels(y, *, name: str = "y") -> np.ndarray:
     y = check_finite_targets(y, name=name)
     if y.size and (np.any(y < 0) or np.any(y != np.round(y))):
         bad = y[(y < 0) | (y != np.round(y))][0]
-        raise ValueError(
-            f"{name} must hold non-negative integer relevance levels; got {bad!r}"
-        )
+        raise ValueError(f"{name} must hold non-negative integer relevance levels; got {bad!r}")
     return y.astype(np.int64)

@@ -1,0 +1,208 @@
+"""The bundle method against the whole problem solved directly by cvxpy."""
+
+import cvxpy as cp
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import bmrm
+from bmrm._master import regularizer_value
+
+
+def direct_optimum(X, y, loss, lam, regularizer, lower=None, upper=None):
+    """min_w lam·Ω(w) + mean loss, solved as one convex program."""
+    n, d = X.shape
+    w = cp.Variable(d)
+    f = X @ w
+    if loss == "squared":
+        risk = 0.5 * cp.sum_squares(f - y) / n
+    elif loss == "hinge":
+        risk = cp.sum(cp.pos(1 - cp.multiply(y, f))) / n
+    elif loss == "logistic":
+        risk = cp.sum(cp.logistic(-cp.multiply(y, f))) / n
+    omega = 0.5 * cp.sum_squares(w) if regularizer == "l2" else cp.norm1(w)
+    cons = []
+    if lower is not None:
+        cons.append(w >= lower)
+    if upper is not None:
+        cons.append(w <= upper)
+    prob = cp.Problem(cp.Minimize(lam * omega + risk), cons)
+    prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    return prob.value, w.value
+
+
+def objective(X, y, loss, lam, regularizer, w):
+    f = X @ w
+    if loss == "squared":
+        risk = 0.5 * np.mean((f - y) ** 2)
+    elif loss == "hinge":
+        risk = np.mean(np.maximum(0, 1 - y * f))
+    else:
+        risk = np.mean(np.logaddexp(0, -y * f))
+    return lam * regularizer_value(regularizer, w) + risk
+
+
+def make_problem(seed, loss, n=40, d=6):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * rng.uniform(0.2, 3, size=d)
+    w_true = rng.normal(size=d)
+    if loss == "squared":
+        y = X @ w_true + rng.normal(size=n)
+    else:
+        y = np.where(X @ w_true + rng.normal(size=n) > 0, 1.0, -1.0)
+    return X, y
+
+
+@pytest.mark.parametrize("loss", ["squared", "hinge", "logistic"])
+@pytest.mark.parametrize("regularizer", ["l2", "l1"])
+@pytest.mark.parametrize("seed", range(6))
+def test_reaches_direct_optimum_with_valid_certificate(loss, regularizer, seed):
+    X, y = make_problem(seed, loss)
+    lam = [1e-3, 1e-2, 1e-1][seed % 3]
+    tol = 1e-5
+    model = bmrm.fit(X, y, loss, lam=lam, regularizer=regularizer, tol=tol, max_iter=3000)
+    res = model.result_
+    assert res.success, res.message
+    J_star, _ = direct_optimum(X, y, loss, lam, regularizer)
+    J = objective(X, y, loss, lam, regularizer, model.coef_)
+    assert J == pytest.approx(res.fun, rel=1e-10, abs=1e-12)
+    # the certificate bounds the true suboptimality (up to the reference's accuracy)
+    assert J - J_star <= res.gap + 1e-8
+    assert J - J_star <= tol * J + 1e-8
+    assert res.lower_bound <= J_star + 1e-7
+    hist = res.history
+    assert np.all(np.diff(hist["lower_bound"]) >= 0)
+    assert np.all(hist["gap"] >= -1e-9)
+    assert np.all(np.diff(hist["best_objective"]) <= 0)
+    assert len(hist["objective"]) == res.nit
+
+
+@pytest.mark.parametrize("loss", ["squared", "hinge"])
+def test_sparse_and_float32_give_the_same_solution(loss):
+    X, y = make_problem(11, loss, n=80, d=8)
+    X[np.abs(X) < 0.7] = 0.0
+    lam = 1e-2
+    ref = bmrm.fit(X, y, loss, lam=lam, tol=1e-8).result_
+    for Xv in (sp.csr_matrix(X), X.astype(np.float32), sp.csr_matrix(X.astype(np.float32))):
+        res = bmrm.fit(Xv, y, loss, lam=lam, tol=1e-8).result_
+        # lam-strong convexity: ||w - w*||^2 <= 2 gap / lam for each solution
+        radius = np.sqrt(2 * ref.gap / lam) + np.sqrt(2 * max(res.gap, 0) / lam)
+        slack = 1e-4 if Xv.dtype == np.float32 else 1e-9
+        assert np.linalg.norm(res.x - ref.x) <= radius + slack
+        J = objective(X, y, loss, lam, "l2", res.x)
+        assert J == pytest.approx(ref.fun, rel=1e-5 if Xv.dtype == np.float32 else 1e-7)
+
+
+def test_sparse_input_is_not_densified():
+    X = sp.random(200, 50_000, density=1e-3, format="csr", random_state=0)
+    y = np.where(np.arange(200) % 2 == 0, 1.0, -1.0)
+    model = bmrm.fit(X, y, "hinge", lam=1e-2, tol=1e-3)
+    assert model.coef_.shape == (50_000,)
+    assert model.result_.success
+
+
+@pytest.mark.parametrize("bundle_size", [3, 4, 7])
+@pytest.mark.parametrize("loss", ["squared", "hinge"])
+def test_tiny_bundle_reaches_the_same_optimum(bundle_size, loss):
+    X, y = make_problem(5, loss, n=60, d=8)
+    lam = 1e-2
+    model = bmrm.fit(X, y, loss, lam=lam, tol=1e-4, bundle_size=bundle_size, max_iter=100_000)
+    res = model.result_
+    assert res.success, res.message
+    J_star, _ = direct_optimum(X, y, loss, lam, "l2")
+    assert res.fun - J_star <= 1e-4 * res.fun + 1e-8
+    assert res.bundle_size <= bundle_size
+    assert np.all(np.diff(res.history["lower_bound"]) >= 0)
+    assert res.lower_bound <= J_star + 1e-7
+
+
+def test_box_constraints_and_custom_regularizer_match_cvxpy():
+    X, y = make_problem(3, "squared", n=50, d=5)
+    lam = 1e-2
+    model = bmrm.fit(X, y, "squared", lam=lam, bounds=(-0.3, 0.5), tol=1e-6)
+    J_star, w_star = direct_optimum(X, y, "squared", lam, "l2", lower=-0.3, upper=0.5)
+    assert model.result_.fun - J_star <= 1e-6 * J_star + 1e-8
+    assert np.all(model.coef_ >= -0.3 - 1e-7) and np.all(model.coef_ <= 0.5 + 1e-7)
+    nonneg = bmrm.fit(X, y, "squared", lam=lam, nonneg=True, tol=1e-6)
+    assert np.all(nonneg.coef_ >= -1e-7)
+
+    def huber_reg(w):
+        return cp.sum(cp.huber(w, 0.5))
+
+    model = bmrm.fit(X, y, "squared", lam=lam, regularizer=huber_reg, tol=1e-6)
+    w = cp.Variable(5)
+    prob = cp.Problem(
+        cp.Minimize(lam * cp.sum(cp.huber(w, 0.5)) + 0.5 * cp.sum_squares(X @ w - y) / 50)
+    )
+    prob.solve()
+    assert model.result_.fun - prob.value <= 1e-6 * prob.value + 1e-7
+
+
+def test_elastic_net_matches_cvxpy():
+    X, y = make_problem(8, "squared", n=50, d=6)
+    lam = 5e-2
+    model = bmrm.fit(X, y, "squared", lam=lam, regularizer="elastic_net", l1_ratio=0.3, tol=1e-6)
+    w = cp.Variable(6)
+    omega = 0.3 * cp.norm1(w) + 0.7 * 0.5 * cp.sum_squares(w)
+    prob = cp.Problem(cp.Minimize(lam * omega + 0.5 * cp.sum_squares(X @ w - y) / 50))
+    prob.solve()
+    assert model.result_.fun - prob.value <= 1e-6 * prob.value + 1e-7
+    assert model.result_.lower_bound <= prob.value + 1e-6
+
+
+def test_qp_and_cvxpy_masters_agree():
+    X, y = make_problem(4, "hinge", n=60, d=7)
+    a = bmrm.fit(X, y, "hinge", lam=1e-2, tol=1e-6, master="qp").result_
+    b = bmrm.fit(X, y, "hinge", lam=1e-2, tol=1e-6, master="cvxpy").result_
+    assert a.fun == pytest.approx(b.fun, rel=1e-5)
+
+
+def test_intercept_is_fitted():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = X @ np.array([1.0, -2.0, 0.5]) + 7.0
+    model = bmrm.fit(X, y, "squared", lam=1e-8, fit_intercept=True, tol=1e-10, max_iter=5000)
+    assert model.intercept_ == pytest.approx(7.0, abs=1e-3)
+    np.testing.assert_allclose(model.predict(X), y, atol=1e-2)
+
+
+def test_max_iter_warns_and_reports_status():
+    X, y = make_problem(0, "hinge")
+    with pytest.warns(bmrm.ConvergenceWarning, match="max_iter=2"):
+        res = bmrm.fit(X, y, "hinge", lam=1e-4, tol=1e-12, max_iter=2).result_
+    assert res.status == 2 and not res.success and res.nit == 2
+
+
+def test_callback_can_stop_and_sees_progress():
+    X, y = make_problem(1, "squared")
+    seen = []
+
+    def callback(intermediate):
+        seen.append(intermediate.gap)
+        if len(seen) == 3:
+            raise StopIteration
+
+    res = bmrm.fit(X, y, "squared", lam=1e-3, tol=1e-12, callback=callback).result_
+    assert res.status == 4 and res.nit == 3 and len(seen) == 3
+
+
+def test_time_budget_stops():
+    X, y = make_problem(2, "hinge", n=300, d=30)
+    res = bmrm.fit(X, y, "hinge", lam=1e-6, tol=0.0, max_time=1e-9, max_iter=10_000).result_
+    assert res.status == 3 and res.nit == 1
+
+
+def test_warm_start_from_the_optimum_converges_immediately():
+    X, y = make_problem(6, "squared")
+    first = bmrm.fit(X, y, "squared", lam=1e-2, tol=1e-8)
+    again = bmrm.fit(X, y, "squared", lam=1e-2, tol=1e-6, w0=first.coef_)
+    assert again.result_.nit < first.result_.nit
+    assert again.result_.fun <= first.result_.fun * (1 + 1e-6)
+
+
+def test_verbose_prints_one_line_per_iteration(capsys):
+    X, y = make_problem(7, "squared")
+    res = bmrm.fit(X, y, "squared", lam=1e-2, tol=1e-4, verbose=True).result_
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == res.nit + 1
+    assert err[0].split()[:2] == ["iter", "J(best)"]
