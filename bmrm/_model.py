@@ -74,7 +74,7 @@ def _check_bounds(bounds, nonneg, n_features):
     if not isinstance(bounds, tuple | list) or len(bounds) != 2:
         raise ValueError(f"bounds must be a pair (lower, upper); got {bounds!r}")
     out = []
-    for value, side in zip(bounds, ("lower", "upper")):
+    for value, side in zip(bounds, ("lower", "upper"), strict=True):
         if value is None:
             out.append(None)
             continue

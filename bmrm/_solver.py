@@ -219,6 +219,7 @@ def minimize_bmrm(
             for key, value in zip(
                 HISTORY_FIELDS,
                 (J, best_J, lower_bound, gap, elapsed, oracle_s, master_s, bundle.size),
+                strict=True,
             ):
                 hist[key].append(value)
             if verbose:
