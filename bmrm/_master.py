@@ -33,18 +33,23 @@ def regularizer_value(regularizer, w: np.ndarray, l1_ratio: float = 0.5) -> floa
 class QPMaster:
     """The L2 master through its dual QP over the simplex (see :mod:`bmrm._qp`).
 
-    The dual objective bᵀα − αᵀGα/(2 lam) at any feasible α is a valid lower bound on the
-    master optimum, so the certificate holds even if the QP were stopped early. The previous
-    weights warm-start the next solve. Cost per solve: O(k²) to form Q plus a few O(k) steps.
+    The dual objective D(α) = bᵀα − αᵀGα/(2 lam) at any feasible α is a valid lower bound on
+    the master optimum, so the certificate holds even if the QP were stopped early. The
+    previous weights warm-start the next solve, so a new plane usually costs a few O(k)
+    pair steps plus O(k²) to form Q. Pair steps converge linearly; on ill-conditioned
+    bundles (tiny lam with long, nearly collinear planes) they may need very many, so after
+    ``max_steps`` the dual is handed to an interior-point solver (Clarabel through cvxpy),
+    warm pair steps then finishing from its answer.
     """
 
     name = "qp"
 
-    def __init__(self, lam: float, tol: float = 1e-11, max_steps: int = 1_000_000):
+    def __init__(self, lam: float, tol: float = 1e-11, max_steps: int = 20_000):
         self.lam = lam
         self.tol = tol
         self.max_steps = max_steps
         self.steps = 0
+        self.fallbacks = 0
 
     def solve(self, bundle: Bundle):
         k = bundle.size
@@ -55,11 +60,35 @@ class QPMaster:
         alpha = alpha / total if total > 0 else np.eye(k)[0]
         grad = np.empty(k)
         scale = 1.0 + np.abs(b).max() + np.abs(np.diag(Q)).max()
-        steps, _ = solve_simplex_qp(Q, b, alpha, grad, self.tol * scale, self.max_steps)
+        tol = self.tol * scale
+        steps, violation = solve_simplex_qp(Q, b, alpha, grad, tol, self.max_steps)
         self.steps += steps
+        if violation > tol:
+            self.fallbacks += 1
+            alpha = _interior_point_dual(bundle.A[:k], b, self.lam, alpha)
+            steps, _ = solve_simplex_qp(Q, b, alpha, grad, tol, self.max_steps)
+            self.steps += steps
+        alpha /= alpha.sum()
         lower = float(b @ alpha - 0.5 * alpha @ (Q @ alpha))
         w = -(alpha @ bundle.A[:k]) / self.lam
         return w, lower, alpha
+
+
+def _interior_point_dual(A, b, lam, alpha):
+    """The dual QP max_{α in simplex} bᵀα − ‖Aᵀα‖²/(2 lam) by an interior-point solver."""
+    x = cp.Variable(len(b), nonneg=True)
+    objective = cp.sum_squares(A.T @ x) / (2 * lam) - b @ x
+    problem = cp.Problem(cp.Minimize(objective), [cp.sum(x) == 1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        try:
+            problem.solve(solver="CLARABEL")
+        except cp.SolverError:
+            return alpha
+    if x.value is None:
+        return alpha
+    out = np.maximum(np.asarray(x.value, dtype=float), 0.0)
+    return out / out.sum()
 
 
 class CvxpyMaster:

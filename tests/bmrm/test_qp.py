@@ -1,0 +1,114 @@
+"""The dedicated dual QP against cvxpy on random and degenerate bundles."""
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+from bmrm._bundle import Bundle
+from bmrm._master import CvxpyMaster, QPMaster
+from bmrm._qp import solve_simplex_qp
+
+
+def cvxpy_master_value(A, b, lam):
+    """min_w lam/2 ||w||^2 + max(0, max_i <a_i, w> + b_i), as one cvxpy problem."""
+    w = cp.Variable(A.shape[1])
+    model = cp.maximum(0, cp.max(A @ w + b))
+    prob = cp.Problem(cp.Minimize(lam / 2 * cp.sum_squares(w) + model))
+    prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12)
+    return prob.value
+
+
+def random_bundle(rng, k, d, kind):
+    A = rng.normal(size=(k, d)) * rng.uniform(0.1, 10)
+    b = rng.normal(size=k)
+    if kind == "duplicates":
+        idx = rng.integers(0, k, size=k)
+        A, b = A[idx], b[idx]
+    elif kind == "collinear":
+        A = np.outer(rng.normal(size=k), rng.normal(size=d))
+    elif kind == "identical":
+        A = np.repeat(A[:1], k, axis=0)
+        b = np.repeat(b[:1], k)
+    elif kind == "zero":
+        A[: k // 2] = 0.0
+    elif kind == "low_rank":
+        A = rng.normal(size=(k, 2)) @ rng.normal(size=(2, d))
+    return A, b
+
+
+def bundle_of(A, b):
+    bundle = Bundle(A.shape[1], capacity=max(3, len(b) + 1))
+    for a_i, b_i in zip(A, b, strict=True):
+        bundle.add(a_i, b_i)
+    return bundle
+
+
+KINDS = ["random", "duplicates", "collinear", "identical", "zero", "low_rank"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("k,d", [(1, 3), (2, 2), (7, 3), (40, 10), (200, 136)])
+@pytest.mark.parametrize("lam", [1e-4, 1e-1, 10.0])
+def test_qp_master_agrees_with_cvxpy(kind, k, d, lam):
+    rng = np.random.default_rng(hash((kind, k, d)) % 2**32)
+    A, b = random_bundle(rng, k, d, kind)
+    bundle = bundle_of(A, b)
+    w, lower, alpha = QPMaster(lam).solve(bundle)
+    ref = cvxpy_master_value(A, b, lam)
+    assert alpha.min() >= 0 and alpha.sum() == pytest.approx(1.0, abs=1e-12)
+    # lower bound (dual value) and the primal value at w bracket the optimum
+    primal = lam / 2 * w @ w + bundle.model_value(w)
+    assert lower <= ref + 1e-9 * (1 + abs(ref))
+    assert primal >= ref - 1e-9 * (1 + abs(ref))
+    assert abs(lower - ref) <= 1e-6 * max(1.0, abs(ref))
+    if lam >= 1e-2:
+        # the iterate itself is as accurate when the dual is well conditioned
+        assert abs(primal - ref) <= 1e-6 * max(1.0, abs(ref))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_cvxpy_master_agrees_with_qp_master(kind):
+    rng = np.random.default_rng(7)
+    A, b = random_bundle(rng, 30, 5, kind)
+    bundle = bundle_of(A, b)
+    lam = 1e-2
+    _, qp_lower, _ = QPMaster(lam).solve(bundle)
+    w, cx_lower, alpha = CvxpyMaster(5, bundle.capacity, lam, "l2").solve(bundle)
+    assert cx_lower == pytest.approx(qp_lower, rel=1e-6, abs=1e-9)
+    assert alpha.sum() == pytest.approx(1.0)
+
+
+def test_simplex_qp_kkt_and_warm_start():
+    rng = np.random.default_rng(3)
+    A = rng.normal(size=(60, 8))
+    Q = A @ A.T
+    b = rng.normal(size=60)
+    alpha = np.full(60, 1 / 60)
+    grad = np.empty(60)
+    steps, violation = solve_simplex_qp(Q, b, alpha, grad, 1e-12, 10**6)
+    assert violation <= 1e-12
+    np.testing.assert_allclose(grad, Q @ alpha - b, atol=1e-9)
+    support = alpha > 0
+    assert grad[support].max() - grad.min() <= 1e-12
+    again = alpha.copy()
+    steps_warm, _ = solve_simplex_qp(Q, b, again, grad, 1e-12, 10**6)
+    assert steps_warm == 0
+    np.testing.assert_array_equal(again, alpha)
+
+
+def test_aggregation_keeps_the_master_optimum():
+    rng = np.random.default_rng(5)
+    lam = 1e-2
+    bundle = Bundle(6, capacity=5)
+    master = QPMaster(lam)
+    values = []
+    for _ in range(40):
+        bundle.add(rng.normal(size=6), rng.normal())
+        w, lower, alpha = master.solve(bundle)
+        bundle.set_weights(alpha)
+        values.append(lower)
+        assert bundle.size <= 5
+    # merging or dropping planes never lowers the model's optimum below what the new plane
+    # adds to it: the sequence of master optima is non-decreasing
+    assert np.all(np.diff(values) >= -1e-10)
+    assert bundle.n_aggregations > 0
