@@ -51,7 +51,13 @@ class QPMaster:
         self.steps = 0
         self.fallbacks = 0
 
-    def solve(self, bundle: Bundle):
+    def solve(self, bundle: Bundle, accuracy: float = 0.0):
+        """Solve the dual; ``accuracy`` (>= 0) is an absolute tolerance on its objective.
+
+        With ``accuracy = 0`` the KKT violation is driven to ``tol`` times the problem's
+        scale. The solver loop passes a small fraction of its current gap, since a more
+        precise master cannot change the certificate by more than that.
+        """
         k = bundle.size
         Q = bundle.G[:k, :k] / self.lam
         b = bundle.b[:k]
@@ -60,7 +66,7 @@ class QPMaster:
         alpha = alpha / total if total > 0 else np.eye(k)[0]
         grad = np.empty(k)
         scale = 1.0 + np.abs(b).max() + np.abs(np.diag(Q)).max()
-        tol = self.tol * scale
+        tol = max(self.tol * scale, accuracy)
         steps, violation = solve_simplex_qp(Q, b, alpha, grad, tol, self.max_steps)
         self.steps += steps
         if violation > tol:
@@ -153,7 +159,7 @@ class CvxpyMaster:
         if not self.problem.is_dcp():
             raise ValueError("regularizer must be a convex cvxpy expression of w")
 
-    def solve(self, bundle: Bundle):
+    def solve(self, bundle: Bundle, accuracy: float = 0.0):
         k = bundle.size
         A = np.zeros(self.A.shape)
         b = np.zeros(self.capacity)

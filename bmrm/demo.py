@@ -39,16 +39,19 @@ def main(argv=None) -> int:
         f"generated {args.queries} queries x {args.docs} documents, {args.features} features; "
         "training on 80 %, testing on 20 %"
     )
-    print(f"{'loss':<10} {'objective':>11} {'gap':>10} {'iterations':>10} {'seconds':>8} "
-          f"{'test NDCG@10':>12}")
+    print(
+        f"{'loss':<10} {'objective':>11} {'gap':>10} {'iterations':>10} {'seconds':>8} "
+        f"{'test NDCG@10':>12}"
+    )
     for loss in ("ordinal", "ndcg", "squared"):
         start = time.perf_counter()
         model = bmrm.fit(X[:split], y[:split], loss, qid[:split], lam=1e-3, tol=1e-3)
         seconds = time.perf_counter() - start
         res = model.result_
         ndcg = ndcg_score(y[split:], model.predict(X[split:]), qid[split:], k=10)
-        print(f"{loss:<10} {res.fun:11.6f} {res.gap:10.2e} {res.nit:10d} {seconds:8.2f} "
-              f"{ndcg:12.4f}")
+        print(
+            f"{loss:<10} {res.fun:11.6f} {res.gap:10.2e} {res.nit:10d} {seconds:8.2f} {ndcg:12.4f}"
+        )
     return 0
 
 

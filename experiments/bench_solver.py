@@ -1,0 +1,146 @@
+"""Solver benchmark: iterations, time to a relative gap of 1e-3, and the oracle/master split.
+
+    python experiments/bench_solver.py [--rows 1000000] [--repeats 3] [--out results/bench_solver]
+
+Fits a large synthetic problem (an MSLR-WEB10K-shaped set: about a million rows, 136 dense
+features, about 120 rows per query) and a small one, with each loss, after an untimed warm-up
+fit that compiles the numba kernels. Every fit is repeated and the medians are reported.
+Time is split into oracle (X @ w, the loss kernel, X.T @ g), master problem, and everything
+else (the bundle, bookkeeping, Python). Writes ``results.csv`` (one row per loss x size x
+repetition) and ``results.md`` into the output folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import bmrm
+
+LOSSES = {
+    "squared": {},
+    "hinge": {},
+    "ordinal": {},
+    "ndcg": {"truncate_c": True},
+}
+
+
+def make_data(n_rows: int, n_features: int = 136, rows_per_query: int = 120, seed: int = 0):
+    """Dense features, a hidden linear score, labels 0..4 by quantile, MSLR-like queries."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n_rows, n_features))
+    w = rng.standard_normal(n_features) / np.sqrt(n_features)
+    score = X @ w + 0.5 * rng.standard_normal(n_rows)
+    y = np.digitize(score, np.quantile(score, [0.5, 0.8, 0.95, 0.99])).astype(np.float64)
+    sizes = rng.integers(rows_per_query // 2, 3 * rows_per_query // 2 + 1, size=n_rows)
+    bounds = np.cumsum(sizes)
+    bounds = bounds[bounds < n_rows]
+    qid = np.zeros(n_rows, dtype=np.int64)
+    qid[bounds] = 1
+    qid = np.cumsum(qid)
+    return X, y, qid
+
+
+def targets_for(loss, y):
+    if loss == "hinge":
+        return np.where(y > 0, 1.0, -1.0)
+    return y
+
+
+def run(loss, X, y, qid, lam, tol):
+    start = time.perf_counter()
+    model = bmrm.fit(
+        X,
+        targets_for(loss, y),
+        loss,
+        qid,
+        lam=lam,
+        tol=tol,
+        max_iter=5000,
+        loss_params=LOSSES[loss],
+    )
+    total = time.perf_counter() - start
+    res = model.result_
+    return {
+        "iterations": res.nit,
+        "total_s": total,
+        "oracle_s": res.oracle_seconds,
+        "master_s": res.master_seconds,
+        "other_s": total - res.oracle_seconds - res.master_seconds,
+        "gap": res.gap,
+        "objective": res.fun,
+        "status": res.status,
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--small-rows", type=int, default=20_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--lam", type=float, default=1e-3)
+    parser.add_argument("--tol", type=float, default=1e-3)
+    parser.add_argument("--losses", nargs="+", default=list(LOSSES))
+    parser.add_argument("--out", type=Path, default=Path("results/bench_solver"))
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    Xw, yw, qw = make_data(2_000, seed=1)
+    for loss in args.losses:  # warm-up: compile every kernel, untimed
+        run(loss, Xw, yw, qw, args.lam, 1e-2)
+
+    rows = []
+    for size, n in (("small", args.small_rows), ("large", args.rows)):
+        X, y, qid = make_data(n)
+        print(f"[{size}] {n} rows, {X.shape[1]} features, {qid[-1] + 1} queries", file=sys.stderr)
+        for loss in args.losses:
+            for rep in range(args.repeats):
+                r = run(loss, X, y, qid, args.lam, args.tol)
+                rows.append({"size": size, "rows": n, "loss": loss, "repetition": rep, **r})
+                print(
+                    f"  {loss:<8} rep {rep}: {r['iterations']} it, {r['total_s']:.2f} s "
+                    f"(oracle {r['oracle_s']:.2f}, master {r['master_s']:.3f}, "
+                    f"other {r['other_s']:.3f})",
+                    file=sys.stderr,
+                )
+        del X, y, qid
+
+    with open(args.out / "results.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+    lines = [
+        f"lam = {args.lam}, stop at relative gap {args.tol}; medians of {args.repeats} runs",
+        "",
+        "| size | loss | iterations | total s | oracle s | master s | other s | master % "
+        "| other % |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for size in ("small", "large"):
+        for loss in args.losses:
+            sel = [r for r in rows if r["size"] == size and r["loss"] == loss]
+            med = {
+                k: statistics.median(r[k] for r in sel)
+                for k in ("iterations", "total_s", "oracle_s", "master_s", "other_s")
+            }
+            lines.append(
+                f"| {size} | {loss} | {med['iterations']:.0f} | {med['total_s']:.2f} | "
+                f"{med['oracle_s']:.2f} | {med['master_s']:.3f} | {med['other_s']:.3f} | "
+                f"{100 * med['master_s'] / med['total_s']:.1f} | "
+                f"{100 * med['other_s'] / med['total_s']:.1f} |"
+            )
+    table = "\n".join(lines)
+    (args.out / "results.md").write_text(table + "\n")
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,208 @@
+"""Ranking from explicit preference relations: a cost-weighted hinge per preferred pair.
+
+References
+----------
+Teo, Vishwanathan, Smola & Le, "Bundle Methods for Regularized Risk Minimization",
+JMLR 11 (2010), ranking appendix §1.3 and its Algorithm 2.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from losses._base import Loss, check_finite_targets
+from losses._kernels import preference as _k
+from losses._query import group_queries
+
+__all__ = ["PreferenceLoss", "pairs_from_labels"]
+
+_NORMALIZE = ("query", "none")
+_PAIR_COSTS = ("zero_one", "linear", "gain_difference")
+
+
+class _PreferenceTargets(NamedTuple):
+    pref_ptr: np.ndarray  # int64 (n_queries + 1,): pairs of query q at pref_ptr[q]:[q+1]
+    pair_i: np.ndarray  # int64: the row that should rank lower
+    pair_j: np.ndarray  # int64: the row that should rank higher
+    pair_cost: np.ndarray  # float64
+    weight: np.ndarray  # float64 (n_queries,): normalisation per query
+
+
+class PreferenceLoss(Loss):
+    r"""Cost-weighted hinge over given preference pairs, grouped by query.
+
+    A pair (i, j) with cost c says row j should rank above row i. For one query with pair
+    set P_q,
+
+    .. math::
+
+        l(f) = \frac{1}{|P_q|} \sum_{(i, j) \in P_q} c_{ij} \max(0, 1 + f_i - f_j).
+
+    Parameters
+    ----------
+    normalize : {"query", "none"}, default "query"
+        ``"query"`` divides by the number of pairs of the query, ``"none"`` sums the pair
+        terms.
+
+    Notes
+    -----
+    Data keywords of :meth:`validate` (through :func:`losses.risk` or :func:`bmrm.fit`):
+    ``pairs``, an integer array of shape (n_pairs, 2) of row indices (i, j) in the caller's
+    row order (remapped by :func:`losses.prepare` when rows are regrouped by query), and
+    ``pair_costs``, shape (n_pairs,), finite and non-negative (default 1). Both rows of a
+    pair must lie in the same query. ``y`` is not used beyond its length; build pairs from
+    graded labels with :func:`pairs_from_labels`.
+
+    Conventions: a query without pairs has loss 0 and gradient 0; a pair exactly at the
+    hinge (1 + f_i − f_j = 0) contributes subgradient 0; repeated pairs count repeatedly.
+    Cost O(|P|) per evaluation, queries in parallel. :meth:`metric` is the weighted count
+    of violated preferences (f_i >= f_j, ties count as violations), which the loss bounds.
+    """
+
+    name = "preference"
+    pointwise = False
+    smooth = False
+    row_index_keys = ("pairs",)
+
+    def __init__(self, *, normalize: str = "query"):
+        self.normalize = normalize
+        if normalize not in _NORMALIZE:
+            raise ValueError(f"normalize must be one of {list(_NORMALIZE)}; got {normalize!r}")
+
+    def get_params(self) -> dict[str, Any]:
+        return {"normalize": self.normalize}
+
+    def validate(self, y, query_ptr, pairs=None, pair_costs=None, **data) -> _PreferenceTargets:
+        """Check the pairs (internal row indices) and group them per query."""
+        if data:
+            raise ValueError(
+                f"the preference loss takes data keywords pairs and pair_costs; got "
+                f"{sorted(data)} (its parameter normalize goes to losses.get('preference', ...))"
+            )
+        query_ptr = np.asarray(query_ptr, dtype=np.int64)
+        n = int(query_ptr[-1])
+        n_queries = query_ptr.shape[0] - 1
+        if pairs is None:
+            raise ValueError(
+                "the preference loss needs pairs=, an integer array (n_pairs, 2) of row "
+                "indices (i, j) meaning row j should rank above row i; build them from "
+                "graded labels with losses.pairs_from_labels(y, qid)"
+            )
+        pairs = np.asarray(pairs)
+        if pairs.ndim != 2 or pairs.shape[1] != 2:
+            raise ValueError(f"pairs must have shape (n_pairs, 2); got shape {pairs.shape}")
+        if pairs.dtype.kind not in "iu":
+            raise ValueError(f"pairs must hold integer row indices; got dtype {pairs.dtype}")
+        if pairs.size and (pairs.min() < 0 or pairs.max() >= n):
+            raise ValueError(f"pairs holds row indices outside [0, {n})")
+        pair_i = pairs[:, 0].astype(np.int64)
+        pair_j = pairs[:, 1].astype(np.int64)
+        same = np.flatnonzero(pair_i == pair_j)
+        if same.size:
+            k = same[0]
+            raise ValueError(
+                f"pairs must join two different rows; pair {k} is ({pair_i[k]}, {pair_j[k]})"
+            )
+        query_i = np.searchsorted(query_ptr, pair_i, side="right") - 1
+        query_j = np.searchsorted(query_ptr, pair_j, side="right") - 1
+        cross = np.flatnonzero(query_i != query_j)
+        if cross.size:
+            raise ValueError(
+                f"pairs must join rows of the same query; pair {cross[0]} joins rows of two "
+                "different queries"
+            )
+        n_pairs = pairs.shape[0]
+        if pair_costs is None:
+            costs = np.ones(n_pairs)
+        else:
+            costs = np.asarray(pair_costs)
+            if costs.dtype.kind not in "iuf":
+                raise ValueError(f"pair_costs must be numeric; got dtype {costs.dtype}")
+            if costs.shape != (n_pairs,):
+                raise ValueError(
+                    f"pair_costs must have shape ({n_pairs},), one cost per pair; "
+                    f"got shape {costs.shape}"
+                )
+            costs = costs.astype(np.float64)
+            if not np.all(np.isfinite(costs)):
+                raise ValueError("pair_costs must not contain NaN or inf")
+            if np.any(costs < 0):
+                raise ValueError(f"pair_costs must be non-negative; got {costs.min()!r}")
+        order = np.argsort(query_i, kind="stable")
+        per_query = np.bincount(query_i, minlength=n_queries)
+        pref_ptr = np.zeros(n_queries + 1, dtype=np.int64)
+        np.cumsum(per_query, out=pref_ptr[1:])
+        weight = np.zeros(n_queries)
+        has_pairs = per_query > 0
+        weight[has_pairs] = 1.0 / per_query[has_pairs] if self.normalize == "query" else 1.0
+        return _PreferenceTargets(pref_ptr, pair_i[order], pair_j[order], costs[order], weight)
+
+    def loss_grad(self, f, targets: _PreferenceTargets) -> tuple[np.ndarray, np.ndarray]:
+        """Per-query losses and the subgradient of their sum; see the class docstring."""
+        f = np.ascontiguousarray(f, dtype=np.float64)
+        values = np.empty(targets.weight.shape[0])
+        grad = np.zeros_like(f)
+        _k.preference_hinge(f, *targets, values, grad)
+        return values, grad
+
+    def metric(self, f, targets: _PreferenceTargets) -> np.ndarray:
+        """Per-query weighted count of violated preferences (f_i >= f_j), normalised."""
+        f = np.ascontiguousarray(f, dtype=np.float64)
+        values = np.empty(targets.weight.shape[0])
+        _k.preference_violations(f, *targets, values)
+        return values
+
+
+def pairs_from_labels(y, qid=None, *, cost: str = "zero_one") -> tuple[np.ndarray, np.ndarray]:
+    """All pairs (i, j) with y_i < y_j within each query, and their costs.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+        Finite relevance labels.
+    qid : array-like of shape (n_samples,) or None
+        Query id per row; ``None`` is one query.
+    cost : {"zero_one", "linear", "gain_difference"}, default "zero_one"
+        The cost of pair (i, j): 1, y_j − y_i, or 2^{y_j} − 2^{y_i} (the difference of the
+        exponential NDCG gains 2^y − 1).
+
+    Returns
+    -------
+    pairs : ndarray of int64, shape (n_pairs, 2)
+        Caller row indices (i, j), row j more relevant, grouped by query and then ordered
+        by (i, j) in the grouped row order; ready for ``pairs=`` of the preference loss.
+    costs : ndarray of float64, shape (n_pairs,)
+        Ready for ``pair_costs=``.
+
+    Notes
+    -----
+    There are up to m²/4 pairs per query of m rows: time and memory O(Σ_q m_q²). With
+    ``cost="zero_one"`` the preference loss on these pairs equals the ordinal loss.
+    """
+    if cost not in _PAIR_COSTS:
+        raise ValueError(f"cost must be one of {list(_PAIR_COSTS)}; got {cost!r}")
+    y = check_finite_targets(y)
+    groups = group_queries(qid, y.shape[0])
+    y_int = np.ascontiguousarray(groups.to_internal(y))
+    counts = np.empty(groups.n_queries, dtype=np.int64)
+    _k.count_label_pairs(y_int, groups.query_ptr, counts)
+    pref_ptr = np.zeros(groups.n_queries + 1, dtype=np.int64)
+    np.cumsum(counts, out=pref_ptr[1:])
+    pair_i = np.empty(pref_ptr[-1], dtype=np.int64)
+    pair_j = np.empty(pref_ptr[-1], dtype=np.int64)
+    _k.fill_label_pairs(y_int, groups.query_ptr, pref_ptr, pair_i, pair_j)
+    if cost == "zero_one":
+        costs = np.ones(pair_i.shape[0])
+    elif cost == "linear":
+        costs = y_int[pair_j] - y_int[pair_i]
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            costs = np.exp2(y_int[pair_j]) - np.exp2(y_int[pair_i])
+        if not np.all(np.isfinite(costs)):
+            raise ValueError("y is too large for cost='gain_difference': 2^y overflows")
+    pairs = np.column_stack((pair_i, pair_j))
+    if groups.order is not None:
+        pairs = groups.order[pairs]
+    return pairs, costs
