@@ -9,7 +9,6 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 
-import cvxpy as cp
 import numpy as np
 
 from bmrm._bundle import Bundle
@@ -27,6 +26,8 @@ def regularizer_value(regularizer, w: np.ndarray, l1_ratio: float = 0.5) -> floa
         return float(np.abs(w).sum())
     if regularizer == "elastic_net":
         return l1_ratio * float(np.abs(w).sum()) + (1 - l1_ratio) * 0.5 * float(w @ w)
+    import cvxpy as cp
+
     return float(regularizer(cp.Constant(w)).value)
 
 
@@ -38,13 +39,13 @@ class QPMaster:
     previous weights warm-start the next solve, so a new plane usually costs a few O(k)
     pair steps plus O(k²) to form Q. Pair steps converge linearly; on ill-conditioned
     bundles (tiny lam with long, nearly collinear planes) they may need very many, so after
-    ``max_steps`` the dual is handed to an interior-point solver (Clarabel through cvxpy),
-    warm pair steps then finishing from its answer.
+    ``max_steps`` the dual is handed to an interior-point solver (Clarabel), warm pair steps
+    then finishing from its answer.
     """
 
     name = "qp"
 
-    def __init__(self, lam: float, tol: float = 1e-11, max_steps: int = 20_000):
+    def __init__(self, lam: float, tol: float = 1e-11, max_steps: int = 5_000):
         self.lam = lam
         self.tol = tol
         self.max_steps = max_steps
@@ -65,14 +66,15 @@ class QPMaster:
         total = alpha.sum()
         alpha = alpha / total if total > 0 else np.eye(k)[0]
         grad = np.empty(k)
-        scale = 1.0 + np.abs(b).max() + np.abs(np.diag(Q)).max()
+        # P(w) − D(α) is at most the KKT violation; round-off in the gradient grows with Q
+        scale = 1.0 + np.abs(b).max() + 1e-3 * np.abs(np.diag(Q)).max()
         tol = max(self.tol * scale, accuracy)
         steps, violation = solve_simplex_qp(Q, b, alpha, grad, tol, self.max_steps)
         self.steps += steps
         if violation > tol:
             self.fallbacks += 1
-            alpha = _interior_point_dual(bundle.A[:k], b, self.lam, alpha)
-            steps, _ = solve_simplex_qp(Q, b, alpha, grad, tol, self.max_steps)
+            alpha = _interior_point_dual(Q, b, alpha)
+            steps, _ = solve_simplex_qp(Q, b, alpha, grad, tol, 50 * self.max_steps)
             self.steps += steps
         alpha /= alpha.sum()
         lower = float(b @ alpha - 0.5 * alpha @ (Q @ alpha))
@@ -80,21 +82,27 @@ class QPMaster:
         return w, lower, alpha
 
 
-def _interior_point_dual(A, b, lam, alpha):
-    """The dual QP max_{α in simplex} bᵀα − ‖Aᵀα‖²/(2 lam) by an interior-point solver."""
-    x = cp.Variable(len(b), nonneg=True)
-    objective = cp.sum_squares(A.T @ x) / (2 * lam) - b @ x
-    problem = cp.Problem(cp.Minimize(objective), [cp.sum(x) == 1])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        try:
-            problem.solve(solver="CLARABEL")
-        except cp.SolverError:
-            return alpha
-    if x.value is None:
+def _interior_point_dual(Q, b, alpha):
+    """min ½αᵀQα − bᵀα over the simplex by Clarabel's interior-point method, called directly.
+
+    Returns ``alpha`` unchanged if the solver fails.
+    """
+    import clarabel
+    import scipy.sparse as sp
+
+    k = len(b)
+    P = sp.triu(sp.csc_matrix(Q), format="csc")
+    constraints = sp.vstack([sp.csc_matrix(np.ones((1, k))), -sp.eye(k)], format="csc")
+    rhs = np.concatenate([[1.0], np.zeros(k)])
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-12
+    cones = [clarabel.ZeroConeT(1), clarabel.NonnegativeConeT(k)]
+    solution = clarabel.DefaultSolver(P, -b, constraints, rhs, cones, settings).solve()
+    x = np.maximum(np.asarray(solution.x, dtype=float), 0.0)
+    if not np.all(np.isfinite(x)) or x.sum() <= 0:
         return alpha
-    out = np.maximum(np.asarray(x.value, dtype=float), 0.0)
-    return out / out.sum()
+    return x / x.sum()
 
 
 class CvxpyMaster:
@@ -129,6 +137,8 @@ class CvxpyMaster:
         upper=None,
         solver: str | None = None,
     ):
+        import cvxpy as cp
+
         self.capacity = capacity
         self.solver = solver
         self.w = cp.Variable(n_features)
@@ -186,6 +196,8 @@ class CvxpyMaster:
         bundle (many almost identical planes) still returns a usable point; the lower bound
         of the named regularizers is recomputed from its weights and stays valid.
         """
+        import cvxpy as cp
+
         usable = (cp.OPTIMAL, cp.OPTIMAL_INACCURATE, cp.USER_LIMIT)
         for solver in (self.solver or "CLARABEL", "SCS"):
             with warnings.catch_warnings():

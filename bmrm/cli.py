@@ -1,0 +1,427 @@
+"""The ``bmrm`` command: train, predict and evaluate linear rankers on svmlight files.
+
+In the spirit of SVM^rank's ``svm_rank_learn`` and ``svm_rank_classify``::
+
+    bmrm train TRAIN.svmlight MODEL [--loss ordinal] [--lam L | -c C] [...]
+    bmrm predict TEST.svmlight MODEL PREDICTIONS
+    bmrm evaluate TEST.svmlight PREDICTIONS|MODEL [--metric ndcg@10 ...] [--convention exp]
+
+Data files are svmlight / LETOR files (``<label> qid:<q> <index>:<value> ... # comment``)
+with one-based feature indices, as SVM^rank and LETOR write them; a file without ``qid:``
+takes its query groups from ``--query-file`` (or ``<file>.query`` when it exists) and is
+otherwise one query. Model files are the portable files of :mod:`bmrm.model_io`.
+
+Progress and the final summary go to stderr, results (predictions, metric values) to files or
+stdout. Bad input (a missing or malformed file, an unknown loss, an invalid option value, a
+feature-count mismatch between model and data, a predictions file of the wrong length) ends
+the command with exit status 2 and a one-line reason on stderr; output files are written
+atomically (:func:`os.replace` of a temporary file), so a failed command leaves none behind
+and never damages an existing one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import warnings
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+import losses
+from bmrm import __version__
+from bmrm._model import LinearModel, fit
+from bmrm._validation import check_int, check_positive
+from bmrm.io import load_svmlight
+from bmrm.model_io import _write_atomic, load_model
+from losses import metrics
+from losses.preference import pairs_from_labels
+
+__all__ = ["main"]
+
+LOSSES = ("ndcg", "ordinal", "preference", "neru", "squared", "hinge", "logistic")
+PAIRWISE = ("ordinal", "preference")
+CUTOFF_LOSSES = ("ndcg", "neru")
+PAIR_COSTS = ("zero_one", "linear", "gain_difference")
+CONVENTIONS = ("exp", "linear", "letor")
+DEFAULT_METRICS = ("ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10", "map")
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line on stderr (exit status 2)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+# ----------------------------------------------------------------------------- parser
+
+_TRAIN_EPILOG = """\
+regularization:
+  The objective is lam*Omega(w) + R(w), R the mean loss over queries (over rows for the
+  pointwise losses squared, hinge and logistic) and Omega(w) = 0.5*||w||^2 (l2) or ||w||_1
+  (l1). -c C is SVM^rank's trade-off constant: it sets lam = 1/C and, for the pairwise
+  losses (ordinal, preference), normalize="none" (pair terms summed per query, not averaged),
+  because SVM^rank minimises 0.5*||w||^2 + (C/n_queries) * sum of pair hinge losses. An
+  explicit --loss-param normalize=... takes precedence.
+
+losses:
+  ordinal     pairwise hinge over all pairs with different labels (SVM^rank's loss)
+  preference  the same pairwise hinge on pairs built from the labels, with --pair-cost
+  ndcg, neru  structured max-margin bounds on 1 - NDCG@k and 1 - NERU (--k sets the cut-off)
+  squared, hinge, logistic  pointwise (hinge and logistic need labels in {0, 1} or {-1, 1})
+
+--loss-param values are read as JSON when they parse (k=5, truncate_c=true,
+cost=[[0,1],[0,0]]) and as plain strings otherwise (cost=linear).
+"""
+
+_EVALUATE_EPILOG = """\
+metrics (NAME or NAME@K, K a cut-off; default: ndcg@1 ndcg@3 ndcg@5 ndcg@10 map):
+  ndcg, dcg, map, p (or precision), recall, f1, mrr, err, neru, kendall_tau (no @K)
+
+conventions:
+  exp     NDCG/DCG gain 2^r - 1, discount 1/log2(i + 1); binary measures count label > 0
+          as relevant; tied scores count as the average over their orders
+  linear  as exp but NDCG/DCG gain r (trec_eval, scikit-learn)
+  letor   the LETOR 4.0 evaluation tool: NDCG/DCG gain 2^r - 1, positions 1 and 2
+          undiscounted, NDCG@k of a query with fewer than k documents 0; P@k and MAP with
+          label >= 1 relevant; tied scores keep file order (for every measure)
+
+The second argument is read as a model file when its first non-blank character is "{",
+and otherwise as a predictions file (one score per line, as 'bmrm predict' writes).
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="bmrm",
+        description="Train, apply and evaluate linear rankers (bundle-method regularized "
+        "risk minimization) on svmlight / LETOR files.",
+        epilog="Data files are svmlight / LETOR files with one-based feature indices. Exit "
+        "status: 0 on success, 2 on bad input (with a one-line reason on stderr); output "
+        "files are written atomically, so a failed command leaves none behind. "
+        "'bmrm COMMAND --help' describes each command.",
+    )
+    parser.add_argument("--version", action="version", version=f"bmrm {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    train = commands.add_parser(
+        "train",
+        help="fit a model to a svmlight file and save it",
+        description="Fit a linear model by the bundle method and write it to MODEL.",
+        epilog=_TRAIN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    train.add_argument("train_file", metavar="TRAIN", help="svmlight / LETOR training file")
+    train.add_argument("model_file", metavar="MODEL", help="output model file")
+    train.add_argument("--loss", choices=LOSSES, default="ordinal", help="default: ordinal")
+    strength = train.add_mutually_exclusive_group()
+    strength.add_argument(
+        "--lam", type=float, default=None, help="regularization constant > 0 (default 1e-3)"
+    )
+    strength.add_argument(
+        "-c", dest="C", type=float, default=None, help="SVM^rank's C > 0: lam = 1/C (see below)"
+    )
+    train.add_argument(
+        "--tol", type=float, default=1e-3, help="stop at gap <= tol * objective (default 1e-3)"
+    )
+    train.add_argument("--max-iter", type=int, default=1000, help="iteration cap (default 1000)")
+    train.add_argument("--k", type=int, default=None, help="cut-off of the ndcg / neru loss")
+    train.add_argument(
+        "--loss-param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a loss parameter, e.g. cost=linear (repeatable)",
+    )
+    train.add_argument(
+        "--pair-cost",
+        choices=PAIR_COSTS,
+        default=None,
+        help="cost of a label pair for the preference loss (default zero_one)",
+    )
+    train.add_argument("--regularizer", choices=("l2", "l1"), default="l2", help="default: l2")
+    train.add_argument(
+        "--query-file",
+        default=None,
+        help="group sizes of a file without qid: (default: TRAIN.query if it exists)",
+    )
+    train.add_argument("--quiet", action="store_true", help="no progress and no summary on stderr")
+
+    predict = commands.add_parser(
+        "predict",
+        help="score the rows of a svmlight file with a model",
+        description="Write one score per row of TEST to PREDICTIONS (higher ranks first).",
+    )
+    predict.add_argument("test_file", metavar="TEST", help="svmlight / LETOR file")
+    predict.add_argument("model_file", metavar="MODEL", help="model file from 'bmrm train'")
+    predict.add_argument("predictions_file", metavar="PREDICTIONS", help="output file")
+
+    evaluate = commands.add_parser(
+        "evaluate",
+        help="ranking measures of predictions or of a model on a svmlight file",
+        description="Print 'metric<TAB>value' lines: the mean over the queries of TEST.",
+        epilog=_EVALUATE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    evaluate.add_argument("test_file", metavar="TEST", help="svmlight / LETOR file")
+    evaluate.add_argument(
+        "scores_file", metavar="PREDICTIONS|MODEL", help="predictions file or model file"
+    )
+    evaluate.add_argument(
+        "--metric",
+        action="append",
+        default=None,
+        metavar="NAME[@K]",
+        help="a measure to report (repeatable)",
+    )
+    evaluate.add_argument("--convention", choices=CONVENTIONS, default="exp", help="default: exp")
+    evaluate.add_argument(
+        "--query-file",
+        default=None,
+        help="group sizes of a file without qid: (default: TEST.query if it exists)",
+    )
+    return parser
+
+
+# ----------------------------------------------------------------------------- data
+
+
+def _load_data(path: str, query_file: str | None):
+    return load_svmlight(path, zero_based=False, query_file=query_file or "auto")
+
+
+def _features_for(X, path: str, model: LinearModel, model_path: str):
+    """X widened to the model's features; more columns than the model has is an error."""
+    d = model.n_features_in_
+    if X.shape[1] > d:
+        raise ValueError(
+            f"{path} has feature index {X.shape[1]} but the model {model_path} has {d} features"
+        )
+    return sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], d))
+
+
+def _check_output(path: str) -> None:
+    """Fail before any work when ``path`` cannot be an output file."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"cannot write {path}: folder {folder} does not exist")
+    if os.path.isdir(path):
+        raise ValueError(f"cannot write {path}: it is a folder")
+
+
+def _is_model_file(path: str) -> bool:
+    with open(path, "rb") as f:
+        return f.read(4096).lstrip().startswith(b"{")
+
+
+def _read_predictions(path: str, n_rows: int, test_path: str) -> np.ndarray:
+    """One finite number per line, exactly ``n_rows`` lines."""
+    scores = []
+    with open(path, "rb") as f:
+        for lineno, line in enumerate(f, start=1):
+            text = line.strip()
+            try:
+                value = float(text)
+            except ValueError:
+                value = float("nan")
+            if not np.isfinite(value):
+                shown = text.decode("utf-8", "backslashreplace")[:40]
+                raise ValueError(f"{path}, line {lineno}: expected a finite score; got {shown!r}")
+            scores.append(value)
+    if len(scores) != n_rows:
+        raise ValueError(
+            f"{path} holds {len(scores)} predictions but {test_path} has {n_rows} rows"
+        )
+    return np.array(scores)
+
+
+# ----------------------------------------------------------------------------- train
+
+
+def _loss_value(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _build_loss(args):
+    params = {}
+    for item in args.loss_param:
+        key, sep, text = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise ValueError(f"--loss-param expects KEY=VALUE; got {item!r}")
+        params[key] = _loss_value(text)
+    if args.k is not None:
+        if args.loss not in CUTOFF_LOSSES:
+            raise ValueError(f"--k applies to the losses {CUTOFF_LOSSES}, not {args.loss!r}")
+        if "k" in params:
+            raise ValueError("give the cut-off once: --k or --loss-param k=...")
+        params["k"] = args.k
+    if args.C is not None and args.loss in PAIRWISE:
+        params.setdefault("normalize", "none")
+    try:
+        return losses.get(args.loss, **params)
+    except TypeError as exc:
+        raise ValueError(f"bad --loss-param for the {args.loss} loss: {exc}") from None
+
+
+def _train(args) -> None:
+    if args.C is not None:
+        lam = 1.0 / check_positive(args.C, "C")
+    else:
+        lam = check_positive(1e-3 if args.lam is None else args.lam, "lam")
+    tol = check_positive(args.tol, "tol", strict=False)
+    max_iter = check_int(args.max_iter, "max_iter", 1)
+    if args.pair_cost is not None and args.loss != "preference":
+        raise ValueError(f"--pair-cost applies to the preference loss, not {args.loss!r}")
+    loss = _build_loss(args)
+    _check_output(args.model_file)
+    X, y, qid = _load_data(args.train_file, args.query_file)
+    if not args.quiet:
+        n_queries = 1 if qid is None else np.unique(qid).size
+        _note(
+            "train",
+            f"{args.train_file}: {X.shape[0]} rows, {X.shape[1]} features, "
+            f"{n_queries} queries; loss {loss!r}, lam {lam!r}",
+        )
+    loss_data = {}
+    if args.loss == "preference":
+        pairs, costs = pairs_from_labels(y, qid, cost=args.pair_cost or "zero_one")
+        loss_data = {"pairs": pairs, "pair_costs": costs}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = fit(
+            X,
+            y,
+            loss,
+            qid,
+            lam=lam,
+            regularizer=args.regularizer,
+            tol=tol,
+            max_iter=max_iter,
+            verbose=not args.quiet,
+            **loss_data,
+        )
+    for warning in caught:
+        _note("train", f"warning: {warning.message}")
+    model.save(args.model_file)
+    if not args.quiet:
+        r = model.result_
+        _note(
+            "train",
+            f"objective {r.fun:.10g}, gap {r.gap:.3e}, {r.nit} iterations, "
+            f"{r.total_seconds:.2f} seconds ({r.message}); model written to {args.model_file}",
+        )
+
+
+# ----------------------------------------------------------------------------- predict
+
+
+def _predict(args) -> None:
+    _check_output(args.predictions_file)
+    model = load_model(args.model_file)
+    X, _, _ = load_svmlight(args.test_file, zero_based=False, query_file=None)
+    scores = model.predict(_features_for(X, args.test_file, model, args.model_file))
+    text = "".join(f"{score!r}\n" for score in scores.tolist())
+    _write_atomic(args.predictions_file, text.encode("ascii"))
+
+
+# ----------------------------------------------------------------------------- evaluate
+
+
+METRICS: dict[str, Callable] = {
+    "ndcg": metrics.ndcg_score,
+    "dcg": metrics.dcg_score,
+    "map": metrics.map_score,
+    "p": metrics.precision_score,
+    "precision": metrics.precision_score,
+    "recall": metrics.recall_score,
+    "f1": metrics.f1_score,
+    "mrr": metrics.mrr_score,
+    "err": metrics.err_score,
+    "neru": metrics.neru_score,
+    "kendall_tau": metrics.kendall_tau_score,
+}
+
+
+def _metric_options(name: str, convention: str) -> dict:
+    """Keyword arguments of metric ``name`` under ``convention`` (see the evaluate help)."""
+    if name in ("ndcg", "dcg"):
+        return {"convention": convention}
+    if convention != "letor":
+        return {}
+    if name in ("map", "p", "precision"):
+        return {"threshold": 1, "ties": "stable"}
+    return {"ties": "stable"}
+
+
+def _parse_metrics(specs: Sequence[str], convention: str) -> list[tuple[str, Callable, dict]]:
+    parsed = []
+    for spec in specs:
+        name, at, k_text = spec.partition("@")
+        if name not in METRICS:
+            raise ValueError(f"unknown metric {spec!r}; known: {', '.join(METRICS)}")
+        options = _metric_options(name, convention)
+        if at:
+            if name == "kendall_tau":
+                raise ValueError(f"metric {name!r} takes no cut-off @K; got {spec!r}")
+            if not k_text.isdigit() or int(k_text) < 1:
+                raise ValueError(f"the cut-off of {spec!r} must be an integer >= 1")
+            options["k"] = int(k_text)
+        parsed.append((spec, METRICS[name], options))
+    return parsed
+
+
+def _evaluate(args) -> None:
+    measures = _parse_metrics(args.metric or DEFAULT_METRICS, args.convention)
+    X, y, qid = _load_data(args.test_file, args.query_file)
+    if _is_model_file(args.scores_file):
+        model = load_model(args.scores_file)
+        scores = model.predict(_features_for(X, args.test_file, model, args.scores_file))
+    else:
+        scores = _read_predictions(args.scores_file, y.shape[0], args.test_file)
+    lines = [
+        f"{spec}\t{float(function(y, scores, qid, **options))!r}\n"
+        for spec, function, options in measures
+    ]
+    sys.stdout.write("".join(lines))
+
+
+# ----------------------------------------------------------------------------- entry point
+
+
+def _note(command: str, message: str) -> None:
+    print(f"bmrm {command}: {message}", file=sys.stderr)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror and exc.filename:
+        # For os.replace(temporary, target) the target is the file the user named.
+        return f"{exc.strerror}: {os.fsdecode(exc.filename2 or exc.filename)}"
+    return " ".join(str(exc).split())
+
+
+_COMMANDS = {"train": _train, "predict": _predict, "evaluate": _evaluate}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``bmrm`` command line with ``argv`` (default ``sys.argv[1:]``).
+
+    Returns the exit status: 0 on success, 2 for bad input (with a one-line reason on
+    stderr), 130 when interrupted.
+    """
+    args = _parser().parse_args(argv)
+    try:
+        _COMMANDS[args.command](args)
+    except (ValueError, OSError) as exc:
+        _note(args.command, f"error: {_reason(exc)}")
+        return 2
+    except KeyboardInterrupt:
+        _note(args.command, "interrupted")
+        return 130
+    return 0

@@ -1,0 +1,440 @@
+"""Portable model files: one JSON document with the weights in base64, never a pickle.
+
+``model.save(path)`` (:func:`save_model`) writes, and ``bmrm.load(path)``
+(:func:`load_model`) reads back, a :class:`bmrm.LinearModel` with its loss, regularization
+and the solver's summary.
+
+File format (version 1)
+-----------------------
+A UTF-8 JSON object::
+
+    {
+     "format": "bmrm-linear-model",
+     "format_version": 1,
+     "bmrm_version": "0.1.0",
+     "created": "2025-01-31T12:00:00+00:00",
+     "n_features": 46,
+     "intercept": 0.0,
+     "lam": 0.001,
+     "regularizer": "l2",
+     "loss": {"name": "ndcg", "params": {"k": 10, "gain": "exp", ...}},
+     "result": {"status": 0, "success": true, "message": "...", "fun": ..., "gap": ...,
+                "lower_bound": ..., "nit": ..., "nfev": ..., ...} or null,
+     "arrays": {"coef": {"dtype": "<f8", "shape": [46], "data": "<base64>"},
+                "x": {...}, "history.gap": {...}, ...},
+     "sha256": "<64 hex digits>"
+    }
+
+Arrays are the raw little-endian bytes (``"<f8"`` IEEE-754 float64 or ``"<i8"`` int64) in
+base64, so weights survive bit for bit. ``coef`` holds the weights; with a result, ``x`` is
+the solver's best iterate and ``history.<field>`` its per-iteration history (see
+:class:`bmrm.BMRMResult`). ``loss`` rebuilds the loss as ``losses.get(name, **params)``.
+
+``sha256`` is the SHA-256 of the UTF-8 bytes of
+``json.dumps(document_without_sha256, sort_keys=True, separators=(",", ":"),
+ensure_ascii=True, allow_nan=False)``: it covers every metadata field and, through the base64
+text, every array byte. It detects truncation, corruption and edits; it is not a signature
+(anyone can recompute it), and it need not be: reading a model file runs no code.
+
+Why JSON and base64 rather than ``.npz``
+----------------------------------------
+* Loading cannot unpickle by construction: it uses only :func:`json.loads` and base64
+  decoding, whatever numpy's ``allow_pickle`` defaults are.
+* One self-describing text file: the metadata reads in any editor or with ``jq``, and the
+  weights decode with any JSON parser and base64 decoder, in any language, without numpy's
+  ``.npy`` / zip layout.
+* A truncated file is invalid JSON, so truncation is caught even before the checksum.
+* The cost, base64's 4/3 of the raw bytes, is irrelevant for a linear model of d weights.
+
+Compatibility
+-------------
+Files of an unknown ``format_version`` are refused, and so are files written by a newer
+bmrm than the one installed (versions compared on their numeric release part, ``0.2.0rc1``
+counting as ``0.2.0``). Saving is atomic: the document goes to a temporary file in the target
+folder, which then replaces ``path`` (:func:`os.replace`), so a failure leaves no partial
+file and never damages an existing one.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime
+import hashlib
+import json
+import math
+import os
+import re
+import secrets
+import sys
+from typing import Any
+
+import numpy as np
+
+import losses
+from bmrm._model import REGULARIZERS, LinearModel
+from bmrm._solver import HISTORY_FIELDS, BMRMResult
+
+__all__ = ["FORMAT", "FORMAT_VERSION", "load_model", "save_model"]
+
+FORMAT = "bmrm-linear-model"
+FORMAT_VERSION = 1
+
+# The solver summary kept in "result", with the JSON type of each field.
+_SUMMARY_FIELDS: dict[str, type] = {
+    "status": int,
+    "success": bool,
+    "message": str,
+    "fun": float,
+    "lower_bound": float,
+    "gap": float,
+    "nit": int,
+    "nfev": int,
+    "bundle_size": int,
+    "n_aggregations": int,
+    "oracle_seconds": float,
+    "master_seconds": float,
+    "total_seconds": float,
+}
+_FLOAT_MAX = sys.float_info.max
+_DTYPES = {"<f8": np.float64, "<i8": np.int64}
+_JSON_KINDS = {
+    float: "a finite number",
+    int: "an integer",
+    bool: "true or false",
+    str: "a string",
+    dict: "an object",
+    list: "an array",
+}
+
+
+def _package_version() -> str:
+    from bmrm import __version__
+
+    return __version__
+
+
+def _checksum(document: dict) -> str:
+    body = {key: value for key, value in document.items() if key != "sha256"}
+    canonical = json.dumps(
+        body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _write_atomic(path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and :func:`os.replace`.
+
+    The temporary file sits in the target's folder (so the replace is a rename on one file
+    system), is created exclusively with the usual permissions (0o666 less the umask), and
+    is removed if anything fails, leaving ``path`` as it was.
+    """
+    path = os.fspath(path)
+    folder, name = os.path.split(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(tmp, "xb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+# ----------------------------------------------------------------------------- saving
+
+
+def _encode_array(a: np.ndarray) -> dict[str, Any]:
+    code = "<i8" if a.dtype.kind in "iu" else "<f8"
+    a = np.ascontiguousarray(a, dtype=code)
+    return {
+        "dtype": code,
+        "shape": list(a.shape),
+        "data": base64.b64encode(a.tobytes()).decode("ascii"),
+    }
+
+
+def _finite_float(value, name: str) -> float:
+    value = float(value)
+    if not np.isfinite(value):
+        raise ValueError(f"cannot save a model whose {name} is {value!r}: it must be finite")
+    return value
+
+
+def _loss_entry(loss) -> dict[str, Any]:
+    name = getattr(loss, "name", None)
+    if name not in losses.available():
+        raise ValueError(
+            f"cannot save a model with loss {loss!r}: only the built-in losses "
+            f"{losses.available()} are stored (by name and parameters)"
+        )
+    try:
+        params = json.loads(json.dumps(loss.get_params(), allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"cannot save a model with loss {loss!r}: its parameters are not JSON-serialisable "
+            f"({exc})"
+        ) from exc
+    rebuilt = losses.get(name, **params)
+    if type(rebuilt) is not type(loss) or rebuilt.get_params() != params:
+        raise ValueError(
+            f"cannot save a model with loss {loss!r}: losses.get({name!r}, **{params!r}) does "
+            "not rebuild it"
+        )
+    return {"name": name, "params": params}
+
+
+def _result_entry(result, arrays: dict[str, dict]) -> dict[str, Any] | None:
+    if result is None:
+        return None
+    summary = {}
+    for key, kind in _SUMMARY_FIELDS.items():
+        if key not in result:
+            raise ValueError(f"cannot save a model whose result_ has no field {key!r}")
+        value = result[key]
+        summary[key] = _finite_float(value, f"result_.{key}") if kind is float else kind(value)
+    arrays["x"] = _encode_array(np.asarray(result["x"], dtype=np.float64))
+    for field in HISTORY_FIELDS:
+        arrays[f"history.{field}"] = _encode_array(np.asarray(result["history"][field]))
+    return summary
+
+
+def save_model(model: LinearModel, path) -> None:
+    """Write ``model`` to ``path`` as a portable model file (see the module docstring).
+
+    Parameters
+    ----------
+    model : LinearModel
+        A fitted model with a built-in loss (one of :func:`losses.available`, with
+        JSON-serialisable parameters) and a named regularizer.
+    path : str or path-like
+        Output file, replaced atomically if it exists.
+
+    Raises
+    ------
+    ValueError
+        For a callable regularizer, a loss that ``losses.get(name, **params)`` cannot
+        rebuild, or non-finite weights; nothing is written then.
+    OSError
+        When the file cannot be written; ``path`` is then left as it was.
+    """
+    regularizer = model.regularizer
+    if callable(regularizer) or regularizer not in REGULARIZERS:
+        raise ValueError(
+            f"cannot save a model with regularizer {regularizer!r}: only the named "
+            f"regularizers {REGULARIZERS} can be stored (a callable cannot)"
+        )
+    coef = np.asarray(model.coef_, dtype=np.float64)
+    if coef.ndim != 1 or not np.all(np.isfinite(coef)):
+        raise ValueError("cannot save a model whose coef_ is not a finite 1-d array")
+    arrays = {"coef": _encode_array(coef)}
+    document = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "bmrm_version": _package_version(),
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "n_features": int(coef.shape[0]),
+        "intercept": _finite_float(model.intercept_, "intercept_"),
+        "lam": _finite_float(model.lam, "lam"),
+        "regularizer": regularizer,
+        "loss": _loss_entry(model.loss),
+        "result": _result_entry(model.result_, arrays),
+        "arrays": arrays,
+    }
+    document["sha256"] = _checksum(document)
+    text = json.dumps(document, indent=1, ensure_ascii=True, allow_nan=False) + "\n"
+    _write_atomic(path, text.encode("utf-8"))
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def _version_tuple(text: str) -> tuple[int, ...] | None:
+    match = re.match(r"\d+(?:\.\d+)*", text)
+    return None if match is None else tuple(int(part) for part in match.group().split("."))
+
+
+def _newer(version: str, installed: str) -> bool:
+    a, b = _version_tuple(version), _version_tuple(installed)
+    width = max(len(a), len(b))
+    return a + (0,) * (width - len(a)) > b + (0,) * (width - len(b))
+
+
+def _reject_constant(token: str):
+    raise ValueError(f"{token} is not allowed in a model file")
+
+
+class _Reader:
+    """Typed access to the fields of a parsed document; errors name the file."""
+
+    def __init__(self, path: str, document: dict):
+        self.path = path
+        self.document = document
+
+    def error(self, reason: str) -> ValueError:
+        return ValueError(f"{self.path}: {reason}")
+
+    def field(self, mapping: dict, key: str, kind: type, where: str = ""):
+        if not isinstance(mapping, dict) or key not in mapping:
+            raise self.error(f"malformed model file: field '{where}{key}' is missing")
+        value = mapping[key]
+        if kind is float:
+            # Chained comparisons are exact for Python ints and false for NaN.
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+            ok = ok and -_FLOAT_MAX <= value <= _FLOAT_MAX
+            value = float(value) if ok else value
+        elif kind is int:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        else:
+            ok = isinstance(value, kind)
+        if not ok:
+            raise self.error(
+                f"malformed model file: field '{where}{key}' should be {_JSON_KINDS[kind]}; "
+                f"got {value!r}"
+            )
+        return value
+
+    def array(self, arrays: dict, name: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
+        spec = self.field(arrays, name, dict, "arrays.")
+        code = self.field(spec, "dtype", str, f"arrays.{name}.")
+        dims = self.field(spec, "shape", list, f"arrays.{name}.")
+        data = self.field(spec, "data", str, f"arrays.{name}.")
+        if code not in _DTYPES or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in dims
+        ):
+            raise self.error(
+                f"malformed model file: array {name!r} has dtype {code!r}, shape {dims}"
+            )
+        if shape is not None and tuple(dims) != shape:
+            raise self.error(f"malformed model file: array {name!r} has shape {dims}, not {shape}")
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except ValueError as exc:
+            raise self.error(f"malformed model file: array {name!r} is not base64") from exc
+        dtype = np.dtype(code)
+        if len(raw) != dtype.itemsize * math.prod(dims):
+            raise self.error(
+                f"malformed model file: array {name!r} holds {len(raw)} bytes for shape {dims}"
+            )
+        return np.frombuffer(raw, dtype=dtype).reshape(dims).astype(_DTYPES[code])
+
+
+def _parse(path: str, raw: bytes) -> dict:
+    not_model = ValueError(f"{path}: not a bmrm model file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise not_model from None
+    try:
+        document = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        if text.lstrip().startswith("{") and f'"{FORMAT}"' in text[:200]:
+            raise ValueError(
+                f"{path}: truncated or corrupted model file (invalid JSON: {exc})"
+            ) from None
+        raise not_model from None
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise not_model
+    return document
+
+
+def _check_versions(reader: _Reader) -> None:
+    document = reader.document
+    version = document.get("format_version")
+    if version != FORMAT_VERSION or isinstance(version, bool):
+        newer = isinstance(version, int) and not isinstance(version, bool)
+        newer = newer and version > FORMAT_VERSION
+        raise reader.error(
+            f"model format version {version!r} is "
+            + ("newer than this bmrm reads" if newer else "unknown")
+            + f" (bmrm {_package_version()} reads version {FORMAT_VERSION})"
+        )
+    written_by = document.get("bmrm_version")
+    if not isinstance(written_by, str) or _version_tuple(written_by) is None:
+        raise reader.error(f"malformed model file: bad bmrm_version {written_by!r}")
+    installed = _package_version()
+    if _newer(written_by, installed):
+        raise reader.error(
+            f"written by bmrm {written_by}, newer than the installed bmrm {installed}; "
+            "upgrade bmrm to load it"
+        )
+    if document.get("sha256") != _checksum(document):
+        raise reader.error(
+            "checksum mismatch: the model file was modified or corrupted after it was written"
+        )
+
+
+def _read_result(reader: _Reader, arrays: dict) -> BMRMResult | None:
+    entry = reader.document.get("result")
+    if entry is None:
+        return None
+    summary = {
+        key: reader.field(entry, key, kind, "result.") for key, kind in _SUMMARY_FIELDS.items()
+    }
+    history = {field: reader.array(arrays, f"history.{field}") for field in HISTORY_FIELDS}
+    return BMRMResult(x=reader.array(arrays, "x"), history=history, **summary)
+
+
+def load_model(path, *, n_features: int | None = None) -> LinearModel:
+    """Read a model file written by :func:`save_model` (``model.save``); never unpickles.
+
+    Parameters
+    ----------
+    path : str or path-like
+    n_features : int or None
+        When given, the number of features of the data the model is meant for; a model
+        with another number of features is an error.
+
+    Returns
+    -------
+    LinearModel
+        ``coef_`` and ``intercept_`` bit for bit as saved, ``loss`` rebuilt with
+        ``losses.get(name, **params)``, ``lam``, ``regularizer``, and ``result_``: a
+        :class:`bmrm.BMRMResult` with the saved summary (status, message, fun, lower_bound,
+        gap, nit, nfev, bundle size, timings), ``x`` and ``history`` (None if the model was
+        saved without a result).
+
+    Raises
+    ------
+    ValueError
+        Naming ``path``, for a file that is not a model file, is truncated or corrupted,
+        fails its checksum (modified after writing), has an unknown format version, was
+        written by a newer bmrm, or whose fields are malformed; and for a model whose
+        number of features differs from ``n_features``.
+    OSError
+        When the file cannot be read.
+    """
+    path_text = os.fspath(path)
+    with open(path_text, "rb") as f:
+        raw = f.read()
+    reader = _Reader(path_text, _parse(path_text, raw))
+    _check_versions(reader)
+    document = reader.document
+    reader.field(document, "created", str)
+    d = reader.field(document, "n_features", int)
+    arrays = reader.field(document, "arrays", dict)
+    coef = reader.array(arrays, "coef", (d,))
+    intercept = reader.field(document, "intercept", float)
+    lam = reader.field(document, "lam", float)
+    regularizer = reader.field(document, "regularizer", str)
+    if not np.all(np.isfinite(coef)) or lam <= 0 or regularizer not in REGULARIZERS:
+        raise reader.error(
+            f"malformed model file: coef must be finite, lam > 0 (got {lam!r}) and "
+            f"regularizer one of {REGULARIZERS} (got {regularizer!r})"
+        )
+    loss_entry = reader.field(document, "loss", dict)
+    name = reader.field(loss_entry, "name", str, "loss.")
+    params = reader.field(loss_entry, "params", dict, "loss.")
+    try:
+        loss = losses.get(name, **params)
+    except (TypeError, ValueError) as exc:
+        raise reader.error(
+            f"cannot rebuild loss {name!r} with parameters {params}: {exc}"
+        ) from None
+    result = _read_result(reader, arrays)
+    if n_features is not None and n_features != d:
+        raise reader.error(f"the model has {d} features but the data has {n_features}")
+    return LinearModel(coef, intercept, loss, lam, regularizer, result)

@@ -1,0 +1,463 @@
+"""End-to-end tests of the installed ``bmrm`` command.
+
+References: ``bmrm.fit`` run in the test with the options the command was given, the model's
+own ``predict``, and the ``losses.metrics`` functions called in the test on the same labels,
+query ids and scores. The main flows and the promised bad-input behaviour run the installed
+command as a subprocess, as a user would; the other cases call ``bmrm.cli.main`` in this
+process (the same code, without an interpreter start-up each).
+"""
+
+import shutil
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import bmrm
+from bmrm import cli
+from bmrm.io import dump_query_file, dump_svmlight, groups_from_qid, load_svmlight
+from bmrm.model_io import load_model
+from losses import metrics
+from losses.preference import pairs_from_labels
+
+BMRM = shutil.which("bmrm")
+D = 5
+
+
+def run(*args, cwd, command=None):
+    """Run the installed command in a fresh process."""
+    if command is None:
+        assert BMRM is not None, "the bmrm command is not on PATH: run 'pip install -e .'"
+        command = [BMRM]
+    return subprocess.run(
+        [*command, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=600
+    )
+
+
+@pytest.fixture
+def run_here(monkeypatch, capsys):
+    """Like :func:`run` but through ``bmrm.cli.main`` in this process (no interpreter start)."""
+
+    def call(*args, cwd):
+        monkeypatch.chdir(cwd)
+        capsys.readouterr()
+        try:
+            code = cli.main([str(arg) for arg in args])
+        except SystemExit as exc:  # --help
+            code = exc.code
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(args, code, out, err)
+
+    return call
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """train.svm (12 queries) and test.svm (6 queries, last feature never set)."""
+    path = tmp_path_factory.mktemp("cli")
+    rng = np.random.default_rng(7)
+    w = rng.normal(size=D)
+    for name, n_queries in (("train.svm", 12), ("test.svm", 6)):
+        sizes = rng.integers(1, 10, size=n_queries)
+        qid = np.repeat(rng.permutation(100)[:n_queries], sizes)
+        X = rng.normal(size=(qid.size, D)).round(4)
+        y = np.clip(np.round(X @ w * 0.6 + 1 + rng.normal(size=qid.size) * 0.5), 0, 3)
+        if name == "test.svm":
+            X[:, -1] = 0.0
+        dump_svmlight(path / name, X, y.astype(np.int64), qid)
+    return path
+
+
+def read_data(path):
+    return load_svmlight(path, zero_based=False)
+
+
+def reference_fit(path, loss, **options):
+    X, y, qid = read_data(path)
+    if loss == "preference":
+        pairs, costs = pairs_from_labels(y, qid, cost=options.pop("pair_cost", "zero_one"))
+        options.update(pairs=pairs, pair_costs=costs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bmrm.ConvergenceWarning)
+        return bmrm.fit(X, y, loss, qid, **options)
+
+
+def assert_same_fit(model, reference):
+    np.testing.assert_array_equal(model.coef_, reference.coef_)
+    assert model.intercept_ == reference.intercept_
+    assert model.lam == reference.lam
+    assert model.regularizer == reference.regularizer
+    assert model.loss.get_params() == reference.loss.get_params()
+    for key in ("fun", "gap", "nit", "status", "message"):
+        assert model.result_[key] == reference.result_[key], key
+
+
+def one_line_error(proc, command):
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"bmrm {command}: error: ")
+    return lines[0]
+
+
+# ----------------------------------------------------------------------------- train
+
+
+TRAIN_CASES = [
+    (
+        "subprocess",
+        ["--loss", "ndcg", "--k", "4", "--lam", "0.01", "--max-iter", "15"],
+        dict(loss="ndcg", lam=0.01, max_iter=15, loss_params={"k": 4}),
+    ),
+    (
+        "in-process",
+        ["--loss", "neru", "--k", "3", "--loss-param", "alpha=3", "--loss-param", "c=dcg"]
+        + ["--lam", "0.01", "--max-iter", "30"],
+        dict(loss="neru", lam=0.01, max_iter=30, loss_params={"k": 3, "alpha": 3, "c": "dcg"}),
+    ),
+    (
+        "subprocess",
+        ["--loss", "preference", "--pair-cost", "linear", "--lam", "0.05", "--tol", "1e-4"],
+        dict(loss="preference", lam=0.05, tol=1e-4, pair_cost="linear"),
+    ),
+    (
+        "in-process",
+        ["--loss", "ordinal", "--loss-param", "cost=linear", "--regularizer", "l1"]
+        + ["--lam", "0.02", "--max-iter", "30"],
+        dict(
+            loss="ordinal", regularizer="l1", lam=0.02, max_iter=30, loss_params={"cost": "linear"}
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize("runner, args, options", TRAIN_CASES)
+def test_train_equals_fit(folder, tmp_path, run_here, runner, args, options):
+    call = run if runner == "subprocess" else run_here
+    proc = call("train", folder / "train.svm", tmp_path / "model.json", *args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    model = load_model(tmp_path / "model.json")
+    reference = reference_fit(folder / "train.svm", **options)
+    assert_same_fit(model, reference)
+    # Verbose progress: a header and one line per iteration, then the summary line.
+    assert "J(best)" in proc.stderr
+    r = reference.result_
+    summary = proc.stderr.strip().splitlines()[-1]
+    assert summary.startswith(f"bmrm train: objective {r.fun:.10g}, gap {r.gap:.3e}, ")
+    assert f", {r.nit} iterations, " in summary and " seconds " in summary
+    assert proc.stdout == ""
+
+
+def test_c_is_svmrank_c(folder, tmp_path):
+    """-c C trains the ordinal loss with lam = 1/C and normalize='none'."""
+    C = 4.0
+    proc = run(
+        "train", folder / "train.svm", "m.json", "-c", C, "--max-iter", 30, "--quiet", cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    model = load_model(tmp_path / "m.json")
+    reference = reference_fit(
+        folder / "train.svm",
+        "ordinal",
+        lam=1 / C,
+        max_iter=30,
+        loss_params={"normalize": "none"},
+    )
+    assert_same_fit(model, reference)
+    assert model.lam == 0.25
+    assert model.loss.get_params() == {"cost": "zero_one", "normalize": "none"}
+
+
+def test_quiet_converged_training_prints_nothing(folder, tmp_path):
+    proc = run(
+        "train", folder / "train.svm", "m.json", "--loss", "squared", "--quiet", cwd=tmp_path
+    )
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
+    model = load_model(tmp_path / "m.json")
+    assert_same_fit(model, reference_fit(folder / "train.svm", "squared"))
+    assert model.result_.success
+
+
+# ----------------------------------------------------------------------------- predict, evaluate
+
+
+@pytest.fixture(scope="module")
+def trained(folder):
+    """A model and its predictions on test.svm, both made by the command."""
+    proc = run("train", "train.svm", "model.json", "--max-iter", 20, "--quiet", cwd=folder)
+    assert proc.returncode == 0, proc.stderr
+    proc = run("predict", "test.svm", "model.json", "predictions.txt", cwd=folder)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
+    return folder
+
+
+def test_predictions_file_equals_model_predict(trained):
+    model = load_model(trained / "model.json")
+    assert read_data(trained / "test.svm")[0].shape[1] == D - 1  # last feature never set
+    X, y, _ = load_svmlight(trained / "test.svm", n_features=D, zero_based=False)
+    expected = model.predict(X)
+    lines = (trained / "predictions.txt").read_text().splitlines()
+    assert len(lines) == y.shape[0]
+    assert lines == [repr(value) for value in expected.tolist()]
+    np.testing.assert_array_equal([float(line) for line in lines], expected)
+
+
+def read_scores(path):
+    return np.array([float(line) for line in path.read_text().splitlines()])
+
+
+def parse_metrics(stdout):
+    rows = [line.split("\t") for line in stdout.splitlines()]
+    assert all(len(row) == 2 for row in rows)
+    return [(name, float(value)) for name, value in rows]
+
+
+def test_evaluate_predictions_file(trained):
+    names = ["ndcg@3", "ndcg", "dcg@2", "map", "p@2", "recall@3", "f1@2", "mrr", "err@4"]
+    names += ["neru", "kendall_tau", "precision@5"]
+    args = [arg for name in names for arg in ("--metric", name)]
+    proc = run("evaluate", "test.svm", "predictions.txt", *args, cwd=trained)
+    assert proc.returncode == 0, proc.stderr
+    _, y, qid = read_data(trained / "test.svm")
+    s = read_scores(trained / "predictions.txt")
+    expected = [
+        ("ndcg@3", metrics.ndcg_score(y, s, qid, k=3)),
+        ("ndcg", metrics.ndcg_score(y, s, qid)),
+        ("dcg@2", metrics.dcg_score(y, s, qid, k=2)),
+        ("map", metrics.map_score(y, s, qid)),
+        ("p@2", metrics.precision_score(y, s, qid, k=2)),
+        ("recall@3", metrics.recall_score(y, s, qid, k=3)),
+        ("f1@2", metrics.f1_score(y, s, qid, k=2)),
+        ("mrr", metrics.mrr_score(y, s, qid)),
+        ("err@4", metrics.err_score(y, s, qid, k=4)),
+        ("neru", metrics.neru_score(y, s, qid)),
+        ("kendall_tau", metrics.kendall_tau_score(y, s, qid)),
+        ("precision@5", metrics.precision_score(y, s, qid, k=5)),
+    ]
+    assert parse_metrics(proc.stdout) == expected
+
+
+def test_evaluate_model_file_with_letor_convention(trained):
+    args = ["--metric", "ndcg@5", "--metric", "map", "--metric", "p@3", "--metric", "mrr"]
+    proc = run("evaluate", "test.svm", "model.json", *args, "--convention", "letor", cwd=trained)
+    assert proc.returncode == 0, proc.stderr
+    _, y, qid = read_data(trained / "test.svm")
+    s = read_scores(trained / "predictions.txt")
+    expected = [
+        ("ndcg@5", metrics.ndcg_score(y, s, qid, k=5, convention="letor")),
+        ("map", metrics.map_score(y, s, qid, threshold=1, ties="stable")),
+        ("p@3", metrics.precision_score(y, s, qid, k=3, threshold=1, ties="stable")),
+        ("mrr", metrics.mrr_score(y, s, qid, ties="stable")),
+    ]
+    assert parse_metrics(proc.stdout) == expected
+
+
+def test_evaluate_default_metrics_linear_convention(trained, run_here):
+    proc = run_here(
+        "evaluate", "test.svm", "predictions.txt", "--convention", "linear", cwd=trained
+    )
+    assert proc.returncode == 0, proc.stderr
+    _, y, qid = read_data(trained / "test.svm")
+    s = read_scores(trained / "predictions.txt")
+    expected = [
+        (f"ndcg@{k}", metrics.ndcg_score(y, s, qid, k=k, convention="linear"))
+        for k in (1, 3, 5, 10)
+    ]
+    expected.append(("map", metrics.map_score(y, s, qid)))
+    assert parse_metrics(proc.stdout) == expected
+
+
+# ----------------------------------------------------------------------------- help, version
+
+
+def test_version(tmp_path):
+    proc = run("--version", cwd=tmp_path)
+    assert (proc.returncode, proc.stdout.strip()) == (0, f"bmrm {bmrm.__version__}")
+    proc = run("--help", cwd=tmp_path, command=[sys.executable, "-m", "bmrm"])
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("usage: bmrm ")
+    for command in ("train", "predict", "evaluate"):
+        assert command in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "command, expected",
+    [
+        ("train", ["--loss", "--lam", "-c C", "--tol", "--max-iter", "--k K", "--loss-param"]),
+        ("train", ["--regularizer", "--query-file", "--quiet", "lam = 1/C", 'normalize="none"']),
+        ("predict", ["TEST", "MODEL", "PREDICTIONS"]),
+        ("evaluate", ["--metric", "--convention", "ndcg@1 ndcg@3 ndcg@5 ndcg@10 map", "letor"]),
+    ],
+)
+def test_command_help(tmp_path, run_here, command, expected):
+    proc = run_here(command, "--help", cwd=tmp_path)
+    assert proc.returncode == 0
+    assert proc.stdout.startswith(f"usage: bmrm {command} ")
+    for word in expected:
+        assert word in proc.stdout
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+def test_missing_training_file(tmp_path):
+    proc = run("train", "absent.svm", "m.json", cwd=tmp_path)
+    line = one_line_error(proc, "train")
+    assert line.endswith("No such file or directory: absent.svm")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_malformed_svmlight_line(tmp_path):
+    (tmp_path / "bad.svm").write_text("1 qid:1 1:0.5 2:1\n0 qid:1 1:0.2\n2 qid:1 1:0.3 x:1\n")
+    proc = run("train", "bad.svm", "m.json", cwd=tmp_path)
+    line = one_line_error(proc, "train")
+    assert "bad.svm, line 3: " in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.svm"]
+
+
+@pytest.mark.parametrize(
+    "runner, args, message",
+    [
+        ("subprocess", ["--loss", "lambdarank"], "argument --loss: invalid choice: 'lambdarank'"),
+        ("subprocess", ["--lam", "0"], "lam must be > 0; got 0.0"),
+        ("in-process", ["-c", "-1"], "C must be > 0; got -1.0"),
+        ("in-process", ["--loss-param", "depth=3"], "bad --loss-param for the ordinal loss"),
+    ],
+)
+def test_bad_training_options(folder, tmp_path, run_here, runner, args, message):
+    call = run if runner == "subprocess" else run_here
+    proc = call("train", folder / "train.svm", "m.json", *args, cwd=tmp_path)
+    assert message in one_line_error(proc, "train")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_feature_count_mismatch(trained, tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(6, D + 2))
+    dump_svmlight(tmp_path / "wide.svm", X, np.zeros(6), np.zeros(6, dtype=int))
+    (tmp_path / "old.txt").write_text("previous\n")
+    proc = run("predict", "wide.svm", trained / "model.json", "old.txt", cwd=tmp_path)
+    line = one_line_error(proc, "predict")
+    assert f"wide.svm has feature index {D + 2} but the model " in line
+    assert line.endswith(f"model.json has {D} features")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.txt", "wide.svm"]
+    assert (tmp_path / "old.txt").read_text() == "previous\n"
+
+
+def test_predictions_with_wrong_line_count(trained, tmp_path):
+    lines = (trained / "predictions.txt").read_text().splitlines()
+    (tmp_path / "short.txt").write_text("\n".join(lines[:-1]) + "\n")
+    proc = run("evaluate", trained / "test.svm", "short.txt", cwd=tmp_path)
+    line = one_line_error(proc, "evaluate")
+    assert f"short.txt holds {len(lines) - 1} predictions but " in line
+    assert line.endswith(f"test.svm has {len(lines)} rows")
+    assert proc.stdout == ""
+
+
+def test_tampered_model(trained, tmp_path, run_here):
+    text = (trained / "model.json").read_text()
+    (tmp_path / "m.json").write_text(text.replace('"lam": 0.001', '"lam": 0.002'))
+    proc = run_here("predict", trained / "test.svm", "m.json", "p.txt", cwd=tmp_path)
+    line = one_line_error(proc, "predict")
+    assert line.endswith(
+        "m.json: checksum mismatch: the model file was modified or corrupted after it was written"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train", "{train}", "missing/m.json"], "missing/m.json: folder "),
+        (["train", "{train}", "{here}"], "it is a folder"),
+        (["train", "{train}", "m.json", "--loss", "squared", "--k", "3"], "--k applies to"),
+        (["train", "{train}", "m.json", "--pair-cost", "linear"], "--pair-cost applies to"),
+        (["train", "{train}", "m.json", "--loss-param", "k"], "expects KEY=VALUE; got 'k'"),
+        (
+            ["train", "{train}", "m.json", "--loss", "ndcg", "--k", "2", "--loss-param", "k=3"],
+            "give the cut-off once",
+        ),
+        (["train", "{train}", "m.json", "--loss", "ndcg", "--k", "0"], "k must be an integer"),
+        (["train", "{train}", "m.json", "--loss", "hinge", "--quiet"], "binary labels"),
+        (["train", "{train}", "m.json", "--query-file", "{train}"], "would conflict"),
+        (["predict", "{test}", "{model}", "missing/p.txt"], "missing/p.txt: folder "),
+        (["evaluate", "{test}", "{model}", "--metric", "foo@3"], "unknown metric 'foo@3'"),
+        (["evaluate", "{test}", "{model}", "--metric", "ndcg@0"], "must be an integer >= 1"),
+        (["evaluate", "{test}", "{model}", "--metric", "kendall_tau@3"], "takes no cut-off"),
+        (["evaluate", "{test}", "bad.txt"], "bad.txt, line 2: expected a finite score; got 'abc'"),
+        (["evaluate", "{test}", "nan.txt"], "nan.txt, line 1: expected a finite score; got 'nan'"),
+    ],
+)
+def test_more_bad_input_in_process(trained, tmp_path, run_here, argv, message):
+    (tmp_path / "bad.txt").write_text("1.5\nabc\n")
+    (tmp_path / "nan.txt").write_text("nan\n")
+    names = {
+        "train": trained / "train.svm",
+        "test": trained / "test.svm",
+        "model": trained / "model.json",
+        "here": tmp_path,
+    }
+    proc = run_here(*[arg.format(**names) for arg in argv], cwd=tmp_path)
+    assert message in one_line_error(proc, argv[0])
+    assert proc.stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.txt", "nan.txt"]
+
+
+@pytest.mark.filterwarnings("ignore::bmrm.ConvergenceWarning")
+@pytest.mark.parametrize("explicit", [True, False])
+def test_query_file_for_data_without_qid(folder, tmp_path, run_here, explicit):
+    """Groups from a LightGBM-style query file (given, or found as TRAIN.query)."""
+    X, y, qid = read_data(folder / "train.svm")
+    dump_svmlight(tmp_path / "train.svm", X, y)
+    dump_query_file(
+        tmp_path / ("groups.txt" if explicit else "train.svm.query"), groups_from_qid(qid)
+    )
+    groups = ["--query-file", "groups.txt"] if explicit else []
+    args = ["train.svm", "m.json", "--loss", "ndcg", "--max-iter", 5, "--quiet", *groups]
+    assert run_here("train", *args, cwd=tmp_path).returncode == 0
+    reference = reference_fit(folder / "train.svm", "ndcg", max_iter=5)
+    assert_same_fit(load_model(tmp_path / "m.json"), reference)
+    assert run_here("predict", "train.svm", "m.json", "p.txt", cwd=tmp_path).returncode == 0
+    proc = run_here("evaluate", "train.svm", "p.txt", "--metric", "ndcg@3", *groups, cwd=tmp_path)
+    s = read_scores(tmp_path / "p.txt")
+    assert parse_metrics(proc.stdout) == [("ndcg@3", metrics.ndcg_score(y, s, qid, k=3))]
+
+
+# ----------------------------------------------------------------------------- real data
+
+
+def test_mq2008_smoke(shared_data, tmp_path, run_here):
+    """Train on MQ2008 S1 for a few iterations, predict S2, evaluate as LETOR does."""
+    s1, s2 = shared_data / "mq2008" / "S1.txt", shared_data / "mq2008" / "S2.txt"
+    proc = run("train", s1, "m.json", "-c", 1, "--max-iter", 10, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "iterations" in proc.stderr.strip().splitlines()[-1]
+    proc = run_here("predict", s2, "m.json", "p.txt", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    model = load_model(tmp_path / "m.json")
+    X, y, qid = read_data(s2)
+    scores = read_scores(tmp_path / "p.txt")
+    np.testing.assert_array_equal(scores, model.predict(X))
+    proc = run_here(
+        "evaluate",
+        s2,
+        "p.txt",
+        "--convention",
+        "letor",
+        "--metric",
+        "ndcg@10",
+        "--metric",
+        "map",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    values = parse_metrics(proc.stdout)
+    assert values == [
+        ("ndcg@10", metrics.ndcg_score(y, scores, qid, k=10, convention="letor")),
+        ("map", metrics.map_score(y, scores, qid, threshold=1, ties="stable")),
+    ]
+    # A trained ranker does better than the all-tied ranking on the held-out partition.
+    assert values[1][1] > metrics.map_score(y, np.zeros_like(y), qid, threshold=1, ties="stable")
