@@ -6,7 +6,8 @@ scorer, R the mean of a loss oracle from :mod:`losses` (or any object following 
 
 from bmrm._model import LinearModel, fit
 from bmrm._solver import BMRMResult, ConvergenceWarning, minimize_bmrm
+from bmrm.model_io import load_model as load
 
 __version__ = "0.1.0"
 
-__all__ = ["BMRMResult", "ConvergenceWarning", "LinearModel", "fit", "minimize_bmrm"]
+__all__ = ["BMRMResult", "ConvergenceWarning", "LinearModel", "fit", "load", "minimize_bmrm"]
