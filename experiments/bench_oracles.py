@@ -1,0 +1,232 @@
+"""Loss-oracle benchmark: microseconds per query, and a full oracle call against its floor.
+
+    python experiments/bench_oracles.py [--rows 1000000] [--repeats 5] [--out DIR]
+
+1. For queries of m ∈ {8, 40, 120, 1000} documents (labels 0..4), the kernel time per query
+   of every ranking loss (``loss_grad`` on scores, after an untimed warm-up call; median of
+   ``--repeats`` runs over enough queries for about 10^5 documents).
+2. On an MSLR-WEB10K-shaped set (about a million rows, 136 dense features, about 120 rows per
+   query): one full oracle call (``X @ w``, the loss kernel, ``X.T @ g``) divided by the floor
+   measured in the same run (``X @ w``, one argsort per query, ``X.T @ g``).
+3. The first call in a new process with the numba cache warm (a fresh interpreter importing
+   the package and computing one risk), wall-clock, median over ``--repeats`` processes.
+
+Writes ``results.csv`` (one row per measurement and repetition) and ``results.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from numba import njit, prange
+
+import losses
+from bmrm._oracle import RiskOracle
+from losses.preference import pairs_from_labels
+
+KERNEL_LOSSES = {
+    "ordinal": ("ordinal", {}),
+    "preference": ("preference", {}),
+    "ndcg@10": ("ndcg", {"k": 10}),
+    "ndcg@10 truncated c": ("ndcg", {"k": 10, "truncate_c": True}),
+    "neru": ("neru", {}),
+    "squared": ("squared", {}),
+}
+RATIO_LOSSES = ["ordinal", "preference", "ndcg@10 truncated c", "ndcg@10", "squared"]
+
+
+@njit(parallel=True, cache=True)
+def _argsort_per_query(f, query_ptr, out):
+    for q in prange(len(query_ptr) - 1):
+        lo, hi = query_ptr[q], query_ptr[q + 1]
+        out[lo:hi] = np.argsort(-f[lo:hi]) + lo
+
+
+def make_queries(n_queries, m, rng, levels=5):
+    y = rng.integers(0, levels, size=n_queries * m).astype(np.float64)
+    qid = np.repeat(np.arange(n_queries), m)
+    return y, qid
+
+
+def median_time(fn, repeats):
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), times
+
+
+def prepared_for(name, y, qid):
+    key, params = KERNEL_LOSSES[name]
+    data = {}
+    if key == "preference":
+        pairs, costs = pairs_from_labels(y, qid)
+        data = {"pairs": pairs, "pair_costs": costs}
+    return losses.prepare(losses.get(key, **params), y, qid, **data)
+
+
+def per_query_table(repeats, rows, rng):
+    out = []
+    for m in (8, 40, 120, 1000):
+        n_queries = max(20, 100_000 // m)
+        y, qid = make_queries(n_queries, m, rng)
+        f = rng.standard_normal(len(y))
+        for name in KERNEL_LOSSES:
+            prep = prepared_for(name, y, qid)
+            med, times = median_time(lambda prep=prep, f=f: prep.loss_grad(f), repeats)
+            us = 1e6 * med / n_queries
+            out.append((m, name, us))
+            for rep, t in enumerate(times):
+                rows.append(
+                    {
+                        "measure": "us_per_query",
+                        "m": m,
+                        "loss": name,
+                        "repetition": rep,
+                        "value": 1e6 * t / n_queries,
+                    }
+                )
+            print(f"  m={m:5d} {name:<22} {us:10.2f} us/query", file=sys.stderr)
+    return out
+
+
+def ratio_table(n_rows, repeats, rows, rng):
+    sizes = rng.integers(60, 181, size=n_rows // 60)
+    ptr = np.concatenate([[0], np.cumsum(sizes)])
+    ptr = ptr[ptr <= n_rows]
+    n = int(ptr[-1])
+    qid = np.repeat(np.arange(len(ptr) - 1), np.diff(ptr))
+    X = rng.standard_normal((n, 136))
+    w = rng.standard_normal(136) / np.sqrt(136)
+    y = np.digitize(X @ w + rng.standard_normal(n), [0.0, 1.0, 1.8, 2.5]).astype(np.float64)
+    print(f"  MSLR-shaped set: {n} rows, {len(ptr) - 1} queries, 136 features", file=sys.stderr)
+    query_ptr = ptr.astype(np.int64)
+    order = np.empty(n, dtype=np.int64)
+
+    def floor():
+        f = X @ w
+        _argsort_per_query(f, query_ptr, order)
+        return f @ X
+
+    out = []
+    floor_times = []
+    for name in RATIO_LOSSES:
+        oracle = RiskOracle(X, prepared_for(name, y, qid))
+        t_floor, tf = median_time(floor, repeats)
+        t_full, tt = median_time(lambda oracle=oracle: oracle(w), repeats)
+        floor_times += tf
+        out.append((name, t_full, t_floor, t_full / t_floor))
+        for rep, (a, b) in enumerate(zip(tt, tf, strict=True)):
+            rows.append(
+                {
+                    "measure": "oracle_over_floor",
+                    "m": "",
+                    "loss": name,
+                    "repetition": rep,
+                    "value": a / b,
+                    "oracle_s": a,
+                    "floor_s": b,
+                }
+            )
+        print(
+            f"  {name:<22} oracle {t_full * 1e3:8.1f} ms  floor {t_floor * 1e3:8.1f} ms  "
+            f"ratio {t_full / t_floor:5.2f}",
+            file=sys.stderr,
+        )
+    return out
+
+
+FIRST_CALL = """
+import time
+start = time.perf_counter()
+import numpy as np
+import losses
+rng = np.random.default_rng(0)
+y = rng.integers(0, 5, size=1200).astype(float)
+qid = np.repeat(np.arange(10), 120)
+for name in ("ordinal", "ndcg", "neru", "squared"):
+    losses.risk(name, rng.standard_normal(1200), y, qid)
+print(time.perf_counter() - start)
+"""
+
+
+def first_call(repeats, rows):
+    subprocess.run([sys.executable, "-c", FIRST_CALL], check=True, capture_output=True)
+    times = []
+    for rep in range(repeats):
+        out = subprocess.run(
+            [sys.executable, "-c", FIRST_CALL], check=True, capture_output=True, text=True
+        )
+        times.append(float(out.stdout.strip()))
+        rows.append(
+            {
+                "measure": "first_call_s",
+                "m": "",
+                "loss": "ordinal+ndcg+neru+squared",
+                "repetition": rep,
+                "value": times[-1],
+            }
+        )
+    return statistics.median(times)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=Path("results/bench_oracles"))
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    rows: list[dict] = []
+    print("kernel time per query", file=sys.stderr)
+    per_query = per_query_table(args.repeats, rows, rng)
+    print("full oracle against the floor", file=sys.stderr)
+    ratios = ratio_table(args.rows, args.repeats, rows, rng)
+    first = first_call(args.repeats, rows)
+
+    with open(args.out / "results.csv", "w", newline="") as fh:
+        fields = ["measure", "m", "loss", "repetition", "value", "oracle_s", "floor_s"]
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    names = list(KERNEL_LOSSES)
+    lines = [
+        "Kernel microseconds per query (median):",
+        "",
+        "| m | " + " | ".join(names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
+    for m in (8, 40, 120, 1000):
+        vals = {name: us for mm, name, us in per_query if mm == m}
+        lines.append(f"| {m} | " + " | ".join(f"{vals[n]:.2f}" for n in names) + " |")
+    lines += [
+        "",
+        f"Full oracle call against the floor on {args.rows} rows x 136 features (median):",
+        "",
+        "| loss | oracle ms | floor ms | ratio |",
+        "|---|---|---|---|",
+    ]
+    for name, full, fl, ratio in ratios:
+        lines.append(f"| {name} | {full * 1e3:.1f} | {fl * 1e3:.1f} | {ratio:.2f} |")
+    lines += [
+        "",
+        f"First call in a new process (numba cache warm, imports included): {first:.2f} s",
+    ]
+    table = "\n".join(lines)
+    (args.out / "results.md").write_text(table + "\n")
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
