@@ -21,6 +21,7 @@ __all__ = [
     "check_oracle",
     "get",
     "group_queries",
+    "pairs_from_labels",
     "prepare",
     "risk",
 ]
@@ -137,6 +138,13 @@ def risk(loss, f, y, qid=None, **data):
     if n == 0:
         return 0.0, np.zeros_like(f)
     return float(values.sum() / n), prepared.groups.to_caller(grad / n)
+
+
+def pairs_from_labels(*args, **kwargs):
+    """Preference pairs from graded labels; see :func:`losses.preference.pairs_from_labels`."""
+    from losses.preference import pairs_from_labels as _pairs_from_labels
+
+    return _pairs_from_labels(*args, **kwargs)
 
 
 def check_oracle(*args, **kwargs):
