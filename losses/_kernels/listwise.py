@@ -1,0 +1,649 @@
+"""Structured listwise kernels: the NDCG / NERU max-margin loss and its ranking metric.
+
+For one query with scores ``f``, gains ``b`` (gain levels ``level``: dense ranks of ``b``),
+position discounts ``a`` (zero beyond the top ``k``), normaliser ``1 / Z`` and position
+weights ``c`` (non-increasing, non-negative), the loss is
+
+    l(f) = max_π [1 − (1/Z) Σ_i a_i b_{π(i)} + Σ_i c_i f_{π(i)}] − Σ_i c_i f_{σ(i)},
+
+π(i) the document at position i and σ the ideal ordering (gains descending) that puts
+documents of equal gain in increasing score. See :mod:`losses.listwise` for the derivation,
+the convexity proof and the reductions used here; this module holds the array code.
+
+Per query (``K = min(k, m)`` positions carry a non-zero discount; the *rank order* sorts
+documents by score, descending, ties by index):
+
+1. candidates: documents with fewer than ``K`` *dominators* (documents earlier in the rank
+   order whose gain is not larger); only they can occupy the top ``K`` positions;
+2. ``c`` zero beyond k (``truncated``) and ``K < m``: no full sort. One pass keeps the
+   ``K`` best documents of every gain level (the candidates are among them) and the
+   lowest-scored documents of the level that σ cuts at position ``K``; then a
+   ``K × n_candidates`` assignment. ``O(m)`` typically plus a small sort and the assignment;
+3. ``K = m``: an ``m × m`` assignment (documents as rows);
+4. otherwise (``c`` positive beyond k): a min-cost flow whose tail part is a chain over the
+   rank order fills the top ``K`` positions; the other documents follow in rank order;
+5. the loss and subgradient are evaluated from that permutation and σ.
+
+Queries are processed in parallel; each thread owns one workspace sized for the largest
+query.
+"""
+
+import numpy as np
+from numba import njit, prange
+
+from losses._kernels.assignment import solve_assignment
+
+# Rows of the per-thread integer workspace (each of length max_m + 1).
+_ORDER, _SIGMA, _PI, _CAND, _CAND_RANK, _COUNTS, _TREE, _FLAG = 0, 1, 2, 3, 4, 5, 6, 7
+_COL_OF_ROW, _PATH, _ROW_OF_COL, _REMAINING = 8, 9, 10, 11
+_DOC_AT_RANK, _MATCH_DOC, _FLOW, _BOTTOM = 12, 13, 14, 15
+_N_INT = 16
+# Rows of the float workspace (each of length max_m).
+_U, _V, _SHORTEST, _W, _THR, _BOTTOM_VAL = 0, 1, 2, 3, 4, 5
+_N_FLOAT = 6
+
+
+@njit(cache=True)
+def _c_at(c, p, m):
+    """Position weight ``c[p]`` of a query with ``m`` documents, zero past its end."""
+    if p < m:
+        return c[p]
+    return 0.0
+
+
+@njit(cache=True)
+def _heap_push(keys, nodes, size, key, node):
+    i = size
+    while i > 0:
+        parent = (i - 1) >> 1
+        if keys[parent] <= key:
+            break
+        keys[i] = keys[parent]
+        nodes[i] = nodes[parent]
+        i = parent
+    keys[i] = key
+    nodes[i] = node
+    return size + 1
+
+
+@njit(cache=True)
+def _heap_pop(keys, nodes, size):
+    """Remove the smallest key; returns ``(key, node, new_size)``."""
+    key = keys[0]
+    node = nodes[0]
+    size -= 1
+    last_key = keys[size]
+    last_node = nodes[size]
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            break
+        if child + 1 < size and keys[child + 1] < keys[child]:
+            child += 1
+        if keys[child] >= last_key:
+            break
+        keys[i] = keys[child]
+        nodes[i] = nodes[child]
+        i = child
+    keys[i] = last_key
+    nodes[i] = last_node
+    return key, node, size
+
+
+@njit(cache=True)
+def _ideal_order(lq, order, m, n_levels, counts, sigma):
+    """σ: gain levels descending, equal levels in increasing score (``order`` reversed)."""
+    for level in range(n_levels):
+        counts[level] = 0
+    for d in range(m):
+        counts[lq[d]] += 1
+    position = 0
+    for level in range(n_levels - 1, -1, -1):
+        size = counts[level]
+        counts[level] = position
+        position += size
+    for r in range(m - 1, -1, -1):
+        d = order[r]
+        sigma[counts[lq[d]]] = d
+        counts[lq[d]] += 1
+
+
+@njit(cache=True)
+def _candidates(lq, order, m, n_top, n_levels, tree, cand, cand_rank):
+    """Documents with fewer than ``n_top`` dominators, in rank order; returns their count.
+
+    A dominator of document d is a document earlier in the rank order whose gain level is
+    not above d's. A Fenwick tree over levels counts them in ``O(m log L)``.
+    """
+    for level in range(n_levels + 1):
+        tree[level] = 0
+    n_cand = 0
+    for r in range(m):
+        d = order[r]
+        i = lq[d] + 1
+        dominators = 0
+        while i > 0:
+            dominators += tree[i]
+            i -= i & (-i)
+        if dominators < n_top:
+            cand[n_cand] = d
+            cand_rank[n_cand] = r
+            n_cand += 1
+        i = lq[d] + 1
+        while i <= n_levels:
+            tree[i] += 1
+            i += i & (-i)
+    return n_cand
+
+
+@njit(cache=True)
+def _chain_workspace(n_nodes, n_heap):
+    """Arrays of the chain flow: potentials, distances, predecessors, settled flags and
+    list, and a binary heap (keys, nodes)."""
+    return (
+        np.empty(n_nodes),
+        np.empty(n_nodes),
+        np.empty(n_nodes, dtype=np.int64),
+        np.empty(n_nodes, dtype=np.bool_),
+        np.empty(n_nodes, dtype=np.int64),
+        np.empty(n_heap),
+        np.empty(n_heap, dtype=np.int64),
+    )
+
+
+@njit(cache=True)
+def _chain_flow(cost, n_top, n_cand, fq, order, cand_rank, c, m, match_pos, iw, fw, cw):
+    """Fill the top ``n_top`` positions when the tail weights ``c`` are positive.
+
+    Min-cost flow of ``n_top`` units: position ``P_i`` → candidate ``D_t`` (cost
+    ``cost[i, t]``) → chain node ``R_ρ`` at the candidate's rank ρ → ... → the chain's last
+    node. The chain arc from ``R_r`` to ``R_{r+1}`` carries ``k_r`` (the number of chosen
+    candidates ranked at or before r) with the convex cost ``w_r Σ_{q<k_r} c[K + r − q]``,
+    ``w_r = F_r − F_{r+1}`` (sorted scores), which is the tail's value up to a constant.
+    Successive shortest paths (Dijkstra on reduced costs, potentials initialised by the
+    acyclic zero-flow graph) keep the flow optimal after every unit. Output: ``match_pos``,
+    the candidate given to each top position.
+    """
+    pot, dist, pred, done, done_list, heap_keys, heap_nodes = cw
+    doc_at_rank = iw[_DOC_AT_RANK]
+    match_doc = iw[_MATCH_DOC]
+    flow = iw[_FLOW]
+    w = fw[_W]
+    n_chain = cand_rank[n_cand - 1] + 1
+    for r in range(n_chain):
+        doc_at_rank[r] = -1
+    for t in range(n_cand):
+        doc_at_rank[cand_rank[t]] = t
+    for r in range(n_chain - 1):
+        w[r] = fq[order[r]] - fq[order[r + 1]]
+    first_doc = n_top
+    first_rank = n_top + n_cand
+    sink = first_rank + n_chain - 1
+    n_nodes = sink + 1
+
+    for i in range(n_top):
+        match_pos[i] = -1
+        pot[i] = 0.0
+    for t in range(n_cand):
+        match_doc[t] = -1
+        best = np.inf
+        for i in range(n_top):
+            if cost[i, t] < best:
+                best = cost[i, t]
+        pot[first_doc + t] = best
+    for r in range(n_chain):
+        flow[r] = 0
+        p = np.inf
+        if r > 0:
+            p = pot[first_rank + r - 1] + w[r - 1] * _c_at(c, n_top + r - 1, m)
+        t = doc_at_rank[r]
+        if t >= 0 and pot[first_doc + t] < p:
+            p = pot[first_doc + t]
+        pot[first_rank + r] = p
+    pot_source = 0.0
+
+    for _ in range(n_top):
+        for x in range(n_nodes):
+            dist[x] = np.inf
+            done[x] = False
+        size = 0
+        for i in range(n_top):
+            if match_pos[i] == -1:
+                dist[i] = pot_source - pot[i]
+                pred[i] = -1
+                size = _heap_push(heap_keys, heap_nodes, size, dist[i], i)
+        n_done = 0
+        while size > 0:
+            key, x, size = _heap_pop(heap_keys, heap_nodes, size)
+            if done[x]:
+                continue
+            done[x] = True
+            done_list[n_done] = x
+            n_done += 1
+            if x == sink:
+                break
+            base = key + pot[x]
+            if x < first_doc:
+                for t in range(n_cand):
+                    y = first_doc + t
+                    if match_pos[x] != t and not done[y]:
+                        nd = base + cost[x, t] - pot[y]
+                        if nd < dist[y]:
+                            dist[y] = nd
+                            pred[y] = x
+                            size = _heap_push(heap_keys, heap_nodes, size, nd, y)
+            elif x < first_rank:
+                t = x - first_doc
+                i = match_doc[t]
+                if i >= 0:
+                    y = i
+                    nd = base - cost[i, t] - pot[y]
+                else:
+                    y = first_rank + cand_rank[t]
+                    nd = base - pot[y]
+                if not done[y] and nd < dist[y]:
+                    dist[y] = nd
+                    pred[y] = x
+                    size = _heap_push(heap_keys, heap_nodes, size, nd, y)
+            else:
+                r = x - first_rank
+                if r < n_chain - 1:
+                    y = x + 1
+                    nd = base + w[r] * _c_at(c, n_top + r - flow[r], m) - pot[y]
+                    if not done[y] and nd < dist[y]:
+                        dist[y] = nd
+                        pred[y] = x
+                        size = _heap_push(heap_keys, heap_nodes, size, nd, y)
+                if r > 0 and flow[r - 1] > 0:
+                    y = x - 1
+                    nd = base - w[r - 1] * _c_at(c, n_top + r - flow[r - 1], m) - pot[y]
+                    if not done[y] and nd < dist[y]:
+                        dist[y] = nd
+                        pred[y] = x
+                        size = _heap_push(heap_keys, heap_nodes, size, nd, y)
+                t = doc_at_rank[r]
+                if t >= 0 and match_doc[t] >= 0:
+                    y = first_doc + t
+                    nd = base - pot[y]
+                    if not done[y] and nd < dist[y]:
+                        dist[y] = nd
+                        pred[y] = x
+                        size = _heap_push(heap_keys, heap_nodes, size, nd, y)
+
+        d_sink = dist[sink]
+        for s in range(n_done):
+            x = done_list[s]
+            pot[x] += dist[x] - d_sink
+        pot_source -= d_sink
+
+        y = sink
+        x = pred[y]
+        while x != -1:
+            if x < first_doc:
+                t = y - first_doc
+                match_pos[x] = t
+                match_doc[t] = x
+            elif x < first_rank:
+                if y < first_doc:
+                    t = x - first_doc
+                    if match_pos[y] == t:
+                        match_pos[y] = -1
+                    if match_doc[t] == y:
+                        match_doc[t] = -1
+            elif y >= first_rank:
+                if y == x + 1:
+                    flow[x - first_rank] += 1
+                else:
+                    flow[y - first_rank] -= 1
+            y = x
+            x = pred[y]
+
+
+@njit(cache=True)
+def _truncated_order(
+    fq, lq, m, n_top, n_levels, cut_level, n_above, top_idx, top_val, iw, fw, order, sigma
+):
+    """Rank order of the union of the per-level ``n_top`` best documents, and the first
+    ``n_top`` positions of σ; returns the size of the union. One pass over the query,
+    ``O(m)`` typically and ``O(m · n_top)`` at worst, plus a sort of the union.
+
+    Every candidate (fewer than ``n_top`` dominators) is among the ``n_top`` best of its
+    level, and so are all its dominators, so counting dominators within the union keeps
+    every candidate (and possibly a few more documents, which is harmless). σ's first
+    ``n_top`` positions hold the ``n_above`` documents of levels above ``cut_level`` and the
+    lowest-scored documents of ``cut_level`` (which level is cut depends on labels only).
+    """
+    top_cnt = iw[_TREE]
+    thr = fw[_THR]
+    bottom_idx = iw[_BOTTOM]
+    bottom_val = fw[_BOTTOM_VAL]
+    for level in range(n_levels):
+        top_cnt[level] = 0
+        thr[level] = -np.inf
+    take = n_top - n_above
+    n_bottom = 0
+    bottom_thr = np.inf
+    n_up = 0
+    for d in range(m):
+        level = lq[d]
+        x = fq[d]
+        if x > thr[level]:
+            # Ties keep index order: equal scores are neither inserted ahead nor past a full
+            # buffer's last entry.
+            base = level * n_top
+            n = top_cnt[level]
+            s = min(n, n_top - 1)
+            while s > 0 and top_val[base + s - 1] < x:
+                top_val[base + s] = top_val[base + s - 1]
+                top_idx[base + s] = top_idx[base + s - 1]
+                s -= 1
+            top_val[base + s] = x
+            top_idx[base + s] = d
+            if n + 1 >= n_top:
+                top_cnt[level] = n_top
+                thr[level] = top_val[base + n_top - 1]
+            else:
+                top_cnt[level] = n + 1
+        if level > cut_level:
+            sigma[n_up] = d
+            n_up += 1
+        elif level == cut_level and x < bottom_thr:
+            s = min(n_bottom, take - 1)
+            while s > 0 and bottom_val[s - 1] > x:
+                bottom_val[s] = bottom_val[s - 1]
+                bottom_idx[s] = bottom_idx[s - 1]
+                s -= 1
+            bottom_val[s] = x
+            bottom_idx[s] = d
+            if n_bottom + 1 >= take:
+                n_bottom = take
+                bottom_thr = bottom_val[take - 1]
+            else:
+                n_bottom += 1
+
+    # σ: levels above the cut by level descending, then score ascending (fewer than n_top).
+    for r in range(1, n_above):
+        d = sigma[r]
+        s = r
+        while s > 0 and (
+            lq[sigma[s - 1]] < lq[d] or (lq[sigma[s - 1]] == lq[d] and fq[sigma[s - 1]] > fq[d])
+        ):
+            sigma[s] = sigma[s - 1]
+            s -= 1
+        sigma[s] = d
+    for s in range(take):
+        sigma[n_above + s] = bottom_idx[s]
+
+    in_union = iw[_FLAG]
+    for d in range(m):
+        in_union[d] = 0
+    for level in range(n_levels):
+        for s in range(top_cnt[level]):
+            in_union[top_idx[level * n_top + s]] = 1
+    n_union = 0
+    for d in range(m):
+        if in_union[d] == 1:
+            order[n_union] = d
+            n_union += 1
+    keys = np.empty(n_union)
+    for r in range(n_union):
+        keys[r] = -fq[order[r]]
+    # Stable, and the union was collected by index: ties in score stay in index order.
+    ranked = np.argsort(keys, kind="mergesort")
+    for r in range(n_union):
+        ranked[r] = order[ranked[r]]
+    for r in range(n_union):
+        order[r] = ranked[r]
+    return n_union
+
+
+@njit(cache=True)
+def _query_loss(
+    fq,
+    bq,
+    lq,
+    n_levels,
+    cut_level,
+    n_above,
+    inv_norm,
+    a,
+    c,
+    k,
+    truncated,
+    gq,
+    iw,
+    fw,
+    bw,
+    top_idx,
+    top_val,
+    cost_buf,
+    cw,
+):
+    """Loss of one non-degenerate query; adds its subgradient into ``gq`` (zeros on entry).
+
+    Workspaces: ``iw`` / ``fw`` / ``bw`` integer / float / boolean rows, ``top_idx`` /
+    ``top_val`` the per-level buffers of the truncated path, ``cost_buf`` the
+    ``n_top × n_candidates`` cost matrix and ``cw`` the chain flow's arrays.
+    """
+    m = fq.shape[0]
+    n_top = min(k, m)
+    order = iw[_ORDER]
+    sigma = iw[_SIGMA]
+    pi = iw[_PI]
+    cand = iw[_CAND]
+    cand_rank = iw[_CAND_RANK]
+    col_of_row = iw[_COL_OF_ROW]
+    short = truncated and n_top < m
+    if short:
+        n_ranked = _truncated_order(
+            fq, lq, m, n_top, n_levels, cut_level, n_above, top_idx, top_val, iw, fw, order, sigma
+        )
+        n_pos = n_top
+    else:
+        ranked = np.argsort(-fq, kind="mergesort")
+        for r in range(m):
+            order[r] = ranked[r]
+        _ideal_order(lq, order, m, n_levels, iw[_COUNTS], sigma)
+        n_ranked = m
+        n_pos = m
+    n_cand = _candidates(lq, order, n_ranked, n_top, n_levels, iw[_TREE], cand, cand_rank)
+
+    if n_top == m:
+        # Square problem: documents as rows is about twice as fast on these rank-two
+        # costs; the solver's column owners are then the document of each position.
+        cost = cost_buf[: m * m].reshape((m, m))
+        for t in range(m):
+            d = cand[t]
+            for p in range(m):
+                cost[t, p] = a[p] * bq[d] * inv_norm - c[p] * fq[d]
+        solve_assignment(
+            cost,
+            iw[_FLOW],
+            fw[_U],
+            fw[_V],
+            fw[_SHORTEST],
+            iw[_PATH],
+            col_of_row,
+            iw[_REMAINING],
+            bw[0],
+            bw[1],
+        )
+    else:
+        cost = cost_buf[: n_top * n_cand].reshape((n_top, n_cand))
+        for p in range(n_top):
+            for t in range(n_cand):
+                d = cand[t]
+                cost[p, t] = a[p] * bq[d] * inv_norm - c[p] * fq[d]
+        if short:
+            solve_assignment(
+                cost,
+                col_of_row,
+                fw[_U],
+                fw[_V],
+                fw[_SHORTEST],
+                iw[_PATH],
+                iw[_ROW_OF_COL],
+                iw[_REMAINING],
+                bw[0],
+                bw[1],
+            )
+        else:
+            _chain_flow(cost, n_top, n_cand, fq, order, cand_rank, c, m, col_of_row, iw, fw, cw)
+
+    for p in range(n_top):
+        pi[p] = cand[col_of_row[p]]
+    if not short:
+        used = iw[_FLAG]
+        for d in range(m):
+            used[d] = 0
+        for p in range(n_top):
+            used[pi[p]] = 1
+        p = n_top
+        for r in range(m):
+            if used[order[r]] == 0:
+                pi[p] = order[r]
+                p += 1
+
+    value = 1.0
+    for p in range(n_top):
+        value -= a[p] * bq[pi[p]] * inv_norm
+    for p in range(n_pos):
+        value += c[p] * (fq[pi[p]] - fq[sigma[p]])
+    if value <= 0.0:
+        # σ itself attains the maximum 0 (rounding aside): zero loss, zero subgradient.
+        return 0.0
+    for p in range(n_pos):
+        gq[pi[p]] += c[p]
+        gq[sigma[p]] -= c[p]
+    return value
+
+
+@njit(parallel=True, cache=True)
+def structured_loss(
+    f,
+    query_ptr,
+    gain,
+    level,
+    n_levels,
+    cut_level,
+    n_above,
+    inv_norm,
+    a,
+    c,
+    k,
+    truncated,
+    n_threads,
+    values,
+    grad,
+):
+    """Per-query structured loss and its subgradient for all queries.
+
+    Parameters
+    ----------
+    f : float64 array of shape (n,)
+        Scores, query-contiguous.
+    query_ptr : int64 array of shape (n_queries + 1,)
+    gain : float64 array of shape (n,)
+        Gains ``b`` (NDCG: 2^y − 1 or y; NERU: max(y − d, 0)).
+    level : int64 array of shape (n,)
+        Dense rank of the gain within its query (0 = smallest gain).
+    n_levels : int64 array of shape (n_queries,)
+        Number of distinct gains per query.
+    cut_level, n_above : int64 arrays of shape (n_queries,)
+        The level at σ's position ``min(k, m)`` and the number of documents above it (used
+        by the truncated path only).
+    inv_norm : float64 array of shape (n_queries,)
+        ``1 / Z`` (ideal DCG@k or ideal ERU); 0 marks a degenerate query (loss 0).
+    a : float64 array, length >= the largest query
+        Position discounts, zero at positions >= k.
+    c : float64 array, length >= the largest query
+        Position weights, non-increasing and non-negative.
+    k : int
+        Number of positions with a non-zero discount.
+    truncated : bool
+        Whether ``c`` is zero beyond position k (only the top k positions need assigning).
+    n_threads : int
+        Number of workspaces (chunks of queries processed in parallel).
+    values : float64 array of shape (n_queries,)
+        Output: per-query losses.
+    grad : float64 array of shape (n,)
+        Output: subgradient of ``values.sum()`` with respect to ``f``.
+    """
+    n_queries = query_ptr.shape[0] - 1
+    grad[:] = 0.0
+    max_m = 0
+    for q in range(n_queries):
+        max_m = max(max_m, query_ptr[q + 1] - query_ptr[q])
+    n_chunks = min(n_queries, n_threads)
+    top = min(k, max_m)
+    chain = (not truncated) and max_m > k
+    n_level_buf = max_m * top if truncated else 0
+    n_chain = top + 2 * max_m if chain else 0
+    n_heap = top * max_m + 4 * max_m + top + 1 if chain else 0
+    for chunk in prange(n_chunks):
+        iw = np.empty((_N_INT, max_m + 1), dtype=np.int64)
+        fw = np.empty((_N_FLOAT, max_m))
+        bw = np.empty((2, max_m), dtype=np.bool_)
+        top_idx = np.empty(n_level_buf, dtype=np.int64)
+        top_val = np.empty(n_level_buf)
+        cost_buf = np.empty(top * max_m)
+        cw = _chain_workspace(n_chain, n_heap)
+        for q in range(chunk, n_queries, n_chunks):
+            start = query_ptr[q]
+            stop = query_ptr[q + 1]
+            if inv_norm[q] == 0.0 or stop - start < 2:
+                values[q] = 0.0
+                continue
+            values[q] = _query_loss(
+                f[start:stop],
+                gain[start:stop],
+                level[start:stop],
+                n_levels[q],
+                cut_level[q],
+                n_above[q],
+                inv_norm[q],
+                a,
+                c,
+                k,
+                truncated,
+                grad[start:stop],
+                iw,
+                fw,
+                bw,
+                top_idx,
+                top_val,
+                cost_buf,
+                cw,
+            )
+
+
+@njit(parallel=True, cache=True)
+def pessimistic_metric(f, query_ptr, gain, inv_norm, a, values):
+    """Per-query ``1 − (1/Z) Σ_i a_i b_{π(i)}`` for π sorting ``f`` descending.
+
+    Documents with equal scores are placed in increasing gain (the worst order, since
+    ``a`` is non-increasing). Degenerate queries (``inv_norm == 0``) get 0.
+    """
+    n_queries = query_ptr.shape[0] - 1
+    for q in prange(n_queries):
+        start = query_ptr[q]
+        stop = query_ptr[q + 1]
+        if inv_norm[q] == 0.0:
+            values[q] = 0.0
+            continue
+        fq = f[start:stop]
+        bq = gain[start:stop]
+        m = stop - start
+        order = np.argsort(-fq)
+        dcg = 0.0
+        p = 0
+        while p < m:
+            e = p + 1
+            while e < m and fq[order[e]] == fq[order[p]]:
+                e += 1
+            tied = np.sort(bq[order[p:e]])
+            for s in range(e - p):
+                dcg += a[p + s] * tied[s]
+            p = e
+        values[q] = 1.0 - dcg * inv_norm[q]

@@ -1,0 +1,425 @@
+"""Structured max-margin losses for NDCG@k and NERU (normalised expected rank utility).
+
+The loss
+--------
+For one query with scores ``f`` and labels ``y`` of ``m`` documents, a permutation π (π(i)
+is the document at position i), position weights ``c`` (non-increasing, non-negative) and a
+ranking loss Δ(π, y) = 1 − NDCG@k(π, y) or 1 − NERU(π, y),
+
+    l(f, y) = max_π [ Δ(π, y) + Σ_i c_i f_{π(i)} ] − min_{σ ∈ S(y)} Σ_i c_i f_{σ(i)},
+
+where S(y) is the set of *ideal orderings*: gains descending. Both measures have the form
+Δ(π, y) = 1 − (1/Z) Σ_i a_i b_{π(i)} with non-increasing position discounts ``a`` (zero
+beyond k) and document gains ``b``, Z being the value of an ideal ordering:
+
+* NDCG@k: ``a_i = 1 / log2(i + 1)`` for i <= k, ``b = 2^y − 1`` (``gain="exp"``) or
+  ``b = y`` (``gain="linear"``), Z = ideal DCG@k;
+* NERU: ``a_i = 2^{−(i − 1)/(α − 1)}`` (α the half-life), ``b = max(y − d, 0)`` (d the
+  neutral vote), Z = ERU of an ideal ordering; with ``k`` set, positions beyond k get
+  ``a_i = 0`` (NERU@k).
+
+A subgradient is ``c`` placed on the documents of the maximising π minus ``c`` placed on
+those of the minimising σ: ``g_{π(i)} += c_i``, ``g_{σ(i)} −= c_i``.
+
+Ties among labels (the choice of σ)
+-----------------------------------
+The minimum over S is attained by putting documents of equal gain in *increasing* score:
+the positions of one gain level form a contiguous block on which c is non-increasing, and
+Σ c_i f_{σ(i)} over the block is smallest when the largest weights meet the smallest scores
+(rearrangement inequality). This rule, rather than an arbitrary ideal σ, is what makes the
+loss well behaved:
+
+* *Convex.* ``l = max_π [Δ(π) + ⟨c, f_π⟩] + max_{σ ∈ S} ⟨−c, f_σ⟩`` is a sum of two
+  maxima of finitely many affine functions of f (S depends on y only). Taking instead the
+  ideal σ that *maximises* ⟨c, f_σ⟩ (equal gains in decreasing score) would subtract a
+  convex function and break convexity; a σ fixed by listing order would be convex but
+  depend on the order documents are listed in.
+* *An upper bound.* Let τ sort f descending with any tie-breaking. Because c is
+  non-increasing, ⟨c, f_τ⟩ = max_π ⟨c, f_π⟩ >= ⟨c, f_σ⟩ for every σ, hence
+  l >= Δ(τ) + ⟨c, f_τ⟩ − ⟨c, f_σ*⟩ >= Δ(τ). So l bounds 1 − NDCG@k (1 − NERU) of the
+  ranking by f for *every* tie-breaking of f, in particular the pessimistic one that
+  :meth:`metric` reports.
+* *Non-negative.* π = σ* is feasible and Δ(σ*) = 0, so l >= 0.
+* *Independent of listing order.* Relabelling documents by a permutation ρ maps the set of
+  permutations onto itself, leaves Δ and ⟨c, f_π⟩ unchanged and maps S(y) onto S(y∘ρ); the
+  loss is unchanged and the subgradient is permuted (when the maximiser is unique).
+
+For NERU the ideal orderings are defined by the gains b, so documents with labels at or
+below the neutral vote d form one tie group; the loss does not care how they are ordered
+among themselves, like the measure.
+
+Degenerate queries
+------------------
+A query whose gains are all equal (one document, all labels equal, all labels 0 for NDCG,
+all labels <= d for NERU) has Δ ≡ 0 or an undefined normaliser Z = 0; it contributes zero
+loss and zero gradient, and its :meth:`metric` is 0.
+
+Reductions (exact)
+------------------
+The maximisation is a linear assignment (positions × documents, profit
+``c_i f_j − a_i b_j / Z``). Fix a total order ≻ of the documents by score (descending, ties
+broken arbitrarily but fixed); say j *dominates* j' when j ≻ j' and b_j <= b_j'. Among the
+optimal π take one maximising Φ(π) = Σ_p p · rank(π(p)). Swapping a dominated document
+placed before its dominator changes the objective by
+(c_p − c_{p'})(f_j − f_{j'}) + (a_p − a_{p'})(b_{j'} − b_j)/Z >= 0 and strictly increases Φ,
+so in this π every document follows all of its dominators; likewise the positions beyond k
+(a = 0) hold their documents in ≻ order. Consequences, with K = min(k, m):
+
+* only *candidates*, documents with fewer than K dominators, can occupy the top K positions
+  (at most L·K of them for L gain levels);
+* when c is zero beyond k (``truncate_c=True``) the tail is irrelevant and the problem is a
+  K × n_candidates rectangular assignment, solved by
+  :func:`losses._kernels.assignment.solve_assignment`. The candidates are found without
+  sorting the whole query: every candidate is among the K best documents of its gain level
+  (its better documents of the same level dominate it), and so are all its dominators;
+* when K = m every position has a discount and the problem is the full m × m assignment;
+* otherwise the tail holds the non-chosen documents in ≻ order. Writing F_1 >= ... >= F_m
+  for the sorted scores and k_r for the number of chosen documents among the first r in ≻
+  order, summation by parts gives the tail's value as a constant plus
+  Σ_r (F_r − F_{r+1}) C(r − k_r), C(n) = Σ_{t <= n} c_{K+t}, which is concave in k_r. The
+  problem is then a min-cost flow of K units (positions → candidates → a chain over ranks
+  with convex arc costs), solved by K Dijkstra searches on about K·n_candidates + 3m arcs
+  instead of an m × m assignment.
+
+Cost per query, L gain levels: O(m + L·K log(L·K) + K²·n_candidates) typically with
+truncated c (O(m·K) worst case for the selection); O(m log m + K (K·n_candidates + m)
+log m) with untruncated c and K < m; O(m³) worst case when K = m (NERU without k, or
+k >= m), where the rank-two costs make shortest-augmenting-path solvers markedly slower
+than on random matrices. Both reductions are checked against the full m × m assignment and
+against brute force over all permutations in the tests.
+
+References
+----------
+Q. Le and A. Smola, "Direct optimization of ranking measures", arXiv:0704.3359 (2007).
+M. Weimer, A. Karatzoglou, Q. Le and A. Smola, "CofiRank: maximum margin matrix
+factorization for collaborative ranking", NIPS 2007 (c_i = (i + 1)^(−1/4)).
+C. H. Teo, S. V. N. Vishwanathan, A. Smola and Q. Le, "Bundle methods for regularized risk
+minimization", JMLR 11 (2010), appendix on ranking losses (NDCG, ERU / NERU).
+J. Breese, D. Heckerman and C. Kadie, "Empirical analysis of predictive algorithms for
+collaborative filtering", UAI 1998 (expected rank utility).
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, NamedTuple
+
+import numba
+import numpy as np
+
+from losses._base import Loss, check_finite_targets, check_graded_labels
+from losses._kernels import listwise as _k
+
+__all__ = ["NDCGLoss", "NERULoss"]
+
+_NAMED_C = ("power", "dcg")
+# Largest query solved as a full m × m assignment (when k >= m): 8·m² bytes per thread.
+_MAX_DENSE = 4096
+
+
+class _Targets(NamedTuple):
+    query_ptr: np.ndarray
+    gain: np.ndarray
+    level: np.ndarray
+    n_levels: np.ndarray
+    cut_level: np.ndarray
+    n_above: np.ndarray
+    inv_norm: np.ndarray
+    a: np.ndarray
+    c: np.ndarray
+    n_top: int
+    truncated: bool
+
+
+def _check_k(k, *, allow_none: bool):
+    if k is None and allow_none:
+        return None
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        raise ValueError(f"k must be an integer >= 1{' or None' if allow_none else ''}; got {k!r}")
+    return int(k)
+
+
+def _check_weights(c: np.ndarray, *, name: str = "c") -> np.ndarray:
+    c = np.asarray(c, dtype=np.float64)
+    if c.ndim != 1:
+        raise ValueError(f"{name} must be 1-d; got shape {c.shape}")
+    if not np.all(np.isfinite(c)) or np.any(c < 0):
+        raise ValueError(f"{name} must hold finite non-negative position weights")
+    if np.any(np.diff(c) > 0):
+        raise ValueError(f"{name} must be non-increasing in the position")
+    return c
+
+
+def _dcg_discount(n: int) -> np.ndarray:
+    return 1.0 / np.log2(np.arange(2, n + 2, dtype=np.float64))
+
+
+class _StructuredRankingLoss(Loss):
+    """Shared validation and kernels of :class:`NDCGLoss` and :class:`NERULoss`."""
+
+    pointwise = False
+    smooth = False
+
+    def _init_weights(self, c, truncate_c: bool) -> None:
+        if not isinstance(truncate_c, (bool, np.bool_)):
+            raise ValueError(f"truncate_c must be True or False; got {truncate_c!r}")
+        if truncate_c and self.k is None:
+            raise ValueError("truncate_c=True needs an integer k (weights are cut beyond k)")
+        if isinstance(c, str):
+            if c not in _NAMED_C:
+                raise ValueError(
+                    f"c must be one of {list(_NAMED_C)}, an array or a callable; got {c!r}"
+                )
+        elif not callable(c):
+            c = _check_weights(c)
+            if c.size == 0:
+                raise ValueError("c must hold at least one position weight")
+        self.c = c
+        self.truncate_c = bool(truncate_c)
+
+    def _position_weights(self, n: int) -> np.ndarray:
+        """c_1..c_n (checked), zero beyond k when ``truncate_c``."""
+        if isinstance(self.c, str):
+            positions = np.arange(1, n + 1, dtype=np.float64)
+            c = (positions + 1.0) ** -0.25 if self.c == "power" else _dcg_discount(n)
+        elif callable(self.c):
+            c = np.asarray(self.c(np.arange(1, n + 1)), dtype=np.float64)
+            if c.shape != (n,):
+                raise ValueError(
+                    f"c(positions) must return one weight per position; got shape {c.shape} "
+                    f"for {n} positions"
+                )
+            c = _check_weights(c)
+        else:
+            if self.c.size < n:
+                raise ValueError(
+                    f"c holds {self.c.size} position weights but a query has {n} documents"
+                )
+            c = self.c[:n].copy()
+        if self.truncate_c:
+            c[self.k :] = 0.0
+        return c
+
+    def _c_param(self):
+        return self.c.tolist() if isinstance(self.c, np.ndarray) else self.c
+
+    def validate(self, y, query_ptr, **data) -> _Targets:
+        if data:
+            raise ValueError(
+                f"the {self.name} loss takes no data keywords; got {sorted(data)} "
+                f"(loss parameters go to losses.get({self.name!r}, ...))"
+            )
+        gain = self._gains(y)
+        query_ptr = np.asarray(query_ptr, dtype=np.int64)
+        sizes = np.diff(query_ptr)
+        n_queries = sizes.size
+        max_m = int(sizes.max()) if n_queries else 0
+        a = self._discounts(max_m)
+        c = self._position_weights(max_m)
+
+        # level: dense rank of the gain within its query (0 = smallest gain).
+        query = np.repeat(np.arange(n_queries), sizes)
+        ascending = np.lexsort((gain, query))
+        g_sorted = gain[ascending]
+        q_sorted = query[ascending]
+        new_level = np.ones(gain.size, dtype=bool)
+        new_level[1:] = (q_sorted[1:] != q_sorted[:-1]) | (g_sorted[1:] != g_sorted[:-1])
+        cum = np.cumsum(new_level) - 1
+        level = np.empty(gain.size, dtype=np.int64)
+        level[ascending] = cum - cum[query_ptr[q_sorted]]
+        n_levels = np.zeros(n_queries, dtype=np.int64)
+        nonempty = sizes > 0
+        last = query_ptr[1:][nonempty] - 1
+        n_levels[nonempty] = cum[last] - cum[query_ptr[:-1][nonempty]] + 1
+
+        # Z: the measure's value for gains sorted descending; 0 marks a degenerate query.
+        descending = np.lexsort((-gain, query))
+        position = np.arange(gain.size) - query_ptr[query]
+        ideal = np.bincount(query, weights=a[position] * gain[descending], minlength=n_queries)
+        inv_norm = np.zeros(n_queries)
+        live = n_levels >= 2
+        inv_norm[live] = 1.0 / ideal[live]
+        n_top = max_m if self.k is None else self.k
+        if min(n_top, max_m) > _MAX_DENSE and n_top >= max_m:
+            raise ValueError(
+                f"a query of {max_m} documents with k={self.k} needs a dense {max_m} × "
+                f"{max_m} assignment (over {_MAX_DENSE} documents); set k below {max_m}"
+            )
+        # σ's first n_top positions: every document above cut_level, then the lowest-scored
+        # of cut_level (the level at ideal position n_top). Only for queries longer than k.
+        cut_level = np.zeros(n_queries, dtype=np.int64)
+        long = sizes > n_top
+        cut_level[long] = level[descending[query_ptr[:-1][long] + n_top - 1]]
+        above = level > cut_level[query]
+        n_above = np.bincount(query, weights=above, minlength=n_queries).astype(np.int64)
+        return _Targets(
+            query_ptr,
+            gain,
+            level,
+            n_levels,
+            cut_level,
+            n_above,
+            inv_norm,
+            a,
+            c,
+            max(n_top, 1),
+            self.truncate_c,
+        )
+
+    def loss_grad(self, f, targets: _Targets):
+        f = np.ascontiguousarray(f, dtype=np.float64)
+        values = np.empty(targets.inv_norm.size)
+        grad = np.empty_like(f)
+        _k.structured_loss(
+            f,
+            targets.query_ptr,
+            targets.gain,
+            targets.level,
+            targets.n_levels,
+            targets.cut_level,
+            targets.n_above,
+            targets.inv_norm,
+            targets.a,
+            targets.c,
+            targets.n_top,
+            targets.truncated,
+            numba.get_num_threads(),
+            values,
+            grad,
+        )
+        return values, grad
+
+    def metric(self, f, targets: _Targets) -> np.ndarray:
+        """Per-query 1 − measure of the ranking that sorts ``f`` descending.
+
+        Documents with equal scores are ordered by increasing gain (the worst case), so the
+        loss upper-bounds the value for every tie-breaking. Degenerate queries give 0.
+        """
+        f = np.ascontiguousarray(f, dtype=np.float64)
+        values = np.empty(targets.inv_norm.size)
+        _k.pessimistic_metric(
+            f, targets.query_ptr, targets.gain, targets.inv_norm, targets.a, values
+        )
+        return values
+
+
+class NDCGLoss(_StructuredRankingLoss):
+    """Structured max-margin loss bounding 1 − NDCG@k (see the module docstring).
+
+    Parameters
+    ----------
+    k : int, default=10
+        Cut-off of NDCG@k; queries with fewer documents use all of them.
+    gain : {"exp", "linear"}, default="exp"
+        Document gain ``2^y − 1`` or ``y``; labels are non-negative integers.
+    c : {"power", "dcg"}, array-like or callable, default="power"
+        Position weights, non-increasing and non-negative: ``"power"`` is
+        ``c_i = (i + 1)^(−1/4)``, ``"dcg"`` is ``1 / log2(i + 1)``; an array gives
+        ``c_1, c_2, ...`` (at least as many as the largest query); a callable maps the
+        positions ``1..m`` (int array) to weights. A callable makes :meth:`get_params`
+        non-JSON-serialisable.
+    truncate_c : bool, default=False
+        Set ``c_i = 0`` beyond k: only the top k positions are assigned (the fast path).
+
+    Notes
+    -----
+    NDCG@k(π, y) = Σ_{i<=k} b_{π(i)} / log2(i + 1) divided by its value for an ideal order.
+    Queries with one document or all labels equal (including all zero) give zero loss.
+    """
+
+    name = "ndcg"
+
+    def __init__(self, *, k: int = 10, gain: str = "exp", c="power", truncate_c: bool = False):
+        self.k = _check_k(k, allow_none=False)
+        if gain not in ("exp", "linear"):
+            raise ValueError(f"gain must be 'exp' or 'linear'; got {gain!r}")
+        self.gain = gain
+        self._init_weights(c, truncate_c)
+
+    def get_params(self) -> dict[str, Any]:
+        return {
+            "k": self.k,
+            "gain": self.gain,
+            "c": self._c_param(),
+            "truncate_c": self.truncate_c,
+        }
+
+    def _gains(self, y) -> np.ndarray:
+        y = check_graded_labels(y)
+        if self.gain == "linear":
+            return y.astype(np.float64)
+        if y.size and y.max() > 1023:
+            raise ValueError(
+                f"y holds labels too large for gain='exp' (2^y overflows); got {y.max()}"
+            )
+        return np.exp2(y.astype(np.float64)) - 1.0
+
+    def _discounts(self, n: int) -> np.ndarray:
+        a = _dcg_discount(n)
+        a[self.k :] = 0.0
+        return a
+
+
+class NERULoss(_StructuredRankingLoss):
+    """Structured max-margin loss bounding 1 − NERU (see the module docstring).
+
+    Parameters
+    ----------
+    alpha : float, default=5
+        Viewing half-life α > 1: position i has weight ``2^{−(i − 1)/(α − 1)}``.
+    d : float, default=0
+        Neutral vote: a document's gain is ``max(y − d, 0)``.
+    k : int or None, default=None
+        Only the top k positions count (NERU@k); ``None`` counts all.
+    c, truncate_c
+        As for :class:`NDCGLoss`; ``truncate_c=True`` needs an integer ``k``.
+
+    Notes
+    -----
+    ERU(π, y) = Σ_i 2^{−(i − 1)/(α − 1)} max(y_{π(i)} − d, 0) (Breese et al., 1998) and
+    NERU = ERU / ERU(ideal). Labels may be any finite reals. Queries whose gains are all
+    equal (one document, all labels equal, or all labels <= d) give zero loss.
+    """
+
+    name = "neru"
+
+    def __init__(
+        self,
+        *,
+        alpha: float = 5.0,
+        d: float = 0.0,
+        k: int | None = None,
+        c="power",
+        truncate_c: bool = False,
+    ):
+        if (
+            isinstance(alpha, bool)
+            or not isinstance(alpha, numbers.Real)
+            or not np.isfinite(alpha)
+            or alpha <= 1
+        ):
+            raise ValueError(f"alpha must be a finite number > 1; got {alpha!r}")
+        if isinstance(d, bool) or not isinstance(d, numbers.Real) or not np.isfinite(d):
+            raise ValueError(f"d must be a finite number; got {d!r}")
+        self.alpha = float(alpha)
+        self.d = float(d)
+        self.k = _check_k(k, allow_none=True)
+        self._init_weights(c, truncate_c)
+
+    def get_params(self) -> dict[str, Any]:
+        return {
+            "alpha": self.alpha,
+            "d": self.d,
+            "k": self.k,
+            "c": self._c_param(),
+            "truncate_c": self.truncate_c,
+        }
+
+    def _gains(self, y) -> np.ndarray:
+        return np.maximum(check_finite_targets(y) - self.d, 0.0)
+
+    def _discounts(self, n: int) -> np.ndarray:
+        a = np.exp2(-np.arange(n, dtype=np.float64) / (self.alpha - 1.0))
+        if self.k is not None:
+            a[self.k :] = 0.0
+        return a

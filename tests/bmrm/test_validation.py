@@ -1,0 +1,125 @@
+"""Bad input gets a ValueError naming the argument, before the oracle is ever called."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import bmrm
+
+
+class CountingLoss:
+    """Squared loss that counts its oracle calls."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def validate(self, y, query_ptr):
+        return np.asarray(y, dtype=np.float64)
+
+    def loss_grad(self, f, y):
+        self.calls += 1
+        return 0.5 * (f - y) ** 2, f - y
+
+
+def data(n=20, d=3):
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(n, d)), rng.normal(size=n)
+
+
+def nan_X():
+    X, _ = data()
+    X[3, 1] = np.nan
+    return X
+
+
+def inf_sparse_X():
+    X, _ = data()
+    X = sp.csr_matrix(X)
+    X.data[2] = np.inf
+    return X
+
+
+CASES = [
+    ("X", lambda X, y: dict(X=nan_X(), y=y)),
+    ("X", lambda X, y: dict(X=inf_sparse_X(), y=y)),
+    ("X", lambda X, y: dict(X=np.empty((0, 3)), y=np.empty(0))),
+    ("X", lambda X, y: dict(X=np.empty((20, 0)), y=y)),
+    ("X", lambda X, y: dict(X=X[:, 0], y=y)),
+    ("X", lambda X, y: dict(X=X.astype(str), y=y)),
+    ("y", lambda X, y: dict(X=X, y=np.r_[y[:-1], np.nan])),
+    ("y", lambda X, y: dict(X=X, y=np.r_[y[:-1], np.inf])),
+    ("y", lambda X, y: dict(X=X, y=y[:-1])),
+    ("qid", lambda X, y: dict(X=X, y=y, qid=np.arange(5))),
+    ("lam", lambda X, y: dict(X=X, y=y, lam=0.0)),
+    ("lam", lambda X, y: dict(X=X, y=y, lam=-1.0)),
+    ("lam", lambda X, y: dict(X=X, y=y, lam=np.nan)),
+    ("tol", lambda X, y: dict(X=X, y=y, tol=-1.0)),
+    ("max_iter", lambda X, y: dict(X=X, y=y, max_iter=0)),
+    ("bundle_size", lambda X, y: dict(X=X, y=y, bundle_size=2)),
+    ("regularizer", lambda X, y: dict(X=X, y=y, regularizer="l3")),
+    ("master", lambda X, y: dict(X=X, y=y, master="newton")),
+    ("master", lambda X, y: dict(X=X, y=y, master="qp", regularizer="l1")),
+    ("bounds", lambda X, y: dict(X=X, y=y, bounds=(1.0, -1.0))),
+    ("w0", lambda X, y: dict(X=X, y=y, w0=np.zeros(7))),
+    ("l1_ratio", lambda X, y: dict(X=X, y=y, regularizer="elastic_net", l1_ratio=2.0)),
+]
+
+
+@pytest.mark.parametrize("name,make", CASES)
+def test_bad_input_names_the_argument_before_any_work(name, make):
+    X, y = data()
+    loss = CountingLoss()
+    kwargs = make(X, y)
+    with pytest.raises(ValueError, match=name):
+        bmrm.fit(kwargs.pop("X"), kwargs.pop("y"), loss, **kwargs)
+    assert loss.calls == 0
+
+
+def test_unknown_loss_name():
+    X, y = data()
+    with pytest.raises(ValueError, match="loss must be one of"):
+        bmrm.fit(X, y, "hinge_squared")
+
+
+@pytest.mark.parametrize("loss", ["hinge", "logistic"])
+def test_binary_losses_reject_other_labels(loss):
+    X, _ = data()
+    with pytest.raises(ValueError, match="y must hold binary labels"):
+        bmrm.fit(X, np.arange(20) % 3, loss)
+
+
+@pytest.mark.parametrize("loss", ["hinge", "logistic"])
+def test_binary_losses_accept_both_label_conventions(loss):
+    X, y = data()
+    pm = np.where(y > 0, 1, -1)
+    a = bmrm.fit(X, pm, loss, lam=1e-2, tol=1e-6).result_
+    b = bmrm.fit(X, (pm + 1) // 2, loss, lam=1e-2, tol=1e-6).result_
+    assert a.fun == pytest.approx(b.fun, rel=1e-9)
+
+
+def test_object_without_loss_grad_is_rejected():
+    class Half:
+        def validate(self, y, query_ptr):
+            return y
+
+    X, y = data()
+    with pytest.raises(TypeError, match="loss_grad"):
+        bmrm.fit(X, y, Half())
+
+
+def test_negative_loss_values_are_reported():
+    class Negative(CountingLoss):
+        def loss_grad(self, f, y):
+            values, grad = super().loss_grad(f, y)
+            return values - 1.0, grad
+
+    X, y = data()
+    with pytest.raises(ValueError, match="non-negative"):
+        bmrm.fit(X, y, Negative())
+
+
+def test_predict_checks_feature_count():
+    X, y = data()
+    model = bmrm.fit(X, y, "squared", lam=1e-2)
+    with pytest.raises(ValueError, match="fitted with 3"):
+        model.predict(X[:, :2])

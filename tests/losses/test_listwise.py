@@ -1,0 +1,408 @@
+"""The structured NDCG@k / NERU losses against brute force and scipy's assignment solver.
+
+References live in tests/losses/reference_listwise.py: every permutation for m <= 7, the full
+m × m ``scipy.optimize.linear_sum_assignment`` for larger queries, and every tie-breaking of
+the scores for the pessimistic metric.
+"""
+
+import json
+
+import numba
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import losses
+from losses.listwise import NDCGLoss, NERULoss
+from tests.losses.reference_listwise import (
+    Measure,
+    assignment_reference,
+    brute_force,
+    pessimistic_loss,
+    position_weights,
+)
+
+CONFIGS = [
+    ("ndcg", {}),
+    ("ndcg", {"truncate_c": True}),
+    ("ndcg", {"k": 1}),
+    ("ndcg", {"k": 1, "truncate_c": True}),
+    ("ndcg", {"k": 3, "gain": "linear"}),
+    ("ndcg", {"k": 3, "gain": "linear", "truncate_c": True}),
+    ("ndcg", {"k": 2, "c": "dcg"}),
+    ("ndcg", {"k": 4, "c": "dcg", "truncate_c": True}),
+    ("ndcg", {"k": 5, "gain": "linear", "c": "dcg"}),
+    ("neru", {}),
+    ("neru", {"alpha": 2.0, "d": 1.0}),
+    ("neru", {"k": 2}),
+    ("neru", {"k": 3, "truncate_c": True, "d": 0.5}),
+    ("neru", {"k": 4, "c": "dcg", "alpha": 3.0}),
+    ("neru", {"k": 2, "c": "dcg", "truncate_c": True}),
+]
+IDS = [f"{name}-{'-'.join(f'{k}={v}' for k, v in p.items()) or 'default'}" for name, p in CONFIGS]
+
+
+def build(name, params):
+    """The loss under test and an independent Measure with the same parameters."""
+    loss = losses.get(name, **params)
+    if name == "ndcg":
+        measure = Measure("ndcg", k=loss.k, gain=loss.gain)
+    else:
+        measure = Measure("neru", k=loss.k, alpha=loss.alpha, d=loss.d)
+    return loss, measure
+
+
+def weights(loss, m):
+    return position_weights(loss.c, m, loss.k, loss.truncate_c)
+
+
+def random_labels(rng, name, m):
+    kind = int(rng.integers(6))
+    if kind == 0:
+        y = np.full(m, int(rng.integers(0, 3)))
+    elif kind == 1:
+        y = rng.integers(0, 2, m)
+    elif kind == 2:
+        y = rng.integers(0, m + 1, m)  # many levels
+    else:
+        y = rng.integers(0, 5, m)
+    if name == "neru" and rng.random() < 0.5:
+        return y + rng.choice([0.0, 0.5], m)
+    return y
+
+
+def random_scores(rng, m):
+    kind = int(rng.integers(4))
+    if kind == 0:
+        return rng.integers(-1, 2, m).astype(np.float64)  # many ties
+    if kind == 1:
+        return np.full(m, rng.normal())
+    return rng.normal(size=m) * rng.choice([0.1, 1.0, 10.0])
+
+
+def random_batch(rng, name, n_queries, sizes):
+    ys, fs, ptr = [], [], [0]
+    for _ in range(n_queries):
+        m = int(rng.choice(sizes))
+        ys.append(random_labels(rng, name, m))
+        fs.append(random_scores(rng, m))
+        ptr.append(ptr[-1] + m)
+    y = np.concatenate(ys) if name == "neru" else np.concatenate(ys).astype(np.int64)
+    return np.concatenate(fs), y, np.array(ptr, dtype=np.int64)
+
+
+def evaluate(loss, f, y, ptr):
+    targets = loss.validate(y, ptr)
+    values, grad = loss.loss_grad(f, targets)
+    return values, grad, targets
+
+
+def blocks(ptr):
+    return [slice(ptr[q], ptr[q + 1]) for q in range(len(ptr) - 1)]
+
+
+@pytest.mark.parametrize(("name", "params"), CONFIGS, ids=IDS)
+def test_brute_force(name, params):
+    """Loss equals max over all π minus min over ideal σ; gradient where both are unique."""
+    loss, measure = build(name, params)
+    rng = np.random.default_rng(100 + CONFIGS.index((name, params)))
+    f, y, ptr = random_batch(rng, name, 250, sizes=[1, 2, 3, 4, 5, 6, 7])
+    values, grad, targets = evaluate(loss, f, y, ptr)
+    metric = loss.metric(f, targets)
+    assert values.shape == (len(ptr) - 1,) and grad.shape == f.shape
+    n_unique = 0
+    for q, s in enumerate(blocks(ptr)):
+        c = weights(loss, s.stop - s.start)
+        expected, expected_grad, unique = brute_force(f[s], y[s], measure, c)
+        assert values[q] == pytest.approx(expected, abs=1e-10)
+        assert values[q] >= 0.0
+        assert grad[s].sum() == pytest.approx(0.0, abs=1e-10)
+        if unique:
+            n_unique += 1
+            np.testing.assert_allclose(grad[s], expected_grad, atol=1e-10)
+        assert metric[q] == pytest.approx(pessimistic_loss(f[s], y[s], measure), abs=1e-12)
+        assert values[q] >= metric[q] - 1e-12
+    assert n_unique > 50
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.sampled_from(range(len(CONFIGS))),
+    st.integers(1, 6).flatmap(
+        lambda m: st.tuples(
+            st.lists(st.integers(-2, 2), min_size=m, max_size=m),
+            st.lists(st.integers(0, 3), min_size=m, max_size=m),
+        )
+    ),
+)
+def test_hypothesis_integer_queries(index, query):
+    name, params = CONFIGS[index]
+    loss, measure = build(name, params)
+    f = np.array(query[0], dtype=np.float64)
+    y = np.array(query[1])
+    values, grad, targets = evaluate(loss, f, y, np.array([0, len(f)]))
+    expected, expected_grad, unique = brute_force(f, y, measure, weights(loss, len(f)))
+    assert values[0] == pytest.approx(expected, abs=1e-10)
+    if unique:
+        np.testing.assert_allclose(grad, expected_grad, atol=1e-10)
+    assert values[0] >= loss.metric(f, targets)[0] - 1e-12
+
+
+@pytest.mark.parametrize(("name", "params"), CONFIGS, ids=IDS)
+def test_subgradient_inequality_and_convexity(name, params):
+    """l(f') >= l(f) + <g, f' − f> per query, and l is convex along random segments."""
+    loss, _ = build(name, params)
+    rng = np.random.default_rng(11)
+    f, y, ptr = random_batch(rng, name, 60, sizes=[1, 2, 5, 9, 16, 30])
+    targets = loss.validate(y, ptr)
+    values, grad = loss.loss_grad(f, targets)
+    segments = blocks(ptr)
+    for _ in range(6):
+        other = f + rng.normal(size=f.size) * rng.choice([0.01, 1.0, 10.0])
+        if rng.random() < 0.3:
+            other = np.round(other)  # land on ties
+        v_other, g_other = loss.loss_grad(other, targets)
+        for q, s in enumerate(segments):
+            assert v_other[q] >= values[q] + grad[s] @ (other[s] - f[s]) - 1e-9
+            assert values[q] >= v_other[q] + g_other[s] @ (f[s] - other[s]) - 1e-9
+        for theta in (0.25, 0.5, 0.9):
+            v_mid, _ = loss.loss_grad(theta * f + (1 - theta) * other, targets)
+            np.testing.assert_array_less(v_mid, theta * values + (1 - theta) * v_other + 1e-9)
+
+
+LARGE = [
+    ("ndcg", {}),
+    ("ndcg", {"truncate_c": True}),
+    ("ndcg", {"k": 3, "c": "dcg", "gain": "linear"}),
+    ("ndcg", {"k": 7, "c": "dcg", "truncate_c": True}),
+    ("neru", {"k": 5}),
+    ("neru", {"k": 10, "truncate_c": True, "d": 1.0}),
+    ("neru", {"d": 1.0}),
+]
+
+
+@pytest.mark.parametrize(("name", "params"), LARGE, ids=[f"{n}-{p}" for n, p in LARGE])
+def test_large_queries_against_scipy(name, params):
+    """The candidate reduction, the chain flow and the k × m assignment against the full
+    m × m assignment (scipy) on queries of 50–300 documents."""
+    loss, measure = build(name, params)
+    rng = np.random.default_rng(5)
+    sizes = [50, 80, 120] if loss.k is None else [50, 120, 300]
+    _, y, ptr = random_batch(rng, name, 12, sizes=sizes)
+    f = rng.normal(size=y.size)
+    f[ptr[1] : ptr[2]] = np.round(f[ptr[1] : ptr[2]])  # a query with many tied scores
+    values, grad, _ = evaluate(loss, f, y, ptr)
+    for q, s in enumerate(blocks(ptr)):
+        expected, expected_grad = assignment_reference(
+            f[s], y[s], measure, weights(loss, s.stop - s.start)
+        )
+        assert values[q] == pytest.approx(expected, rel=1e-10, abs=1e-10)
+        if q != 1:  # continuous scores: the maximiser is unique
+            np.testing.assert_allclose(grad[s], expected_grad, atol=1e-10)
+
+
+@pytest.mark.parametrize(("name", "params"), CONFIGS, ids=IDS)
+def test_document_order_does_not_matter(name, params):
+    loss, _ = build(name, params)
+    rng = np.random.default_rng(21)
+    f, y, ptr = random_batch(rng, name, 80, sizes=[1, 2, 4, 7, 12, 40])
+    f = f + 1e-3 * rng.normal(size=f.size)  # distinct scores: a unique maximiser
+    values, grad, _ = evaluate(loss, f, y, ptr)
+    perm = np.concatenate([rng.permutation(np.arange(s.start, s.stop)) for s in blocks(ptr)])
+    values_p, grad_p, _ = evaluate(loss, f[perm], y[perm], ptr)
+    np.testing.assert_allclose(values_p, values, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(grad_p, grad[perm], atol=1e-12)
+
+
+@pytest.mark.parametrize(("name", "params"), CONFIGS[:2] + CONFIGS[9:11] + CONFIGS[12:13])
+def test_parallel_equals_serial(name, params):
+    loss, _ = build(name, params)
+    rng = np.random.default_rng(3)
+    f, y, ptr = random_batch(rng, name, 301, sizes=[1, 2, 5, 13, 40, 90])
+    targets = loss.validate(y, ptr)
+    previous = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        serial = loss.loss_grad(f, targets)
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        parallel = loss.loss_grad(f, targets)
+    finally:
+        numba.set_num_threads(previous)
+    np.testing.assert_array_equal(parallel[0], serial[0])
+    np.testing.assert_array_equal(parallel[1], serial[1])
+
+
+@pytest.mark.parametrize("name", ["ndcg", "neru"])
+def test_degenerate_queries(name):
+    loss = losses.get(name)
+    y = np.array([3, 0, 0, 0, 2, 2, 2, 1])
+    ptr = np.array([0, 1, 4, 7, 7, 8])  # one document, all zero, all equal, empty, one
+    f = np.array([5.0, 1.0, -2.0, 0.5, 3.0, -1.0, 7.0, 0.0])
+    values, grad, targets = evaluate(loss, f, y, ptr)
+    np.testing.assert_array_equal(values, 0.0)
+    np.testing.assert_array_equal(grad, 0.0)
+    np.testing.assert_array_equal(loss.metric(f, targets), 0.0)
+
+
+def test_neru_all_labels_at_or_below_neutral_vote_is_degenerate():
+    loss = losses.get("neru", d=2.0)
+    y = np.array([0.0, 1.0, 2.0, 1.5, 3.0, 1.0])
+    ptr = np.array([0, 4, 6])
+    f = np.array([0.3, -1.0, 2.0, 0.1, -1.0, 1.0])
+    values, grad, _ = evaluate(loss, f, y, ptr)
+    assert values[0] == 0.0 and np.all(grad[:4] == 0.0)
+    assert values[1] > 0.0
+
+
+def test_empty_input():
+    loss = losses.get("ndcg")
+    values, grad, _ = evaluate(loss, np.zeros(0), np.zeros(0, dtype=np.int64), np.array([0]))
+    assert values.shape == (0,) and grad.shape == (0,)
+
+
+def test_perfect_separation_gives_zero_loss():
+    """Scores that respect the labels with margin, equal within a level: loss 0."""
+    loss = losses.get("ndcg", k=3)
+    y = np.array([2, 0, 1, 2, 0, 1])
+    f = 10.0 * y
+    values, grad, targets = evaluate(loss, f, y, np.array([0, 6]))
+    assert values[0] == 0.0
+    np.testing.assert_array_equal(grad, 0.0)
+    assert loss.metric(f, targets)[0] == pytest.approx(0.0, abs=1e-15)
+
+
+def test_risk_with_qid():
+    """losses.risk over shuffled query ids equals the mean of brute-force query losses, and
+    its gradient is a subgradient of the risk."""
+    rng = np.random.default_rng(8)
+    for name, params in [("ndcg", {"k": 3}), ("neru", {"d": 1.0, "k": 4, "truncate_c": True})]:
+        loss, measure = build(name, params)
+        f, y, ptr = random_batch(rng, name, 40, sizes=[1, 2, 3, 5, 6])
+        y[ptr[0] : ptr[1]] = 1  # make sure some queries are degenerate
+        qid = np.repeat(rng.permutation(40) + 100, np.diff(ptr))
+        shuffle = rng.permutation(f.size)
+        value, grad = losses.risk(loss, f[shuffle], y[shuffle], qid=qid[shuffle])
+        total = 0.0
+        for s in blocks(ptr):
+            total += brute_force(f[s], y[s], measure, weights(loss, s.stop - s.start))[0]
+        assert value == pytest.approx(total / 40, abs=1e-12)
+        for _ in range(5):
+            other = f[shuffle] + rng.normal(size=f.size)
+            v_other, _ = losses.risk(loss, other, y[shuffle], qid=qid[shuffle])
+            assert v_other >= value + grad @ (other - f[shuffle]) - 1e-12
+
+
+def test_risk_gradient_maps_back_to_caller_rows():
+    rng = np.random.default_rng(9)
+    f, y, ptr = random_batch(rng, "ndcg", 20, sizes=[3, 5, 7])
+    f = f + 1e-3 * rng.normal(size=f.size)
+    loss, measure = build("ndcg", {"k": 2})
+    qid = np.repeat(np.arange(20), np.diff(ptr))
+    shuffle = rng.permutation(f.size)
+    value, grad = losses.risk(loss, f[shuffle], y[shuffle], qid=qid[shuffle])
+    expected = np.zeros(f.size)
+    for s in blocks(ptr):
+        _, expected[s], unique = brute_force(f[s], y[s], measure, weights(loss, s.stop - s.start))
+        assert unique
+    np.testing.assert_allclose(grad, expected[shuffle] / 20, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["ndcg", "neru"])
+def test_c_as_array_and_callable(name):
+    rng = np.random.default_rng(4)
+    f, y, ptr = random_batch(rng, name, 30, sizes=[2, 5, 9])
+    named = evaluate(losses.get(name, k=3, c="dcg"), f, y, ptr)
+    array = evaluate(losses.get(name, k=3, c=1.0 / np.log2(np.arange(2, 12))), f, y, ptr)
+    func = evaluate(losses.get(name, k=3, c=lambda i: 1.0 / np.log2(i + 1.0)), f, y, ptr)
+    for other in (array, func):
+        np.testing.assert_allclose(other[0], named[0], rtol=1e-13)
+        np.testing.assert_allclose(other[1], named[1], rtol=1e-13)
+
+
+@pytest.mark.parametrize(("name", "params"), CONFIGS, ids=IDS)
+def test_params_round_trip_through_json(name, params):
+    loss = losses.get(name, **params)
+    params_out = json.loads(json.dumps(loss.get_params()))
+    rebuilt = losses.get(name, **params_out)
+    assert rebuilt.get_params() == loss.get_params()
+    rng = np.random.default_rng(1)
+    f, y, ptr = random_batch(rng, name, 10, sizes=[3, 8])
+    np.testing.assert_array_equal(evaluate(rebuilt, f, y, ptr)[0], evaluate(loss, f, y, ptr)[0])
+
+
+def test_default_parameters():
+    assert losses.get("ndcg").get_params() == {
+        "k": 10,
+        "gain": "exp",
+        "c": "power",
+        "truncate_c": False,
+    }
+    assert losses.get("neru").get_params() == {
+        "alpha": 5.0,
+        "d": 0.0,
+        "k": None,
+        "c": "power",
+        "truncate_c": False,
+    }
+    assert isinstance(losses.get("ndcg"), NDCGLoss) and isinstance(losses.get("neru"), NERULoss)
+    assert losses.get("ndcg").name == "ndcg" and losses.get("neru").name == "neru"
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "match"),
+    [
+        ("ndcg", {"k": 0}, "k must be"),
+        ("ndcg", {"k": 2.5}, "k must be"),
+        ("ndcg", {"k": True}, "k must be"),
+        ("ndcg", {"k": None}, "k must be"),
+        ("neru", {"k": 0}, "k must be"),
+        ("ndcg", {"gain": "log"}, "gain"),
+        ("ndcg", {"c": "linear"}, "c must be one of"),
+        ("ndcg", {"c": [1.0, 2.0]}, "c must be non-increasing"),
+        ("ndcg", {"c": [1.0, -0.5]}, "c must hold"),
+        ("ndcg", {"c": [1.0, np.nan]}, "c must hold"),
+        ("ndcg", {"c": []}, "c must hold at least"),
+        ("ndcg", {"truncate_c": "yes"}, "truncate_c"),
+        ("neru", {"alpha": 1.0}, "alpha"),
+        ("neru", {"alpha": 0.5}, "alpha"),
+        ("neru", {"alpha": np.inf}, "alpha"),
+        ("neru", {"d": np.nan}, "d must be"),
+        ("neru", {"truncate_c": True}, "truncate_c"),
+    ],
+)
+def test_parameter_validation(name, params, match):
+    with pytest.raises(ValueError, match=match):
+        losses.get(name, **params)
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "y", "match"),
+    [
+        ("ndcg", {}, [0, 1, -1], "y must hold non-negative integer"),
+        ("ndcg", {}, [0, 1.5, 2], "y must hold non-negative integer"),
+        ("ndcg", {}, [0, 2000, 1], "too large"),
+        ("neru", {}, [0.0, np.nan, 1.0], "y must not contain NaN"),
+        ("ndcg", {"c": [1.0, 0.5]}, [0, 1, 2], "c holds 2 position weights"),
+        ("ndcg", {"c": lambda i: np.ones(3)}, [0, 1], "c\\(positions\\)"),
+        ("ndcg", {"c": lambda i: 1.0 * i}, [0, 1], "c must be non-increasing"),
+    ],
+)
+def test_target_validation(name, params, y, match):
+    loss = losses.get(name, **params)
+    with pytest.raises(ValueError, match=match):
+        loss.validate(np.array(y), np.array([0, len(y)]))
+
+
+def test_loss_parameters_passed_as_data_are_rejected():
+    with pytest.raises(ValueError, match="no data keywords"):
+        losses.risk("ndcg", np.zeros(3), np.array([0, 1, 2]), k=3)
+
+
+def test_huge_dense_query_is_refused():
+    """k >= m on a query too large for a dense m × m assignment: an error naming k."""
+    loss = losses.get("neru")
+    m = 4097
+    with pytest.raises(ValueError, match="set k below"):
+        loss.validate(np.arange(m) % 3, np.array([0, m]))
+    losses.get("neru", k=10).validate(np.arange(m) % 3, np.array([0, m]))
