@@ -115,6 +115,7 @@ def fit(
     method=None,
     callback: Callable | None = None,
     verbose: bool = False,
+    progress: bool = False,
     loss_params: dict | None = None,
     cvxpy_solver: str | None = None,
     **loss_data,
@@ -167,6 +168,8 @@ def fit(
         ``StopIteration`` to stop.
     verbose : bool
         One line per iteration on stderr.
+    progress : bool
+        A one-line progress bar on stderr (log-scale share of the way to the requested gap).
     loss_params : dict or None
         Parameters for a loss given by name, as ``losses.get(loss, **loss_params)``.
     **loss_data
@@ -228,6 +231,7 @@ def fit(
         method=method,
         callback=callback,
         verbose=verbose,
+        progress=progress,
         cvxpy_solver=cvxpy_solver,
     )
     w = result.x

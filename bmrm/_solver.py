@@ -132,6 +132,7 @@ def minimize_bmrm(
     method=None,
     callback: Callable | None = None,
     verbose: bool = False,
+    progress: bool = False,
     cvxpy_solver: str | None = None,
 ) -> BMRMResult:
     """Minimise J(w) = lam·Ω(w) + R(w) by the bundle method.
@@ -163,6 +164,9 @@ def minimize_bmrm(
     verbose : bool
         Log one line per iteration to stderr (iteration, J, lower bound, gap, bundle size,
         seconds).
+    progress : bool
+        Show a one-line progress bar on stderr: the share of the way, on a log scale, from
+        the first gap to the requested one.
     """
     start = time.perf_counter()
     method = PlainBMRM() if method is None else method
@@ -224,6 +228,8 @@ def minimize_bmrm(
                 strict=True,
             ):
                 hist[key].append(value)
+            if progress:
+                _show_progress(nit, gap, best_J, tol, atol, hist["gap"][0], elapsed)
             if verbose:
                 logger.info(
                     f"{nit:5d} {best_J:14.8g} {lower_bound:14.8g} {gap:11.4e} {bundle.size:6d} "
@@ -258,6 +264,8 @@ def minimize_bmrm(
                 break
             w = method.next_point(w_master, state)
         total = time.perf_counter() - start
+        if progress:
+            sys.stderr.write("\n")
         if status == 2:
             warnings.warn(
                 f"BMRM reached max_iter={max_iter} with gap {best_J - lower_bound:.3e} "
@@ -272,6 +280,21 @@ def minimize_bmrm(
     finally:
         if handler is not None:
             logger.removeHandler(handler)
+
+
+def _show_progress(nit, gap, best_J, tol, atol, first_gap, elapsed, width=30):
+    target = max(tol * abs(best_J), atol, 1e-300)
+    if gap <= target or first_gap <= target:
+        share = 1.0
+    else:
+        share = np.log(first_gap / gap) / np.log(first_gap / target)
+    share = min(max(share, 0.0), 1.0)
+    bar = "#" * int(round(width * share))
+    sys.stderr.write(
+        f"\r[{bar:<{width}}] {100 * share:5.1f}%  iteration {nit}  gap {gap:.3e}  "
+        f"target {target:.3e}  {elapsed:.1f} s"
+    )
+    sys.stderr.flush()
 
 
 def _result(w, J, lower_bound, nit, nfev, status, bundle, hist, oracle_s, master_s, total):

@@ -206,3 +206,12 @@ def test_verbose_prints_one_line_per_iteration(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == res.nit + 1
     assert err[0].split()[:2] == ["iter", "J(best)"]
+
+
+def test_progress_bar_reaches_full_when_converged(capsys):
+    X, y = make_problem(9, "squared")
+    res = bmrm.fit(X, y, "squared", lam=1e-2, tol=1e-5, progress=True).result_
+    err = capsys.readouterr().err
+    last = err.rstrip("\n").split("\r")[-1]
+    assert res.success
+    assert "100.0%" in last and f"iteration {res.nit} " in last
