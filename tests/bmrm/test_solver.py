@@ -160,10 +160,19 @@ def test_qp_and_cvxpy_masters_agree():
 def test_intercept_is_fitted():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(200, 3))
-    y = X @ np.array([1.0, -2.0, 0.5]) + 7.0
-    model = bmrm.fit(X, y, "squared", lam=1e-8, fit_intercept=True, tol=1e-10, max_iter=5000)
-    assert model.intercept_ == pytest.approx(7.0, abs=1e-3)
-    np.testing.assert_allclose(model.predict(X), y, atol=1e-2)
+    y = X @ np.array([1.0, -2.0, 0.5]) + 7.0 + 0.1 * rng.normal(size=200)
+    lam = 1e-3
+    model = bmrm.fit(X, y, "squared", lam=lam, fit_intercept=True, tol=1e-8, max_iter=5000)
+    res = model.result_
+    assert res.success
+    # closed form of min lam/2 (|w|^2 + b^2) + 1/(2n) |Xw + b - y|^2 (the intercept is
+    # regularized like the other weights)
+    Z = np.hstack([X, np.ones((200, 1))])
+    w_star = np.linalg.solve(Z.T @ Z / 200 + lam * np.eye(4), Z.T @ y / 200)
+    radius = np.sqrt(2 * res.gap / lam)
+    assert np.linalg.norm(np.r_[model.coef_, model.intercept_] - w_star) <= radius + 1e-9
+    assert model.intercept_ == pytest.approx(w_star[3], abs=radius + 1e-9)
+    np.testing.assert_allclose(model.predict(X), Z @ w_star, atol=radius * 10 + 1e-9)
 
 
 def test_max_iter_warns_and_reports_status():
