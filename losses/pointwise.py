@@ -17,6 +17,11 @@ from losses._kernels import pointwise as _k
 __all__ = ["SquaredLoss", "HingeLoss", "LogisticLoss"]
 
 
+def _no_data(name, data):
+    if data:
+        raise ValueError(f"the {name} loss takes no data keywords; got {sorted(data)}")
+
+
 class _Pointwise(Loss):
     pointwise = True
     _kernel = None
@@ -40,11 +45,13 @@ class SquaredLoss(_Pointwise):
     _kernel = staticmethod(_k.squared)
 
     def validate(self, y, query_ptr, **data):
+        _no_data(self.name, data)
         return check_finite_targets(y)
 
 
 class _Binary(_Pointwise):
     def validate(self, y, query_ptr, **data):
+        _no_data(self.name, data)
         y = check_finite_targets(y)
         values = np.unique(y)
         if np.all(np.isin(values, (-1.0, 1.0))):
