@@ -1,0 +1,170 @@
+"""End-to-end run of ``experiments/letor.py --quick`` on the shared MQ2008 data."""
+
+import csv
+import math
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+MEASURES = [f"NDCG@{k}" for k in range(1, 11)] + ["MAP"]
+
+
+def letor_file_order(path: Path) -> dict[str, float]:
+    """LETOR 4.0 tool measures of the file order, written from its definition.
+
+    Gain 2^r − 1; positions 1 and 2 undiscounted, position i >= 3 divided by log2(i);
+    NDCG@k of a query with fewer than k documents or no relevant document is 0; AP counts
+    label >= 1 as relevant and is 0 without relevant documents.
+    """
+    queries: dict[str, list[int]] = {}
+    for line in path.read_text().splitlines():
+        label, qid = line.split()[:2]
+        queries.setdefault(qid, []).append(int(label))
+
+    def dcg(labels, k):
+        return sum(
+            (2**r - 1) / (1.0 if i <= 2 else math.log2(i)) for i, r in enumerate(labels[:k], 1)
+        )
+
+    totals = defaultdict(float)
+    for labels in queries.values():
+        for k in range(1, 11):
+            ideal = dcg(sorted(labels, reverse=True), k)
+            if len(labels) >= k and ideal > 0:
+                totals[f"NDCG@{k}"] += dcg(labels, k) / ideal
+        hits, ap = 0, 0.0
+        for i, r in enumerate(labels, 1):
+            if r >= 1:
+                hits += 1
+                ap += hits / i
+        totals["MAP"] += ap / hits if hits else 0.0
+    return {m: v / len(queries) for m, v in totals.items()}
+
+
+@pytest.fixture(scope="module")
+def letor_run(tmp_path_factory):
+    from tests.conftest import data_dir
+
+    data = data_dir()
+    if data is None:
+        pytest.skip("real data not found: set BMRM_DATA or place it at ../shared/data")
+    out = tmp_path_factory.mktemp("letor")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "experiments/letor.py",
+            "--quick",
+            "--out",
+            str(out),
+            "--data",
+            str(data),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    with open(out / "results.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    return out, data, rows
+
+
+def test_files_written(letor_run, shared_data):
+    out, _, _ = letor_run
+    for name in ("results.csv", "per_query.csv", "results.md"):
+        assert (out / name).stat().st_size > 0
+    for name in ("ndcg_at_k.png", "validation_lam.png", "folds.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = (out / "results.md").read_text()
+    for method in ("ordinal", "squared", "best feature", "RankSVM-Struct (LETOR)", "AdaRank-NDCG"):
+        assert method in md
+
+
+def test_fits_measured_and_one_lam_selected(letor_run, shared_data):
+    _, _, rows = letor_run
+    fits = [r for r in rows if r["source"] == "bmrm" and r["lam"]]
+    assert {r["method"] for r in fits} == {"ordinal", "squared"}
+    assert {float(r["lam"]) for r in fits} == {1e-2, 1e-1}
+    for r in fits:
+        assert r["measure"] in MEASURES
+        assert 0.0 <= float(r["value"]) <= 1.0
+        assert int(r["iterations"]) >= 1 and float(r["fit_seconds"]) > 0
+        assert float(r["rel_gap"]) >= -1e-9
+    for method in ("ordinal", "squared"):
+        chosen = {r["lam"] for r in fits if r["method"] == method and r["selected"] == "True"}
+        assert len(chosen) == 1
+        # the chosen lam has the best validation NDCG@10 (ties: the larger lam)
+        vali = {
+            float(r["lam"]): float(r["value"])
+            for r in fits
+            if r["method"] == method and r["split"] == "vali" and r["measure"] == "NDCG@10"
+        }
+        best = max(vali.values())
+        assert float(chosen.pop()) == max(lam for lam, v in vali.items() if v == best)
+
+
+def test_learned_rankers_beat_file_order(letor_run, shared_data):
+    _, _, rows = letor_run
+    test = {
+        (r["method"], r["measure"]): float(r["value"])
+        for r in rows
+        if r["split"] == "test" and r["fold"] == "Fold1" and r.get("selected", "") != "False"
+    }
+    for method in ("ordinal", "squared", "best feature"):
+        assert test[method, "MAP"] > test["constant", "MAP"] + 0.05
+
+
+def test_file_order_matches_letor_definition(letor_run, shared_data):
+    _, data, rows = letor_run
+    expected = letor_file_order(data / "mq2008" / "S5.txt")  # the test set of fold 1
+    got = {
+        r["measure"]: float(r["value"])
+        for r in rows
+        if r["method"] == "constant" and r["fold"] == "Fold1" and r["split"] == "test"
+    }
+    for measure in MEASURES:
+        assert got[measure] == pytest.approx(expected[measure], abs=1e-12)
+
+
+def test_official_tables_parsed(letor_run, shared_data):
+    _, _, rows = letor_run
+    official = {
+        (r["method"], r["fold"], r["measure"]): float(r["value"])
+        for r in rows
+        if r["source"] == "LETOR 4.0 table"
+    }
+    # the reference figures of the data README and two cells read off the tables
+    assert official["RankSVM-Struct", "Avg", "MAP"] == pytest.approx(0.46956)
+    assert official["RankSVM-Struct", "Avg", "NDCG@10"] == pytest.approx(0.22792)
+    assert official["RankSVM-Struct", "Fold4", "NDCG@1"] == pytest.approx(0.4161)
+    assert official["RankBoost", "Fold2", "MAP"] == pytest.approx(0.4380)
+    for name in ("RankSVM-Struct", "RankBoost", "AdaRank-MAP", "AdaRank-NDCG"):
+        for measure in MEASURES:
+            folds = [official[name, f"Fold{f}", measure] for f in range(1, 6)]
+            assert sum(folds) / 5 == pytest.approx(official[name, "Avg", measure], abs=1e-3)
+
+
+def test_p_values(letor_run, shared_data):
+    out, _, rows = letor_run
+    p = {(r["method"], r["measure"]): float(r["value"]) for r in rows if r["fold"] == "pooled"}
+    assert p and all(0.0 < v <= 1.0 for v in p.values())
+    # file order is far worse than a learned ranker: the smallest p 1000 flips can give
+    assert p["constant", "p_vs_squared:MAP"] == pytest.approx(1 / 1001)
+    # ordinal against squared, by an independent Monte Carlo of the sign-flip distribution
+    with open(out / "per_query.csv", newline="") as fh:
+        per_query = list(csv.DictReader(fh))
+    for measure in ("NDCG@1", "NDCG@10", "MAP"):
+        a = np.array([float(r[measure]) for r in per_query if r["method"] == "ordinal"])
+        b = np.array([float(r[measure]) for r in per_query if r["method"] == "squared"])
+        d = a - b
+        rng = np.random.default_rng(12345)
+        flips = rng.choice([-1.0, 1.0], size=(20_000, d.size))
+        reference = np.mean(np.abs(flips @ d) >= abs(d.sum()) - 1e-12)
+        # 1000 flips in the script: Monte Carlo standard error <= 0.016
+        assert p["ordinal", f"p_vs_squared:{measure}"] == pytest.approx(reference, abs=0.07)
