@@ -54,6 +54,17 @@ A query whose gains are all equal (one document, all labels equal, all labels 0 
 all labels <= d for NERU) has Δ ≡ 0 or an undefined normaliser Z = 0; it contributes zero
 loss and zero gradient, and its :meth:`metric` is 0.
 
+Large tie groups
+----------------
+Because max_π ⟨c, f_π⟩ pairs the largest weights with the largest scores while σ pairs
+them, within a label group, with the smallest, the loss charges every spread of scores
+among documents of equal label (Σ over the group's positions of c times the reversed
+spread). Any convex loss of this form does so: replacing the minimising σ by the average
+over ideal orderings only halves the charge. On data where most documents of a query
+share one label (LETOR MQ2008: most documents have label 0) this charge can outweigh what
+ordering the labels gains, and the regularized minimiser is w = 0, which the solver then
+certifies; ``experiments/letor.py`` shows it. The pairwise losses do not charge ties.
+
 Reductions (exact)
 ------------------
 The maximisation is a linear assignment (positions × documents, profit
