@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 
+import numba
 import numpy as np
 
 from losses._base import Loss, check_protocol
@@ -25,6 +26,8 @@ __all__ = [
     "prepare",
     "risk",
 ]
+
+PARALLEL_MIN_ROWS = 20_000
 
 _REGISTRY = {
     "squared": "losses.pointwise:SquaredLoss",
@@ -69,8 +72,19 @@ class Prepared:
         self.n_terms = n_terms
 
     def loss_grad(self, f_internal):
-        """Per-term losses and ∂(sum)/∂f, both in internal order."""
-        return self.loss.loss_grad(f_internal, self.targets)
+        """Per-term losses and ∂(sum)/∂f, both in internal order.
+
+        Inputs below ``PARALLEL_MIN_ROWS`` rows run the kernels on the calling thread: waking
+        a thread pool costs more than such a kernel, and far more on a busy machine.
+        """
+        if len(f_internal) >= PARALLEL_MIN_ROWS:
+            return self.loss.loss_grad(f_internal, self.targets)
+        previous = numba.get_num_threads()
+        numba.set_num_threads(1)
+        try:
+            return self.loss.loss_grad(f_internal, self.targets)
+        finally:
+            numba.set_num_threads(previous)
 
 
 def prepare(loss, y, qid=None, *, n_samples: int | None = None, **data) -> Prepared:
