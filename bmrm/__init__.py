@@ -6,8 +6,20 @@ scorer, R the mean of a loss oracle from :mod:`losses` (or any object following 
 
 from bmrm._model import LinearModel, fit
 from bmrm._solver import BMRMResult, ConvergenceWarning, minimize_bmrm
+from bmrm.estimators import BMRMClassifier, BMRMRanker, BMRMRegressor, OrdinalRegressor
 from bmrm.model_io import load_model as load
 
 __version__ = "0.1.0"
 
-__all__ = ["BMRMResult", "ConvergenceWarning", "LinearModel", "fit", "load", "minimize_bmrm"]
+__all__ = [
+    "BMRMClassifier",
+    "BMRMRanker",
+    "BMRMRegressor",
+    "BMRMResult",
+    "ConvergenceWarning",
+    "LinearModel",
+    "OrdinalRegressor",
+    "fit",
+    "load",
+    "minimize_bmrm",
+]

@@ -1,0 +1,723 @@
+"""scikit-learn estimators around :func:`bmrm.fit`.
+
+* :class:`BMRMRanker` — a linear ranker trained with any loss of :mod:`losses` (NDCG,
+  ordinal, preference, NERU, squared, ...), queries given per row by ``qid``.
+* :class:`BMRMRegressor` — L2- (or L1-) regularized least squares.
+* :class:`BMRMClassifier` — binary linear classifier with the hinge or the logistic loss.
+* :class:`OrdinalRegressor` — the O(m log m) ordinal ranking loss over all rows, then
+  thresholds on the scores chosen to minimise the training MAE (or error rate) exactly.
+
+Every estimator minimises J(w) = lam·Ω(w) + R(w) with the bundle method (Teo,
+Vishwanathan, Smola & Le, "Bundle Methods for Regularized Risk Minimization", JMLR 11,
+2010); ``result_`` holds the solver's certificate (``result_.gap`` bounds J(coef_) − min J).
+
+Query ids and metadata routing
+------------------------------
+``BMRMRanker.fit`` and ``BMRMRanker.score`` take ``qid`` (one query id per row). Inside a
+:class:`~sklearn.pipeline.Pipeline` or :class:`~sklearn.model_selection.GridSearchCV`,
+enable metadata routing and request it, so that each split gets its rows' ids::
+
+    sklearn.set_config(enable_metadata_routing=True)
+    ranker = BMRMRanker().set_fit_request(qid=True).set_score_request(qid=True)
+    GridSearchCV(ranker, {"lam": [1e-3, 1e-2]}, cv=GroupKFold(3)).fit(
+        X, y, qid=qid, groups=qid
+    )
+
+Split by query (``GroupKFold`` with ``groups=qid``) so that no query straddles a split.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import numpy as np
+from numba import njit
+from scipy.special import expit, log_expit
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.metrics import accuracy_score, mean_absolute_error
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils.extmath import safe_sparse_dot
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+import losses
+from bmrm._model import REGULARIZERS, LinearModel, fit
+from losses.metrics import ndcg_score
+from losses.preference import pairs_from_labels
+
+__all__ = ["BMRMClassifier", "BMRMRanker", "BMRMRegressor", "OrdinalRegressor"]
+
+_DTYPES = [np.float64, np.float32]
+
+
+class _BMRMEstimator(BaseEstimator):
+    """Solver parameters, warm start and fitted attributes shared by the estimators."""
+
+    _parameter_constraints: dict = {
+        "lam": [Interval(Real, 0, None, closed="neither")],
+        "regularizer": [StrOptions(set(REGULARIZERS))],
+        "l1_ratio": [Interval(Real, 0, 1, closed="both")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "bundle_size": [Interval(Integral, 3, None, closed="left")],
+        "warm_start": ["boolean"],
+        "verbose": ["verbose"],
+    }
+
+    def _warm_start_point(self, n_weights: int, fit_intercept: bool, scaling: float):
+        """Previous solution as the solver's w0 when warm starting, else None."""
+        if not self.warm_start or not hasattr(self, "coef_"):
+            return None
+        w0 = self.coef_
+        if fit_intercept:
+            w0 = np.append(w0, getattr(self, "intercept_", 0.0) / scaling)
+        return w0 if w0.shape == (n_weights,) else None
+
+    def _solve(
+        self,
+        X,
+        y,
+        loss,
+        qid=None,
+        *,
+        fit_intercept: bool = False,
+        intercept_scaling: float = 1.0,
+        warm: bool = True,
+        **loss_data,
+    ) -> LinearModel:
+        """Run :func:`bmrm.fit` and store ``coef_``, ``result_`` and ``n_iter_``."""
+        n_weights = X.shape[1] + int(fit_intercept)
+        w0 = self._warm_start_point(n_weights, fit_intercept, intercept_scaling) if warm else None
+        model = fit(
+            X,
+            y,
+            loss,
+            qid,
+            lam=self.lam,
+            regularizer=self.regularizer,
+            l1_ratio=self.l1_ratio,
+            fit_intercept=fit_intercept,
+            intercept_scaling=intercept_scaling,
+            tol=self.tol,
+            max_iter=self.max_iter,
+            bundle_size=self.bundle_size,
+            w0=w0,
+            verbose=self.verbose,
+            **loss_data,
+        )
+        self.coef_ = model.coef_
+        self.result_ = model.result_
+        self.n_iter_ = int(model.result_.nit)
+        return model
+
+    def _scores(self, X) -> np.ndarray:
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", dtype=_DTYPES, reset=False)
+        f = np.asarray(safe_sparse_dot(X, self.coef_), dtype=np.float64).ravel()
+        return f + getattr(self, "intercept_", 0.0)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.target_tags.required = True
+        return tags
+
+
+def _check_qid(qid, n_samples: int):
+    if qid is None:
+        return None
+    qid = np.asarray(qid)
+    if qid.ndim != 1 or qid.shape[0] != n_samples:
+        raise ValueError(
+            f"qid must be 1-d with one query id per row of X ({n_samples} rows); "
+            f"got shape {qid.shape}"
+        )
+    return qid
+
+
+class BMRMRanker(_BMRMEstimator):
+    """Linear ranker f(x) = <coef_, x> trained by the bundle method with a ranking loss.
+
+    Minimises lam·Ω(w) + (1/n_queries) Σ_q l(X_q w, y_q), the mean over queries of a loss
+    from :mod:`losses` (pointwise losses average over rows instead).
+
+    Parameters
+    ----------
+    loss : str or loss object, default="ndcg"
+        A name from :func:`losses.available` ("ndcg", "ordinal", "preference", "neru",
+        "squared", ...) or any object following the loss protocol of :mod:`losses._base`.
+        For "preference" without ``pairs`` in ``fit``, all pairs of rows with different
+        labels in a query are used (:func:`losses.preference.pairs_from_labels`, unit costs;
+        on those pairs the preference loss equals the ordinal loss).
+    lam : float, default=1e-3
+        Regularization constant, > 0. With ``loss="ordinal"`` and
+        ``loss_params={"normalize": "none"}``, ``lam = 1 / C`` is SVM^rank's ``-c C``.
+    loss_params : dict or None, default=None
+        Parameters of a named loss, as ``losses.get(loss, **loss_params)`` (for example
+        ``{"k": 5}`` for "ndcg", ``{"cost": "linear"}`` for "ordinal").
+    regularizer : {"l2", "l1", "elastic_net"}, default="l2"
+        Ω(w) = ½‖w‖², ‖w‖₁, or l1_ratio·‖w‖₁ + (1 − l1_ratio)·½‖w‖².
+    l1_ratio : float in [0, 1], default=0.5
+        Mixing of the elastic net.
+    tol : float, default=1e-3
+        Stop when the certified gap is at most tol·J.
+    max_iter : int, default=1000
+        Iteration cap (reaching it warns with :class:`bmrm.ConvergenceWarning`).
+    bundle_size : int, default=200
+        Bundle capacity.
+    warm_start : bool, default=False
+        Start from the previous ``coef_`` (same number of features) instead of zero; along
+        a path of decreasing ``lam`` this typically saves iterations. The solution does not
+        depend on the start beyond the certified gap.
+    score_k : int or None, default=10
+        Cutoff of the NDCG reported by :meth:`score`; None scores whole lists.
+    verbose : bool, default=False
+        Log one line per solver iteration.
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,)
+    loss_ : loss object
+        The loss that was minimised.
+    result_ : bmrm.BMRMResult
+        The solver's result (objective, lower bound, gap, history).
+    n_iter_ : int
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Only when X has string feature names.
+
+    Notes
+    -----
+    Rank the documents of a query by decreasing :meth:`predict`. There is no intercept: a
+    constant shift of the scores changes no ranking and no ranking loss.
+    """
+
+    _parameter_constraints: dict = {
+        **_BMRMEstimator._parameter_constraints,
+        "loss": [StrOptions(set(losses.available())), HasMethods(["validate", "loss_grad"])],
+        "loss_params": [dict, None],
+        "score_k": [Interval(Integral, 1, None, closed="left"), None],
+    }
+
+    def __init__(
+        self,
+        *,
+        loss="ndcg",
+        lam: float = 1e-3,
+        loss_params: dict | None = None,
+        regularizer: str = "l2",
+        l1_ratio: float = 0.5,
+        tol: float = 1e-3,
+        max_iter: int = 1000,
+        bundle_size: int = 200,
+        warm_start: bool = False,
+        score_k: int | None = 10,
+        verbose: bool = False,
+    ):
+        self.loss = loss
+        self.lam = lam
+        self.loss_params = loss_params
+        self.regularizer = regularizer
+        self.l1_ratio = l1_ratio
+        self.tol = tol
+        self.max_iter = max_iter
+        self.bundle_size = bundle_size
+        self.warm_start = warm_start
+        self.score_k = score_k
+        self.verbose = verbose
+
+    def fit(self, X, y, qid=None, **fit_params) -> BMRMRanker:
+        """Fit the ranker.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Relevance labels (non-negative integers for the ranking losses).
+        qid : array-like of shape (n_samples,) or None
+            Query id of each row; None makes all rows one query.
+        **fit_params
+            Loss data, for example ``pairs`` and ``pair_costs`` for "preference" (row
+            indices of this X; not splittable by cross-validation, so leave them out
+            there and let pairs be built from the labels).
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES, y_numeric=True)
+        qid = _check_qid(qid, X.shape[0])
+        loss = losses.get(self.loss, **(self.loss_params or {}))
+        if getattr(loss, "name", None) == "preference" and fit_params.get("pairs") is None:
+            pairs, costs = pairs_from_labels(y, qid)
+            fit_params = {**fit_params, "pairs": pairs, "pair_costs": costs}
+        self._solve(X, y, loss, qid, **fit_params)
+        self.loss_ = loss
+        return self
+
+    def predict(self, X) -> np.ndarray:
+        """Scores X @ coef_ (float64); rank a query's documents by decreasing score."""
+        return self._scores(X)
+
+    def score(self, X, y, qid=None, sample_weight=None) -> float:
+        """Mean over queries of NDCG@score_k of the ranking by :meth:`predict`.
+
+        Gains 2^y − 1, discount 1/log2(1 + position), tied scores averaged over their
+        orderings, a query without relevant documents counts as 0
+        (:func:`losses.metrics.ndcg_score`).
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Non-negative integer relevance labels.
+        qid : array-like of shape (n_samples,) or None
+            Query id of each row; None makes all rows one query.
+        sample_weight : array-like of shape (n_samples,) or None
+            Row weights; a query weighs the mean of its rows' weights in the mean over
+            queries (give equal weights within a query to weight queries).
+
+        Returns
+        -------
+        float
+        """
+        f = self.predict(X)
+        qid = _check_qid(qid, f.shape[0])
+        per_query = ndcg_score(y, f, qid, k=self.score_k, per_query=True)
+        if sample_weight is None:
+            return float(np.mean(per_query))
+        sample_weight = np.asarray(sample_weight, dtype=np.float64)
+        if sample_weight.shape != f.shape:
+            raise ValueError(
+                f"sample_weight must have one entry per row of X ({f.shape[0]} rows); "
+                f"got shape {sample_weight.shape}"
+            )
+        if not np.all(np.isfinite(sample_weight)) or np.any(sample_weight < 0):
+            raise ValueError("sample_weight must be finite and non-negative")
+        if not sample_weight.sum() > 0:
+            raise ValueError("sample_weight must have a positive sum")
+        if qid is None:
+            return float(per_query[0])
+        _, first, inverse = np.unique(qid, return_index=True, return_inverse=True)
+        query_weight = np.bincount(inverse, weights=sample_weight) / np.bincount(inverse)
+        # per_query lists queries by first appearance in qid; np.unique sorts the ids
+        return float(np.average(per_query, weights=query_weight[np.argsort(first)]))
+
+
+class BMRMRegressor(RegressorMixin, _BMRMEstimator):
+    """Linear least squares, lam·Ω(w) + (1/n) Σ_i ½(<w, x_i> + b − y_i)², by the bundle method.
+
+    With the L2 regularizer and ``fit_intercept=False`` this is ridge regression with
+    scikit-learn's ``alpha = lam · n_samples``.
+
+    Parameters
+    ----------
+    lam : float, default=1e-3
+        Regularization constant, > 0.
+    fit_intercept : bool, default=True
+        Fit b as the weight of a constant feature of value ``intercept_scaling``; that
+        weight is regularized like the others (as in liblinear), so raise
+        ``intercept_scaling`` to weaken the shrinkage of b.
+    intercept_scaling : float, default=1.0
+    regularizer, l1_ratio, tol, max_iter, bundle_size, warm_start, verbose :
+        As in :class:`BMRMRanker`.
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,)
+    intercept_ : float
+    result_ : bmrm.BMRMResult
+    n_iter_ : int
+    n_features_in_ : int
+    """
+
+    _parameter_constraints: dict = {
+        **_BMRMEstimator._parameter_constraints,
+        "fit_intercept": ["boolean"],
+        "intercept_scaling": [Interval(Real, 0, None, closed="neither")],
+    }
+
+    def __init__(
+        self,
+        *,
+        lam: float = 1e-3,
+        fit_intercept: bool = True,
+        intercept_scaling: float = 1.0,
+        regularizer: str = "l2",
+        l1_ratio: float = 0.5,
+        tol: float = 1e-3,
+        max_iter: int = 1000,
+        bundle_size: int = 200,
+        warm_start: bool = False,
+        verbose: bool = False,
+    ):
+        self.lam = lam
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.regularizer = regularizer
+        self.l1_ratio = l1_ratio
+        self.tol = tol
+        self.max_iter = max_iter
+        self.bundle_size = bundle_size
+        self.warm_start = warm_start
+        self.verbose = verbose
+
+    def fit(self, X, y) -> BMRMRegressor:
+        """Fit on X (array or sparse, n_samples × n_features) and real targets y."""
+        self._validate_params()
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES, y_numeric=True)
+        model = self._solve(
+            X,
+            y,
+            "squared",
+            fit_intercept=self.fit_intercept,
+            intercept_scaling=self.intercept_scaling,
+        )
+        self.intercept_ = model.intercept_
+        return self
+
+    def predict(self, X) -> np.ndarray:
+        """X @ coef_ + intercept_."""
+        return self._scores(X)
+
+
+def _is_logistic(estimator) -> bool:
+    return estimator.loss == "logistic"
+
+
+class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
+    """Binary linear classifier: the hinge (linear SVM) or logistic loss, by the bundle method.
+
+    Minimises lam·Ω(w) + (1/n) Σ_i l(y_i (<w, x_i> + b)) with y_i = +1 for ``classes_[1]``
+    and −1 for ``classes_[0]``. With the L2 regularizer this is LinearSVC / logistic
+    regression with ``C = 1 / (lam · n_samples)``.
+
+    Parameters
+    ----------
+    loss : {"hinge", "logistic"}, default="hinge"
+    lam : float, default=1e-3
+        Regularization constant, > 0.
+    fit_intercept : bool, default=True
+        Fit b as the weight of a constant feature of value ``intercept_scaling``,
+        regularized like the other weights (as in liblinear).
+    intercept_scaling : float, default=1.0
+    regularizer, l1_ratio, tol, max_iter, bundle_size, warm_start, verbose :
+        As in :class:`BMRMRanker`. A warm start needs the same classes and features.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (2,)
+        The two labels, sorted; ``classes_[1]`` is the positive class.
+    coef_ : ndarray of shape (n_features,)
+    intercept_ : float
+    result_ : bmrm.BMRMResult
+    n_iter_ : int
+    n_features_in_ : int
+    """
+
+    _parameter_constraints: dict = {
+        **_BMRMEstimator._parameter_constraints,
+        "loss": [StrOptions({"hinge", "logistic"})],
+        "fit_intercept": ["boolean"],
+        "intercept_scaling": [Interval(Real, 0, None, closed="neither")],
+    }
+
+    def __init__(
+        self,
+        *,
+        loss: str = "hinge",
+        lam: float = 1e-3,
+        fit_intercept: bool = True,
+        intercept_scaling: float = 1.0,
+        regularizer: str = "l2",
+        l1_ratio: float = 0.5,
+        tol: float = 1e-3,
+        max_iter: int = 1000,
+        bundle_size: int = 200,
+        warm_start: bool = False,
+        verbose: bool = False,
+    ):
+        self.loss = loss
+        self.lam = lam
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.regularizer = regularizer
+        self.l1_ratio = l1_ratio
+        self.tol = tol
+        self.max_iter = max_iter
+        self.bundle_size = bundle_size
+        self.warm_start = warm_start
+        self.verbose = verbose
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
+
+    def fit(self, X, y) -> BMRMClassifier:
+        """Fit on X and binary labels y (any two values)."""
+        self._validate_params()
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES)
+        check_classification_targets(y)
+        classes = np.unique(y)
+        if classes.shape[0] != 2:
+            raise ValueError(
+                "Only binary classification is supported: y must hold exactly 2 classes; "
+                f"got {classes.shape[0]} class(es) {classes[:5].tolist()}"
+            )
+        same_classes = hasattr(self, "classes_") and np.array_equal(self.classes_, classes)
+        y_signed = np.where(y == classes[1], 1.0, -1.0)
+        model = self._solve(
+            X,
+            y_signed,
+            self.loss,
+            fit_intercept=self.fit_intercept,
+            intercept_scaling=self.intercept_scaling,
+            warm=same_classes,
+        )
+        self.intercept_ = model.intercept_
+        self.classes_ = classes
+        return self
+
+    def decision_function(self, X) -> np.ndarray:
+        """X @ coef_ + intercept_; positive means ``classes_[1]``."""
+        return self._scores(X)
+
+    def predict(self, X) -> np.ndarray:
+        """``classes_[1]`` where the decision function is > 0, else ``classes_[0]``."""
+        positive = self.decision_function(X) > 0
+        return self.classes_[positive.astype(np.intp)]
+
+    @available_if(_is_logistic)
+    def predict_proba(self, X) -> np.ndarray:
+        """[1 − σ(f), σ(f)] with f the decision function (logistic loss only)."""
+        p = expit(self.decision_function(X))
+        return np.column_stack((1.0 - p, p))
+
+    @available_if(_is_logistic)
+    def predict_log_proba(self, X) -> np.ndarray:
+        """[log σ(−f), log σ(f)] (logistic loss only), without overflow."""
+        f = self.decision_function(X)
+        return np.column_stack((log_expit(-f), log_expit(f)))
+
+
+class OrdinalRegressor(_BMRMEstimator):
+    """Ordinal regression: a ranking score from the ordinal loss, then optimal thresholds.
+
+    1. Fit w by minimising lam·Ω(w) + (1/M) Σ_{y_i < y_j} C(y_i, y_j) max(0, 1 + f_i − f_j)
+       over all M comparable pairs of the training set (:class:`losses.ordinal.OrdinalLoss`
+       with all rows as one query; its O(m log m) oracle makes that practical).
+    2. On the training scores f, choose thresholds θ_1 <= ... <= θ_{K−1} minimising the
+       training MAE Σ_i |pred_i − y_i| (or the number of errors), exactly, by dynamic
+       programming over the sorted distinct scores: O(n log n + n·K) time, O(G·K) memory
+       for G distinct scores. Rows with equal scores always share a prediction.
+
+    A row with score f is predicted ``classes_[k]``, k = #{j : θ_j < f}. Each θ_j lies
+    midway between the last training score predicted at or below level j and the next
+    one (±inf when no training row falls on one side: that level is never predicted).
+
+    Parameters
+    ----------
+    lam : float, default=1e-3
+        Regularization constant, > 0.
+    cost : {"zero_one", "linear"}, default="zero_one"
+        Pair cost C(a, b): 1, or b − a (the label difference).
+    threshold_method : {"mae", "zero_one"}, default="mae"
+        What the thresholds minimise on the training set: the absolute error of the
+        predicted label (in label units), or the number of wrong labels.
+    regularizer, l1_ratio, tol, max_iter, bundle_size, warm_start, verbose :
+        As in :class:`BMRMRanker`.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (K,)
+        The sorted distinct training labels (integers, not necessarily contiguous).
+    coef_ : ndarray of shape (n_features,)
+    thresholds_ : ndarray of shape (K − 1,)
+        Non-decreasing, possibly ±inf.
+    result_ : bmrm.BMRMResult
+    n_iter_ : int
+    n_features_in_ : int
+
+    Notes
+    -----
+    :meth:`score` is the negative mean absolute error (higher is better, as scikit-learn's
+    ``"neg_mean_absolute_error"`` scorer and mord's ``LogisticAT.score``), the measure
+    ordinal regression is usually judged by; :meth:`mae` and :meth:`accuracy` give the MAE
+    and the fraction of exact labels.
+
+    References
+    ----------
+    Teo, Vishwanathan, Smola & Le, JMLR 11 (2010), ranking appendix (the ordinal loss).
+    Chu & Keerthi, "New approaches to support vector ordinal regression", ICML 2005 (the
+    benchmark data sets and MAE / error-rate evaluation).
+    """
+
+    _parameter_constraints: dict = {
+        **_BMRMEstimator._parameter_constraints,
+        "cost": [StrOptions({"zero_one", "linear"})],
+        "threshold_method": [StrOptions({"mae", "zero_one"})],
+    }
+
+    def __init__(
+        self,
+        *,
+        lam: float = 1e-3,
+        cost: str = "zero_one",
+        threshold_method: str = "mae",
+        regularizer: str = "l2",
+        l1_ratio: float = 0.5,
+        tol: float = 1e-3,
+        max_iter: int = 1000,
+        bundle_size: int = 200,
+        warm_start: bool = False,
+        verbose: bool = False,
+    ):
+        self.lam = lam
+        self.cost = cost
+        self.threshold_method = threshold_method
+        self.regularizer = regularizer
+        self.l1_ratio = l1_ratio
+        self.tol = tol
+        self.max_iter = max_iter
+        self.bundle_size = bundle_size
+        self.warm_start = warm_start
+        self.verbose = verbose
+
+    def fit(self, X, y) -> OrdinalRegressor:
+        """Fit on X and integer ordinal labels y (any integers; order is numeric)."""
+        self._validate_params()
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES, y_numeric=True)
+        if y.dtype.kind not in "biuf" or np.any(y != np.round(y)):
+            raise ValueError("y must hold integer ordinal levels (numbers like 1, 2, 5)")
+        classes = np.unique(y)
+        levels = (classes - classes[0]).astype(np.int64)
+        y_level = (y - classes[0]).astype(np.int64)
+        self._solve(X, y_level, losses.get("ordinal", cost=self.cost))
+        f = np.asarray(safe_sparse_dot(X, self.coef_), dtype=np.float64).ravel()
+        self.thresholds_ = optimal_thresholds(
+            f, y_level, levels.astype(np.float64), self.threshold_method
+        )
+        self.classes_ = classes
+        return self
+
+    def decision_function(self, X) -> np.ndarray:
+        """The ordinal scores X @ coef_ (higher means a higher level)."""
+        return self._scores(X)
+
+    def predict(self, X) -> np.ndarray:
+        """``classes_[k]`` with k the number of thresholds strictly below the score."""
+        f = self.decision_function(X)
+        return self.classes_[np.searchsorted(self.thresholds_, f, side="left")]
+
+    def score(self, X, y, sample_weight=None) -> float:
+        """Negative mean absolute error of :meth:`predict` (higher is better)."""
+        return -self.mae(X, y, sample_weight=sample_weight)
+
+    def mae(self, X, y, sample_weight=None) -> float:
+        """Mean absolute error |predicted label − y|, in label units."""
+        return float(mean_absolute_error(y, self.predict(X), sample_weight=sample_weight))
+
+    def accuracy(self, X, y, sample_weight=None) -> float:
+        """Fraction of rows whose predicted label equals y."""
+        return float(accuracy_score(y, self.predict(X), sample_weight=sample_weight))
+
+
+def optimal_thresholds(f, y, levels, method: str = "mae") -> np.ndarray:
+    """Thresholds on the scores f minimising the training MAE or error count, exactly.
+
+    Parameters
+    ----------
+    f : ndarray of shape (n,)
+        Scores.
+    y : ndarray of shape (n,)
+        Labels, each one of ``levels``.
+    levels : ndarray of shape (K,)
+        The label values, strictly increasing.
+    method : {"mae", "zero_one"}
+        Minimise Σ_i |levels[k_i] − y_i| or Σ_i [levels[k_i] ≠ y_i] over predictions
+        k_i = #{j : θ_j < f_i}.
+
+    Returns
+    -------
+    ndarray of shape (K − 1,)
+        θ, non-decreasing; see :class:`OrdinalRegressor` for where each θ_j is placed.
+
+    Notes
+    -----
+    Predictions by thresholds are exactly the maps from the G distinct sorted scores to
+    levels that are non-decreasing. With c(g, k) the cost of giving level k to the rows of
+    score group g, D(g, k) = c(g, k) + min_{k' <= k} D(g − 1, k') is the least cost of
+    groups 0..g with group g at level k; the running minimum over k' makes each step O(K)
+    and computing c costs O(n·K) in all. Among optimal maps the backtracking takes, at each
+    step back, the lowest level (ties broken towards lower predictions).
+    """
+    f = np.asarray(f, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    levels = np.asarray(levels, dtype=np.float64)
+    if f.ndim != 1 or f.shape != y.shape or f.shape[0] == 0:
+        raise ValueError(
+            f"f and y must be 1-d, non-empty and of equal length; got shapes {f.shape}, {y.shape}"
+        )
+    if not np.all(np.isfinite(f)):
+        raise ValueError("f must not contain NaN or inf")
+    if method not in ("mae", "zero_one"):
+        raise ValueError(f"method must be 'mae' or 'zero_one'; got {method!r}")
+    if levels.ndim != 1 or levels.shape[0] == 0 or np.any(np.diff(levels) <= 0):
+        raise ValueError("levels must be a non-empty, strictly increasing 1-d array")
+    n_levels = levels.shape[0]
+    order = np.argsort(f, kind="stable")
+    f_sorted = f[order]
+    label = np.minimum(np.searchsorted(levels, y[order]), n_levels - 1).astype(np.int64)
+    if not np.array_equal(levels[label], y[order]):
+        raise ValueError("y must hold only values from levels")
+    starts = np.flatnonzero(np.concatenate(([True], f_sorted[1:] != f_sorted[:-1])))
+    group_ptr = np.append(starts, f.shape[0]).astype(np.int64)
+    assign = np.empty(starts.shape[0], dtype=np.int64)
+    _assign_levels(group_ptr, label, levels, method == "mae", assign)
+    group_f = f_sorted[starts]
+    n_low = np.searchsorted(assign, np.arange(n_levels - 1), side="right")
+    has_low = n_low > 0
+    has_high = n_low < group_f.shape[0]
+    low = group_f[np.maximum(n_low - 1, 0)]
+    high = group_f[np.minimum(n_low, group_f.shape[0] - 1)]
+    mid = 0.5 * low + 0.5 * high
+    # adjacent floats: the midpoint may round up to `high`, which must stay above θ
+    mid = np.where(mid >= high, low, mid)
+    return np.where(has_low & has_high, mid, np.where(has_high, -np.inf, np.inf))
+
+
+@njit(cache=True)
+def _assign_levels(group_ptr, label, levels, absolute, assign):
+    """Non-decreasing levels of the sorted score groups at least total cost (see above)."""
+    n_groups = group_ptr.shape[0] - 1
+    n_levels = levels.shape[0]
+    choice = np.empty((n_groups, n_levels), dtype=np.int64)
+    prev = np.zeros(n_levels)
+    cost = np.empty(n_levels)
+    for g in range(n_groups):
+        cost[:] = 0.0
+        for i in range(group_ptr[g], group_ptr[g + 1]):
+            yi = label[i]
+            for k in range(n_levels):
+                if absolute:
+                    cost[k] += abs(levels[k] - levels[yi])
+                elif k != yi:
+                    cost[k] += 1.0
+        best = np.inf
+        arg = 0
+        for k in range(n_levels):
+            if prev[k] < best:
+                best = prev[k]
+                arg = k
+            choice[g, k] = arg
+            prev[k] = best + cost[k]
+    k = 0
+    for j in range(1, n_levels):
+        if prev[j] < prev[k]:
+            k = j
+    for g in range(n_groups - 1, -1, -1):
+        assign[g] = k
+        k = choice[g, k]
