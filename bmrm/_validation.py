@@ -6,8 +6,26 @@ import numbers
 
 import numpy as np
 import scipy.sparse as sp
+from numba import njit, prange
 
 __all__ = ["check_X", "check_positive", "check_int"]
+
+
+@njit(parallel=True, cache=True)
+def _count_nonfinite(a):
+    count = 0
+    for i in prange(a.shape[0]):
+        if not np.isfinite(a[i]):
+            count += 1
+    return count
+
+
+def all_finite(a: np.ndarray) -> bool:
+    """Whether every entry is finite, without allocating a mask (one parallel pass)."""
+    flat = a.ravel(order="K")
+    if not flat.flags.c_contiguous:
+        return bool(np.all(np.isfinite(a)))
+    return _count_nonfinite(flat) == 0
 
 
 def check_X(X, *, name: str = "X", n_features: int | None = None):
@@ -39,7 +57,7 @@ def check_X(X, *, name: str = "X", n_features: int | None = None):
         data = X
     if X.shape[0] == 0 or X.shape[1] == 0:
         raise ValueError(f"{name} must be non-empty; got shape {X.shape}")
-    if not np.all(np.isfinite(data)):
+    if not all_finite(data):
         raise ValueError(f"{name} must not contain NaN or inf")
     if n_features is not None and X.shape[1] != n_features:
         raise ValueError(

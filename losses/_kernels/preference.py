@@ -21,11 +21,11 @@ def preference_hinge(f, pref_ptr, pair_i, pair_j, pair_cost, weight, values, gra
             i = pair_i[p]
             j = pair_j[p]
             margin = 1.0 + f[i] - f[j]
-            if margin > 0.0:
-                c = pair_cost[p]
-                total += c * margin
-                grad[i] += w * c
-                grad[j] -= w * c
+            # branch-free: whether a pair is active is unpredictable
+            c = pair_cost[p] if margin > 0.0 else 0.0
+            total += c * margin
+            grad[i] += w * c
+            grad[j] -= w * c
         values[q] = w * total
 
 
