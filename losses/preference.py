@@ -26,7 +26,7 @@ class _PreferenceTargets(NamedTuple):
     pref_ptr: np.ndarray  # int64 (n_queries + 1,): pairs of query q at pref_ptr[q]:[q+1]
     pair_i: np.ndarray  # int32 (int64 past 2^31 rows): the row that should rank lower
     pair_j: np.ndarray  # int32 (int64 past 2^31 rows): the row that should rank higher
-    pair_cost: np.ndarray  # float64
+    pair_cost: np.ndarray  # float64, or empty when every cost is equal (folded into weight)
     weight: np.ndarray  # float64 (n_queries,): normalisation per query
 
 
@@ -137,13 +137,18 @@ class PreferenceLoss(Loss):
         weight = np.zeros(n_queries)
         has_pairs = per_query > 0
         weight[has_pairs] = 1.0 / per_query[has_pairs] if self.normalize == "query" else 1.0
+        costs = costs[order]
+        if costs.size and np.all(costs == costs[0]):
+            # a uniform cost moves into the query weights, so the kernel streams no costs
+            weight = weight * costs[0]
+            costs = np.empty(0)
         # 32-bit row indices halve the memory the kernel streams per pair
         index = np.int32 if len(y) < 2**31 else np.int64
         return _PreferenceTargets(
             pref_ptr,
             pair_i[order].astype(index),
             pair_j[order].astype(index),
-            costs[order],
+            costs,
             weight,
         )
 

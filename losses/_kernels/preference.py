@@ -12,8 +12,10 @@ from numba import njit, prange
 def preference_hinge(f, pref_ptr, pair_i, pair_j, pair_cost, weight, values, grad):
     """Per query w_q Σ_p c_p max(0, 1 + f_i − f_j) and its subgradient (``grad`` zeroed).
 
-    A pair exactly at the hinge (1 + f_i − f_j = 0) contributes subgradient 0.
+    A pair exactly at the hinge (1 + f_i − f_j = 0) contributes subgradient 0. An empty
+    ``pair_cost`` means every cost is 1 (a uniform cost is folded into ``weight``).
     """
+    has_costs = pair_cost.shape[0] > 0
     for q in prange(pref_ptr.shape[0] - 1):
         w = weight[q]
         total = 0.0
@@ -22,7 +24,7 @@ def preference_hinge(f, pref_ptr, pair_i, pair_j, pair_cost, weight, values, gra
             j = pair_j[p]
             margin = 1.0 + f[i] - f[j]
             # branch-free: whether a pair is active is unpredictable
-            c = pair_cost[p] if margin > 0.0 else 0.0
+            c = (pair_cost[p] if has_costs else 1.0) if margin > 0.0 else 0.0
             total += c * margin
             grad[i] += w * c
             grad[j] -= w * c
@@ -31,12 +33,16 @@ def preference_hinge(f, pref_ptr, pair_i, pair_j, pair_cost, weight, values, gra
 
 @njit(parallel=True, cache=True)
 def preference_violations(f, pref_ptr, pair_i, pair_j, pair_cost, weight, values):
-    """Per query w_q Σ_p c_p [f_i >= f_j] (a tie counts as a violated preference)."""
+    """Per query w_q Σ_p c_p [f_i >= f_j] (a tie counts as a violated preference).
+
+    An empty ``pair_cost`` means every cost is 1.
+    """
+    has_costs = pair_cost.shape[0] > 0
     for q in prange(pref_ptr.shape[0] - 1):
         total = 0.0
         for p in range(pref_ptr[q], pref_ptr[q + 1]):
             if f[pair_i[p]] >= f[pair_j[p]]:
-                total += pair_cost[p]
+                total += pair_cost[p] if has_costs else 1.0
         values[q] = weight[q] * total
 
 
