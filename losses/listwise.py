@@ -59,10 +59,10 @@ Large tie groups
 Because max_π ⟨c, f_π⟩ pairs the largest weights with the largest scores while σ pairs
 them, within a label group, with the smallest, the loss charges every spread of scores
 among documents of equal label. Replacing the minimising σ by the average over ideal
-orderings (still convex, still an upper bound) reduces the charge but does not remove it. On data where most documents of a query
-share one label (LETOR MQ2008: most documents have label 0) this charge can outweigh what
-ordering the labels gains, and the regularized minimiser is w = 0, which the solver then
-certifies; ``experiments/letor.py`` shows it. The pairwise losses do not charge ties.
+orderings (still convex, still an upper bound) reduces the charge but does not remove it.
+On data where most documents of a query share one label (LETOR MQ2008: most documents
+have label 0) this charge can outweigh what ordering the labels gains, and the regularized
+minimiser is w = 0, which the solver then certifies; ``experiments/letor.py`` shows it. The pairwise losses do not charge ties.
 
 Reductions (exact)
 ------------------
