@@ -62,7 +62,8 @@ among documents of equal label. Replacing the minimising σ by the average over 
 orderings (still convex, still an upper bound) reduces the charge but does not remove it.
 On data where most documents of a query share one label (LETOR MQ2008: most documents
 have label 0) this charge can outweigh what ordering the labels gains, and the regularized
-minimiser is w = 0, which the solver then certifies; ``experiments/letor.py`` shows it. The pairwise losses do not charge ties.
+minimiser is w = 0, which the solver then certifies; ``experiments/letor.py`` shows it.
+The pairwise losses do not charge ties.
 
 Reductions (exact)
 ------------------
