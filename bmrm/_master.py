@@ -39,8 +39,9 @@ class QPMaster:
     previous weights warm-start the next solve, so a new plane usually costs a few O(k)
     pair steps plus O(k²) to form Q. Pair steps converge linearly; on ill-conditioned
     bundles (tiny lam with long, nearly collinear planes) they may need very many, so after
-    ``max_steps`` the dual is handed to an interior-point solver (Clarabel), warm pair steps
-    then finishing from its answer.
+    ``max_steps`` an exact request (``accuracy = 0``) hands the dual to an interior-point
+    solver (Clarabel), warm pair steps then finishing from its answer; the bundle loop,
+    which asks for a fraction of its gap, keeps the unfinished α, whose bound is valid.
     """
 
     name = "qp"
@@ -71,7 +72,9 @@ class QPMaster:
         tol = max(self.tol * scale, accuracy)
         steps, violation = solve_simplex_qp(Q, b, alpha, grad, tol, self.max_steps)
         self.steps += steps
-        if violation > tol:
+        # inside the bundle loop (accuracy > 0) the bound of an unfinished α is still valid
+        # and an interior-point solve costs more than it saves
+        if violation > tol and accuracy == 0.0:
             self.fallbacks += 1
             alpha = _interior_point_dual(Q, b, alpha)
             steps, _ = solve_simplex_qp(Q, b, alpha, grad, tol, 50 * self.max_steps)
