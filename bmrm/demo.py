@@ -41,16 +41,27 @@ def main(argv=None) -> int:
     )
     print(
         f"{'loss':<10} {'objective':>11} {'gap':>10} {'iterations':>10} {'seconds':>8} "
-        f"{'test NDCG@10':>12}"
+        f"{'test NDCG@10':>12}  status"
     )
-    for loss in ("ordinal", "ndcg", "squared"):
+    for loss, params in (("ordinal", {}), ("ndcg", {"truncate_c": True}), ("squared", {})):
         start = time.perf_counter()
-        model = bmrm.fit(X[:split], y[:split], loss, qid[:split], lam=1e-3, tol=1e-3)
+        model = bmrm.fit(
+            X[:split],
+            y[:split],
+            loss,
+            qid[:split],
+            lam=1e-2,
+            tol=1e-3,
+            max_iter=5000,
+            max_time=20.0,
+            loss_params=params,
+        )
         seconds = time.perf_counter() - start
         res = model.result_
         ndcg = ndcg_score(y[split:], model.predict(X[split:]), qid[split:], k=10)
         print(
-            f"{loss:<10} {res.fun:11.6f} {res.gap:10.2e} {res.nit:10d} {seconds:8.2f} {ndcg:12.4f}"
+            f"{loss:<10} {res.fun:11.6f} {res.gap:10.2e} {res.nit:10d} {seconds:8.2f} "
+            f"{ndcg:12.4f}  {res.message}"
         )
     return 0
 
