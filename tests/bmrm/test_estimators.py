@@ -63,7 +63,10 @@ def make_ranking(seed, n_queries=12, d=5, levels=4):
 )
 @pytest.mark.filterwarnings("ignore::bmrm.ConvergenceWarning")
 def test_sklearn_compatible(estimator, check):
-    check(estimator)
+    params = estimator.get_params()
+    check(estimator)  # raises AssertionError (or the estimator's error) on failure
+    # no check may change the constructor parameters it was given
+    assert estimator.get_params() == params
 
 
 @pytest.mark.parametrize("loss", ["ndcg", "ordinal", "neru", "squared"])

@@ -2,15 +2,14 @@
 
 import csv
 import math
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.experiments._quick import real_data, run_quick
+
 MEASURES = [f"NDCG@{k}" for k in range(1, 11)] + ["MAP"]
 
 
@@ -48,30 +47,9 @@ def letor_file_order(path: Path) -> dict[str, float]:
 
 @pytest.fixture(scope="module")
 def letor_run(tmp_path_factory):
-    from tests.conftest import data_dir
-
-    data = data_dir()
-    if data is None:
-        pytest.skip("real data not found: set BMRM_DATA or place it at ../shared/data")
+    data = real_data()
     out = tmp_path_factory.mktemp("letor")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "experiments/letor.py",
-            "--quick",
-            "--out",
-            str(out),
-            "--data",
-            str(data),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
-    with open(out / "results.csv", newline="") as fh:
-        rows = list(csv.DictReader(fh))
+    rows = run_quick("letor", out, data)
     return out, data, rows
 
 

@@ -1,15 +1,14 @@
 """End-to-end run of ``experiments/ordinal.py --quick`` on the shared ordinal benchmarks."""
 
 import csv
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.experiments._quick import real_data, run_quick
+
 METHODS = {
     "bmrm ordinal 0/1",
     "bmrm ordinal lin",
@@ -23,30 +22,9 @@ METHODS = {
 
 @pytest.fixture(scope="module")
 def ordinal_run(tmp_path_factory):
-    from tests.conftest import data_dir
-
-    data = data_dir()
-    if data is None:
-        pytest.skip("real data not found: set BMRM_DATA or place it at ../shared/data")
+    data = real_data()
     out = tmp_path_factory.mktemp("ordinal")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "experiments/ordinal.py",
-            "--quick",
-            "--out",
-            str(out),
-            "--data",
-            str(data),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
-    with open(out / "results.csv", newline="") as fh:
-        rows = list(csv.DictReader(fh))
+    rows = run_quick("ordinal", out, data)
     return out, data, rows
 
 

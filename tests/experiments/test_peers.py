@@ -1,13 +1,9 @@
 """End-to-end run of ``experiments/peers.py --quick`` on MQ2008 and the LightGBM example."""
 
-import csv
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.experiments._quick import real_data, run_quick
+
 METHODS = {
     "bmrm squared",
     "bmrm ordinal",
@@ -21,30 +17,9 @@ METHODS = {
 
 @pytest.fixture(scope="module")
 def peers_run(tmp_path_factory):
-    from tests.conftest import data_dir
-
-    data = data_dir()
-    if data is None:
-        pytest.skip("real data not found: set BMRM_DATA or place it at ../shared/data")
+    data = real_data()
     out = tmp_path_factory.mktemp("peers")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "experiments/peers.py",
-            "--quick",
-            "--out",
-            str(out),
-            "--data",
-            str(data),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
-    with open(out / "results.csv", newline="") as fh:
-        rows = list(csv.DictReader(fh))
+    rows = run_quick("peers", out, data)
     return out, rows
 
 

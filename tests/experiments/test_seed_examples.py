@@ -1,29 +1,16 @@
 """End-to-end run of ``experiments/seed_examples.py --quick`` (needs no data)."""
 
-import csv
 import math
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.experiments._quick import run_quick
 
 
 @pytest.fixture(scope="module")
 def seed_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("seed_examples")
-    proc = subprocess.run(
-        [sys.executable, "experiments/seed_examples.py", "--quick", "--out", str(out)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    with open(out / "results.csv", newline="") as fh:
-        rows = list(csv.DictReader(fh))
+    rows = run_quick("seed_examples", out, timeout=120)
     return out, rows
 
 

@@ -1,0 +1,31 @@
+"""Running an experiment script's ``--quick`` path end to end, as the tests here do."""
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def real_data() -> Path:
+    """The shared data folder, or skip the calling test with the reason."""
+    from tests.conftest import data_dir
+
+    data = data_dir()
+    if data is None:
+        pytest.skip("real data not found: set BMRM_DATA or place it at ../shared/data")
+    return data
+
+
+def run_quick(script: str, out: Path, data: Path | None = None, timeout: int = 300) -> list:
+    """Run ``experiments/<script>.py --quick --out out [--data data]``; rows of its CSV."""
+    args = [sys.executable, f"experiments/{script}.py", "--quick", "--out", str(out)]
+    if data is not None:
+        args += ["--data", str(data)]
+    proc = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr
+    with open(out / "results.csv", newline="") as fh:
+        return list(csv.DictReader(fh))
