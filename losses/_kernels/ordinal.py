@@ -164,6 +164,16 @@ def _sweep(fs, rs, lev, count, alpha, beta, cost, margin, ties_active, work, as_
     as_upper[pa:] = 0.0
 
 
+@njit(cache=True)
+def _gather_sorted(f, rank, s, e, fs, rs):
+    """Sort rows s:e by score; write their scores and level ranks in that order."""
+    order = _argsort(f[s:e])
+    for k in range(e - s):
+        fs[s + k] = f[s + order[k]]
+        rs[s + k] = rank[s + order[k]]
+    return order
+
+
 @njit(parallel=True, cache=True)
 def ordinal_hinge(
     f, query_ptr, rank, level_ptr, levels, level_count, weight, alpha, beta, cost, values, grad
@@ -189,10 +199,7 @@ def ordinal_hinge(
             values[q] = 0.0
             grad[s:e] = 0.0
             continue
-        order = _argsort(f[s:e])
-        for k in range(e - s):
-            fs[s + k] = f[s + order[k]]
-            rs[s + k] = rank[s + order[k]]
+        order = _gather_sorted(f, rank, s, e, fs, rs)
         lp = level_ptr[q]
         lq = level_ptr[q + 1]
         _sweep(
@@ -237,10 +244,7 @@ def ordinal_misordered(
         if w == 0.0:
             values[q] = 0.0
             continue
-        order = _argsort(f[s:e])
-        for k in range(e - s):
-            fs[s + k] = f[s + order[k]]
-            rs[s + k] = rank[s + order[k]]
+        _gather_sorted(f, rank, s, e, fs, rs)
         lp = level_ptr[q]
         lq = level_ptr[q + 1]
         _sweep(
