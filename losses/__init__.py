@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import importlib
 
-import numba
 import numpy as np
 
 from losses._base import Loss, check_protocol
 from losses._query import QueryGroups, group_queries
+from losses._threads import serial_below
 
 __all__ = [
     "Loss",
@@ -77,14 +77,8 @@ class Prepared:
         Inputs below ``PARALLEL_MIN_ROWS`` rows run the kernels on the calling thread: waking
         a thread pool costs more than such a kernel, and far more on a busy machine.
         """
-        if len(f_internal) >= PARALLEL_MIN_ROWS:
+        with serial_below(len(f_internal), PARALLEL_MIN_ROWS):
             return self.loss.loss_grad(f_internal, self.targets)
-        previous = numba.get_num_threads()
-        numba.set_num_threads(1)
-        try:
-            return self.loss.loss_grad(f_internal, self.targets)
-        finally:
-            numba.set_num_threads(previous)
 
 
 def prepare(loss, y, qid=None, *, n_samples: int | None = None, **data) -> Prepared:

@@ -58,14 +58,13 @@ LETOR 4.0 datasets", arXiv:1306.2597 (2013).
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
-import numba
 import numpy as np
 
 from losses._kernels import metrics as _k
 from losses._query import QueryGroups, group_queries
+from losses._threads import serial_below
 
 __all__ = [
     "dcg_score",
@@ -99,22 +98,8 @@ _KENDALL_WEIGHTS = (None, "uniform", "label", "gain")
 
 Gain = str | Callable[[np.ndarray], np.ndarray]
 
-# Below this many rows the kernels run on one thread: waking the thread pool costs from tens
-# of microseconds to milliseconds per call (on a loaded machine), more than the work itself.
+# Below this many rows the kernels run on one thread (see losses._threads).
 _PARALLEL_MIN_ROWS = 100_000
-
-
-@contextmanager
-def _threads_for(n_rows: int) -> Iterator[None]:
-    if n_rows >= _PARALLEL_MIN_ROWS:
-        yield
-        return
-    previous = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
-        yield
-    finally:
-        numba.set_num_threads(previous)
 
 
 # ----------------------------------------------------------------------------- validation
@@ -270,7 +255,7 @@ def ideal_dcg(
     n_max = int(np.diff(query_ptr).max(initial=0))
     cutoff = n_max if k is None else int(min(k, n_max))
     out = np.empty(query_ptr.shape[0] - 1)
-    with _threads_for(g.shape[0]):
+    with serial_below(g.shape[0], _PARALLEL_MIN_ROWS):
         _k.ideal_linear_measure(g, query_ptr, discount_values(n_max, discount), cutoff, out)
     return out
 
@@ -303,7 +288,7 @@ class _Ranked:
         self.call(_k.sort_by_score, self.f, self.ptr, self.order)
 
     def call(self, kernel, *args) -> None:
-        with _threads_for(self.y.shape[0]):
+        with serial_below(self.y.shape[0], _PARALLEL_MIN_ROWS):
             kernel(*args)
 
     def per_query_sum(self, a: np.ndarray) -> np.ndarray:
