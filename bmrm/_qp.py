@@ -102,3 +102,343 @@ def solve_simplex_qp(Q, b, alpha, grad, tol, max_steps):
             grad[t] += step * (Q[t, j] - Q[t, i])
         steps += 1
     return steps, violation
+
+
+# ---------------------------------------------------------------------------------------
+# Exact active-set solver
+# ---------------------------------------------------------------------------------------
+# The helpers are inlined into the solver, which is compiled and cached as one unit.
+
+
+@njit(inline="always")
+def _forward(L, s, rhs, out):
+    """Solve L[:s, :s] out = rhs (forward substitution)."""
+    for i in range(s):
+        v = rhs[i]
+        for j in range(i):
+            v -= L[i, j] * out[j]
+        out[i] = v / L[i, i]
+
+
+@njit(inline="always")
+def _backward(L, s, rhs, out):
+    """Solve L[:s, :s]ᵀ out = rhs (back substitution, by columns of L)."""
+    for i in range(s):
+        out[i] = rhs[i]
+    for i in range(s - 1, -1, -1):
+        out[i] /= L[i, i]
+        x = out[i]
+        for j in range(i):
+            out[j] -= L[i, j] * x
+
+
+@njit(inline="always")
+def _delete(L, s, r, zb, z1):
+    """Remove row and column ``r`` from the Cholesky factor L[:s, :s] of P_SS, in place.
+
+    Deleting row r of L leaves an (s−1) × s factor of the reduced matrix whose rows from r
+    on carry one entry above the diagonal; Givens rotations G on column pairs (c, c+1) remove
+    them (Golub & Van Loan, Matrix Computations, 4th ed., §6.5.4). The forward solutions
+    zb = L⁻¹b_S and z1 = L⁻¹1 become Gᵀ zb and Gᵀ z1 without their last entry. O(s²).
+    """
+    for i in range(r, s - 1):
+        for j in range(i + 2):
+            L[i, j] = L[i + 1, j]
+    for c in range(r, s - 1):
+        x = L[c, c]
+        y = L[c, c + 1]
+        h = np.hypot(x, y)
+        if h == 0.0:
+            continue
+        cs = x / h
+        sn = y / h
+        for i in range(c, s - 1):
+            p = L[i, c]
+            q = L[i, c + 1]
+            L[i, c] = cs * p + sn * q
+            L[i, c + 1] = cs * q - sn * p
+        L[c, c + 1] = 0.0
+        p = zb[c]
+        q = zb[c + 1]
+        zb[c] = cs * p + sn * q
+        zb[c + 1] = cs * q - sn * p
+        p = z1[c]
+        q = z1[c + 1]
+        z1[c] = cs * p + sn * q
+        z1[c + 1] = cs * q - sn * p
+    for j in range(s):
+        L[s - 1, j] = 0.0
+
+
+@njit(inline="always")
+def _pivot(Q, tau, S, s, L, j, lrow):
+    """Row of the factor for coordinate j entering S: L lrow = P_Sj; returns the pivot δ²."""
+    for r in range(s):
+        v = Q[j, S[r]] + tau
+        for t in range(r):
+            v -= L[r, t] * lrow[t]
+        lrow[r] = v / L[r, r]
+    d2 = Q[j, j] + tau
+    for r in range(s):
+        d2 -= lrow[r] * lrow[r]
+    return d2
+
+
+@njit(inline="always")
+def _append(L, s, lrow, d, S, j, zb, z1, bj):
+    for r in range(s):
+        L[s, r] = lrow[r]
+    L[s, s] = d
+    S[s] = j
+    vb = bj
+    v1 = 1.0
+    for r in range(s):
+        vb -= lrow[r] * zb[r]
+        v1 -= lrow[r] * z1[r]
+    zb[s] = vb / d
+    z1[s] = v1 / d
+
+
+@njit(cache=True)
+def solve_simplex_qp_active_set(Q, b, alpha, grad, tol, max_iter):
+    """Minimise ½αᵀQα − bᵀα over {α ≥ 0, Σα = 1} exactly, in place, by an active-set method.
+
+    The method is Wolfe's minimum-norm-point algorithm (Wolfe, Math. Programming 11, 1976)
+    carried over to a general convex quadratic. The working set S is kept affinely
+    independent, so the minimiser y of the objective over {Σα = 1, α_i = 0 off S} is unique.
+    A *minor cycle* moves from the current point towards y and drops the coordinates that
+    reach zero on the way; a *major cycle* adds the coordinate of smallest gradient while the
+    KKT condition max_{α_i>0} ∇_i − min_j ∇_j ≤ tol fails.
+
+    On the simplex ½αᵀQα differs from ½αᵀPα, P = Q + τ11ᵀ (τ > 0), by a constant, and P_SS
+    is positive definite exactly when the planes in S are affinely independent. With the
+    Cholesky factor P_SS = LLᵀ and the forward solutions zb = L⁻¹b_S, z1 = L⁻¹1 kept up to
+    date (a new row on insertion, Givens rotations on deletion), the Lagrange conditions
+    P_SS y = b_S + μ1, Σy = 1 give μ = (1 − z1·zb)/(z1·z1) and y = L⁻ᵀ(zb + μ z1): one
+    triangular solve, O(|S|²), per cycle.
+
+    A coordinate j that would make P_SS singular (a duplicate plane, or one in the affine
+    hull of S) enters along the flat direction e_j − c, c = argmin_{Σc=1} (e_j − c)ᵀQ(e_j − c)
+    over S, which keeps Σα fixed: an exact line search along it, which reaches the boundary
+    when the direction is flat, and the blocking coordinate leaves S before j enters.
+
+    Parameters
+    ----------
+    Q : (k, k) float64, symmetric positive semidefinite.
+    b : (k,) float64.
+    alpha : (k,) float64
+        A feasible starting point (warm start); overwritten by the solution.
+    grad : (k,) float64
+        Workspace; on return holds Qα − b.
+    tol : float
+        KKT tolerance on max_{α_i>0} ∇_i − min_j ∇_j, which bounds the distance of the
+        objective to its minimum.
+    max_iter : int
+        Upper bound on major plus minor cycles.
+
+    Returns
+    -------
+    iterations : int
+    violation : float
+        The final KKT violation, from a freshly evaluated gradient.
+
+    Notes
+    -----
+    A warm start with support s costs O(s³/6) to factor; a major cycle costs O(k·s) for the
+    gradient and O(s²) for the rest.
+    """
+    k = b.shape[0]
+    L = np.zeros((k, k))
+    S = np.empty(k, dtype=np.int64)
+    inS = np.zeros(k, dtype=np.bool_)
+    aS = np.empty(k)
+    zb = np.empty(k)
+    z1 = np.empty(k)
+    y = np.empty(k)
+    tmp = np.empty(k)
+    lrow = np.empty(k)
+
+    tau = 0.0
+    for i in range(k):
+        tau = max(tau, Q[i, i])
+    if tau <= 0.0:
+        tau = 1.0
+    dep = 1e-12  # relative size of a pivot that marks affine dependence
+
+    # warm start: the support, heaviest first, as far as it stays affinely independent
+    # (an insertion sort: a cached np.argsort here crashed once another module's cached
+    # kernels using np.argsort had been loaded in the same process)
+    order = np.empty(k, dtype=np.int64)
+    n_support = 0
+    for i in range(k):
+        if alpha[i] > 0.0:
+            t = n_support
+            while t > 0 and alpha[order[t - 1]] < alpha[i]:
+                order[t] = order[t - 1]
+                t -= 1
+            order[t] = i
+            n_support += 1
+    s = 0
+    for t in range(n_support):
+        j = order[t]
+        d2 = _pivot(Q, tau, S, s, L, j, lrow)
+        if d2 <= dep * (Q[j, j] + tau):
+            continue
+        _append(L, s, lrow, np.sqrt(d2), S, j, zb, z1, b[j])
+        inS[j] = True
+        aS[s] = alpha[j]
+        s += 1
+    if s == 0:
+        # no usable warm start: the best vertex
+        best = 0
+        for j in range(1, k):
+            if 0.5 * Q[j, j] - b[j] < 0.5 * Q[best, best] - b[best]:
+                best = j
+        _append(L, 0, lrow, np.sqrt(Q[best, best] + tau), S, best, zb, z1, b[best])
+        inS[best] = True
+        aS[0] = 1.0
+        s = 1
+    total = 0.0
+    for r in range(s):
+        total += aS[r]
+    for r in range(s):
+        aS[r] /= total
+
+    iterations = 0
+    while iterations < max_iter:
+        # minor cycles: towards the affine minimiser over S, dropping blocked coordinates
+        while iterations < max_iter:
+            iterations += 1
+            zz = 0.0
+            zo = 0.0
+            for r in range(s):
+                zz += z1[r] * z1[r]
+                zo += z1[r] * zb[r]
+            mu = (1.0 - zo) / zz
+            for r in range(s):
+                tmp[r] = zb[r] + mu * z1[r]
+            _backward(L, s, tmp, y)
+            theta = 1.0
+            block = -1
+            for r in range(s):
+                if y[r] <= 0.0:
+                    step = aS[r] / (aS[r] - y[r])
+                    if block < 0 or step < theta:
+                        theta = step
+                        block = r
+            if block < 0:
+                for r in range(s):
+                    aS[r] = y[r]
+                break
+            for r in range(s):
+                aS[r] += theta * (y[r] - aS[r])
+            aS[block] = 0.0
+            for r in range(s - 1, -1, -1):
+                if aS[r] <= 0.0 and s > 1:
+                    _delete(L, s, r, zb, z1)
+                    inS[S[r]] = False
+                    for t in range(r, s - 1):
+                        S[t] = S[t + 1]
+                        aS[t] = aS[t + 1]
+                    s -= 1
+        # major cycle: gradient (rows of the symmetric Q are contiguous), KKT test, entry
+        for i in range(k):
+            grad[i] = -b[i]
+        for r in range(s):
+            a = aS[r]
+            j = S[r]
+            for i in range(k):
+                grad[i] += Q[j, i] * a
+        gmax = -np.inf
+        for r in range(s):
+            if aS[r] > 0.0 and grad[S[r]] > gmax:
+                gmax = grad[S[r]]
+        j = 0
+        for i in range(1, k):
+            if grad[i] < grad[j]:
+                j = i
+        if gmax - grad[j] <= tol or inS[j]:
+            break
+        # enter j; while it is affinely dependent on S, trade weight along the flat direction
+        aj = 0.0
+        while True:
+            d2 = _pivot(Q, tau, S, s, L, j, lrow)
+            pjj = Q[j, j] + tau
+            if d2 > dep * pjj or s == 0:
+                _append(L, s, lrow, np.sqrt(max(d2, dep * pjj)), S, j, zb, z1, b[j])
+                inS[j] = True
+                aS[s] = aj
+                s += 1
+                break
+            # c = L⁻ᵀ(lrow + ν z1) with ν making Σc = 1; its curvature is δ² + ν²‖z1‖²
+            ml = 0.0
+            mm = 0.0
+            for r in range(s):
+                ml += z1[r] * lrow[r]
+                mm += z1[r] * z1[r]
+            nu = (1.0 - ml) / mm
+            for r in range(s):
+                tmp[r] = lrow[r] + nu * z1[r]
+            _backward(L, s, tmp, y)
+            curv = max(d2, 0.0) + nu * nu * mm
+            slope = grad[j]
+            for r in range(s):
+                slope -= y[r] * grad[S[r]]
+            theta = np.inf
+            block = -1
+            for r in range(s):
+                if y[r] > 0.0:
+                    step = aS[r] / y[r]
+                    if step < theta:
+                        theta = step
+                        block = r
+            inside = curv > 0.0 and -slope / curv < theta
+            if inside:
+                theta = max(-slope / curv, 0.0)
+            elif block < 0:
+                theta = 0.0
+            for r in range(s):
+                aS[r] = max(aS[r] - theta * y[r], 0.0)
+            aj += theta
+            if inside or block < 0:
+                # j enters with its pivot held at the dependence threshold
+                _append(L, s, lrow, np.sqrt(dep * pjj), S, j, zb, z1, b[j])
+                inS[j] = True
+                aS[s] = aj
+                s += 1
+                break
+            aS[block] = 0.0
+            for r in range(s - 1, -1, -1):
+                if aS[r] <= 0.0:
+                    _delete(L, s, r, zb, z1)
+                    inS[S[r]] = False
+                    for t in range(r, s - 1):
+                        S[t] = S[t + 1]
+                        aS[t] = aS[t + 1]
+                    s -= 1
+            iterations += 1
+            if iterations >= max_iter:
+                break
+
+    for i in range(k):
+        alpha[i] = 0.0
+    total = 0.0
+    for r in range(s):
+        total += max(aS[r], 0.0)
+    for r in range(s):
+        alpha[S[r]] = max(aS[r], 0.0) / total
+    for i in range(k):
+        grad[i] = -b[i]
+    for j in range(k):
+        a = alpha[j]
+        if a > 0.0:
+            for i in range(k):
+                grad[i] += Q[j, i] * a
+    gmax = -np.inf
+    gmin = np.inf
+    for i in range(k):
+        if alpha[i] > 0.0 and grad[i] > gmax:
+            gmax = grad[i]
+        if grad[i] < gmin:
+            gmin = grad[i]
+    return iterations, gmax - gmin

@@ -1,0 +1,67 @@
+"""Kernels compiled in different processes load together from numba's on-disk cache.
+
+Each part below is first compiled alone, in its own process, into one shared cache
+directory; a later process then loads all of them from that cache, in two orders. The values
+must match the single-part runs and nothing may crash: numba names some internal helpers
+(its sorting routines, for one) by per-process counters, and two cached libraries built in
+different processes can then carry different code under one name. The QP solver once
+crashed this way (a cached ``np.argsort``), and only a run like this one shows it.
+"""
+
+import os
+import subprocess
+import sys
+
+PARTS = ["metrics", "qp", "ordinal", "ndcg", "squared"]
+
+SCRIPT = """
+import sys
+import numpy as np
+
+values = []
+for part in sys.argv[1].split(","):
+    rng = np.random.default_rng(len(part))
+    n = 300
+    X = rng.normal(size=(n, 5))
+    y = rng.integers(0, 4, size=n).astype(float)
+    qid = np.repeat(np.arange(n // 10), 10)
+    if part == "metrics":
+        from losses.metrics import map_score, ndcg_score
+
+        f = rng.normal(size=n)
+        values.append(ndcg_score(y, f, qid, k=3) + map_score(y, f, qid))
+    elif part == "qp":
+        from bmrm._qp import solve_simplex_qp_active_set
+
+        A = rng.normal(size=(30, 5))
+        Q = A @ A.T
+        b = rng.normal(size=30)
+        alpha = rng.dirichlet(np.ones(30))
+        solve_simplex_qp_active_set(Q, b, alpha, np.empty(30), 1e-12, 10000)
+        values.append(0.5 * alpha @ Q @ alpha - b @ alpha)
+    else:
+        import bmrm
+
+        values.append(bmrm.fit(X, y, part, qid, lam=0.1, tol=1e-6).result_.fun)
+print(" ".join(repr(float(v)) for v in values))
+"""
+
+
+def run(parts, env):
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, ",".join(parts)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, f"{parts}: exit {out.returncode}\n{out.stderr[-2000:]}"
+    return [float(v) for v in out.stdout.split()]
+
+
+def test_kernels_compiled_apart_load_together(tmp_path):
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    alone = {part: run([part], env)[0] for part in PARTS}
+    for order in (PARTS, PARTS[::-1]):
+        together = run(order, env)
+        assert together == [alone[part] for part in order]
