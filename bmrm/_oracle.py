@@ -1,8 +1,9 @@
 """The risk oracle: R(w) and a subgradient from the data X, weights w and a prepared loss.
 
 The loss only sees scores ``f = X w``; the oracle computes ``f`` and maps ∂l/∂f back with
-``Xᵀ g``, so dense, CSR and float32 data share every loss. Products are computed in X's own
-dtype (a float32 X is never copied to float64); f and g are float64.
+``Xᵀ g``, so dense, CSR and float32 data share every loss. X is never copied or converted; f and g
+are float64. Dense C-ordered X goes through the numba products of :mod:`bmrm._products`
+(one thread pool with the loss kernels); other layouts and CSR use numpy and scipy.
 """
 
 from __future__ import annotations
@@ -11,6 +12,10 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
+
+from bmrm import _products
+from losses import PARALLEL_MIN_ROWS
+from losses._threads import serial_below
 
 __all__ = ["RiskOracle"]
 
@@ -37,12 +42,23 @@ class RiskOracle:
         self.dtype = X.dtype
         self.calls = 0
         self.seconds = 0.0
+        self._own_products = (
+            not sp.issparse(X)
+            and X.ndim == 2
+            and X.dtype in (np.float32, np.float64)
+            and X.flags.c_contiguous
+        )
 
     def scores(self, w: np.ndarray) -> np.ndarray:
         """f = X w (plus the intercept), float64, in the caller's row order."""
         d = self.X.shape[1]
-        f = self.X @ w[:d].astype(self.dtype, copy=False)
-        f = np.asarray(f, dtype=np.float64).ravel()
+        if self._own_products:
+            f = np.empty(self.X.shape[0])
+            with serial_below(self.X.shape[0], PARALLEL_MIN_ROWS):
+                _products.matvec(self.X, np.ascontiguousarray(w[:d], dtype=np.float64), f)
+        else:
+            f = self.X @ w[:d].astype(self.dtype, copy=False)
+            f = np.asarray(f, dtype=np.float64).ravel()
         if self.fit_intercept:
             f += w[d] * self.intercept_scaling
         return f
@@ -67,7 +83,10 @@ class RiskOracle:
         g = groups.to_caller(g) / n
         d = self.X.shape[1]
         a = np.empty(self.n_features)
-        if sp.issparse(self.X):
+        if self._own_products:
+            with serial_below(self.X.shape[0], PARALLEL_MIN_ROWS):
+                _products.rmatvec(self.X, np.ascontiguousarray(g), a[:d])
+        elif sp.issparse(self.X):
             a[:d] = self.X.T @ g.astype(self.dtype, copy=False)
         else:
             a[:d] = g.astype(self.dtype, copy=False) @ self.X
