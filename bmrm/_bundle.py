@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 __all__ = ["Bundle"]
+
+_plane_numbers = itertools.count(1)
 
 
 class Bundle:
@@ -28,6 +32,8 @@ class Bundle:
         error.
     max_idle : int
         Iterations a plane may keep zero dual weight before it is pruned, full or not.
+        Pruning copies the bundle, so it waits until a quarter of the planes (at least
+        eight) are due, or until the bundle is full.
     """
 
     def __init__(self, n_features: int, capacity: int = 200, max_idle: int = 50):
@@ -43,6 +49,10 @@ class Bundle:
         self.alpha = np.zeros(self._alloc)
         self.alpha[0] = 1.0
         self.idle = np.zeros(self._alloc, dtype=np.int64)
+        # a number per plane, increasing along the bundle and unique in the process: lets
+        # a master problem recognise the planes it has seen after some were dropped
+        self.ids = np.zeros(self._alloc, dtype=np.int64)
+        self.ids[0] = next(_plane_numbers)
         self.size = 1
         self.n_aggregations = 0
 
@@ -57,6 +67,7 @@ class Bundle:
         self.b = np.concatenate([self.b[:k], np.zeros(new - k)])
         self.alpha = np.concatenate([self.alpha[:k], np.zeros(new - k)])
         self.idle = np.concatenate([self.idle[:k], np.zeros(new - k, dtype=np.int64)])
+        self.ids = np.concatenate([self.ids[:k], np.zeros(new - k, dtype=np.int64)])
         self._alloc = new
 
     def _keep(self, keep: np.ndarray):
@@ -67,6 +78,7 @@ class Bundle:
         self.G[:m, :m] = self.G[np.ix_(keep, keep)]
         self.alpha[:m] = self.alpha[keep]
         self.idle[:m] = self.idle[keep]
+        self.ids[:m] = self.ids[keep]
         self.size = m
         s = self.alpha[:m].sum()
         if s > 0:
@@ -105,8 +117,12 @@ class Bundle:
         self.G[m, m] = g_self
         self.alpha[m] = mass
         self.idle[m] = 0
+        self.ids[m] = self._take_id()
         self.size = m + 1
         self.n_aggregations += 1
+
+    def _take_id(self) -> int:
+        return next(_plane_numbers)
 
     def add(self, a: np.ndarray, b: float) -> None:
         """Append the plane ``(a, b)``, making room first if the bundle is full."""
@@ -123,6 +139,7 @@ class Bundle:
         self.G[k, k] = a @ a
         self.alpha[k] = 0.0
         self.idle[k] = 0
+        self.ids[k] = self._take_id()
         self.size = k + 1
 
     def set_weights(self, alpha: np.ndarray) -> None:
@@ -133,10 +150,11 @@ class Bundle:
         self.idle[:k] = np.where(active, 0, self.idle[:k] + 1)
 
     def prune_idle(self) -> None:
-        """Drop planes that have had zero dual weight for ``max_idle`` iterations."""
+        """Drop planes that have had zero dual weight for ``max_idle`` iterations, in batches
+        (a quarter of the bundle, at least eight planes)."""
         k = self.size
         idle = np.flatnonzero(self.idle[1:k] >= self.max_idle) + 1
-        if len(idle):
+        if len(idle) >= max(8, k // 4):
             self._keep(np.setdiff1d(np.arange(k), idle))
 
     def model_value(self, w: np.ndarray) -> float:

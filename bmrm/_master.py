@@ -12,7 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 from bmrm._bundle import Bundle
-from bmrm._qp import solve_simplex_qp, solve_simplex_qp_active_set
+from bmrm._qp import master_step, solve_simplex_qp
 
 __all__ = ["QPMaster", "CvxpyMaster", "regularizer_value"]
 
@@ -52,6 +52,11 @@ class QPMaster:
         self.max_steps = max_steps
         self.steps = 0
         self.fallbacks = 0
+        # the active-set factor of the last solve, reused while its planes stay
+        self._L = np.zeros((0, 0))
+        self._S = np.zeros(0, dtype=np.int64)
+        self._S_ids = np.zeros(0, dtype=np.int64)
+        self._meta = np.zeros(2)  # τ of the factor, size of its working set
 
     def solve(self, bundle: Bundle, accuracy: float = 0.0):
         """Solve the dual; ``accuracy`` (>= 0) is an absolute tolerance on its objective.
@@ -59,23 +64,46 @@ class QPMaster:
         With ``accuracy = 0`` the KKT violation is driven to ``tol`` times the problem's
         scale. The solver loop passes a small fraction of its current gap, since a more
         precise master cannot change the certificate by more than that.
+
+        The QP is solved in the scale of the Gram matrix G = lam·Q (objective, gradient and
+        tolerance multiplied by lam), which saves forming Q.
         """
         k = bundle.size
-        Q = bundle.G[:k, :k] / self.lam
-        b = bundle.b[:k]
-        alpha = np.maximum(bundle.alpha[:k], 0.0)
-        total = alpha.sum()
-        alpha = alpha / total if total > 0 else np.eye(k)[0]
-        grad = np.empty(k)
-        # P(w) − D(α) is at most the KKT violation; round-off in the gradient grows with Q
-        scale = 1.0 + np.abs(b).max() + 1e-3 * np.abs(np.diag(Q)).max()
-        tol = max(self.tol * scale, accuracy)
-        steps, violation = solve_simplex_qp_active_set(Q, b, alpha, grad, tol, 50 * k + 1000)
+        lam = self.lam
+        if len(self._L) < bundle.capacity:
+            self._L = np.zeros((bundle.capacity, bundle.capacity))
+            self._S = np.zeros(bundle.capacity, dtype=np.int64)
+            self._S_ids = np.zeros(bundle.capacity, dtype=np.int64)
+            self._meta[:] = 0.0
+        alpha = np.empty(k)
+        w, lower, steps, violation, tol = master_step(
+            bundle.G,
+            bundle.b,
+            bundle.A,
+            bundle.ids,
+            k,
+            lam,
+            bundle.alpha,
+            self.tol,
+            accuracy,
+            self._L,
+            self._S,
+            self._S_ids,
+            self._meta,
+            alpha,
+        )
         self.steps += steps
-        if violation > tol:
-            self.fallbacks += 1
-            steps, violation = solve_simplex_qp(Q, b, alpha, grad, tol, self.max_steps)
-            self.steps += steps
+        if violation <= tol:
+            return w, lower, alpha
+        # not reached (the active-set method is exact): pair steps from its point, then
+        # for an exact request an interior-point solve
+        self.fallbacks += 1
+        self._meta[1] = 0  # the factor may not match the final α: rebuild it next time
+        Q = bundle.G[:k, :k] / lam
+        b = bundle.b[:k]
+        grad = np.empty(k)
+        steps, violation = solve_simplex_qp(Q, b, alpha, grad, tol, self.max_steps)
+        self.steps += steps
         # inside the bundle loop (accuracy > 0) the bound of an unfinished α is still valid
         # and an interior-point solve costs more than it saves
         if violation > tol and accuracy == 0.0:
@@ -84,7 +112,7 @@ class QPMaster:
             self.steps += steps
         alpha /= alpha.sum()
         lower = float(b @ alpha - 0.5 * alpha @ (Q @ alpha))
-        w = -(alpha @ bundle.A[:k]) / self.lam
+        w = -(alpha @ bundle.A[:k]) / lam
         return w, lower, alpha
 
 

@@ -248,8 +248,46 @@ def solve_simplex_qp_active_set(Q, b, alpha, grad, tol, max_iter):
     gradient and O(s²) for the rest.
     """
     k = b.shape[0]
+    tau = 0.0
+    for i in range(k):
+        tau = max(tau, Q[i, i])
+    if tau <= 0.0:
+        tau = 1.0
     L = np.zeros((k, k))
     S = np.empty(k, dtype=np.int64)
+    iterations, violation, _ = active_set(Q, b, alpha, grad, tol, max_iter, L, S, 0, tau)
+    return iterations, violation
+
+
+@njit(cache=True)
+def active_set(Q, b, alpha, grad, tol, max_iter, L, S, s_given, tau):
+    """The method of :func:`solve_simplex_qp_active_set`, with its factor kept by the caller.
+
+    Parameters
+    ----------
+    Q, b, alpha, grad, tol, max_iter
+        As in :func:`solve_simplex_qp_active_set`, except that Q may be larger than k × k
+        (k = len(b)): its leading k × k block is used, so a caller can pass a whole buffer
+        and the function is compiled for one array layout only.
+    L : (m, m) float64, m >= k
+        Lower Cholesky factor of P_SS = Q_SS + τ11ᵀ in L[:s, :s]; updated in place.
+    S : (m,) int64
+        The working set in factor order in S[:s]; updated in place.
+    s_given : int
+        Rows of a factor already valid for this Q and τ (the previous call's, when its
+        planes are still in the bundle, at their positions now in S[:s_given]); 0 builds
+        one from the support of ``alpha``, heaviest first.
+    tau : float
+        τ > 0; must be the one L was built with.
+
+    Returns
+    -------
+    iterations, violation
+        As in :func:`solve_simplex_qp_active_set`.
+    s : int
+        The size of the final working set (S[:s], L[:s, :s]).
+    """
+    k = b.shape[0]
     inS = np.zeros(k, dtype=np.bool_)
     aS = np.empty(k)
     zb = np.empty(k)
@@ -257,37 +295,45 @@ def solve_simplex_qp_active_set(Q, b, alpha, grad, tol, max_iter):
     y = np.empty(k)
     tmp = np.empty(k)
     lrow = np.empty(k)
-
-    tau = 0.0
-    for i in range(k):
-        tau = max(tau, Q[i, i])
-    if tau <= 0.0:
-        tau = 1.0
     dep = 1e-12  # relative size of a pivot that marks affine dependence
 
-    # warm start: the support, heaviest first, as far as it stays affinely independent
-    # (an insertion sort: a cached np.argsort here crashed once another module's cached
-    # kernels using np.argsort had been loaded in the same process)
-    order = np.empty(k, dtype=np.int64)
-    n_support = 0
-    for i in range(k):
-        if alpha[i] > 0.0:
-            t = n_support
-            while t > 0 and alpha[order[t - 1]] < alpha[i]:
-                order[t] = order[t - 1]
-                t -= 1
-            order[t] = i
-            n_support += 1
     s = 0
-    for t in range(n_support):
-        j = order[t]
-        d2 = _pivot(Q, tau, S, s, L, j, lrow)
-        if d2 <= dep * (Q[j, j] + tau):
-            continue
-        _append(L, s, lrow, np.sqrt(d2), S, j, zb, z1, b[j])
-        inS[j] = True
-        aS[s] = alpha[j]
-        s += 1
+    if s_given > 0:
+        s = s_given
+        for r in range(s):
+            j = S[r]
+            inS[j] = True
+            aS[r] = max(alpha[j], 0.0)
+            v = b[j]
+            w = 1.0
+            for t in range(r):
+                v -= L[r, t] * zb[t]
+                w -= L[r, t] * z1[t]
+            zb[r] = v / L[r, r]
+            z1[r] = w / L[r, r]
+    else:
+        # the support, heaviest first, as far as it stays affinely independent (an
+        # insertion sort: a cached np.argsort here crashed once another module's cached
+        # kernels using np.argsort had been loaded in the same process)
+        order = np.empty(k, dtype=np.int64)
+        n_support = 0
+        for i in range(k):
+            if alpha[i] > 0.0:
+                t = n_support
+                while t > 0 and alpha[order[t - 1]] < alpha[i]:
+                    order[t] = order[t - 1]
+                    t -= 1
+                order[t] = i
+                n_support += 1
+        for t in range(n_support):
+            j = order[t]
+            d2 = _pivot(Q, tau, S, s, L, j, lrow)
+            if d2 <= dep * (Q[j, j] + tau):
+                continue
+            _append(L, s, lrow, np.sqrt(d2), S, j, zb, z1, b[j])
+            inS[j] = True
+            aS[s] = alpha[j]
+            s += 1
     if s == 0:
         # no usable warm start: the best vertex
         best = 0
@@ -301,6 +347,10 @@ def solve_simplex_qp_active_set(Q, b, alpha, grad, tol, max_iter):
     total = 0.0
     for r in range(s):
         total += aS[r]
+    if total <= 0.0:
+        for r in range(s):
+            aS[r] = 1.0 / s
+        total = 1.0
     for r in range(s):
         aS[r] /= total
 
@@ -441,4 +491,100 @@ def solve_simplex_qp_active_set(Q, b, alpha, grad, tol, max_iter):
             gmax = grad[i]
         if grad[i] < gmin:
             gmin = grad[i]
-    return iterations, gmax - gmin
+    return iterations, gmax - gmin, s
+
+
+@njit(cache=True)
+def master_step(G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S_ids, meta, alpha):
+    """One L2 master solve from the bundle's buffers: the work of ``QPMaster.solve``.
+
+    Normalises the previous weights ``alpha_prev[:k]`` into ``alpha`` as the warm start,
+    solves the dual in the scale of G (objective, gradient and tolerance times lam, which
+    saves forming Q = G/lam) by :func:`active_set`, and returns what the solver loop needs.
+
+    The factor of the previous solve (L, with its working set's plane numbers in
+    ``S_ids[:meta[1]]`` and its τ in ``meta[0]``) is reused when all those planes are still
+    in the bundle (``ids[:k]``, increasing) and τ is within a factor 10⁴ of the largest
+    ‖a_i‖²; otherwise a new one is built with τ = max ‖a_i‖². Both are updated on return.
+
+    Returns
+    -------
+    w : (d,) float64
+        −Aᵀα / lam, the master minimiser.
+    lower : float
+        The dual value bᵀα − αᵀGα/(2 lam) at the final α, a lower bound whatever the
+        accuracy.
+    steps : int
+        Active-set cycles.
+    violation, tol : float
+        The KKT violation reached and the one asked for, both in the scale of Q.
+    """
+    b = np.empty(k)
+    total = 0.0
+    max_b = 0.0
+    max_diag = 0.0
+    for i in range(k):
+        a = max(alpha_prev[i], 0.0)
+        alpha[i] = a
+        total += a
+        b[i] = lam * b_all[i]
+        max_b = max(max_b, abs(b_all[i]))
+        max_diag = max(max_diag, G[i, i])
+    if total > 0.0:
+        for i in range(k):
+            alpha[i] /= total
+    else:
+        alpha[0] = 1.0
+    # the previous working set, if all its planes are still here (both lists increase)
+    n_prev = int(meta[1])
+    tau = meta[0]
+    s_given = 0
+    if n_prev > 0 and 1e-4 * max_diag <= tau <= 1e4 * max_diag:
+        found = 0
+        for r in range(n_prev):
+            target = S_ids[r]
+            # binary search in ids[:k]
+            lo = 0
+            hi = k
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if ids[mid] < target:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo < k and ids[lo] == target:
+                S[r] = lo
+                found += 1
+            else:
+                break
+        if found == n_prev:
+            s_given = n_prev
+    if s_given == 0:
+        tau = max_diag if max_diag > 0.0 else 1.0
+    # P(w) − D(α) is at most the KKT violation; round-off in the gradient grows with Q
+    tol = max(rel_tol * (1.0 + max_b + 1e-3 * max_diag / lam), accuracy)
+    grad = np.empty(k)
+    steps, violation, s = active_set(
+        G, b, alpha, grad, lam * tol, 50 * k + 1000, L, S, s_given, tau
+    )
+    for r in range(s):
+        S_ids[r] = ids[S[r]]
+    meta[0] = tau
+    meta[1] = s
+    # grad = Gα − lam·b, so αᵀGα = αᵀgrad + lam·bᵀα
+    ba = 0.0
+    ag = 0.0
+    for i in range(k):
+        ba += b_all[i] * alpha[i]
+        ag += grad[i] * alpha[i]
+    lower = ba - 0.5 * (ag + lam * ba) / lam
+    d = A.shape[1]
+    w = np.zeros(d)
+    for i in range(k):
+        a = alpha[i]
+        if a > 0.0:
+            for j in range(d):
+                w[j] += a * A[i, j]
+    for j in range(d):
+        w[j] /= -lam
+    return w, lower, steps, violation / lam, tol

@@ -13,6 +13,7 @@ repetition) and ``results.md`` into the output folder.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import statistics
 import sys
@@ -23,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 import bmrm
+from bmrm._oracle import RiskOracle
 
 LOSSES = {
     "squared": {},
@@ -52,6 +54,25 @@ def targets_for(loss, y):
     if loss == "hinge":
         return np.where(y > 0, 1.0, -1.0)
     return y
+
+
+@contextlib.contextmanager
+def products(kind: str):
+    """``"numba"``: the oracle's own dense products (the default); ``"numpy"``: numpy's BLAS."""
+    if kind == "numba":
+        yield
+        return
+    original = RiskOracle.__init__
+
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        self._own_products = False
+
+    RiskOracle.__init__ = init
+    try:
+        yield
+    finally:
+        RiskOracle.__init__ = original
 
 
 def run(loss, X, y, qid, lam, tol, max_time=None):
@@ -95,6 +116,13 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--tol", type=float, default=1e-3)
     parser.add_argument("--losses", nargs="+", default=list(LOSSES))
+    parser.add_argument(
+        "--products",
+        nargs="+",
+        choices=["numba", "numpy"],
+        default=["numba"],
+        help="dense products of the oracle: numba kernels (the package's) and/or numpy's BLAS",
+    )
     parser.add_argument("--out", type=Path, default=Path("results/bench_solver"))
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -109,14 +137,18 @@ def main(argv=None) -> int:
         print(f"[{size}] {n} rows, {X.shape[1]} features, {qid[-1] + 1} queries", file=sys.stderr)
         for loss in args.losses:
             for rep in range(args.repeats):
-                r = run(loss, X, y, qid, args.lam, args.tol, args.max_time)
-                rows.append({"size": size, "rows": n, "loss": loss, "repetition": rep, **r})
-                print(
-                    f"  {loss:<8} rep {rep}: {r['iterations']} it, {r['total_s']:.2f} s "
-                    f"(oracle {r['oracle_s']:.2f}, master {r['master_s']:.3f}, "
-                    f"other {r['other_s']:.3f})",
-                    file=sys.stderr,
-                )
+                for kind in args.products:
+                    with products(kind):
+                        r = run(loss, X, y, qid, args.lam, args.tol, args.max_time)
+                    key = {"size": size, "rows": n, "loss": loss, "products": kind}
+                    rows.append(key | {"repetition": rep} | r)
+                    print(
+                        f"  {loss:<8} {kind:<5} rep {rep}: {r['iterations']} it, "
+                        f"{r['total_s']:.2f} s "
+                        f"(oracle {r['oracle_s']:.2f}, master {r['master_s']:.3f}, "
+                        f"other {r['other_s']:.3f})",
+                        file=sys.stderr,
+                    )
         del X, y, qid
 
     with open(args.out / "results.csv", "w", newline="") as fh:
@@ -127,31 +159,38 @@ def main(argv=None) -> int:
     lines = [
         f"lam = {args.lam}, stop at relative gap {args.tol}; medians of {args.repeats} runs",
         "",
-        "| size | loss | iterations | relative gap | total s | oracle s | master s | other s "
-        "| master % | other % |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| size | loss | products | iterations | relative gap | total s | oracle s | oracle ms/it "
+        "| master s | other s | master % | other % |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for size in ("small", "large"):
         for loss in args.losses:
-            sel = [r for r in rows if r["size"] == size and r["loss"] == loss]
-            med = {
-                k: statistics.median(r[k] for r in sel)
-                for k in (
-                    "iterations",
-                    "relative_gap",
-                    "total_s",
-                    "oracle_s",
-                    "master_s",
-                    "other_s",
+            for kind in args.products:
+                sel = [
+                    r
+                    for r in rows
+                    if r["size"] == size and r["loss"] == loss and r["products"] == kind
+                ]
+                med = {
+                    k: statistics.median(r[k] for r in sel)
+                    for k in (
+                        "iterations",
+                        "relative_gap",
+                        "total_s",
+                        "oracle_s",
+                        "master_s",
+                        "other_s",
+                    )
+                }
+                per_it = statistics.median(1e3 * r["oracle_s"] / r["iterations"] for r in sel)
+                lines.append(
+                    f"| {size} | {loss} | {kind} | {med['iterations']:.0f} | "
+                    f"{med['relative_gap']:.1e} | {med['total_s']:.2f} | "
+                    f"{med['oracle_s']:.2f} | {per_it:.2f} | {med['master_s']:.3f} | "
+                    f"{med['other_s']:.3f} | "
+                    f"{100 * med['master_s'] / med['total_s']:.1f} | "
+                    f"{100 * med['other_s'] / med['total_s']:.1f} |"
                 )
-            }
-            lines.append(
-                f"| {size} | {loss} | {med['iterations']:.0f} | {med['relative_gap']:.1e} | "
-                f"{med['total_s']:.2f} | "
-                f"{med['oracle_s']:.2f} | {med['master_s']:.3f} | {med['other_s']:.3f} | "
-                f"{100 * med['master_s'] / med['total_s']:.1f} | "
-                f"{100 * med['other_s'] / med['total_s']:.1f} |"
-            )
     table = "\n".join(lines)
     (args.out / "results.md").write_text(table + "\n")
     print(table)
