@@ -5,10 +5,49 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+from numba import njit
 
 __all__ = ["Bundle"]
 
 _plane_numbers = itertools.count(1)
+
+
+@njit(cache=True)
+def _append_plane(A, G, a, k):
+    """A[k] = a and row/column k of the Gram matrix G (one pass, no BLAS thread pool)."""
+    d = a.shape[0]
+    for j in range(d):
+        A[k, j] = a[j]
+    for i in range(k):
+        s = 0.0
+        for j in range(d):
+            s += A[i, j] * a[j]
+        G[k, i] = s
+        G[i, k] = s
+    s = 0.0
+    for j in range(d):
+        s += a[j] * a[j]
+    G[k, k] = s
+
+
+@njit(cache=True)
+def _record_weights(alpha_buf, idle, alpha, k, max_idle):
+    """Store the weights; a plane's idle count restarts when its weight is above 1e-12 times
+    the largest. Returns how many planes other than the zero plane are idle ``max_idle``
+    iterations or more."""
+    top = 1e-300
+    for i in range(k):
+        top = max(top, alpha[i])
+    due = 0
+    for i in range(k):
+        alpha_buf[i] = alpha[i]
+        if alpha[i] > 1e-12 * top:
+            idle[i] = 0
+        else:
+            idle[i] += 1
+        if i > 0 and idle[i] >= max_idle:
+            due += 1
+    return due
 
 
 class Bundle:
@@ -55,6 +94,7 @@ class Bundle:
         self.ids[0] = next(_plane_numbers)
         self.size = 1
         self.n_aggregations = 0
+        self._due = 0  # planes idle for max_idle iterations, as of the last set_weights
 
     def _grow(self):
         new = min(self.capacity, 2 * self._alloc)
@@ -131,12 +171,8 @@ class Bundle:
         if self.size == self._alloc:
             self._grow()
         k = self.size
-        self.A[k] = a
+        _append_plane(self.A, self.G, np.ascontiguousarray(a, dtype=np.float64), k)
         self.b[k] = b
-        row = self.A[:k] @ a
-        self.G[k, :k] = row
-        self.G[:k, k] = row
-        self.G[k, k] = a @ a
         self.alpha[k] = 0.0
         self.idle[k] = 0
         self.ids[k] = self._take_id()
@@ -144,18 +180,18 @@ class Bundle:
 
     def set_weights(self, alpha: np.ndarray) -> None:
         """Record the master problem's dual weights and update idle counters."""
-        k = self.size
-        self.alpha[:k] = alpha
-        active = alpha > 1e-12 * max(alpha.max(), 1e-300)
-        self.idle[:k] = np.where(active, 0, self.idle[:k] + 1)
+        self._due = _record_weights(
+            self.alpha, self.idle, np.asarray(alpha, dtype=np.float64), self.size, self.max_idle
+        )
 
     def prune_idle(self) -> None:
         """Drop planes that have had zero dual weight for ``max_idle`` iterations, in batches
         (a quarter of the bundle, at least eight planes)."""
         k = self.size
-        idle = np.flatnonzero(self.idle[1:k] >= self.max_idle) + 1
-        if len(idle) >= max(8, k // 4):
+        if self._due >= max(8, k // 4):
+            idle = np.flatnonzero(self.idle[1:k] >= self.max_idle) + 1
             self._keep(np.setdiff1d(np.arange(k), idle))
+            self._due = 0
 
     def model_value(self, w: np.ndarray) -> float:
         """The cutting-plane model max_i (<a_i, w> + b_i) at ``w``."""
