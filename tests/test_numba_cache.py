@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 
-PARTS = ["metrics", "qp", "ordinal", "ndcg", "squared"]
+PARTS = ["metrics", "qp", "ordinal", "ndcg", "neru", "squared"]
 
 SCRIPT = """
 import sys

@@ -32,6 +32,7 @@ import numpy as np
 from numba import njit, prange
 
 from losses._kernels.assignment import solve_assignment
+from losses._kernels.sorting import argsort_stable, sorted_copy
 
 # Rows of the per-thread integer workspace (each of length max_m + 1).
 _ORDER, _SIGMA, _PI, _CAND, _CAND_RANK, _COUNTS, _TREE, _FLAG = 0, 1, 2, 3, 4, 5, 6, 7
@@ -390,7 +391,7 @@ def _truncated_order(
     for r in range(n_union):
         keys[r] = -fq[order[r]]
     # Stable, and the union was collected by index: ties in score stay in index order.
-    ranked = np.argsort(keys, kind="mergesort")
+    ranked = argsort_stable(keys)
     for r in range(n_union):
         ranked[r] = order[ranked[r]]
     for r in range(n_union):
@@ -441,7 +442,7 @@ def _query_loss(
         )
         n_pos = n_top
     else:
-        ranked = np.argsort(-fq, kind="mergesort")
+        ranked = argsort_stable(-fq)
         for r in range(m):
             order[r] = ranked[r]
         _ideal_order(lq, order, m, n_levels, iw[_COUNTS], sigma)
@@ -635,14 +636,14 @@ def pessimistic_metric(f, query_ptr, gain, inv_norm, a, values):
         fq = f[start:stop]
         bq = gain[start:stop]
         m = stop - start
-        order = np.argsort(-fq)
+        order = argsort_stable(-fq)
         dcg = 0.0
         p = 0
         while p < m:
             e = p + 1
             while e < m and fq[order[e]] == fq[order[p]]:
                 e += 1
-            tied = np.sort(bq[order[p:e]])
+            tied = sorted_copy(bq[order[p:e]])
             for s in range(e - p):
                 dcg += a[p + s] * tied[s]
             p = e

@@ -11,6 +11,8 @@ for no cutoff). Queries are independent, so the loops over queries run in parall
 import numpy as np
 from numba import njit, prange
 
+from losses._kernels.sorting import argsort_stable, sorted_copy
+
 
 @njit(parallel=True, cache=True)
 def sort_by_score(f, query_ptr, order):
@@ -18,7 +20,7 @@ def sort_by_score(f, query_ptr, order):
     for q in prange(query_ptr.shape[0] - 1):
         a = query_ptr[q]
         b = query_ptr[q + 1]
-        local = np.argsort(-f[a:b], kind="mergesort")
+        local = argsort_stable(-f[a:b])
         for i in range(b - a):
             order[a + i] = a + local[i]
 
@@ -71,7 +73,7 @@ def ideal_linear_measure(gain, query_ptr, weight, k, out):
     for q in prange(query_ptr.shape[0] - 1):
         a = query_ptr[q]
         b = query_ptr[q + 1]
-        g = np.sort(gain[a:b])
+        g = sorted_copy(gain[a:b])
         n = b - a
         s = 0.0
         for i in range(min(k, n)):
@@ -191,7 +193,7 @@ def expected_reciprocal_rank(f, stop_prob, query_ptr, order, k, average, out):
                 rs = np.empty(m)
                 for t in range(m):
                     rs[t] = stop_prob[order[i + t]]
-                rs = np.sort(rs)
+                rs = sorted_copy(rs)
                 x = 1.0 - rs
                 n_pos = min(j, stop) - i
                 h = np.empty(n_pos)
@@ -248,7 +250,7 @@ def concordance(f, y, g, query_ptr, order, average, weighted, conc, disc, total,
         a = query_ptr[q]
         b = query_ptr[q + 1]
         n = b - a
-        by_label = np.argsort(y[a:b], kind="mergesort")
+        by_label = argsort_stable(y[a:b])
         level = np.empty(n, dtype=np.int64)
         n_levels = 0
         tied_y = 0.0

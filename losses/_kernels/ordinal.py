@@ -24,6 +24,8 @@ memory in order even for a query of millions of rows.
 import numpy as np
 from numba import njit, prange
 
+from losses._kernels.sorting import argsort_stable
+
 # queries at least this long are sorted by radix sort, shorter ones by comparison sort
 _RADIX_MIN = 1024
 _RADIX_BITS = 11
@@ -39,7 +41,7 @@ def _argsort(x):
     """
     m = x.shape[0]
     if m < _RADIX_MIN:
-        return np.argsort(x)
+        return argsort_stable(x)
     bits = x.view(np.uint64)
     sign = np.uint64(1) << np.uint64(63)
     keys = np.empty(m, dtype=np.uint64)
