@@ -8,12 +8,19 @@ has the dual (Teo et al., JMLR 2010, eq. 13)
 
     max_{α ∈ Δ}  bᵀα − 1/(2 lam) αᵀGα,     G_ij = ⟨a_i, a_j⟩,
 
-with ``w = −Aᵀα / lam``. :func:`solve_simplex_qp` minimises ½αᵀQα − bᵀα over the simplex
-(Q = G/lam) by sequential minimal optimisation: each step moves weight between the pair of
-coordinates chosen by second-order working-set selection (Fan, Chen & Lin, JMLR 2005), the
-update being exact along that pair. Singular Q (duplicate or collinear planes) needs no
-special case: a flat pair direction moves all the weight it can. The stopping rule is the
-simplex KKT condition max_{α_i>0} ∇_i − min_j ∇_j ≤ tol.
+with ``w = −Aᵀα / lam``. Two solvers minimise ½αᵀQα − bᵀα over the simplex (Q = G/lam):
+
+* :func:`solve_simplex_qp_active_set` (and :func:`active_set`, :func:`master_step`, which
+  the solver loop calls): an exact active-set method with Cholesky updates, warm-started
+  from the previous weights and, inside a fit, from the previous factor. This is the one
+  the package uses.
+* :func:`solve_simplex_qp`: sequential minimal optimisation, each step moving weight between
+  the pair of coordinates chosen by second-order working-set selection (Fan, Chen & Lin,
+  JMLR 2005), exact along that pair. It converges linearly, slowly on ill-conditioned
+  bundles; it remains as a fallback and as an independent check in the tests.
+
+Both stop on the simplex KKT condition max_{α_i>0} ∇_i − min_j ∇_j ≤ tol, which bounds the
+distance of the objective to its minimum.
 """
 
 import numpy as np

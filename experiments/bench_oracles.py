@@ -7,7 +7,8 @@
    ``--repeats`` runs over enough queries for about 10^5 documents).
 2. On an MSLR-WEB10K-shaped set (about a million rows, 136 dense features, about 120 rows per
    query): one full oracle call (``X @ w``, the loss kernel, ``X.T @ g``) divided by the floor
-   measured in the same run (``X @ w``, one argsort per query, ``X.T @ g``).
+   measured in the same run (``X @ w``, one argsort per query, ``X.T @ g``, the products
+   being the oracle's own, :mod:`bmrm._products`).
 3. The first call in a new process with the numba cache warm (a fresh interpreter importing
    the package and computing one risk), wall-clock, median over ``--repeats`` processes.
 
@@ -28,6 +29,7 @@ import numpy as np
 from numba import njit, prange
 
 import losses
+from bmrm import _products
 from bmrm._oracle import RiskOracle
 from losses.preference import pairs_from_labels
 
@@ -113,9 +115,13 @@ def ratio_table(n_rows, repeats, rows, rng):
     order = np.empty(n, dtype=np.int64)
 
     def floor():
-        f = X @ w
+        # the oracle's own dense products (bmrm._products), so the ratio is the loss's cost
+        f = np.empty(n)
+        _products.matvec(X, w, f)
         _argsort_per_query(f, query_ptr, order)
-        return f @ X
+        a = np.empty(X.shape[1])
+        _products.rmatvec(X, f, a)
+        return a
 
     out = []
     floor_times = []
