@@ -75,7 +75,7 @@ def products(kind: str):
         RiskOracle.__init__ = original
 
 
-def run(loss, X, y, qid, lam, tol, max_time=None):
+def run(loss, X, y, qid, lam, tol, max_time=None, max_iter=5000):
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", bmrm.ConvergenceWarning)
@@ -86,7 +86,7 @@ def run(loss, X, y, qid, lam, tol, max_time=None):
             qid,
             lam=lam,
             tol=tol,
-            max_iter=5000,
+            max_iter=max_iter,
             max_time=max_time,
             loss_params=LOSSES[loss],
         )
@@ -110,6 +110,10 @@ def main(argv=None) -> int:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--small-rows", type=int, default=20_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--sizes", nargs="+", choices=["small", "large"], default=["small", "large"]
+    )
+    parser.add_argument("--max-iter", type=int, default=5000)
     parser.add_argument("--lam", type=float, default=1e-2)
     parser.add_argument(
         "--max-time", type=float, default=120.0, help="time budget per fit in seconds"
@@ -132,14 +136,15 @@ def main(argv=None) -> int:
         run(loss, Xw, yw, qw, args.lam, 1e-2)
 
     rows = []
-    for size, n in (("small", args.small_rows), ("large", args.rows)):
+    sizes = {"small": args.small_rows, "large": args.rows}
+    for size, n in ((s, sizes[s]) for s in args.sizes):
         X, y, qid = make_data(n)
         print(f"[{size}] {n} rows, {X.shape[1]} features, {qid[-1] + 1} queries", file=sys.stderr)
         for loss in args.losses:
             for rep in range(args.repeats):
                 for kind in args.products:
                     with products(kind):
-                        r = run(loss, X, y, qid, args.lam, args.tol, args.max_time)
+                        r = run(loss, X, y, qid, args.lam, args.tol, args.max_time, args.max_iter)
                     key = {"size": size, "rows": n, "loss": loss, "products": kind}
                     rows.append(key | {"repetition": rep} | r)
                     print(
@@ -157,13 +162,14 @@ def main(argv=None) -> int:
         writer.writerows(rows)
 
     lines = [
-        f"lam = {args.lam}, stop at relative gap {args.tol}; medians of {args.repeats} runs",
+        f"lam = {args.lam}, stop at relative gap {args.tol} (at most {args.max_iter} iterations, "
+        f"{args.max_time} s); medians of {args.repeats} runs",
         "",
         "| size | loss | products | iterations | relative gap | total s | oracle s | oracle ms/it "
         "| master s | other s | master % | other % |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for size in ("small", "large"):
+    for size in args.sizes:
         for loss in args.losses:
             for kind in args.products:
                 sel = [

@@ -13,7 +13,7 @@ import numpy as np
 
 from losses._base import Loss, check_protocol
 from losses._query import QueryGroups, group_queries
-from losses._threads import serial_below
+from losses._threads import PARALLEL_MIN_ROWS, serial_below
 
 __all__ = [
     "Loss",
@@ -27,7 +27,6 @@ __all__ = [
     "risk",
 ]
 
-PARALLEL_MIN_ROWS = 20_000
 
 _REGISTRY = {
     "squared": "losses.pointwise:SquaredLoss",

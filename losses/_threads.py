@@ -5,6 +5,9 @@ from contextlib import contextmanager
 
 import numba
 
+# Below this many rows the loss kernels run on the calling thread.
+PARALLEL_MIN_ROWS = 20_000
+
 
 @contextmanager
 def serial_below(n_rows: int, min_rows: int) -> Iterator[None]:

@@ -15,6 +15,7 @@ import numpy as np
 
 from losses._base import Loss, check_graded_labels
 from losses._kernels import ordinal as _k
+from losses._threads import PARALLEL_MIN_ROWS, serial_below
 
 __all__ = ["OrdinalLoss"]
 
@@ -136,21 +137,17 @@ class OrdinalLoss(Loss):
             )
         n_queries = query_ptr.shape[0] - 1
         sizes = np.diff(query_ptr)
-        row_query = np.repeat(np.arange(n_queries, dtype=np.int64), sizes)
-        order = np.lexsort((y, row_query))
-        y_sorted = y[order]
-        q_sorted = row_query[order]
-        first = np.ones(n, dtype=bool)
-        first[1:] = (y_sorted[1:] != y_sorted[:-1]) | (q_sorted[1:] != q_sorted[:-1])
-        starts = np.flatnonzero(first)
-        levels = y_sorted[starts]
-        level_query = q_sorted[starts]
-        level_count = np.diff(np.append(starts, n)).astype(np.float64)
+        n_levels = np.empty(n_queries, dtype=np.int64)
+        order = np.empty(n, dtype=np.int64)
         level_ptr = np.zeros(n_queries + 1, dtype=np.int64)
-        np.cumsum(np.bincount(level_query, minlength=n_queries), out=level_ptr[1:])
-        rank = np.empty(n, dtype=np.int64)
-        rank[order] = np.cumsum(first) - 1 - level_ptr[q_sorted]
-        sq = np.bincount(level_query, weights=level_count**2, minlength=n_queries)
+        with serial_below(n, PARALLEL_MIN_ROWS):
+            _k.query_levels(y, query_ptr, n_levels, order)
+            np.cumsum(n_levels, out=level_ptr[1:])
+            levels = np.empty(level_ptr[-1], dtype=np.int64)
+            level_count = np.empty(level_ptr[-1])
+            rank = np.empty(n, dtype=np.int64)
+            sq = np.empty(n_queries)
+            _k.fill_levels(y, query_ptr, order, level_ptr, levels, level_count, rank, sq)
         n_pairs = 0.5 * (sizes.astype(np.float64) ** 2 - sq)
         weight = np.zeros(n_queries)
         has_pairs = n_pairs > 0

@@ -267,3 +267,41 @@ def ordinal_misordered(
         for k in range(s, e):
             total += as_lower[k]
         values[q] = w * total
+
+
+@njit(parallel=True, cache=True)
+def query_levels(y, query_ptr, n_levels, order):
+    """Per query: its rows by increasing label (stable) into ``order``, and its number of
+    distinct labels into ``n_levels``."""
+    for q in prange(query_ptr.shape[0] - 1):
+        a = query_ptr[q]
+        b = query_ptr[q + 1]
+        local = argsort_stable(y[a:b])
+        count = 0
+        for i in range(b - a):
+            order[a + i] = a + local[i]
+            if i == 0 or y[a + local[i]] != y[a + local[i - 1]]:
+                count += 1
+        n_levels[q] = count
+
+
+@njit(parallel=True, cache=True)
+def fill_levels(y, query_ptr, order, level_ptr, levels, level_count, rank, sum_sq):
+    """From :func:`query_levels`' ``order``: each query's distinct labels (increasing) and
+    their counts, each row's level rank within its query, and Σ count² per query."""
+    for q in prange(query_ptr.shape[0] - 1):
+        a = query_ptr[q]
+        b = query_ptr[q + 1]
+        t = level_ptr[q] - 1
+        s = 0.0
+        for i in range(a, b):
+            row = order[i]
+            if i == a or y[row] != y[order[i - 1]]:
+                t += 1
+                levels[t] = y[row]
+                level_count[t] = 0.0
+            level_count[t] += 1.0
+            rank[row] = t - level_ptr[q]
+        for u in range(level_ptr[q], level_ptr[q + 1]):
+            s += level_count[u] * level_count[u]
+        sum_sq[q] = s
