@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 
-PARTS = ["metrics", "qp", "ordinal", "ndcg", "neru", "squared"]
+PARTS = ["metrics", "qp", "ordinal", "ndcg", "neru", "preference", "squared"]
 
 SCRIPT = """
 import sys
@@ -26,10 +26,16 @@ for part in sys.argv[1].split(","):
     y = rng.integers(0, 4, size=n).astype(float)
     qid = np.repeat(np.arange(n // 10), 10)
     if part == "metrics":
-        from losses.metrics import map_score, ndcg_score
+        from losses import metrics
 
-        f = rng.normal(size=n)
-        values.append(ndcg_score(y, f, qid, k=3) + map_score(y, f, qid))
+        f = np.round(rng.normal(size=n), 1)  # with ties
+        values.append(
+            metrics.ndcg_score(y, f, qid, k=3)
+            + metrics.map_score(y, f, qid)
+            + metrics.err_score(y, f, qid)
+            + metrics.kendall_tau_score(y, f, qid)
+            + metrics.mrr_score(y, f, qid, k=5)
+        )
     elif part == "qp":
         from bmrm._qp import solve_simplex_qp_active_set
 
@@ -39,6 +45,13 @@ for part in sys.argv[1].split(","):
         alpha = rng.dirichlet(np.ones(30))
         solve_simplex_qp_active_set(Q, b, alpha, np.empty(30), 1e-12, 10000)
         values.append(0.5 * alpha @ Q @ alpha - b @ alpha)
+    elif part == "preference":
+        import bmrm
+        import losses
+
+        pairs, costs = losses.pairs_from_labels(y, qid, cost="linear")
+        fit = bmrm.fit(X, y, part, qid, lam=0.1, tol=1e-6, pairs=pairs, pair_costs=costs)
+        values.append(fit.result_.fun)
     else:
         import bmrm
 
