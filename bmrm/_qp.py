@@ -574,6 +574,12 @@ def master_step(G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S
     steps, violation, s = active_set(
         G, b, alpha, grad, lam * tol, 50 * k + 1000, L, S, s_given, tau
     )
+    if violation > lam * tol and s_given > 0:
+        # an inherited factor of an ill-conditioned working set (tiny lam) can leave the
+        # answer short of the tolerance: once more from a factor built afresh
+        tau = max_diag if max_diag > 0.0 else 1.0
+        more, violation, s = active_set(G, b, alpha, grad, lam * tol, 50 * k + 1000, L, S, 0, tau)
+        steps += more
     for r in range(s):
         S_ids[r] = ids[S[r]]
     meta[0] = tau

@@ -164,3 +164,28 @@ def test_aggregation_keeps_the_master_optimum():
     # adds to it: the sequence of master optima is non-decreasing
     assert np.all(np.diff(values) >= -1e-10)
     assert bundle.n_aggregations > 0
+
+
+@pytest.mark.parametrize("loss", ["squared", "hinge", "ordinal"])
+@pytest.mark.parametrize("lam", [1e-8, 1e-6, 1e-3, 1e2, 1e6])
+def test_fits_never_fall_back_from_the_active_set(loss, lam, monkeypatch):
+    """Across ten decades of lam the exact solver finishes every master problem itself."""
+    import bmrm
+
+    seen = []
+    solve = QPMaster.solve
+
+    def recording(self, bundle, accuracy=0.0):
+        out = solve(self, bundle, accuracy)
+        seen.append(self.fallbacks)
+        return out
+
+    monkeypatch.setattr(QPMaster, "solve", recording)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 5))
+    y = rng.integers(0, 4, size=300).astype(float)
+    if loss == "hinge":
+        y = np.where(y > 1, 1.0, -1.0)
+    model = bmrm.fit(X, y, loss, np.repeat(np.arange(15), 20), lam=lam, tol=1e-4, max_iter=3000)
+    assert model.result_.status == 0
+    assert seen and max(seen) == 0
