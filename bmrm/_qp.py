@@ -542,7 +542,8 @@ def master_step(G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S
             alpha[i] /= total
     else:
         alpha[0] = 1.0
-    # the previous working set, if all its planes are still here (both lists increase)
+    # the previous working set, if all its planes are still here (binary search: the
+    # bundle numbers its planes in increasing order)
     n_prev = int(meta[1])
     tau = meta[0]
     s_given = 0
