@@ -12,6 +12,7 @@ variants (line search, proximal bundle, per-query cut caching) plug in without r
 from __future__ import annotations
 
 import logging
+import math
 import sys
 import time
 import warnings
@@ -189,6 +190,7 @@ def minimize_bmrm(
             return lam * regularizer_value(regularizer, w, l1_ratio) + R
 
         hist = {key: [] for key in HISTORY_FIELDS}
+        columns = [hist[key] for key in HISTORY_FIELDS]
         best_J, best_w = np.inf, w
         lower_bound = -np.inf
         oracle_s = master_s = 0.0
@@ -214,7 +216,7 @@ def minimize_bmrm(
                 bundle.add(a_c, R_c - float(a_c @ w_c))
             t1 = time.perf_counter()
             # the master's own error need not be below a small fraction of the gap
-            accuracy = 1e-3 * (best_J - lower_bound) if np.isfinite(lower_bound) else 0.0
+            accuracy = 1e-3 * (best_J - lower_bound) if math.isfinite(lower_bound) else 0.0
             w_master, lb, alpha = master_obj.solve(bundle, accuracy)
             bundle.set_weights(alpha)
             bundle.prune_idle()
@@ -222,12 +224,12 @@ def minimize_bmrm(
             lower_bound = max(lower_bound, lb)
             gap = best_J - lower_bound
             elapsed = time.perf_counter() - start
-            for key, value in zip(
-                HISTORY_FIELDS,
+            for column, value in zip(
+                columns,
                 (J, best_J, lower_bound, gap, elapsed, oracle_s, master_s, bundle.size),
                 strict=True,
             ):
-                hist[key].append(value)
+                column.append(value)
             if progress:
                 _show_progress(nit, gap, best_J, tol, atol, hist["gap"][0], elapsed)
             if verbose:
