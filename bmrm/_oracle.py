@@ -54,8 +54,7 @@ class RiskOracle:
         d = self.X.shape[1]
         if self._own_products:
             f = np.empty(self.X.shape[0])
-            with serial_below(self.X.shape[0], PARALLEL_MIN_ROWS):
-                _products.matvec(self.X, np.ascontiguousarray(w[:d], dtype=np.float64), f)
+            _products.matvec(self.X, np.ascontiguousarray(w[:d], dtype=np.float64), f)
         else:
             f = self.X @ w[:d].astype(self.dtype, copy=False)
             f = np.asarray(f, dtype=np.float64).ravel()
@@ -66,6 +65,15 @@ class RiskOracle:
     def __call__(self, w: np.ndarray):
         """Return ``(R(w), a)`` with ``a`` a subgradient of R at ``w``."""
         start = time.perf_counter()
+        # small inputs run every kernel (products and loss) on the calling thread
+        with serial_below(self.X.shape[0], PARALLEL_MIN_ROWS):
+            R, a = self._risk(w)
+        self.calls += 1
+        self.seconds += time.perf_counter() - start
+        return R, a
+
+    def _risk(self, w: np.ndarray):
+        """The body of :meth:`__call__`."""
         prepared = self.prepared
         groups = prepared.groups
         f = self.scores(w)
@@ -84,14 +92,11 @@ class RiskOracle:
         d = self.X.shape[1]
         a = np.empty(self.n_features)
         if self._own_products:
-            with serial_below(self.X.shape[0], PARALLEL_MIN_ROWS):
-                _products.rmatvec(self.X, np.ascontiguousarray(g), a[:d])
+            _products.rmatvec(self.X, np.ascontiguousarray(g), a[:d])
         elif sp.issparse(self.X):
             a[:d] = self.X.T @ g.astype(self.dtype, copy=False)
         else:
             a[:d] = g.astype(self.dtype, copy=False) @ self.X
         if self.fit_intercept:
             a[d] = self.intercept_scaling * g.sum()
-        self.calls += 1
-        self.seconds += time.perf_counter() - start
         return total / n, a

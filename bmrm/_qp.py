@@ -26,6 +26,8 @@ distance of the objective to its minimum.
 import numpy as np
 from numba import njit
 
+from losses._kernels.sorting import argsort_stable
+
 
 @njit(cache=True)
 def solve_simplex_qp(Q, b, alpha, grad, tol, max_steps):
@@ -206,6 +208,34 @@ def _append(L, s, lrow, d, S, j, zb, z1, bj):
     z1[s] = v1 / d
 
 
+@njit(inline="always")
+def _drop_zeros(L, s, zb, z1, S, aS, inS, keep):
+    """Remove from the working set every coordinate whose weight is at zero, keeping at
+    least ``keep`` of them; returns the new size."""
+    for r in range(s - 1, -1, -1):
+        if aS[r] <= 0.0 and s > keep:
+            _delete(L, s, r, zb, z1)
+            inS[S[r]] = False
+            for t in range(r, s - 1):
+                S[t] = S[t + 1]
+                aS[t] = aS[t + 1]
+            s -= 1
+    return s
+
+
+@njit(inline="always")
+def _gradient(Q, b, S, aS, s, grad):
+    """grad = Qα − b for α with weights aS[:s] on S[:s] (rows of the symmetric Q are
+    contiguous)."""
+    for i in range(b.shape[0]):
+        grad[i] = -b[i]
+    for r in range(s):
+        a = aS[r]
+        j = S[r]
+        for i in range(b.shape[0]):
+            grad[i] += Q[j, i] * a
+
+
 @njit(cache=True)
 def solve_simplex_qp_active_set(Q, b, alpha, grad, tol, max_iter):
     """Minimise ½αᵀQα − bᵀα over {α ≥ 0, Σα = 1} exactly, in place, by an active-set method.
@@ -319,21 +349,12 @@ def active_set(Q, b, alpha, grad, tol, max_iter, L, S, s_given, tau):
             zb[r] = v / L[r, r]
             z1[r] = w / L[r, r]
     else:
-        # the support, heaviest first, as far as it stays affinely independent (an
-        # insertion sort: a cached np.argsort here crashed once another module's cached
-        # kernels using np.argsort had been loaded in the same process)
-        order = np.empty(k, dtype=np.int64)
-        n_support = 0
-        for i in range(k):
-            if alpha[i] > 0.0:
-                t = n_support
-                while t > 0 and alpha[order[t - 1]] < alpha[i]:
-                    order[t] = order[t - 1]
-                    t -= 1
-                order[t] = i
-                n_support += 1
-        for t in range(n_support):
+        # the support, heaviest first, as far as it stays affinely independent
+        order = argsort_stable(-alpha[:k])
+        for t in range(k):
             j = order[t]
+            if alpha[j] <= 0.0:
+                break
             d2 = _pivot(Q, tau, S, s, L, j, lrow)
             if d2 <= dep * (Q[j, j] + tau):
                 continue
@@ -390,22 +411,9 @@ def active_set(Q, b, alpha, grad, tol, max_iter, L, S, s_given, tau):
             for r in range(s):
                 aS[r] += theta * (y[r] - aS[r])
             aS[block] = 0.0
-            for r in range(s - 1, -1, -1):
-                if aS[r] <= 0.0 and s > 1:
-                    _delete(L, s, r, zb, z1)
-                    inS[S[r]] = False
-                    for t in range(r, s - 1):
-                        S[t] = S[t + 1]
-                        aS[t] = aS[t + 1]
-                    s -= 1
+            s = _drop_zeros(L, s, zb, z1, S, aS, inS, 1)
         # major cycle: gradient (rows of the symmetric Q are contiguous), KKT test, entry
-        for i in range(k):
-            grad[i] = -b[i]
-        for r in range(s):
-            a = aS[r]
-            j = S[r]
-            for i in range(k):
-                grad[i] += Q[j, i] * a
+        _gradient(Q, b, S, aS, s, grad)
         gmax = -np.inf
         for r in range(s):
             if aS[r] > 0.0 and grad[S[r]] > gmax:
@@ -465,32 +473,21 @@ def active_set(Q, b, alpha, grad, tol, max_iter, L, S, s_given, tau):
                 s += 1
                 break
             aS[block] = 0.0
-            for r in range(s - 1, -1, -1):
-                if aS[r] <= 0.0:
-                    _delete(L, s, r, zb, z1)
-                    inS[S[r]] = False
-                    for t in range(r, s - 1):
-                        S[t] = S[t + 1]
-                        aS[t] = aS[t + 1]
-                    s -= 1
+            s = _drop_zeros(L, s, zb, z1, S, aS, inS, 0)
             iterations += 1
             if iterations >= max_iter:
                 break
 
-    for i in range(k):
-        alpha[i] = 0.0
     total = 0.0
     for r in range(s):
-        total += max(aS[r], 0.0)
-    for r in range(s):
-        alpha[S[r]] = max(aS[r], 0.0) / total
+        aS[r] = max(aS[r], 0.0)
+        total += aS[r]
     for i in range(k):
-        grad[i] = -b[i]
-    for j in range(k):
-        a = alpha[j]
-        if a > 0.0:
-            for i in range(k):
-                grad[i] += Q[j, i] * a
+        alpha[i] = 0.0
+    for r in range(s):
+        aS[r] /= total
+        alpha[S[r]] = aS[r]
+    _gradient(Q, b, S, aS, s, grad)
     gmax = -np.inf
     gmin = np.inf
     for i in range(k):

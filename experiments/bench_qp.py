@@ -37,6 +37,7 @@ import bmrm  # noqa: E402
 from bmrm._bundle import Bundle  # noqa: E402
 from bmrm._master import CvxpyMaster, _interior_point_dual  # noqa: E402
 from bmrm._qp import solve_simplex_qp, solve_simplex_qp_active_set  # noqa: E402
+from bmrm._solver import PlainBMRM  # noqa: E402
 from experiments._common import markdown_table, progress, write_csv  # noqa: E402
 
 KKT_TOL = 1e-11  # relative to the problem's scale, as in QPMaster
@@ -68,8 +69,8 @@ def synthetic(kind, k, d, lam, rng):
     return A, G / lam, b, np.append(alpha, 0.0)
 
 
-class Recorder:
-    """A solver ``method`` that keeps each iteration's bundle and dual weights."""
+class Recorder(PlainBMRM):
+    """Plain BMRM that keeps each iteration's bundle and dual weights."""
 
     def __init__(self):
         self.snapshots = []
@@ -79,10 +80,7 @@ class Recorder:
         k = bundle.size
         snapshot = (bundle.A[:k], bundle.G[:k, :k], bundle.b[:k], bundle.alpha[:k])
         self.snapshots.append(tuple(x.copy() for x in snapshot))
-        return w_master
-
-    def extra_cuts(self, w, state):
-        return ()
+        return super().next_point(w_master, state)
 
 
 def recorded(loss, lam, n_rows, planes, seed=0):
