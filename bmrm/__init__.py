@@ -4,14 +4,14 @@
 scorer, R the mean of a loss oracle from :mod:`losses` (or any object following its protocol).
 """
 
-from bmrm._model import LinearModel, fit
-from bmrm._solver import BMRMResult, ConvergenceWarning, minimize_bmrm
+from bmrm._version import __version__
 from bmrm.estimators import BMRMClassifier, BMRMRanker, BMRMRegressor, OrdinalRegressor
-from bmrm.model_io import load_model as load
-
-__version__ = "0.1.0"
+from bmrm.io.model_files import load_model as load
+from bmrm.model import LinearModel, fit
+from bmrm.solver.loop import BMRMResult, ConvergenceWarning, minimize_bmrm
 
 __all__ = [
+    "__version__",
     "BMRMClassifier",
     "BMRMRanker",
     "BMRMRegressor",

@@ -9,7 +9,7 @@ In the spirit of SVM^rank's ``svm_rank_learn`` and ``svm_rank_classify``::
 Data files are svmlight / LETOR files (``<label> qid:<q> <index>:<value> ... # comment``)
 with one-based feature indices, as SVM^rank and LETOR write them; a file without ``qid:``
 takes its query groups from ``--query-file`` (or ``<file>.query`` when it exists) and is
-otherwise one query. Model files are the portable files of :mod:`bmrm.model_io`.
+otherwise one query. Model files are the portable files of :mod:`bmrm.io.model_files`.
 
 Progress and the final summary go to stderr, results (predictions, metric values) to files or
 stdout. Bad input (a missing or malformed file, an unknown loss, an invalid option value, a
@@ -32,11 +32,11 @@ import numpy as np
 import scipy.sparse as sp
 
 import losses
-from bmrm import __version__
-from bmrm._model import LinearModel, fit
 from bmrm._validation import check_int, check_positive
+from bmrm._version import __version__
 from bmrm.io import load_svmlight
-from bmrm.model_io import _write_atomic, load_model
+from bmrm.io.model_files import _write_atomic, load_model
+from bmrm.model import LinearModel, fit
 from losses import metrics
 from losses.preference import pairs_from_labels
 

@@ -8,7 +8,7 @@
 2. On an MSLR-WEB10K-shaped set (about a million rows, 136 dense features, about 120 rows per
    query): one full oracle call (``X @ w``, the loss kernel, ``X.T @ g``) divided by the floor
    measured in the same run (``X @ w``, one argsort per query, ``X.T @ g``, the products
-   being the oracle's own, :mod:`bmrm._products`).
+   being the oracle's own, :mod:`bmrm.solver.products`).
 3. The first call in a new process with the numba cache warm (a fresh interpreter importing
    the package and computing one risk), wall-clock, median over ``--repeats`` processes.
 
@@ -29,8 +29,8 @@ import numpy as np
 from numba import njit, prange
 
 import losses
-from bmrm import _products
-from bmrm._oracle import RiskOracle
+from bmrm.solver import products as _products
+from bmrm.solver.oracle import RiskOracle
 from losses.preference import pairs_from_labels
 
 KERNEL_LOSSES = {
@@ -115,7 +115,7 @@ def ratio_table(n_rows, repeats, rows, rng):
     order = np.empty(n, dtype=np.int64)
 
     def floor():
-        # the oracle's own dense products (bmrm._products), so the ratio is the loss's cost
+        # the oracle's own dense products (bmrm.solver.products), so the ratio is the loss's cost
         f = np.empty(n)
         _products.matvec(X, w, f)
         _argsort_per_query(f, query_ptr, order)

@@ -4,7 +4,7 @@
 
 Solves min ½αᵀQα − bᵀα over the simplex (Q = G/lam, the L2 master's dual) with
 
-* ``active_set``: the package's exact active-set solver (:mod:`bmrm._qp`), as called by
+* ``active_set``: the package's exact active-set solver (:mod:`bmrm.solver.qp`), as called by
   the solver loop;
 * ``pair_steps``: sequential minimal optimisation (second-order pair selection), capped at
   5,000 steps as it was when it was the package's first choice;
@@ -34,10 +34,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import bmrm  # noqa: E402
-from bmrm._bundle import Bundle  # noqa: E402
-from bmrm._master import CvxpyMaster, _interior_point_dual  # noqa: E402
-from bmrm._qp import solve_simplex_qp, solve_simplex_qp_active_set  # noqa: E402
-from bmrm._solver import PlainBMRM  # noqa: E402
+from bmrm.solver.bundle import Bundle  # noqa: E402
+from bmrm.solver.loop import PlainBMRM  # noqa: E402
+from bmrm.solver.masters import CvxpyMaster, _interior_point_dual  # noqa: E402
+from bmrm.solver.qp import solve_simplex_qp, solve_simplex_qp_active_set  # noqa: E402
 from experiments._common import markdown_table, progress, write_csv  # noqa: E402
 
 KKT_TOL = 1e-11  # relative to the problem's scale, as in QPMaster

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 import bmrm
-from bmrm._oracle import RiskOracle
+from bmrm.solver.oracle import RiskOracle
 
 LOSSES = {
     "squared": {},

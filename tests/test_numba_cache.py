@@ -37,7 +37,7 @@ for part in sys.argv[1].split(","):
             + metrics.mrr_score(y, f, qid, k=5)
         )
     elif part == "qp":
-        from bmrm._qp import solve_simplex_qp_active_set
+        from bmrm.solver.qp import solve_simplex_qp_active_set
 
         A = rng.normal(size=(30, 5))
         Q = A @ A.T

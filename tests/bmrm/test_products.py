@@ -4,7 +4,7 @@ import numba
 import numpy as np
 import pytest
 
-from bmrm._products import BLOCK_ROWS, matvec, rmatvec
+from bmrm.solver.products import BLOCK_ROWS, matvec, rmatvec
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -50,7 +50,7 @@ def test_oracle_gives_the_same_risk_and_subgradient_for_every_layout(layout):
     import scipy.sparse as sp
 
     import losses
-    from bmrm._oracle import RiskOracle
+    from bmrm.solver.oracle import RiskOracle
 
     rng = np.random.default_rng(4)
     base = rng.standard_normal((3 * BLOCK_ROWS + 11, 14))

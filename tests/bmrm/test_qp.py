@@ -6,9 +6,9 @@ import cvxpy as cp
 import numpy as np
 import pytest
 
-from bmrm._bundle import Bundle
-from bmrm._master import CvxpyMaster, QPMaster
-from bmrm._qp import solve_simplex_qp, solve_simplex_qp_active_set
+from bmrm.solver.bundle import Bundle
+from bmrm.solver.masters import CvxpyMaster, QPMaster
+from bmrm.solver.qp import solve_simplex_qp, solve_simplex_qp_active_set
 
 
 def cvxpy_master_value(A, b, lam):

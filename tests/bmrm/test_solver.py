@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 import bmrm
-from bmrm._master import regularizer_value
+from bmrm.solver.masters import regularizer_value
 
 
 def direct_optimum(X, y, loss, lam, regularizer, lower=None, upper=None):

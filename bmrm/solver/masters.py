@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from bmrm._bundle import Bundle
-from bmrm._qp import master_step, solve_simplex_qp
+from bmrm.solver.bundle import Bundle
+from bmrm.solver.qp import master_step, solve_simplex_qp
 
 __all__ = ["QPMaster", "CvxpyMaster", "regularizer_value"]
 
@@ -32,11 +32,11 @@ def regularizer_value(regularizer, w: np.ndarray, l1_ratio: float = 0.5) -> floa
 
 
 class QPMaster:
-    """The L2 master through its dual QP over the simplex (see :mod:`bmrm._qp`).
+    """The L2 master through its dual QP over the simplex (see :mod:`bmrm.solver.qp`).
 
     The dual objective D(α) = bᵀα − αᵀGα/(2 lam) at any feasible α is a valid lower bound on
     the master optimum, so the certificate holds even if the QP were stopped early. The dual
-    is solved exactly by an active-set method (:func:`~bmrm._qp.master_step`, one compiled
+    is solved exactly by an active-set method (:func:`~bmrm.solver.qp.master_step`, one compiled
     call) warm-started from the previous weights and, while the planes of the previous
     working set (size s) are all still in the bundle, from its Cholesky factor: a new plane
     then usually costs a few O(k·s) cycles; otherwise the factor is rebuilt in O(s³/6).

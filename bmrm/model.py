@@ -7,9 +7,9 @@ from collections.abc import Callable
 import numpy as np
 
 import losses
-from bmrm._oracle import RiskOracle
-from bmrm._solver import BMRMResult, minimize_bmrm
 from bmrm._validation import check_int, check_positive, check_X
+from bmrm.solver.loop import BMRMResult, minimize_bmrm
+from bmrm.solver.oracle import RiskOracle
 
 __all__ = ["LinearModel", "fit", "REGULARIZERS"]
 
@@ -53,7 +53,7 @@ class LinearModel:
 
     def save(self, path) -> None:
         """Write a portable model file (arrays plus JSON metadata, no pickle)."""
-        from bmrm.model_io import save_model
+        from bmrm.io.model_files import save_model
 
         save_model(self, path)
 

@@ -21,8 +21,8 @@ from collections.abc import Callable
 import numpy as np
 from scipy.optimize import OptimizeResult
 
-from bmrm._bundle import Bundle
-from bmrm._master import CvxpyMaster, QPMaster, regularizer_value
+from bmrm.solver.bundle import Bundle
+from bmrm.solver.masters import CvxpyMaster, QPMaster, regularizer_value
 
 __all__ = ["BMRMResult", "ConvergenceWarning", "minimize_bmrm", "PlainBMRM"]
 
@@ -154,7 +154,7 @@ def minimize_bmrm(
     max_time : float or None
         Time budget in seconds.
     bundle_size, max_idle : int
-        Bundle capacity and idle-plane pruning age (see :class:`bmrm._bundle.Bundle`).
+        Bundle capacity and idle-plane pruning age (see :class:`bmrm.solver.bundle.Bundle`).
     w0 : ndarray or None
         Starting point (warm start); zero by default (projected onto the bounds).
     method : object or None

@@ -72,8 +72,9 @@ from typing import Any
 import numpy as np
 
 import losses
-from bmrm._model import REGULARIZERS, LinearModel
-from bmrm._solver import HISTORY_FIELDS, BMRMResult
+from bmrm._version import __version__
+from bmrm.model import REGULARIZERS, LinearModel
+from bmrm.solver.loop import HISTORY_FIELDS, BMRMResult
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "load_model", "save_model"]
 
@@ -109,8 +110,6 @@ _JSON_KINDS = {
 
 
 def _package_version() -> str:
-    from bmrm import __version__
-
     return __version__
 
 

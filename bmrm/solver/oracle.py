@@ -2,7 +2,7 @@
 
 The loss only sees scores ``f = X w``; the oracle computes ``f`` and maps ∂l/∂f back with
 ``Xᵀ g``, so dense, CSR and float32 data share every loss. X is never copied or converted; f and g
-are float64. Dense C-ordered X goes through the numba products of :mod:`bmrm._products`
+are float64. Dense C-ordered X goes through the numba products of :mod:`bmrm.solver.products`
 (one thread pool with the loss kernels); other layouts and CSR use numpy and scipy.
 """
 
@@ -13,7 +13,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from bmrm import _products
+from bmrm.solver import products as _products
 from losses import PARALLEL_MIN_ROWS
 from losses._threads import serial_below
 
