@@ -6,8 +6,7 @@ scorer, R the mean of a loss oracle from :mod:`losses` (or any object following 
 
 from bmrm._version import __version__
 from bmrm.estimators import BMRMClassifier, BMRMRanker, BMRMRegressor, OrdinalRegressor
-from bmrm.io.model_files import load_model as load
-from bmrm.model import LinearModel, fit
+from bmrm.model import LinearModel, fit, load
 from bmrm.solver.loop import BMRMResult, ConvergenceWarning, minimize_bmrm
 
 __all__ = [

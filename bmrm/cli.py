@@ -35,8 +35,9 @@ import losses
 from bmrm._validation import check_int, check_positive
 from bmrm._version import __version__
 from bmrm.io import load_svmlight
-from bmrm.io.model_files import _write_atomic, load_model
+from bmrm.io.model_files import _write_atomic
 from bmrm.model import LinearModel, fit
+from bmrm.model import load as load_model
 from losses import metrics
 from losses.preference import pairs_from_labels
 

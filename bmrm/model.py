@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable
 
 import numpy as np
 
 import losses
 from bmrm._validation import check_int, check_positive, check_X
-from bmrm.solver.loop import BMRMResult, minimize_bmrm
+from bmrm.io.model_files import ModelRecord, read_model_file, write_model_file
+from bmrm.solver.loop import HISTORY_FIELDS, BMRMResult, minimize_bmrm
 from bmrm.solver.oracle import RiskOracle
 
-__all__ = ["LinearModel", "fit", "REGULARIZERS"]
+__all__ = ["LinearModel", "fit", "load", "save", "REGULARIZERS"]
 
 REGULARIZERS = ("l2", "l1", "elastic_net")
 
@@ -52,16 +55,127 @@ class LinearModel:
         return self.decision_function(X)
 
     def save(self, path) -> None:
-        """Write a portable model file (arrays plus JSON metadata, no pickle)."""
-        from bmrm.io.model_files import save_model
+        """Write a portable model file (arrays plus JSON metadata, no pickle).
 
-        save_model(self, path)
+        See :mod:`bmrm.io.model_files` for the format; the file is replaced atomically.
+
+        Raises
+        ------
+        ValueError
+            For a callable regularizer, a loss that ``losses.get(name, **params)`` cannot
+            rebuild, or non-finite weights; nothing is written then.
+        OSError
+            When the file cannot be written; ``path`` is then left as it was.
+        """
+        write_model_file(self._record(), path)
+
+    def _record(self) -> ModelRecord:
+        """The plain values a model file holds."""
+        regularizer = self.regularizer
+        if callable(regularizer) or regularizer not in REGULARIZERS:
+            raise ValueError(
+                f"cannot save a model with regularizer {regularizer!r}: only the named "
+                f"regularizers {REGULARIZERS} can be stored (a callable cannot)"
+            )
+        name, params = _loss_spec(self.loss)
+        result = self.result_
+        record = ModelRecord(self.coef_, self.intercept_, self.lam, regularizer, name, params)
+        if result is not None:
+            record.summary = dict(result)
+            record.x = result["x"]
+            record.history = {field: result["history"][field] for field in HISTORY_FIELDS}
+        return record
 
     def __repr__(self) -> str:
         return (
             f"LinearModel(n_features={self.n_features_in_}, loss={self.loss!r}, "
             f"lam={self.lam!r}, status={self.result_.status if self.result_ else None})"
         )
+
+
+def _loss_spec(loss) -> tuple[str, dict]:
+    """The name and parameters that rebuild ``loss`` with :func:`losses.get`."""
+    name = getattr(loss, "name", None)
+    if name not in losses.available():
+        raise ValueError(
+            f"cannot save a model with loss {loss!r}: only the built-in losses "
+            f"{losses.available()} are stored (by name and parameters)"
+        )
+    try:
+        params = json.loads(json.dumps(loss.get_params(), allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"cannot save a model with loss {loss!r}: its parameters are not JSON-serialisable "
+            f"({exc})"
+        ) from exc
+    rebuilt = losses.get(name, **params)
+    if type(rebuilt) is not type(loss) or rebuilt.get_params() != params:
+        raise ValueError(
+            f"cannot save a model with loss {loss!r}: losses.get({name!r}, **{params!r}) does "
+            "not rebuild it"
+        )
+    return name, params
+
+
+def save(model: LinearModel, path) -> None:
+    """Write ``model`` to ``path``; the same as ``model.save(path)``."""
+    model.save(path)
+
+
+def load(path, *, n_features: int | None = None) -> LinearModel:
+    """Read a model file written by :meth:`LinearModel.save`; never unpickles.
+
+    Parameters
+    ----------
+    path : str or path-like
+    n_features : int or None
+        When given, the number of features of the data the model is meant for; a model
+        with another number of features is an error.
+
+    Returns
+    -------
+    LinearModel
+        ``coef_`` and ``intercept_`` bit for bit as saved, ``loss`` rebuilt with
+        ``losses.get(name, **params)``, ``lam``, ``regularizer``, and ``result_``: a
+        :class:`bmrm.BMRMResult` with the saved summary (status, message, fun, lower_bound,
+        gap, nit, nfev, bundle size, timings), ``x`` and ``history`` (None if the model was
+        saved without a result).
+
+    Raises
+    ------
+    ValueError
+        Naming ``path``, for a file that is not a model file, is truncated or corrupted,
+        fails its checksum, has an unknown format version, was written by a newer bmrm, or
+        whose fields are malformed; and for a model whose number of features differs from
+        ``n_features``.
+    OSError
+        When the file cannot be read.
+    """
+    record = read_model_file(path, n_features=n_features)
+    where = os.fspath(path)
+    regularizer = record.regularizer
+    if regularizer not in REGULARIZERS:
+        raise ValueError(
+            f"{where}: malformed model file: expected regularizer one of {REGULARIZERS}; "
+            f"got {regularizer!r}"
+        )
+    try:
+        loss = losses.get(record.loss_name, **record.loss_params)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"{where}: cannot rebuild loss {record.loss_name!r} with parameters "
+            f"{record.loss_params}: {exc}"
+        ) from None
+    result = None
+    if record.summary is not None:
+        if set(record.history) != set(HISTORY_FIELDS):
+            raise ValueError(
+                f"{where}: malformed model file: the history holds {sorted(record.history)}, "
+                f"not {sorted(HISTORY_FIELDS)}"
+            )
+        history = {field: record.history[field] for field in HISTORY_FIELDS}
+        result = BMRMResult(x=record.x, history=history, **record.summary)
+    return LinearModel(record.coef, record.intercept, loss, record.lam, regularizer, result)
 
 
 def _check_bounds(bounds, nonneg, n_features):

@@ -1,4 +1,10 @@
-"""Data and model files: svmlight / LETOR text, query files, LETOR folds, model files."""
+"""Data and model files: svmlight / LETOR text, query files, LETOR folds, model files.
+
+:mod:`bmrm.io.model_files` reads and writes the plain values of a model file;
+``load_model`` and ``save_model`` here are the model layer's :func:`bmrm.model.load` and
+:func:`bmrm.model.save` (which build and consume those values), imported on first use so
+that this package does not import the model layer.
+"""
 
 from bmrm.io.letor import (
     LETOR_DATASETS,
@@ -7,7 +13,6 @@ from bmrm.io.letor import (
     letor_folds,
     load_letor_fold,
 )
-from bmrm.io.model_files import load_model, save_model
 from bmrm.io.svmlight import (
     dump_query_file,
     dump_svmlight,
@@ -32,3 +37,11 @@ __all__ = [
     "qid_from_groups",
     "save_model",
 ]
+
+
+def __getattr__(name: str):
+    if name in ("load_model", "save_model"):
+        from bmrm import model
+
+        return {"load_model": model.load, "save_model": model.save}[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

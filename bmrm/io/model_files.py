@@ -1,8 +1,11 @@
 """Portable model files: one JSON document with the weights in base64, never a pickle.
 
-``model.save(path)`` (:func:`save_model`) writes, and ``bmrm.load(path)``
-(:func:`load_model`) reads back, a :class:`bmrm.LinearModel` with its loss, regularization
-and the solver's summary.
+This module reads and writes plain values, a :class:`ModelRecord` (weights, loss name and
+parameters, lam, the regularizer's JSON spec, the solver's summary and history arrays), with
+:func:`write_model_file` and :func:`read_model_file`. The model layer builds and consumes the
+records: ``model.save(path)`` (:meth:`bmrm.LinearModel.save`) writes, and ``bmrm.load(path)``
+(:func:`bmrm.model.load`, also ``bmrm.io.load_model``) reads back, a
+:class:`bmrm.LinearModel`.
 
 File format (version 1)
 -----------------------
@@ -67,22 +70,27 @@ import os
 import re
 import secrets
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-import losses
 from bmrm._version import __version__
-from bmrm.model import REGULARIZERS, LinearModel
-from bmrm.solver.loop import HISTORY_FIELDS, BMRMResult
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "load_model", "save_model"]
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "SUMMARY_FIELDS",
+    "ModelRecord",
+    "read_model_file",
+    "write_model_file",
+]
 
 FORMAT = "bmrm-linear-model"
 FORMAT_VERSION = 1
 
 # The solver summary kept in "result", with the JSON type of each field.
-_SUMMARY_FIELDS: dict[str, type] = {
+SUMMARY_FIELDS: dict[str, type] = {
     "status": int,
     "success": bool,
     "message": str,
@@ -107,6 +115,40 @@ _JSON_KINDS = {
     dict: "an object",
     list: "an array",
 }
+
+
+@dataclass
+class ModelRecord:
+    """The plain values of a model file.
+
+    Attributes
+    ----------
+    coef : ndarray of shape (n_features,)
+    intercept : float
+    lam : float
+    regularizer : str or dict
+        The regularizer's JSON spec (``"l2"``, ``"l1"``, or an object with a ``"name"``).
+    loss_name : str
+    loss_params : dict
+        JSON-serialisable; the loss is ``losses.get(loss_name, **loss_params)``.
+    summary : dict or None
+        The solver summary, one entry per field of ``SUMMARY_FIELDS``; None for a model
+        without a result (``x`` and ``history`` are then None too).
+    x : ndarray or None
+        The solver's best iterate.
+    history : dict of ndarray or None
+        Per-iteration history, by field, in the order written.
+    """
+
+    coef: np.ndarray
+    intercept: float
+    lam: float
+    regularizer: str | dict
+    loss_name: str
+    loss_params: dict
+    summary: dict | None = None
+    x: np.ndarray | None = None
+    history: dict[str, np.ndarray] | None = None
 
 
 def _package_version() -> str:
@@ -163,70 +205,43 @@ def _finite_float(value, name: str) -> float:
     return value
 
 
-def _loss_entry(loss) -> dict[str, Any]:
-    name = getattr(loss, "name", None)
-    if name not in losses.available():
-        raise ValueError(
-            f"cannot save a model with loss {loss!r}: only the built-in losses "
-            f"{losses.available()} are stored (by name and parameters)"
-        )
+def _json_value(value, name: str):
+    """``value`` as it reads back from JSON; a ValueError naming ``name`` otherwise."""
     try:
-        params = json.loads(json.dumps(loss.get_params(), allow_nan=False))
+        return json.loads(json.dumps(value, allow_nan=False))
     except (TypeError, ValueError) as exc:
         raise ValueError(
-            f"cannot save a model with loss {loss!r}: its parameters are not JSON-serialisable "
-            f"({exc})"
+            f"cannot save a model whose {name} is not JSON-serialisable ({exc})"
         ) from exc
-    rebuilt = losses.get(name, **params)
-    if type(rebuilt) is not type(loss) or rebuilt.get_params() != params:
-        raise ValueError(
-            f"cannot save a model with loss {loss!r}: losses.get({name!r}, **{params!r}) does "
-            "not rebuild it"
-        )
-    return {"name": name, "params": params}
 
 
-def _result_entry(result, arrays: dict[str, dict]) -> dict[str, Any] | None:
-    if result is None:
+def _summary_entry(record: ModelRecord, arrays: dict[str, dict]) -> dict[str, Any] | None:
+    if record.summary is None:
         return None
     summary = {}
-    for key, kind in _SUMMARY_FIELDS.items():
-        if key not in result:
+    for key, kind in SUMMARY_FIELDS.items():
+        if key not in record.summary:
             raise ValueError(f"cannot save a model whose result_ has no field {key!r}")
-        value = result[key]
+        value = record.summary[key]
         summary[key] = _finite_float(value, f"result_.{key}") if kind is float else kind(value)
-    arrays["x"] = _encode_array(np.asarray(result["x"], dtype=np.float64))
-    for field in HISTORY_FIELDS:
-        arrays[f"history.{field}"] = _encode_array(np.asarray(result["history"][field]))
+    arrays["x"] = _encode_array(np.asarray(record.x, dtype=np.float64))
+    for field, values in record.history.items():
+        arrays[f"history.{field}"] = _encode_array(np.asarray(values))
     return summary
 
 
-def save_model(model: LinearModel, path) -> None:
-    """Write ``model`` to ``path`` as a portable model file (see the module docstring).
-
-    Parameters
-    ----------
-    model : LinearModel
-        A fitted model with a built-in loss (one of :func:`losses.available`, with
-        JSON-serialisable parameters) and a named regularizer.
-    path : str or path-like
-        Output file, replaced atomically if it exists.
+def write_model_file(record: ModelRecord, path) -> None:
+    """Write ``record`` to ``path`` as a portable model file (see the module docstring).
 
     Raises
     ------
     ValueError
-        For a callable regularizer, a loss that ``losses.get(name, **params)`` cannot
-        rebuild, or non-finite weights; nothing is written then.
+        For non-finite weights, lam or summary values, or a regularizer spec or loss
+        parameters that JSON cannot hold; nothing is written then.
     OSError
         When the file cannot be written; ``path`` is then left as it was.
     """
-    regularizer = model.regularizer
-    if callable(regularizer) or regularizer not in REGULARIZERS:
-        raise ValueError(
-            f"cannot save a model with regularizer {regularizer!r}: only the named "
-            f"regularizers {REGULARIZERS} can be stored (a callable cannot)"
-        )
-    coef = np.asarray(model.coef_, dtype=np.float64)
+    coef = np.asarray(record.coef, dtype=np.float64)
     if coef.ndim != 1 or not np.all(np.isfinite(coef)):
         raise ValueError("cannot save a model whose coef_ is not a finite 1-d array")
     arrays = {"coef": _encode_array(coef)}
@@ -236,11 +251,14 @@ def save_model(model: LinearModel, path) -> None:
         "bmrm_version": _package_version(),
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "n_features": int(coef.shape[0]),
-        "intercept": _finite_float(model.intercept_, "intercept_"),
-        "lam": _finite_float(model.lam, "lam"),
-        "regularizer": regularizer,
-        "loss": _loss_entry(model.loss),
-        "result": _result_entry(model.result_, arrays),
+        "intercept": _finite_float(record.intercept, "intercept_"),
+        "lam": _finite_float(record.lam, "lam"),
+        "regularizer": _json_value(record.regularizer, "regularizer"),
+        "loss": {
+            "name": record.loss_name,
+            "params": _json_value(record.loss_params, "loss parameters"),
+        },
+        "result": _summary_entry(record, arrays),
         "arrays": arrays,
     }
     document["sha256"] = _checksum(document)
@@ -366,19 +384,26 @@ def _check_versions(reader: _Reader) -> None:
         )
 
 
-def _read_result(reader: _Reader, arrays: dict) -> BMRMResult | None:
+def _read_summary(reader: _Reader, arrays: dict):
     entry = reader.document.get("result")
     if entry is None:
-        return None
+        return None, None, None
     summary = {
-        key: reader.field(entry, key, kind, "result.") for key, kind in _SUMMARY_FIELDS.items()
+        key: reader.field(entry, key, kind, "result.") for key, kind in SUMMARY_FIELDS.items()
     }
-    history = {field: reader.array(arrays, f"history.{field}") for field in HISTORY_FIELDS}
-    return BMRMResult(x=reader.array(arrays, "x"), history=history, **summary)
+    prefix = "history."
+    history = {
+        name[len(prefix) :]: reader.array(arrays, name)
+        for name in arrays
+        if name.startswith(prefix)
+    }
+    return summary, reader.array(arrays, "x"), history
 
 
-def load_model(path, *, n_features: int | None = None) -> LinearModel:
-    """Read a model file written by :func:`save_model` (``model.save``); never unpickles.
+def read_model_file(path, *, n_features: int | None = None) -> ModelRecord:
+    """Read the plain values of a model file written by :func:`write_model_file`.
+
+    Never unpickles: only :func:`json.loads` and base64 decoding run.
 
     Parameters
     ----------
@@ -389,12 +414,9 @@ def load_model(path, *, n_features: int | None = None) -> LinearModel:
 
     Returns
     -------
-    LinearModel
-        ``coef_`` and ``intercept_`` bit for bit as saved, ``loss`` rebuilt with
-        ``losses.get(name, **params)``, ``lam``, ``regularizer``, and ``result_``: a
-        :class:`bmrm.BMRMResult` with the saved summary (status, message, fun, lower_bound,
-        gap, nit, nfev, bundle size, timings), ``x`` and ``history`` (None if the model was
-        saved without a result).
+    ModelRecord
+        ``coef`` and ``intercept`` bit for bit as saved; ``regularizer`` and the loss as
+        their JSON values (the model layer rebuilds them).
 
     Raises
     ------
@@ -418,22 +440,18 @@ def load_model(path, *, n_features: int | None = None) -> LinearModel:
     coef = reader.array(arrays, "coef", (d,))
     intercept = reader.field(document, "intercept", float)
     lam = reader.field(document, "lam", float)
-    regularizer = reader.field(document, "regularizer", str)
-    if not np.all(np.isfinite(coef)) or lam <= 0 or regularizer not in REGULARIZERS:
+    if not np.all(np.isfinite(coef)) or lam <= 0:
         raise reader.error(
-            f"malformed model file: coef must be finite, lam > 0 (got {lam!r}) and "
-            f"regularizer one of {REGULARIZERS} (got {regularizer!r})"
+            f"malformed model file: coef must be finite and lam > 0 (got lam = {lam!r})"
         )
+    if "regularizer" not in document:
+        raise reader.error("malformed model file: field 'regularizer' is missing")
     loss_entry = reader.field(document, "loss", dict)
     name = reader.field(loss_entry, "name", str, "loss.")
     params = reader.field(loss_entry, "params", dict, "loss.")
-    try:
-        loss = losses.get(name, **params)
-    except (TypeError, ValueError) as exc:
-        raise reader.error(
-            f"cannot rebuild loss {name!r} with parameters {params}: {exc}"
-        ) from None
-    result = _read_result(reader, arrays)
+    summary, x, history = _read_summary(reader, arrays)
     if n_features is not None and n_features != d:
         raise reader.error(f"the model has {d} features but the data has {n_features}")
-    return LinearModel(coef, intercept, loss, lam, regularizer, result)
+    return ModelRecord(
+        coef, intercept, lam, document["regularizer"], name, params, summary, x, history
+    )

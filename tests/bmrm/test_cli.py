@@ -18,7 +18,7 @@ import pytest
 import bmrm
 from bmrm import cli
 from bmrm.io import dump_query_file, dump_svmlight, groups_from_qid, load_svmlight
-from bmrm.io.model_files import load_model
+from bmrm.model import load as load_model
 from losses import metrics
 from losses.preference import pairs_from_labels
 

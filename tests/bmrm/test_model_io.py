@@ -1,4 +1,4 @@
-"""Tests of bmrm.io.model_files: portable model files.
+"""Tests of portable model files (bmrm.io.model_files and the model layer's load and save).
 
 References: the fitted model itself (round trips must be bit for bit), the file layout as the
 module docstring specifies it (decoded here with json, base64 and hashlib only, and the
@@ -21,7 +21,8 @@ from hypothesis.extra import numpy as hnp
 import bmrm
 import losses
 from bmrm import LinearModel
-from bmrm.io.model_files import FORMAT_VERSION, load_model, save_model
+from bmrm.io import load_model, save_model
+from bmrm.io.model_files import FORMAT_VERSION
 from bmrm.solver.loop import HISTORY_FIELDS
 from losses.preference import pairs_from_labels
 
