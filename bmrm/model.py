@@ -13,10 +13,9 @@ from bmrm._validation import check_int, check_positive, check_X
 from bmrm.io.model_files import ModelRecord, read_model_file, write_model_file
 from bmrm.solver.loop import HISTORY_FIELDS, BMRMResult, minimize_bmrm
 from bmrm.solver.oracle import RiskOracle
+from bmrm.solver.regularizers import Regularizer, from_spec, make_regularizer
 
-__all__ = ["LinearModel", "fit", "load", "save", "REGULARIZERS"]
-
-REGULARIZERS = ("l2", "l1", "elastic_net")
+__all__ = ["LinearModel", "fit", "load", "save"]
 
 
 class LinearModel:
@@ -29,7 +28,10 @@ class LinearModel:
         0 unless fitted with ``fit_intercept=True``.
     loss : loss object
     lam : float
-    regularizer : str or callable
+    regularizer : Regularizer
+        Ω, with its box constraints if any (:mod:`bmrm.solver.regularizers`); the
+        constructor also takes what :func:`~bmrm.solver.regularizers.make_regularizer`
+        accepts (a name or a callable).
     result_ : BMRMResult
         The solver's certificate and history.
     n_features_in_ : int
@@ -40,7 +42,7 @@ class LinearModel:
         self.intercept_ = float(intercept)
         self.loss = loss
         self.lam = lam
-        self.regularizer = regularizer
+        self.regularizer = make_regularizer(regularizer)
         self.result_ = result
         self.n_features_in_ = len(self.coef_)
 
@@ -71,15 +73,10 @@ class LinearModel:
 
     def _record(self) -> ModelRecord:
         """The plain values a model file holds."""
-        regularizer = self.regularizer
-        if callable(regularizer) or regularizer not in REGULARIZERS:
-            raise ValueError(
-                f"cannot save a model with regularizer {regularizer!r}: only the named "
-                f"regularizers {REGULARIZERS} can be stored (a callable cannot)"
-            )
+        spec = self.regularizer.spec()
         name, params = _loss_spec(self.loss)
         result = self.result_
-        record = ModelRecord(self.coef_, self.intercept_, self.lam, regularizer, name, params)
+        record = ModelRecord(self.coef_, self.intercept_, self.lam, spec, name, params)
         if result is not None:
             record.summary = dict(result)
             record.x = result["x"]
@@ -153,12 +150,10 @@ def load(path, *, n_features: int | None = None) -> LinearModel:
     """
     record = read_model_file(path, n_features=n_features)
     where = os.fspath(path)
-    regularizer = record.regularizer
-    if regularizer not in REGULARIZERS:
-        raise ValueError(
-            f"{where}: malformed model file: expected regularizer one of {REGULARIZERS}; "
-            f"got {regularizer!r}"
-        )
+    try:
+        regularizer = from_spec(record.regularizer)
+    except ValueError as exc:
+        raise ValueError(f"{where}: malformed model file: {exc}") from None
     try:
         loss = losses.get(record.loss_name, **record.loss_params)
     except (TypeError, ValueError) as exc:
@@ -178,34 +173,6 @@ def load(path, *, n_features: int | None = None) -> LinearModel:
     return LinearModel(record.coef, record.intercept, loss, record.lam, regularizer, result)
 
 
-def _check_bounds(bounds, nonneg, n_features):
-    if nonneg:
-        if bounds is not None:
-            raise ValueError("give either nonneg=True or bounds, not both")
-        return 0.0, None
-    if bounds is None:
-        return None, None
-    if not isinstance(bounds, tuple | list) or len(bounds) != 2:
-        raise ValueError(f"bounds must be a pair (lower, upper); got {bounds!r}")
-    out = []
-    for value, side in zip(bounds, ("lower", "upper"), strict=True):
-        if value is None:
-            out.append(None)
-            continue
-        arr = np.asarray(value, dtype=np.float64)
-        if arr.ndim not in (0, 1) or (arr.ndim == 1 and arr.shape[0] != n_features):
-            raise ValueError(
-                f"bounds {side} must be a scalar or have one entry per weight ({n_features}); "
-                f"got shape {arr.shape}"
-            )
-        if np.any(np.isnan(arr)):
-            raise ValueError(f"bounds {side} must not contain NaN")
-        out.append(arr)
-    if out[0] is not None and out[1] is not None and np.any(out[0] > out[1]):
-        raise ValueError("bounds lower must not exceed upper")
-    return out[0], out[1]
-
-
 def fit(
     X,
     y,
@@ -213,7 +180,7 @@ def fit(
     qid=None,
     *,
     lam: float = 1e-3,
-    regularizer: str | Callable = "l2",
+    regularizer: str | Callable | Regularizer = "l2",
     l1_ratio: float = 0.5,
     bounds=None,
     nonneg: bool = False,
@@ -254,9 +221,10 @@ def fit(
     lam : float
         Regularization constant, > 0. For the pairwise ordinal loss with
         ``normalize="none"``, ``lam = 1/C`` reproduces SVM^rank's ``-c C``.
-    regularizer : {"l2", "l1", "elastic_net"} or callable
+    regularizer : {"l2", "l1", "elastic_net"}, callable or Regularizer
         Ω(w) = ½‖w‖², ‖w‖₁, or l1_ratio·‖w‖₁ + (1 − l1_ratio)·½‖w‖²; a callable maps a
-        cvxpy variable to a convex expression (solved with the cvxpy master).
+        cvxpy variable to a convex expression (solved with the cvxpy master); or an object
+        of :mod:`bmrm.solver.regularizers` (``L2()``, ``L1()``, ``ElasticNet(0.3)``, ...).
     bounds : (lower, upper) or None
         Box constraints on w (scalars, arrays or None); ``nonneg=True`` is (0, None).
     fit_intercept : bool
@@ -310,16 +278,17 @@ def fit(
     bundle_size = check_int(bundle_size, "bundle_size", 3)
     if max_time is not None:
         max_time = check_positive(max_time, "max_time")
-    if not (callable(regularizer) or regularizer in REGULARIZERS):
-        raise ValueError(
-            f"regularizer must be one of {REGULARIZERS} or a callable; got {regularizer!r}"
-        )
-    if not 0.0 <= l1_ratio <= 1.0:
-        raise ValueError(f"l1_ratio must lie in [0, 1]; got {l1_ratio!r}")
     if master not in ("auto", "qp", "cvxpy"):
         raise ValueError(f"master must be 'auto', 'qp' or 'cvxpy'; got {master!r}")
     d = n_features + int(fit_intercept)
-    lower, upper = _check_bounds(bounds, nonneg, d)
+    regularizer = make_regularizer(
+        regularizer, l1_ratio=l1_ratio, bounds=bounds, nonneg=nonneg, n_features=d
+    )
+    if master == "qp" and not regularizer.qp:
+        raise ValueError(
+            "master='qp' solves the unconstrained L2 problem only; use master='cvxpy' "
+            f"for regularizer={regularizer!r}"
+        )
     if w0 is not None:
         w0 = np.asarray(w0, dtype=np.float64)
         if w0.shape != (d,) or not np.all(np.isfinite(w0)):
@@ -332,9 +301,6 @@ def fit(
         d,
         lam,
         regularizer=regularizer,
-        l1_ratio=l1_ratio,
-        lower=lower,
-        upper=upper,
         master=master,
         tol=tol,
         atol=atol,

@@ -40,7 +40,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 import losses
-from bmrm.model import REGULARIZERS, LinearModel, fit
+from bmrm.model import LinearModel, fit
+from bmrm.solver.regularizers import NAMES as REGULARIZERS
 from losses.metrics import ndcg_score
 from losses.preference import pairs_from_labels
 

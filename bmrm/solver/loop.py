@@ -22,7 +22,8 @@ import numpy as np
 from scipy.optimize import OptimizeResult
 
 from bmrm.solver.bundle import Bundle
-from bmrm.solver.masters import CvxpyMaster, QPMaster, regularizer_value
+from bmrm.solver.masters import CvxpyMaster, QPMaster
+from bmrm.solver.regularizers import make_regularizer
 
 __all__ = ["BMRMResult", "ConvergenceWarning", "minimize_bmrm", "PlainBMRM"]
 
@@ -88,28 +89,18 @@ class PlainBMRM:
         return ()
 
 
-def _make_master(master, regularizer, lam, n_features, capacity, l1_ratio, lower, upper, solver):
-    bounded = lower is not None or upper is not None
+def _make_master(master, regularizer, lam, n_features, capacity, solver):
     if master == "auto":
-        master = "qp" if regularizer == "l2" and not bounded else "cvxpy"
+        master = "qp" if regularizer.qp else "cvxpy"
     if master == "qp":
-        if regularizer != "l2" or bounded:
+        if not regularizer.qp:
             raise ValueError(
                 "master='qp' solves the unconstrained L2 problem only; use master='cvxpy' "
-                f"for regularizer={regularizer!r} or bounds"
+                f"for regularizer={regularizer!r}"
             )
         return QPMaster(lam)
     if master == "cvxpy":
-        return CvxpyMaster(
-            n_features,
-            capacity,
-            lam,
-            regularizer,
-            l1_ratio=l1_ratio,
-            lower=lower,
-            upper=upper,
-            solver=solver,
-        )
+        return CvxpyMaster(n_features, capacity, lam, regularizer, solver=solver)
     raise ValueError(f"master must be 'auto', 'qp' or 'cvxpy'; got {master!r}")
 
 
@@ -145,7 +136,11 @@ def minimize_bmrm(
     n_features : int
     lam : float
         Regularization constant (> 0).
-    regularizer, l1_ratio, lower, upper, master, cvxpy_solver :
+    regularizer : Regularizer, {"l2", "l1", "elastic_net"} or callable
+        See :func:`bmrm.fit` and :mod:`bmrm.solver.regularizers`.
+    l1_ratio, lower, upper :
+        With a regularizer name: the elastic net's mixing and box constraints on w.
+    master, cvxpy_solver :
         See :func:`bmrm.fit`.
     tol, atol : float
         Stop when gap <= tol·J(best) or gap <= atol.
@@ -178,16 +173,17 @@ def minimize_bmrm(
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
     try:
-        master_obj = _make_master(
-            master, regularizer, lam, n_features, bundle_size, l1_ratio, lower, upper, cvxpy_solver
+        bounds = None if lower is None and upper is None else (lower, upper)
+        regularizer = make_regularizer(
+            regularizer, l1_ratio=l1_ratio, bounds=bounds, n_features=n_features
         )
+        master_obj = _make_master(master, regularizer, lam, n_features, bundle_size, cvxpy_solver)
         bundle = Bundle(n_features, bundle_size, max_idle)
         w = np.zeros(n_features) if w0 is None else np.array(w0, dtype=np.float64)
-        if lower is not None or upper is not None:
-            w = np.clip(w, -np.inf if lower is None else lower, np.inf if upper is None else upper)
+        w = regularizer.project(w)
 
         def J_of(w, R):
-            return lam * regularizer_value(regularizer, w, l1_ratio) + R
+            return lam * regularizer.value(w) + R
 
         hist = {key: [] for key in HISTORY_FIELDS}
         columns = [hist[key] for key in HISTORY_FIELDS]

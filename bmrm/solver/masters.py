@@ -7,28 +7,14 @@ since every plane under-estimates the risk), and the planes' dual weights.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
 
 import numpy as np
 
 from bmrm.solver.bundle import Bundle
 from bmrm.solver.qp import master_step, solve_simplex_qp
+from bmrm.solver.regularizers import Regularizer, make_regularizer
 
-__all__ = ["QPMaster", "CvxpyMaster", "regularizer_value"]
-
-
-def regularizer_value(regularizer, w: np.ndarray, l1_ratio: float = 0.5) -> float:
-    """Ω(w) for a named regularizer (``"l2"``: ½‖w‖², ``"l1"``: ‖w‖₁, ``"elastic_net"``:
-    l1_ratio·‖w‖₁ + (1 − l1_ratio)·½‖w‖²) or a callable returning a cvxpy expression."""
-    if regularizer == "l2":
-        return 0.5 * float(w @ w)
-    if regularizer == "l1":
-        return float(np.abs(w).sum())
-    if regularizer == "elastic_net":
-        return l1_ratio * float(np.abs(w).sum()) + (1 - l1_ratio) * 0.5 * float(w @ w)
-    import cvxpy as cp
-
-    return float(regularizer(cp.Constant(w)).value)
+__all__ = ["QPMaster", "CvxpyMaster"]
 
 
 class QPMaster:
@@ -144,19 +130,20 @@ def _interior_point_dual(Q, b, alpha):
 class CvxpyMaster:
     """The master problem as a parametrised cvxpy model, built once and re-solved.
 
-    min_{w, ξ} lam·Ω(w) + ξ  subject to  A w + b <= ξ 1  and optional bounds on w.
+    min_{w, ξ} lam·Ω(w) + ξ  subject to  A w + b <= ξ 1  and the constraints of Ω (a box).
 
     Unused bundle slots hold the zero plane, valid because the risk is non-negative, so the
-    problem keeps one shape and is compiled once (it is DPP). Ω is ``"l2"``, ``"l1"``
-    (then a linear program), ``"elastic_net"`` or any callable mapping the cvxpy variable
-    ``w`` to a convex expression.
+    problem keeps one shape and is compiled once (it is DPP). Ω is any
+    :class:`~bmrm.solver.regularizers.Regularizer` (or what
+    :func:`~bmrm.solver.regularizers.make_regularizer` accepts): L2, L1 (then a linear
+    program), elastic net, a user's convex expression, any of them within a box.
 
-    The lower bound does not trust the solver's reported value: for the named regularizers
-    it is the Lagrangian dual D(α) = bᵀα + min_{w in box} [lam·Ω(w) + <Aᵀα, w>] at the
-    solver's plane weights α, computed in closed form coordinate by coordinate, so it is a
-    valid bound whatever the solver's accuracy. (For ‖·‖₁ without bounds, D is finite only
-    if ‖Aᵀα‖∞ <= lam; otherwise α is first mixed with the zero plane until it is.) For a
-    callable regularizer the bound is the solver's optimal value, to the solver's tolerance.
+    The lower bound does not trust the solver's reported value when the regularizer has a
+    closed-form dual term: it is the Lagrangian dual D(α) = bᵀα + min_w [lam·Ω(w) + <Aᵀα, w>]
+    at the solver's plane weights α (first mixed with the zero plane when D would be −inf,
+    see ``Regularizer.dual_scale``), so it is a valid bound whatever the solver's accuracy.
+    Otherwise (a user's expression) the bound is the solver's optimal value, to the solver's
+    tolerance.
     """
 
     name = "cvxpy"
@@ -166,42 +153,25 @@ class CvxpyMaster:
         n_features: int,
         capacity: int,
         lam: float,
-        regularizer: str | Callable = "l2",
+        regularizer: Regularizer | str = "l2",
         *,
-        l1_ratio: float = 0.5,
-        lower=None,
-        upper=None,
         solver: str | None = None,
     ):
         import cvxpy as cp
 
+        regularizer = make_regularizer(regularizer, n_features=n_features)
         self.capacity = capacity
         self.solver = solver
         self.w = cp.Variable(n_features)
         self.xi = cp.Variable()
         self.A = cp.Parameter((capacity, n_features))
         self.b = cp.Parameter(capacity)
-        w = self.w
-        if regularizer == "l2":
-            omega = 0.5 * cp.sum_squares(w)
-        elif regularizer == "l1":
-            omega = cp.norm1(w)
-        elif regularizer == "elastic_net":
-            omega = l1_ratio * cp.norm1(w) + (1 - l1_ratio) * 0.5 * cp.sum_squares(w)
-        else:
-            omega = regularizer(w)
         self.lam = lam
         self.regularizer = regularizer
-        self.l1_ratio = 1.0 if regularizer == "l1" else l1_ratio
-        self.lower = -np.inf if lower is None else np.broadcast_to(lower, (n_features,))
-        self.upper = np.inf if upper is None else np.broadcast_to(upper, (n_features,))
-        self.cut = self.A @ w + self.b <= self.xi
-        constraints = [self.cut]
-        if lower is not None:
-            constraints.append(w >= lower)
-        if upper is not None:
-            constraints.append(w <= upper)
-        self.problem = cp.Problem(cp.Minimize(lam * omega + self.xi), constraints)
+        self.cut = self.A @ self.w + self.b <= self.xi
+        constraints = [self.cut, *regularizer.constraints(self.w)]
+        objective = cp.Minimize(lam * regularizer.expression(self.w) + self.xi)
+        self.problem = cp.Problem(objective, constraints)
         if not self.problem.is_dcp():
             raise ValueError("regularizer must be a convex cvxpy expression of w")
 
@@ -219,18 +189,20 @@ class CvxpyMaster:
         dual[0] += max(0.0, 1.0 - dual.sum())
         dual /= dual.sum()
         # an inaccurate solve may step slightly outside the box
-        w = np.clip(np.asarray(self.w.value, dtype=float), self.lower, self.upper)
-        if callable(self.regularizer):
+        w = self.regularizer.project(np.asarray(self.w.value, dtype=float))
+        lower = self.dual_value(dual, bundle)
+        if lower is None:
             # an inaccurate solve gives no bound; the solver keeps the previous one
-            return w, float(self.problem.value) if accurate else -np.inf, dual
-        return w, self.dual_value(dual, bundle), dual
+            lower = float(self.problem.value) if accurate else -np.inf
+        return w, lower, dual
 
     def _solve(self) -> bool:
         """Solve, retrying with another solver when the first one stalls.
 
         Returns whether the solve was accurate. A solver that stalls on a near-degenerate
         bundle (many almost identical planes) still returns a usable point; the lower bound
-        of the named regularizers is recomputed from its weights and stays valid.
+        of a regularizer with a closed-form dual term is recomputed from its weights and
+        stays valid.
         """
         import cvxpy as cp
 
@@ -250,24 +222,15 @@ class CvxpyMaster:
             f"the cvxpy master problem could not be solved (status {self.problem.status})"
         )
 
-    def dual_value(self, alpha: np.ndarray, bundle: Bundle) -> float:
-        """D(α) = bᵀα + min_{lower <= w <= upper} lam·Ω(w) + <Aᵀα, w>, a lower bound."""
+    def dual_value(self, alpha: np.ndarray, bundle: Bundle) -> float | None:
+        """D(α) = bᵀα + min_w lam·Ω(w) + <Aᵀα, w>, a lower bound on the master optimum.
+
+        α is first mixed with the zero plane (weight 1 − t) when D would be −inf. None when
+        the regularizer has no closed-form dual term.
+        """
         k = bundle.size
         v = alpha @ bundle.A[:k]
         c = float(alpha @ bundle.b[:k])
-        lam, r = self.lam, (0.0 if self.regularizer == "l2" else self.l1_ratio)
-        if r == 1.0 and np.all(np.isinf(self.lower)) and np.all(np.isinf(self.upper)):
-            vmax = np.abs(v).max()
-            if vmax > lam:
-                # mix with the zero plane so that the L1 dual is finite
-                v, c = v * (lam / vmax), c * (lam / vmax)
-        shrunk = np.maximum(np.abs(v) - lam * r, 0.0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            if r < 1.0:
-                u = -np.sign(v) * shrunk / (lam * (1.0 - r))
-            else:
-                u = np.where(shrunk > 0, -np.sign(v) * np.inf, 0.0)
-        x = np.clip(u, self.lower, self.upper)
-        x = np.where(np.isfinite(x), x, 0.0)
-        omega = r * np.abs(x).sum() + (1.0 - r) * 0.5 * float(x @ x)
-        return c + lam * omega + float(v @ x)
+        t = self.regularizer.dual_scale(v, self.lam)
+        term = self.regularizer.dual_term(t * v, self.lam)
+        return None if term is None else t * c + term

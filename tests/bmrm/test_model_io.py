@@ -24,6 +24,7 @@ from bmrm import LinearModel
 from bmrm.io import load_model, save_model
 from bmrm.io.model_files import FORMAT_VERSION
 from bmrm.solver.loop import HISTORY_FIELDS
+from bmrm.solver.regularizers import Box, ElasticNet
 from losses.preference import pairs_from_labels
 
 pytestmark = pytest.mark.filterwarnings("ignore::bmrm.ConvergenceWarning")
@@ -157,6 +158,34 @@ def test_round_trip_regularizer_and_intercept(tmp_path, regularizer):
     path = tmp_path / "m.json"
     model.save(path)
     assert_same_model(load_model(path), model, X)
+
+
+def test_round_trip_box_and_elastic_net_mixing(tmp_path):
+    lower = np.array([-0.5, -np.inf, 0.0, -1.0, -1.0])
+    model, X = fit_model(
+        "squared", regularizer="elastic_net", l1_ratio=0.3, bounds=(lower, 0.4), max_iter=5
+    )
+    assert model.regularizer == Box(ElasticNet(0.3), lower, 0.4)
+    path = tmp_path / "m.json"
+    model.save(path)
+    assert read_document(path)["regularizer"] == {
+        "name": "box",
+        "base": {"name": "elastic_net", "l1_ratio": 0.3},
+        "lower": [-0.5, None, 0.0, -1.0, -1.0],
+        "upper": 0.4,
+    }
+    assert_same_model(load_model(path), model, X)
+
+
+def test_elastic_net_without_mixing_loads(tmp_path):
+    """Files that stored only the name "elastic_net" load, with the mixing unknown."""
+    model = LinearModel([1.0, 2.0], 0.0, losses.get("squared"), 0.1, "l2", None)
+    path = tmp_path / "m.json"
+    model.save(path)
+    document = read_document(path)
+    document["regularizer"] = "elastic_net"
+    write_document(path, document)
+    assert load_model(path).regularizer == ElasticNet(None)
 
 
 def test_model_without_result(tmp_path):

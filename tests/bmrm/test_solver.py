@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 import bmrm
-from bmrm.solver.masters import regularizer_value
+from bmrm.solver.regularizers import make_regularizer
 
 
 def direct_optimum(X, y, loss, lam, regularizer, lower=None, upper=None):
@@ -39,7 +39,7 @@ def objective(X, y, loss, lam, regularizer, w):
         risk = np.mean(np.maximum(0, 1 - y * f))
     else:
         risk = np.mean(np.logaddexp(0, -y * f))
-    return lam * regularizer_value(regularizer, w) + risk
+    return lam * make_regularizer(regularizer).value(w) + risk
 
 
 def make_problem(seed, loss, n=40, d=6):

@@ -1,0 +1,477 @@
+"""Regularizers Ω(w) of the objective J(w) = lam·Ω(w) + R(w), as small objects.
+
+Each regularizer carries what the solver needs from it:
+
+* ``value(w)``: Ω(w);
+* ``expression(w)`` and ``constraints(w)``: Ω and its domain as cvxpy objects of the
+  variable ``w`` (for the cvxpy master problem);
+* ``dual_term(v, lam)``: min_w lam·Ω(w) + <v, w> over the domain of Ω, in closed form
+  (coordinate by coordinate), or None when there is none; with ``v = Aᵀα`` for the planes'
+  weights α this gives the Lagrangian dual of the master problem,
+  D(α) = bᵀα + min_w lam·Ω(w) + <Aᵀα, w> (Teo, Vishwanathan, Smola & Le, JMLR 2010, §4),
+  a lower bound on min_w J(w) at *any* α of the simplex;
+* ``dual_scale(v, lam)``: the largest t in (0, 1] for which ``dual_term(t·v, lam)`` is
+  finite (mixing α with the zero plane, weight 1 − t, scales Aᵀα and bᵀα by t);
+* ``qp``: whether the dedicated dual QP of :mod:`bmrm.solver.qp` solves the master (the
+  unconstrained L2 case only);
+* ``spec()``: a JSON value that :func:`from_spec` turns back into the regularizer (for
+  model files).
+
+:func:`make_regularizer` builds one from the public arguments of :func:`bmrm.fit`
+(``regularizer="l2" | "l1" | "elastic_net" | callable | Regularizer``, ``l1_ratio``,
+``bounds``, ``nonneg``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+__all__ = [
+    "NAMES",
+    "Box",
+    "Convex",
+    "ElasticNet",
+    "L1",
+    "L2",
+    "Regularizer",
+    "from_spec",
+    "make_regularizer",
+]
+
+NAMES = ("l2", "l1", "elastic_net")
+
+
+class Regularizer:
+    """Base class; see the module docstring for what a regularizer carries."""
+
+    name = ""
+    qp = False
+    lower = None
+    upper = None
+
+    def value(self, w: np.ndarray) -> float:
+        raise NotImplementedError
+
+    def expression(self, w):
+        raise NotImplementedError
+
+    def constraints(self, w) -> list:
+        """cvxpy constraints on the variable ``w`` (the domain of Ω); none by default."""
+        return []
+
+    def dual_term(self, v: np.ndarray, lam: float) -> float | None:
+        """min_w lam·Ω(w) + <v, w>, or None when no closed form is known."""
+        return None
+
+    def dual_scale(self, v: np.ndarray, lam: float) -> float:
+        """The largest t in (0, 1] for which ``dual_term(t·v, lam)`` is finite."""
+        return 1.0
+
+    def project(self, w: np.ndarray) -> np.ndarray:
+        """The point of the domain of Ω nearest to ``w`` (``w`` itself without constraints)."""
+        return w
+
+    def spec(self):
+        """A JSON value that :func:`from_spec` turns back into this regularizer."""
+        raise NotImplementedError
+
+    def __eq__(self, other) -> bool:
+        return type(self) is type(other) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash((type(self), repr(self._key())))
+
+    def _key(self):
+        return ()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class ElasticNet(Regularizer):
+    """Ω(w) = l1_ratio·‖w‖₁ + (1 − l1_ratio)·½‖w‖².
+
+    The dual term is separable: per coordinate, min over [lo, hi] of
+    lam·(r|x| + (1 − r)x²/2) + v x is attained at the clip to [lo, hi] of the unconstrained
+    minimiser, the soft threshold x = −sign(v)·max(|v| − lam·r, 0) / (lam·(1 − r)) (a convex
+    function of one variable is minimised over an interval at the projection of its
+    minimiser). For r = 1 the minimiser is 0 when |v| <= lam and ∓inf otherwise, so the term
+    is −inf unless the box stops w on that side.
+
+    Parameters
+    ----------
+    l1_ratio : float in [0, 1] or None
+        None only for models read from files that did not record it (its value and dual
+        term are then unknown).
+    """
+
+    name = "elastic_net"
+
+    def __init__(self, l1_ratio: float | None = 0.5):
+        if l1_ratio is not None:
+            if isinstance(l1_ratio, bool) or not isinstance(l1_ratio, int | float | np.number):
+                raise ValueError(f"l1_ratio must be a number in [0, 1]; got {l1_ratio!r}")
+            if not 0.0 <= l1_ratio <= 1.0:
+                raise ValueError(f"l1_ratio must lie in [0, 1]; got {l1_ratio!r}")
+            l1_ratio = float(l1_ratio)
+        self.l1_ratio = l1_ratio
+
+    def _ratio(self) -> float:
+        if self.l1_ratio is None:
+            raise ValueError(
+                "this elastic net's l1_ratio was not recorded (a model file written before "
+                "l1_ratio was stored)"
+            )
+        return self.l1_ratio
+
+    def value(self, w: np.ndarray) -> float:
+        r = self._ratio()
+        return r * float(np.abs(w).sum()) + (1.0 - r) * 0.5 * float(w @ w)
+
+    def expression(self, w):
+        import cvxpy as cp
+
+        r = self._ratio()
+        return r * cp.norm1(w) + (1.0 - r) * 0.5 * cp.sum_squares(w)
+
+    def dual_term(self, v, lam, lower=None, upper=None) -> float:
+        """min over lower <= w <= upper of lam·Ω(w) + <v, w> (bounds None: unbounded)."""
+        r = self._ratio()
+        lo = -np.inf if lower is None else lower
+        hi = np.inf if upper is None else upper
+        shrunk = np.maximum(np.abs(v) - lam * r, 0.0)
+        if r < 1.0:
+            x = -np.sign(v) * shrunk / (lam * (1.0 - r))
+        else:
+            x = np.where(shrunk > 0, np.copysign(np.inf, -v), 0.0)
+        x = np.clip(x, lo, hi)
+        if not np.all(np.isfinite(x)):
+            return -math.inf
+        return lam * (r * float(np.abs(x).sum()) + (1.0 - r) * 0.5 * float(x @ x)) + float(v @ x)
+
+    def dual_scale(self, v, lam, lower=None, upper=None) -> float:
+        if self._ratio() < 1.0:
+            return 1.0
+        # coordinates where w can run off to ∓inf while |v| > lam
+        v = np.asarray(v, dtype=np.float64)
+        free_up = np.ones(v.shape, bool) if upper is None else ~np.isfinite(upper)
+        free_down = np.ones(v.shape, bool) if lower is None else ~np.isfinite(lower)
+        free = np.where(v < 0, free_up, free_down)
+        worst = float(np.abs(v[free]).max()) if np.any(free) else 0.0
+        if worst <= lam:
+            return 1.0
+        # a hair below lam / worst, so that |t·v| <= lam survives rounding
+        return lam / worst * (1.0 - 4 * np.finfo(float).eps)
+
+    def spec(self):
+        return {"name": self.name, "l1_ratio": self.l1_ratio}
+
+    def _key(self):
+        return (self.l1_ratio,)
+
+    def __repr__(self) -> str:
+        return f"ElasticNet(l1_ratio={self.l1_ratio!r})"
+
+
+class L2(ElasticNet):
+    """Ω(w) = ½‖w‖²; without constraints the dedicated dual QP solves its master."""
+
+    name = "l2"
+    qp = True
+
+    def __init__(self):
+        super().__init__(0.0)
+
+    def value(self, w: np.ndarray) -> float:
+        return 0.5 * float(w @ w)
+
+    def expression(self, w):
+        import cvxpy as cp
+
+        return 0.5 * cp.sum_squares(w)
+
+    def spec(self):
+        return self.name
+
+    def __repr__(self) -> str:
+        return "L2()"
+
+
+class L1(ElasticNet):
+    """Ω(w) = ‖w‖₁; the cvxpy master is then a linear program."""
+
+    name = "l1"
+
+    def __init__(self):
+        super().__init__(1.0)
+
+    def value(self, w: np.ndarray) -> float:
+        return float(np.abs(w).sum())
+
+    def expression(self, w):
+        import cvxpy as cp
+
+        return cp.norm1(w)
+
+    def spec(self):
+        return self.name
+
+    def __repr__(self) -> str:
+        return "L1()"
+
+
+class Convex(Regularizer):
+    """A user's convex regularizer: ``function`` maps a cvxpy variable to a convex expression.
+
+    It has no closed-form dual term; the cvxpy master reports the solver's optimal value as
+    the lower bound instead (valid to the solver's tolerance). It cannot be stored in a
+    model file.
+    """
+
+    name = "convex"
+
+    def __init__(self, function: Callable):
+        if not callable(function):
+            raise ValueError(f"regularizer must be callable; got {function!r}")
+        self.function = function
+
+    def value(self, w: np.ndarray) -> float:
+        import cvxpy as cp
+
+        return float(self.function(cp.Constant(w)).value)
+
+    def expression(self, w):
+        return self.function(w)
+
+    def spec(self):
+        raise ValueError(
+            f"cannot save a model with regularizer {self.function!r}: a callable cannot be "
+            "stored in a model file"
+        )
+
+    def _key(self):
+        return (self.function,)
+
+    def __repr__(self) -> str:
+        return f"Convex({self.function!r})"
+
+
+class Box(Regularizer):
+    """Ω restricted to the box lower <= w <= upper (the indicator of the box added to Ω).
+
+    Parameters
+    ----------
+    base : Regularizer
+    lower, upper : float, ndarray of shape (n_features,) or None
+        None (or ±inf entries) leaves that side open.
+    """
+
+    name = "box"
+
+    def __init__(self, base: Regularizer, lower=None, upper=None):
+        if isinstance(base, Box):
+            raise ValueError("a box regularizer's base must not itself be a box")
+        self.base = base
+        self.lower = None if lower is None else np.asarray(lower, dtype=np.float64)
+        self.upper = None if upper is None else np.asarray(upper, dtype=np.float64)
+
+    def value(self, w: np.ndarray) -> float:
+        """Ω(w) for w in the box (the solver only evaluates points of the box)."""
+        return self.base.value(w)
+
+    def expression(self, w):
+        return self.base.expression(w)
+
+    def constraints(self, w) -> list:
+        """``w >= lower`` and ``w <= upper`` on the coordinates where they are finite."""
+        out = []
+        n = w.shape[0]
+        for bound, sign in ((self.lower, 1.0), (self.upper, -1.0)):
+            if bound is None:
+                continue
+            bound = np.broadcast_to(bound, (n,))
+            finite = np.flatnonzero(np.isfinite(bound))
+            if len(finite) == n:
+                out.append(sign * w >= sign * bound)
+            elif len(finite):
+                out.append(sign * w[finite] >= sign * bound[finite])
+        return out
+
+    def dual_term(self, v, lam) -> float | None:
+        if not isinstance(self.base, ElasticNet):
+            return None
+        return self.base.dual_term(v, lam, self.lower, self.upper)
+
+    def dual_scale(self, v, lam) -> float:
+        if not isinstance(self.base, ElasticNet):
+            return 1.0
+        return self.base.dual_scale(v, lam, self.lower, self.upper)
+
+    def project(self, w: np.ndarray) -> np.ndarray:
+        lo = -np.inf if self.lower is None else self.lower
+        hi = np.inf if self.upper is None else self.upper
+        return np.clip(w, lo, hi)
+
+    def spec(self):
+        def side(bound):
+            if bound is None:
+                return None
+            # JSON has no infinity: an open side of one coordinate is written null
+            values = [None if not np.isfinite(x) else float(x) for x in np.ravel(bound)]
+            return values[0] if bound.ndim == 0 else values
+
+        return {
+            "name": self.name,
+            "base": self.base.spec(),
+            "lower": side(self.lower),
+            "upper": side(self.upper),
+        }
+
+    def _key(self):
+        def side(bound):
+            return None if bound is None else (bound.shape, bound.tobytes())
+
+        return (self.base, side(self.lower), side(self.upper))
+
+    def __repr__(self) -> str:
+        return f"Box({self.base!r}, lower={self.lower!r}, upper={self.upper!r})"
+
+
+def _check_bounds(bounds, nonneg: bool, n_features: int | None):
+    """(lower, upper) as float arrays or None, from ``bounds`` or ``nonneg``."""
+    if nonneg:
+        if bounds is not None:
+            raise ValueError("give either nonneg=True or bounds, not both")
+        return np.float64(0.0), None
+    if bounds is None:
+        return None, None
+    if not isinstance(bounds, tuple | list) or len(bounds) != 2:
+        raise ValueError(f"bounds must be a pair (lower, upper); got {bounds!r}")
+    out = []
+    for value, side in zip(bounds, ("lower", "upper"), strict=True):
+        if value is None:
+            out.append(None)
+            continue
+        try:
+            arr = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"bounds {side} must be a number or an array of numbers; got {value!r}"
+            ) from None
+        if arr.ndim not in (0, 1) or (
+            arr.ndim == 1 and n_features is not None and arr.shape[0] != n_features
+        ):
+            raise ValueError(
+                f"bounds {side} must be a scalar or have one entry per weight ({n_features}); "
+                f"got shape {arr.shape}"
+            )
+        if np.any(np.isnan(arr)):
+            raise ValueError(f"bounds {side} must not contain NaN")
+        out.append(arr)
+    if out[0] is not None and out[1] is not None and np.any(out[0] > out[1]):
+        raise ValueError("bounds lower must not exceed upper")
+    return out[0], out[1]
+
+
+def make_regularizer(
+    regularizer="l2",
+    *,
+    l1_ratio: float = 0.5,
+    bounds=None,
+    nonneg: bool = False,
+    n_features: int | None = None,
+) -> Regularizer:
+    """The :class:`Regularizer` for the public arguments of :func:`bmrm.fit`.
+
+    Parameters
+    ----------
+    regularizer : {"l2", "l1", "elastic_net"}, callable or Regularizer
+        A name, a callable mapping a cvxpy variable to a convex expression, or an object.
+    l1_ratio : float in [0, 1]
+        The elastic net's mixing (used with ``"elastic_net"`` only).
+    bounds : (lower, upper) or None
+        Box constraints (scalars, arrays of ``n_features`` entries, or None).
+    nonneg : bool
+        The box (0, None).
+    n_features : int or None
+        The number of weights, to check the length of array bounds.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument, for an unknown name, an l1_ratio outside [0, 1], or malformed
+        bounds.
+    """
+    if isinstance(regularizer, Regularizer):
+        reg = regularizer
+    elif isinstance(regularizer, str):
+        if regularizer not in NAMES:
+            raise ValueError(
+                f"regularizer must be one of {NAMES}, a callable or a Regularizer; "
+                f"got {regularizer!r}"
+            )
+        if regularizer == "elastic_net":
+            reg = ElasticNet(l1_ratio)
+        else:
+            reg = L2() if regularizer == "l2" else L1()
+    elif callable(regularizer):
+        reg = Convex(regularizer)
+    else:
+        raise ValueError(
+            f"regularizer must be one of {NAMES}, a callable or a Regularizer; got {regularizer!r}"
+        )
+    lower, upper = _check_bounds(bounds, nonneg, n_features)
+    if lower is None and upper is None:
+        return reg
+    if isinstance(reg, Box):
+        raise ValueError("give bounds either in the Box regularizer or as bounds, not both")
+    return Box(reg, lower, upper)
+
+
+def from_spec(spec) -> Regularizer:
+    """The regularizer a model file's JSON ``spec`` describes (see ``Regularizer.spec``).
+
+    The bare name ``"elastic_net"`` (files that did not record the mixing) gives
+    ``ElasticNet(l1_ratio=None)``.
+
+    Raises
+    ------
+    ValueError
+        For a spec that names no known regularizer or is malformed.
+    """
+    known = "one of 'l2', 'l1', 'elastic_net' or an object with name 'elastic_net' or 'box'"
+    if spec == "l2":
+        return L2()
+    if spec == "l1":
+        return L1()
+    if spec == "elastic_net":
+        return ElasticNet(None)
+    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+        raise ValueError(f"expected regularizer {known}; got {spec!r}")
+    name = spec["name"]
+    if name == "elastic_net" and set(spec) == {"name", "l1_ratio"}:
+        return ElasticNet(spec["l1_ratio"])
+    if name == "box" and set(spec) == {"name", "base", "lower", "upper"}:
+        try:
+            return _box_from_spec(spec)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"malformed box regularizer {spec!r}: {exc}") from None
+    raise ValueError(f"expected regularizer {known}; got {spec!r}")
+
+
+def _box_from_spec(spec) -> Box:
+    def side(value, fill):
+        if value is None:
+            return None
+        values = np.array(
+            [fill if x is None else x for x in np.ravel(np.array(value, dtype=object))],
+            dtype=np.float64,
+        )
+        return values if isinstance(value, list) else values[0]
+
+    base = from_spec(spec["base"])
+    lower, upper = side(spec["lower"], -np.inf), side(spec["upper"], np.inf)
+    return make_regularizer(base, bounds=(lower, upper))

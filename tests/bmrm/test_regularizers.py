@@ -1,0 +1,215 @@
+"""Regularizer objects against numpy values and cvxpy solves written out here.
+
+Reference for the dual term: the master problem min_w lam·Ω(w) + max_i (<a_i, w> + b_i)
+over the domain, solved directly by cvxpy with Ω written in this file; weak duality makes
+D(α) a lower bound at every α of the simplex, and strong duality makes it equal at the
+optimal α.
+"""
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+from bmrm.solver.bundle import Bundle
+from bmrm.solver.masters import CvxpyMaster
+from bmrm.solver.regularizers import (
+    L1,
+    L2,
+    Box,
+    Convex,
+    ElasticNet,
+    from_spec,
+    make_regularizer,
+)
+
+D = 6
+LOWER = np.array([-0.5, -np.inf, 0.0, -1.0, -0.2, -np.inf])
+UPPER = np.array([0.4, 0.3, np.inf, 1.0, np.inf, np.inf])
+
+
+def l1(w):
+    return cp.norm1(w)
+
+
+def l2(w):
+    return 0.5 * cp.sum_squares(w)
+
+
+def en(r):
+    return lambda w: r * cp.norm1(w) + (1 - r) * 0.5 * cp.sum_squares(w)
+
+
+def huber(w):
+    return cp.sum(cp.huber(w, 0.5))
+
+
+# (regularizer, Ω as a cvxpy expression written here, Ω in numpy, lower, upper)
+CASES = {
+    "l2": (L2(), l2, lambda w: 0.5 * w @ w, None, None),
+    "l1": (L1(), l1, lambda w: np.abs(w).sum(), None, None),
+    "elastic_net": (
+        ElasticNet(0.3),
+        en(0.3),
+        lambda w: 0.3 * np.abs(w).sum() + 0.35 * w @ w,
+        None,
+        None,
+    ),
+    "box_l2": (Box(L2(), -0.3, 0.5), l2, lambda w: 0.5 * w @ w, -0.3, 0.5),
+    "nonneg_l1": (Box(L1(), 0.0, None), l1, lambda w: np.abs(w).sum(), 0.0, None),
+    "box_l1_mixed_sides": (Box(L1(), LOWER, UPPER), l1, lambda w: np.abs(w).sum(), LOWER, UPPER),
+    "box_elastic_net": (
+        Box(ElasticNet(0.8), LOWER, UPPER),
+        en(0.8),
+        lambda w: 0.8 * np.abs(w).sum() + 0.1 * w @ w,
+        LOWER,
+        UPPER,
+    ),
+    "convex": (Convex(huber), huber, None, None, None),
+    "box_convex": (Box(Convex(huber), -0.3, None), huber, None, -0.3, None),
+}
+
+
+def random_bundle(rng, k, scale):
+    bundle = Bundle(D, capacity=k + 1)
+    for _ in range(k):
+        bundle.add(rng.normal(size=D) * scale, float(rng.normal()))
+    return bundle
+
+
+def direct_master(bundle, lam, omega, lower, upper):
+    """The master optimum by one cvxpy solve (planes as a max, no dual variables)."""
+    k = bundle.size
+    w = cp.Variable(D)
+    constraints = []
+    if lower is not None:
+        lo = np.broadcast_to(lower, (D,))
+        constraints.append(w[np.isfinite(lo)] >= lo[np.isfinite(lo)])
+    if upper is not None:
+        hi = np.broadcast_to(upper, (D,))
+        constraints.append(w[np.isfinite(hi)] <= hi[np.isfinite(hi)])
+    model = cp.max(bundle.A[:k] @ w + bundle.b[:k])
+    problem = cp.Problem(cp.Minimize(lam * omega(w) + model), constraints)
+    problem.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    assert problem.status == cp.OPTIMAL
+    return problem.value
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("lam", [1e-2, 1.0])
+def test_master_bound_is_valid_and_tight(case, seed, lam):
+    reg, omega, _, lower, upper = CASES[case]
+    rng = np.random.default_rng(seed)
+    # large planes make the L1 dual infinite at most α (scaling by the zero plane needed)
+    bundle = random_bundle(rng, k=8, scale=3.0 if seed % 2 else 0.3)
+    optimum = direct_master(bundle, lam, omega, lower, upper)
+    master = CvxpyMaster(D, bundle.capacity, lam, reg)
+    w, bound, alpha = master.solve(bundle)
+    assert bound <= optimum + 1e-6 * max(1.0, abs(optimum))
+    assert bound >= optimum - 1e-5 * max(1.0, abs(optimum))
+    assert np.all(w >= np.broadcast_to(-np.inf if lower is None else lower, (D,)))
+    assert np.all(w <= np.broadcast_to(np.inf if upper is None else upper, (D,)))
+    assert alpha.shape == (bundle.size,) and alpha.sum() == pytest.approx(1.0)
+    if reg.dual_term(np.zeros(D), lam) is None:
+        return
+    # weak duality at every α of the simplex, including ones far from optimal
+    for _ in range(20):
+        alpha = rng.dirichlet(np.full(bundle.size, 0.3))
+        assert master.dual_value(alpha, bundle) <= optimum + 1e-9 * max(1.0, abs(optimum))
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if CASES[c][2] is not None])
+@pytest.mark.parametrize("lam", [0.1, 2.0])
+def test_dual_term_is_the_minimum_over_the_domain(case, lam):
+    reg, omega, _, lower, upper = CASES[case]
+    rng = np.random.default_rng(7)
+    for _ in range(5):
+        v = rng.normal(size=D) * 3
+        t = reg.dual_scale(v, lam)
+        assert 0 < t <= 1
+        w = cp.Variable(D)
+        constraints = []
+        if lower is not None:
+            lo = np.broadcast_to(lower, (D,))
+            constraints.append(w[np.isfinite(lo)] >= lo[np.isfinite(lo)])
+        if upper is not None:
+            hi = np.broadcast_to(upper, (D,))
+            constraints.append(w[np.isfinite(hi)] <= hi[np.isfinite(hi)])
+        problem = cp.Problem(cp.Minimize(lam * omega(w) + (t * v) @ w), constraints)
+        problem.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+        assert problem.status == cp.OPTIMAL
+        assert reg.dual_term(t * v, lam) == pytest.approx(problem.value, rel=1e-8, abs=1e-8)
+        if t < 1:
+            # any larger scale makes the minimum unbounded
+            problem = cp.Problem(cp.Minimize(lam * omega(w) + (1.01 * t * v) @ w), constraints)
+            problem.solve(solver=cp.CLARABEL)
+            assert problem.status == cp.UNBOUNDED
+            assert reg.dual_term(1.01 * t * v, lam) == -np.inf
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_value_and_expression(case):
+    reg, omega, value, lower, _ = CASES[case]
+    w = np.random.default_rng(1).normal(size=D)
+    w = reg.project(w)
+    expected = omega(cp.Constant(w)).value
+    assert reg.value(w) == pytest.approx(expected, rel=1e-12)
+    if value is not None:
+        assert reg.value(w) == pytest.approx(value(w), rel=1e-12)
+    assert reg.expression(cp.Constant(w)).value == pytest.approx(expected, rel=1e-12)
+
+
+def test_project_and_qp():
+    w = np.array([-2.0, -0.1, 0.0, 0.2, 3.0, 1.0])
+    np.testing.assert_array_equal(Box(L2(), -0.3, 0.5).project(w), np.clip(w, -0.3, 0.5))
+    np.testing.assert_array_equal(Box(L1(), LOWER, UPPER).project(w), np.clip(w, LOWER, UPPER))
+    np.testing.assert_array_equal(L1().project(w), w)
+    assert L2().qp
+    assert not any(r.qp for r in (L1(), ElasticNet(0.0), Box(L2(), 0.0), Convex(huber)))
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if "convex" not in c])
+def test_spec_round_trip(case):
+    reg = CASES[case][0]
+    assert from_spec(reg.spec()) == reg
+
+
+def test_spec_of_named_regularizers_and_errors():
+    assert L2().spec() == "l2" and L1().spec() == "l1"
+    assert ElasticNet(0.25).spec() == {"name": "elastic_net", "l1_ratio": 0.25}
+    assert from_spec("elastic_net") == ElasticNet(None)
+    with pytest.raises(ValueError, match="l1_ratio was not recorded"):
+        ElasticNet(None).value(np.ones(2))
+    with pytest.raises(ValueError, match="callable"):
+        Convex(huber).spec()
+    for spec in ["l3", None, 3, {"name": "l2", "extra": 1}, {"name": "box", "base": "l2"}]:
+        with pytest.raises(ValueError, match="expected regularizer"):
+            from_spec(spec)
+    with pytest.raises(ValueError, match="malformed box"):
+        from_spec({"name": "box", "base": "l2", "lower": ["x"], "upper": None})
+
+
+def test_make_regularizer_from_the_public_arguments():
+    assert make_regularizer("l2") == L2()
+    assert make_regularizer("elastic_net", l1_ratio=0.4) == ElasticNet(0.4)
+    assert make_regularizer("l1", nonneg=True) == Box(L1(), 0.0, None)
+    assert make_regularizer("l2", bounds=(None, [1, 2]), n_features=2) == Box(L2(), None, [1, 2])
+    assert isinstance(make_regularizer(huber), Convex)
+    reg = ElasticNet(0.1)
+    assert make_regularizer(reg) is reg
+    cases = [
+        (dict(regularizer="l3"), "regularizer must be one of"),
+        (dict(regularizer=3), "regularizer must be one of"),
+        (dict(regularizer="elastic_net", l1_ratio=2.0), "l1_ratio must lie in"),
+        (dict(regularizer="elastic_net", l1_ratio="a"), "l1_ratio must be a number"),
+        (dict(bounds=(1.0, -1.0)), "bounds lower must not exceed upper"),
+        (dict(bounds=(np.zeros(3), None), n_features=2), "bounds lower must be a scalar"),
+        (dict(bounds=(np.nan, None)), "bounds lower must not contain NaN"),
+        (dict(bounds=("a", None)), "bounds lower must be a number"),
+        (dict(bounds=1.0), "bounds must be a pair"),
+        (dict(bounds=(0, 1), nonneg=True), "either nonneg=True or bounds"),
+        (dict(regularizer=Box(L2(), 0.0), nonneg=True), "either in the Box"),
+    ]
+    for kwargs, match in cases:
+        with pytest.raises(ValueError, match=match):
+            make_regularizer(**kwargs)
