@@ -16,7 +16,9 @@ from losses._query import QueryGroups, group_queries
 from losses._threads import PARALLEL_MIN_ROWS, serial_below
 
 __all__ = [
+    "PARALLEL_MIN_ROWS",
     "Loss",
+    "Prepared",
     "QueryGroups",
     "available",
     "check_oracle",
@@ -25,6 +27,7 @@ __all__ = [
     "pairs_from_labels",
     "prepare",
     "risk",
+    "serial_below",
 ]
 
 
@@ -79,6 +82,46 @@ class Prepared:
         with serial_below(len(f_internal), PARALLEL_MIN_ROWS):
             return self.loss.loss_grad(f_internal, self.targets)
 
+    def risk(self, f) -> tuple[float, np.ndarray]:
+        """R(f) = (1/n_terms) Σ values and ∂R/∂f, from and to the caller's row order.
+
+        Parameters
+        ----------
+        f : ndarray of shape (n_samples,), float64
+            Scores in the caller's row order.
+
+        Returns
+        -------
+        value : float
+            The mean loss over queries (degenerate queries count as zeros), or over samples
+            for pointwise losses; 0 when there is no term.
+        grad : ndarray of shape (n_samples,)
+            ∂R/∂f in the caller's row order.
+
+        Raises
+        ------
+        FloatingPointError
+            When the loss returns a non-finite value or gradient.
+        ValueError
+            When the loss returns a negative value (bundle methods need R >= 0).
+        """
+        f_internal = np.ascontiguousarray(self.groups.to_internal(f))
+        values, grad = self.loss_grad(f_internal)
+        total = float(values.sum())
+        if not np.isfinite(total) or not np.all(np.isfinite(grad)):
+            raise FloatingPointError(
+                f"the loss {self.loss!r} returned a non-finite value or gradient"
+            )
+        if values.size and values.min() < 0:
+            raise ValueError(
+                f"the loss {self.loss!r} returned a negative value ({values.min():g}); bundle "
+                "methods need non-negative losses"
+            )
+        n = self.n_terms
+        if n == 0:
+            return 0.0, np.zeros(len(f))
+        return total / n, self.groups.to_caller(grad) / n
+
 
 def prepare(loss, y, qid=None, *, n_samples: int | None = None, **data) -> Prepared:
     """Validate targets once and return a :class:`Prepared` loss.
@@ -132,19 +175,18 @@ def risk(loss, f, y, qid=None, **data):
         pointwise losses.
     grad : ndarray of shape (n_samples,)
         Its gradient with respect to ``f``, in the caller's row order.
+
+    Raises
+    ------
+    FloatingPointError, ValueError
+        When the loss returns a non-finite or negative value (see :meth:`Prepared.risk`).
     """
     f = np.asarray(f, dtype=np.float64)
     if f.ndim != 1:
         raise ValueError(f"f must be 1-d; got shape {f.shape}")
     if not np.all(np.isfinite(f)):
         raise ValueError("f must not contain NaN or inf")
-    prepared = prepare(loss, y, qid, n_samples=len(f), **data)
-    f_int = np.ascontiguousarray(prepared.groups.to_internal(f))
-    values, grad = prepared.loss_grad(f_int)
-    n = prepared.n_terms
-    if n == 0:
-        return 0.0, np.zeros_like(f)
-    return float(values.sum() / n), prepared.groups.to_caller(grad / n)
+    return prepare(loss, y, qid, n_samples=len(f), **data).risk(f)
 
 
 def pairs_from_labels(*args, **kwargs):

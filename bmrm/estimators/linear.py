@@ -145,7 +145,7 @@ class BMRMRanker(_BMRMEstimator):
     ----------
     loss : str or loss object, default="ndcg"
         A name from :func:`losses.available` ("ndcg", "ordinal", "preference", "neru",
-        "squared", ...) or any object following the loss protocol of :mod:`losses._base`.
+        "squared", ...) or any object following the loss protocol (:class:`losses.Loss`).
         For "preference" without ``pairs`` in ``fit``, all pairs of rows with different
         labels in a query are used (:func:`losses.preference.pairs_from_labels`, unit costs;
         on those pairs the preference loss equals the ordinal loss).

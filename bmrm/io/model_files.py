@@ -31,11 +31,11 @@ A UTF-8 JSON object::
 Arrays are the raw little-endian bytes (``"<f8"`` IEEE-754 float64 or ``"<i8"`` int64) in
 base64, so weights survive bit for bit. ``coef`` holds the weights; with a result, ``x`` is
 the solver's best iterate and ``history.<field>`` its per-iteration history (see
-:class:`bmrm.BMRMResult`). ``loss`` rebuilds the loss as ``losses.get(name, **params)``. ``regularizer`` is the
-regularizer's JSON spec (:mod:`bmrm.solver.regularizers`): ``"l2"``, ``"l1"``,
-``{"name": "elastic_net", "l1_ratio": r}``, or ``{"name": "box", "base": <spec>, "lower":
-.., "upper": ..}`` with bounds null, a number or one number per weight (null for an open
-side); the bare name ``"elastic_net"`` of earlier files loads with the mixing unknown.
+:class:`bmrm.BMRMResult`). ``loss`` rebuilds the loss as ``losses.get(name, **params)``.
+``regularizer`` is the regularizer's JSON spec (:mod:`bmrm.solver.regularizers`): ``"l2"``,
+``"l1"``, ``{"name": "elastic_net", "l1_ratio": r}``, or ``{"name": "box", "base": <spec>,
+"lower": .., "upper": ..}`` with bounds null, a number or one number per weight (null for an
+open side); the bare name ``"elastic_net"`` of earlier files loads with the mixing unknown.
 
 ``sha256`` is the SHA-256 of the UTF-8 bytes of
 ``json.dumps(document_without_sha256, sort_keys=True, separators=(",", ":"),

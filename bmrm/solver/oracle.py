@@ -14,8 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from bmrm.solver import products as _products
-from losses import PARALLEL_MIN_ROWS
-from losses._threads import serial_below
+from losses import PARALLEL_MIN_ROWS, serial_below
 
 __all__ = ["RiskOracle"]
 
@@ -73,22 +72,8 @@ class RiskOracle:
         return R, a
 
     def _risk(self, w: np.ndarray):
-        """The body of :meth:`__call__`."""
-        prepared = self.prepared
-        groups = prepared.groups
-        f = self.scores(w)
-        f_int = np.ascontiguousarray(groups.to_internal(f))
-        values, g = prepared.loss_grad(f_int)
-        total = float(values.sum())
-        if not np.isfinite(total) or not np.all(np.isfinite(g)):
-            raise FloatingPointError("the loss returned a non-finite value or gradient")
-        if values.size and values.min() < 0:
-            raise ValueError(
-                f"the loss returned a negative value ({values.min():g}); bundle methods need "
-                "non-negative losses"
-            )
-        n = prepared.n_terms
-        g = groups.to_caller(g) / n
+        """The body of :meth:`__call__`: ``prepared.risk`` between the two products."""
+        R, g = self.prepared.risk(self.scores(w))
         d = self.X.shape[1]
         a = np.empty(self.n_features)
         if self._own_products:
@@ -99,4 +84,4 @@ class RiskOracle:
             a[:d] = g.astype(self.dtype, copy=False) @ self.X
         if self.fit_intercept:
             a[d] = self.intercept_scaling * g.sum()
-        return total / n, a
+        return R, a

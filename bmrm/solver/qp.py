@@ -26,7 +26,7 @@ distance of the objective to its minimum.
 import numpy as np
 from numba import njit
 
-from losses._kernels.sorting import argsort_stable
+from losses.kernels import argsort_stable
 
 
 @njit(cache=True)
