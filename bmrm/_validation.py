@@ -1,14 +1,15 @@
-"""Input checks shared by :func:`bmrm.fit`, the estimators and the command line."""
+"""The data-matrix check shared by :func:`bmrm.fit`, the model and the command line.
+
+Scalar checks (``check_positive``, ``check_int``, ...) live in :mod:`losses.validation`.
+"""
 
 from __future__ import annotations
-
-import numbers
 
 import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 
-__all__ = ["check_X", "check_positive", "check_int"]
+__all__ = ["all_finite", "check_X"]
 
 
 @njit(parallel=True, cache=True)
@@ -64,19 +65,3 @@ def check_X(X, *, name: str = "X", n_features: int | None = None):
             f"{name} has {X.shape[1]} features, but the model was fitted with {n_features}"
         )
     return X
-
-
-def check_positive(value, name: str, *, strict: bool = True) -> float:
-    """A finite real number > 0 (or >= 0 when ``strict`` is False)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
-        raise ValueError(f"{name} must be a finite real number; got {value!r}")
-    if value < 0 or (strict and value == 0):
-        raise ValueError(f"{name} must be {'>' if strict else '>='} 0; got {value!r}")
-    return float(value)
-
-
-def check_int(value, name: str, minimum: int) -> int:
-    """An integer >= ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
-    return int(value)

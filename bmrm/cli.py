@@ -22,6 +22,7 @@ and never damages an existing one.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import sys
@@ -32,22 +33,21 @@ import numpy as np
 import scipy.sparse as sp
 
 import losses
-from bmrm._validation import check_int, check_positive
 from bmrm._version import __version__
 from bmrm.io import load_svmlight
 from bmrm.io.model_files import _write_atomic
 from bmrm.model import LinearModel, fit
 from bmrm.model import load as load_model
-from losses import metrics
-from losses.preference import pairs_from_labels
+from losses.metrics import CONVENTIONS, METRICS
+from losses.preference import PAIR_COSTS, pairs_from_labels
+from losses.validation import check_int, check_positive
 
 __all__ = ["main"]
 
-LOSSES = ("ndcg", "ordinal", "preference", "neru", "squared", "hinge", "logistic")
-PAIRWISE = ("ordinal", "preference")
-CUTOFF_LOSSES = ("ndcg", "neru")
-PAIR_COSTS = ("zero_one", "linear", "gain_difference")
-CONVENTIONS = ("exp", "linear", "letor")
+LOSSES = tuple(losses.available())
+# the losses whose terms sum over pairs (normalize="none" under -c) and those with a cut-off
+PAIRWISE = tuple(name for name in LOSSES if "normalize" in losses.get(name).get_params())
+CUTOFF_LOSSES = tuple(name for name in LOSSES if "k" in losses.get(name).get_params())
 DEFAULT_METRICS = ("ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10", "map")
 
 
@@ -335,21 +335,6 @@ def _predict(args) -> None:
 # ----------------------------------------------------------------------------- evaluate
 
 
-METRICS: dict[str, Callable] = {
-    "ndcg": metrics.ndcg_score,
-    "dcg": metrics.dcg_score,
-    "map": metrics.map_score,
-    "p": metrics.precision_score,
-    "precision": metrics.precision_score,
-    "recall": metrics.recall_score,
-    "f1": metrics.f1_score,
-    "mrr": metrics.mrr_score,
-    "err": metrics.err_score,
-    "neru": metrics.neru_score,
-    "kendall_tau": metrics.kendall_tau_score,
-}
-
-
 def _metric_options(name: str, convention: str) -> dict:
     """Keyword arguments of metric ``name`` under ``convention`` (see the evaluate help)."""
     if name in ("ndcg", "dcg"):
@@ -369,7 +354,7 @@ def _parse_metrics(specs: Sequence[str], convention: str) -> list[tuple[str, Cal
             raise ValueError(f"unknown metric {spec!r}; known: {', '.join(METRICS)}")
         options = _metric_options(name, convention)
         if at:
-            if name == "kendall_tau":
+            if "k" not in inspect.signature(METRICS[name]).parameters:
                 raise ValueError(f"metric {name!r} takes no cut-off @K; got {spec!r}")
             if not k_text.isdigit() or int(k_text) < 1:
                 raise ValueError(f"the cut-off of {spec!r} must be an integer >= 1")

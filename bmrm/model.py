@@ -9,11 +9,12 @@ from collections.abc import Callable
 import numpy as np
 
 import losses
-from bmrm._validation import check_int, check_positive, check_X
+from bmrm._validation import check_X
 from bmrm.io.model_files import ModelRecord, read_model_file, write_model_file
 from bmrm.solver.loop import HISTORY_FIELDS, BMRMResult, minimize_bmrm
 from bmrm.solver.oracle import RiskOracle
 from bmrm.solver.regularizers import Regularizer, from_spec, make_regularizer
+from losses.validation import check_int, check_positive
 
 __all__ = ["LinearModel", "fit", "load", "save"]
 

@@ -9,18 +9,14 @@ from __future__ import annotations
 
 import argparse
 import csv
-import os
 import sys
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from bmrm.io import data_dir
+
 REPO = Path(__file__).resolve().parents[1]
-
-
-def default_data_dir() -> Path:
-    env = os.environ.get("BMRM_DATA")
-    return Path(env) if env else REPO.parent / "shared" / "data"
 
 
 def base_parser(name: str, description: str) -> argparse.ArgumentParser:
@@ -29,7 +25,7 @@ def base_parser(name: str, description: str) -> argparse.ArgumentParser:
     parser.add_argument(
         "--data",
         type=Path,
-        default=default_data_dir(),
+        default=data_dir(existing=False),
         help="folder holding the shared data sets (default: $BMRM_DATA or ../shared/data)",
     )
     parser.add_argument(

@@ -27,9 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-__all__ = ["Loss", "check_finite_targets", "check_graded_labels", "check_protocol"]
+__all__ = ["Loss", "check_protocol"]
 
 
 class Loss:
@@ -66,25 +64,3 @@ def check_protocol(loss, *, name: str = "loss") -> None:
                 f"{name} must be a loss name or an object with methods "
                 f"{', '.join(_REQUIRED)}; {type(loss).__name__} has no method {method!r}"
             )
-
-
-def check_finite_targets(y, *, name: str = "y") -> np.ndarray:
-    """Return ``y`` as a float64 1-d array, rejecting NaN and inf."""
-    y = np.asarray(y)
-    if y.ndim != 1:
-        raise ValueError(f"{name} must be 1-d; got shape {y.shape}")
-    if y.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must be numeric; got dtype {y.dtype}")
-    y = y.astype(np.float64, copy=False)
-    if not np.all(np.isfinite(y)):
-        raise ValueError(f"{name} must not contain NaN or inf")
-    return y
-
-
-def check_graded_labels(y, *, name: str = "y") -> np.ndarray:
-    """Return ``y`` as int64 relevance levels, rejecting negative or non-integer values."""
-    y = check_finite_targets(y, name=name)
-    if y.size and (np.any(y < 0) or np.any(y != np.round(y))):
-        bad = y[(y < 0) | (y != np.round(y))][0]
-        raise ValueError(f"{name} must hold non-negative integer relevance levels; got {bad!r}")
-    return y.astype(np.int64)

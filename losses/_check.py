@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from losses._base import _REQUIRED
+from losses.validation import check_int
 
 __all__ = ["CheckResult", "OracleReport", "check_oracle"]
 
@@ -588,8 +589,7 @@ def check_oracle(
         from losses import get
 
         loss = get(loss)
-    if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1:
-        raise ValueError(f"n_trials must be an integer >= 1; got {n_trials!r}")
+    check_int(n_trials, "n_trials", 1)
     data = dict(data)
     rng = np.random.default_rng(random_state)
     report = OracleReport(loss, _Checker(loss, y, qid, data, n_trials, rng).run())

@@ -112,14 +112,14 @@ collaborative filtering", UAI 1998 (expected rank utility).
 
 from __future__ import annotations
 
-import numbers
 from typing import Any, NamedTuple
 
 import numba
 import numpy as np
 
-from losses._base import Loss, check_finite_targets, check_graded_labels
+from losses._base import Loss
 from losses._kernels import listwise as _k
+from losses.validation import check_finite_targets, check_graded_labels, check_k, check_real
 
 __all__ = ["NDCGLoss", "NERULoss"]
 
@@ -140,14 +140,6 @@ class _Targets(NamedTuple):
     c: np.ndarray
     n_top: int
     truncated: bool
-
-
-def _check_k(k, *, allow_none: bool):
-    if k is None and allow_none:
-        return None
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-        raise ValueError(f"k must be an integer >= 1{' or None' if allow_none else ''}; got {k!r}")
-    return int(k)
 
 
 def _check_weights(c: np.ndarray, *, name: str = "c") -> np.ndarray:
@@ -341,7 +333,7 @@ class NDCGLoss(_StructuredRankingLoss):
     name = "ndcg"
 
     def __init__(self, *, k: int = 10, gain: str = "exp", c="power", truncate_c: bool = False):
-        self.k = _check_k(k, allow_none=False)
+        self.k = check_k(k, allow_none=False)
         if gain not in ("exp", "linear"):
             raise ValueError(f"gain must be 'exp' or 'linear'; got {gain!r}")
         self.gain = gain
@@ -403,18 +395,9 @@ class NERULoss(_StructuredRankingLoss):
         c="power",
         truncate_c: bool = False,
     ):
-        if (
-            isinstance(alpha, bool)
-            or not isinstance(alpha, numbers.Real)
-            or not np.isfinite(alpha)
-            or alpha <= 1
-        ):
-            raise ValueError(f"alpha must be a finite number > 1; got {alpha!r}")
-        if isinstance(d, bool) or not isinstance(d, numbers.Real) or not np.isfinite(d):
-            raise ValueError(f"d must be a finite number; got {d!r}")
-        self.alpha = float(alpha)
-        self.d = float(d)
-        self.k = _check_k(k, allow_none=True)
+        self.alpha = check_real(alpha, "alpha", low=1.0, strict=True)
+        self.d = check_real(d, "d")
+        self.k = check_k(k, allow_none=True)
         self._init_weights(c, truncate_c)
 
     def get_params(self) -> dict[str, Any]:

@@ -58,15 +58,19 @@ LETOR 4.0 datasets", arXiv:1306.2597 (2013).
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 
 import numpy as np
 
 from losses._kernels import metrics as _k
 from losses._query import QueryGroups, group_queries
 from losses._threads import serial_below
+from losses.validation import check_int, check_k, check_real
 
 __all__ = [
+    "CONVENTIONS",
+    "METRICS",
     "dcg_score",
     "discount_values",
     "err_score",
@@ -89,6 +93,7 @@ _CONVENTIONS = {
     "linear": ("linear", "log2"),
     "letor": ("exp", "original"),
 }
+CONVENTIONS = tuple(_CONVENTIONS)
 _LETOR_FIXED = {"gain": "exp", "discount": "original", "ties": "stable", "empty": 0.0}
 _TIES = ("average", "stable")
 _GAINS = ("exp", "linear")
@@ -108,21 +113,6 @@ _PARALLEL_MIN_ROWS = 100_000
 def _choice(name: str, value, choices) -> None:
     if not isinstance(value, str | type(None)) or value not in choices:
         raise ValueError(f"{name} must be one of {list(choices)}; got {value!r}")
-
-
-def _check_k(k) -> None:
-    if k is None:
-        return
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-        raise ValueError(f"k must be an integer >= 1 or None; got {k!r}")
-
-
-def _check_real(name: str, value, *, low=None, strict=False) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
-        raise ValueError(f"{name} must be a finite number; got {value!r}")
-    if low is not None and (value <= low if strict else value < low):
-        raise ValueError(f"{name} must be {'>' if strict else '>='} {low}; got {value!r}")
-    return float(value)
 
 
 def _check_empty(empty) -> float | str:
@@ -152,7 +142,7 @@ def _as_scores(a, name: str) -> np.ndarray:
 def _relevance(y: np.ndarray, threshold) -> np.ndarray:
     if threshold is None:
         return (y > 0).astype(np.float64)
-    return (y >= _check_real("threshold", threshold)).astype(np.float64)
+    return (y >= check_real(threshold, "threshold")).astype(np.float64)
 
 
 # ----------------------------------------------------------------------------- building blocks
@@ -214,8 +204,7 @@ def discount_values(n: int, discount: str = "log2") -> np.ndarray:
         Non-increasing and positive.
     """
     _choice("discount", discount, _DISCOUNTS)
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
-        raise ValueError(f"n must be an integer >= 0; got {n!r}")
+    check_int(n, "n", 0)
     i = np.arange(1, n + 1, dtype=np.float64)
     if discount == "log2":
         return 1.0 / np.log2(i + 1.0)
@@ -245,7 +234,7 @@ def ideal_dcg(
         DCG@k over all orderings (the discount is non-increasing); 0 for a query without a
         document of positive gain. Cost O(n log n).
     """
-    _check_k(k)
+    check_k(k)
     g = _gains(_as_scores(y, "y"), gain, "y")
     query_ptr = np.ascontiguousarray(query_ptr, dtype=np.int64)
     if query_ptr.ndim != 1 or query_ptr[0] != 0 or query_ptr[-1] != g.shape[0]:
@@ -267,7 +256,7 @@ class _Ranked:
     """Validated labels and scores in query-contiguous order, each query sorted by score."""
 
     def __init__(self, y_true, y_score, qid, k, ties: str):
-        _check_k(k)
+        check_k(k)
         _choice("ties", ties, _TIES)
         y = _as_scores(y_true, "y_true")
         f = _as_scores(y_score, "y_score")
@@ -569,7 +558,7 @@ def fbeta_score(
     -------
     float or ndarray of shape (n_queries,)
     """
-    beta = _check_real("beta", beta, low=0.0, strict=True)
+    beta = check_real(beta, "beta", low=0.0, strict=True)
     empty = _check_empty(empty)
     data = _Ranked(y_true, y_score, qid, k, ties)
     rel = _relevance(data.y, threshold)
@@ -731,7 +720,7 @@ def err_score(
     top = float(data.y.max())
     if g_max is None:
         g_max = top
-    elif _check_real("g_max", g_max) < top:
+    elif check_real(g_max, "g_max") < top:
         raise ValueError(f"g_max must be >= the largest label ({top}); got {g_max!r}")
     values = data.run(_k.expected_reciprocal_rank, g / np.exp2(g_max))
     return data.finish(values, None, None, per_query)
@@ -772,8 +761,8 @@ def neru_score(
     -------
     float or ndarray of shape (n_queries,)
     """
-    alpha = _check_real("alpha", alpha, low=1.0, strict=True)
-    d = _check_real("d", d)
+    alpha = check_real(alpha, "alpha", low=1.0, strict=True)
+    d = check_real(d, "d")
     empty = _check_empty(empty)
     data = _Ranked(y_true, y_score, qid, k, ties)
     b = np.maximum(data.y - d, 0.0)
@@ -868,3 +857,22 @@ def kendall_tau_score(
         )
         undefined = total <= 0
     return data.finish(values, undefined, empty, per_query)
+
+
+METRICS: Mapping[str, Callable] = MappingProxyType(
+    {
+        "ndcg": ndcg_score,
+        "dcg": dcg_score,
+        "map": map_score,
+        "p": precision_score,
+        "precision": precision_score,
+        "recall": recall_score,
+        "f1": f1_score,
+        "mrr": mrr_score,
+        "err": err_score,
+        "neru": neru_score,
+        "kendall_tau": kendall_tau_score,
+    }
+)
+"""The ranking metrics by name ("p" is short for "precision"); each takes
+``(y_true, y_score, qid, ...)``, and those with a cut-off take ``k``."""

@@ -13,9 +13,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from losses._base import Loss, check_graded_labels
+from losses._base import Loss
 from losses._kernels import ordinal as _k
 from losses._threads import PARALLEL_MIN_ROWS, serial_below
+from losses.validation import check_graded_labels
 
 __all__ = ["OrdinalLoss"]
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from losses._base import Loss, check_finite_targets
+from losses._base import Loss
 from losses._kernels import pointwise as _k
+from losses.validation import check_finite_targets
 
 __all__ = ["SquaredLoss", "HingeLoss", "LogisticLoss"]
 

@@ -12,14 +12,16 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from losses._base import Loss, check_finite_targets
+from losses._base import Loss
 from losses._kernels import preference as _k
 from losses._query import group_queries
+from losses.validation import check_finite_targets
 
-__all__ = ["PreferenceLoss", "pairs_from_labels"]
+__all__ = ["PAIR_COSTS", "PreferenceLoss", "pairs_from_labels"]
 
 _NORMALIZE = ("query", "none")
-_PAIR_COSTS = ("zero_one", "linear", "gain_difference")
+# the pair costs pairs_from_labels builds from labels
+PAIR_COSTS = ("zero_one", "linear", "gain_difference")
 
 
 class _PreferenceTargets(NamedTuple):
@@ -194,8 +196,8 @@ def pairs_from_labels(y, qid=None, *, cost: str = "zero_one") -> tuple[np.ndarra
     There are up to m²/4 pairs per query of m rows: time and memory O(Σ_q m_q²). With
     ``cost="zero_one"`` the preference loss on these pairs equals the ordinal loss.
     """
-    if cost not in _PAIR_COSTS:
-        raise ValueError(f"cost must be one of {list(_PAIR_COSTS)}; got {cost!r}")
+    if cost not in PAIR_COSTS:
+        raise ValueError(f"cost must be one of {list(PAIR_COSTS)}; got {cost!r}")
     y = check_finite_targets(y)
     groups = group_queries(qid, y.shape[0])
     y_int = np.ascontiguousarray(groups.to_internal(y))

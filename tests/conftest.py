@@ -1,16 +1,6 @@
-import os
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def data_dir() -> Path | None:
-    """The shared real-data folder: $BMRM_DATA, else ../shared/data beside the checkout."""
-    env = os.environ.get("BMRM_DATA")
-    path = Path(env) if env else REPO.parent / "shared" / "data"
-    return path if path.is_dir() else None
+from bmrm.io import data_dir
 
 
 @pytest.fixture

@@ -21,10 +21,22 @@ LETOR_DATASETS = {"MQ2007": 46, "MQ2008": 46}
 _N_PARTITIONS = 5
 
 
-def data_dir() -> Path | None:
-    """The real-data folder named by the ``BMRM_DATA`` environment variable, else ``None``."""
+# the folder holding the package's source checkout (where ``bmrm/`` lives)
+_CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def data_dir(*, existing: bool = True) -> Path | None:
+    """The shared real-data folder: ``$BMRM_DATA``, else ``../shared/data`` beside the checkout.
+
+    Parameters
+    ----------
+    existing : bool
+        When True (the default), return ``None`` unless that folder exists; when False,
+        return the path either way (for a default shown in messages).
+    """
     env = os.environ.get("BMRM_DATA")
-    return Path(env) if env else None
+    path = Path(env) if env else _CHECKOUT.parent / "shared" / "data"
+    return path if not existing or path.is_dir() else None
 
 
 def letor_fold_partitions(fold: int) -> dict[str, tuple[str, ...]]:

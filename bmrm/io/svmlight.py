@@ -33,6 +33,8 @@ import scipy.sparse as sp
 from numpy.typing import DTypeLike
 from sklearn.datasets import load_svmlight_file
 
+from losses.validation import check_int
+
 __all__ = [
     "dump_query_file",
     "dump_svmlight",
@@ -248,8 +250,7 @@ def load_svmlight(
         raise ValueError(f"dtype must be a floating dtype; got {dtype}")
     if zero_based not in (True, False, "auto"):
         raise ValueError(f"zero_based must be True, False or 'auto'; got {zero_based!r}")
-    if n_features is not None and (isinstance(n_features, bool) or int(n_features) < 1):
-        raise ValueError(f"n_features must be an integer >= 1 or None; got {n_features!r}")
+    check_int(n_features, "n_features", 1, allow_none=True)
     one_based = zero_based is False
     try:
         X, y, qid = load_svmlight_file(path, dtype=dtype, zero_based=zero_based, query_id=True)

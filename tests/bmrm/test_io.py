@@ -504,8 +504,17 @@ def test_letor_partition_needs_qid(tmp_path):
 
 
 def test_data_dir(monkeypatch, tmp_path):
+    from bmrm.io import letor
+
+    monkeypatch.setattr(letor, "_CHECKOUT", tmp_path / "checkout")
     monkeypatch.delenv("BMRM_DATA", raising=False)
     assert data_dir() is None
+    assert data_dir(existing=False) == tmp_path / "shared" / "data"
+    (tmp_path / "shared" / "data").mkdir(parents=True)
+    assert data_dir() == tmp_path / "shared" / "data"
+    monkeypatch.setenv("BMRM_DATA", str(tmp_path / "elsewhere"))
+    assert data_dir() is None
+    assert data_dir(existing=False) == tmp_path / "elsewhere"
     monkeypatch.setenv("BMRM_DATA", str(tmp_path))
     assert data_dir() == tmp_path
 

@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def real_data() -> Path:
     """The shared data folder, or skip the calling test with the reason."""
-    from tests.conftest import data_dir
+    from bmrm.io import data_dir
 
     data = data_dir()
     if data is None:

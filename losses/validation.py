@@ -1,0 +1,73 @@
+"""Argument checks shared by :mod:`losses`, the metrics and :mod:`bmrm`.
+
+Each check returns the value in its canonical type or raises ``ValueError`` naming the
+argument and saying what was expected and what was given.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+__all__ = [
+    "check_finite_targets",
+    "check_graded_labels",
+    "check_int",
+    "check_k",
+    "check_positive",
+    "check_real",
+]
+
+
+def check_real(value, name: str, *, low: float | None = None, strict: bool = False) -> float:
+    """A finite real number (not a bool), at least ``low`` (above it when ``strict``)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
+        raise ValueError(f"{name} must be a finite number; got {value!r}")
+    if low is not None and (value <= low if strict else value < low):
+        raise ValueError(f"{name} must be {'>' if strict else '>='} {low:g}; got {value!r}")
+    return float(value)
+
+
+def check_positive(value, name: str, *, strict: bool = True) -> float:
+    """A finite real number > 0 (or >= 0 when ``strict`` is False)."""
+    return check_real(value, name, low=0.0, strict=strict)
+
+
+def check_int(value, name: str, minimum: int, *, allow_none: bool = False) -> int | None:
+    """An integer (not a bool) >= ``minimum``, or None when ``allow_none``."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(
+            f"{name} must be an integer >= {minimum}{' or None' if allow_none else ''}; "
+            f"got {value!r}"
+        )
+    return int(value)
+
+
+def check_k(k, *, allow_none: bool = True) -> int | None:
+    """A cut-off: an integer >= 1, or None (the whole list) when ``allow_none``."""
+    return check_int(k, "k", 1, allow_none=allow_none)
+
+
+def check_finite_targets(y, *, name: str = "y") -> np.ndarray:
+    """Return ``y`` as a float64 1-d array, rejecting NaN and inf."""
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise ValueError(f"{name} must be 1-d; got shape {y.shape}")
+    if y.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must be numeric; got dtype {y.dtype}")
+    y = y.astype(np.float64, copy=False)
+    if not np.all(np.isfinite(y)):
+        raise ValueError(f"{name} must not contain NaN or inf")
+    return y
+
+
+def check_graded_labels(y, *, name: str = "y") -> np.ndarray:
+    """Return ``y`` as int64 relevance levels, rejecting negative or non-integer values."""
+    y = check_finite_targets(y, name=name)
+    if y.size and (np.any(y < 0) or np.any(y != np.round(y))):
+        bad = float(y[(y < 0) | (y != np.round(y))][0])
+        raise ValueError(f"{name} must hold non-negative integer relevance levels; got {bad!r}")
+    return y.astype(np.int64)

@@ -1,0 +1,65 @@
+"""The shared argument checks of losses.validation: accepted values and their errors."""
+
+import numpy as np
+import pytest
+
+from losses.validation import (
+    check_finite_targets,
+    check_graded_labels,
+    check_int,
+    check_k,
+    check_positive,
+    check_real,
+)
+
+
+def test_check_real_and_positive():
+    assert check_real(np.float32(2.5), "x") == 2.5 and type(check_real(3, "x")) is float
+    assert check_real(1.0, "x", low=1.0) == 1.0
+    assert check_positive(0.0, "tol", strict=False) == 0.0
+    cases = [
+        (lambda: check_real(True, "x"), "x must be a finite number; got True"),
+        (lambda: check_real("1", "x"), "x must be a finite number; got '1'"),
+        (lambda: check_real(np.nan, "x"), "x must be a finite number"),
+        (lambda: check_real(1.0, "alpha", low=1.0, strict=True), "alpha must be > 1; got 1.0"),
+        (lambda: check_real(-0.5, "beta", low=0.0), "beta must be >= 0; got -0.5"),
+        (lambda: check_positive(0, "lam"), "lam must be > 0; got 0"),
+        (lambda: check_positive(-1e-300, "tol", strict=False), "tol must be >= 0"),
+        (lambda: check_positive(np.inf, "lam"), "lam must be a finite number; got inf"),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError, match=message):
+            call()
+
+
+def test_check_int_and_k():
+    assert check_int(np.int64(3), "n", 0) == 3 and type(check_int(np.int64(3), "n", 0)) is int
+    assert check_int(None, "k", 1, allow_none=True) is None
+    assert check_k(None) is None and check_k(5) == 5
+    cases = [
+        (lambda: check_int(2.0, "n", 0), "n must be an integer >= 0; got 2.0"),
+        (lambda: check_int(False, "n", 0), "n must be an integer >= 0; got False"),
+        (lambda: check_int(2, "bundle_size", 3), "bundle_size must be an integer >= 3; got 2"),
+        (lambda: check_int(None, "n", 0), "n must be an integer >= 0; got None"),
+        (lambda: check_k(0), r"k must be an integer >= 1 or None; got 0"),
+        (lambda: check_k(None, allow_none=False), r"k must be an integer >= 1; got None"),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError, match=message):
+            call()
+
+
+def test_targets():
+    np.testing.assert_array_equal(check_finite_targets([1, 2]), [1.0, 2.0])
+    np.testing.assert_array_equal(check_graded_labels([0.0, 3.0]), [0, 3])
+    assert check_graded_labels([2.0]).dtype == np.int64
+    cases = [
+        (lambda: check_finite_targets([[1.0]]), r"y must be 1-d; got shape \(1, 1\)"),
+        (lambda: check_finite_targets(["a"]), "y must be numeric"),
+        (lambda: check_finite_targets([1.0, np.inf], name="z"), "z must not contain NaN"),
+        (lambda: check_graded_labels([1.5]), "non-negative integer relevance levels; got 1.5"),
+        (lambda: check_graded_labels([-1]), "non-negative integer relevance levels; got -1.0"),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError, match=message):
+            call()
