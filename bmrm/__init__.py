@@ -7,7 +7,7 @@ scorer, R the mean of a loss oracle from :mod:`losses` (or any object following 
 from bmrm._version import __version__
 from bmrm.estimators import BMRMClassifier, BMRMRanker, BMRMRegressor, OrdinalRegressor
 from bmrm.model import LinearModel, fit, load
-from bmrm.solver.loop import BMRMResult, ConvergenceWarning, minimize_bmrm
+from bmrm.solver.loop import BMRMResult, minimize_bmrm
 
 __all__ = [
     "__version__",
@@ -22,3 +22,12 @@ __all__ = [
     "load",
     "minimize_bmrm",
 ]
+
+
+def __getattr__(name: str):
+    # created on first use, see bmrm.exceptions
+    if name == "ConvergenceWarning":
+        from bmrm import exceptions
+
+        return exceptions.ConvergenceWarning
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

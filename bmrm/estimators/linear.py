@@ -34,7 +34,6 @@ import numpy as np
 from scipy.special import expit, log_expit
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
-from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -105,16 +104,28 @@ class _BMRMEstimator(BaseEstimator):
             verbose=self.verbose,
             **loss_data,
         )
+        self.model_ = model
         self.coef_ = model.coef_
         self.result_ = model.result_
         self.n_iter_ = int(model.result_.nit)
         return model
 
     def _scores(self, X) -> np.ndarray:
+        """The fitted model's scores X @ coef_ + intercept_ (float64)."""
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=_DTYPES, reset=False)
-        f = np.asarray(safe_sparse_dot(X, self.coef_), dtype=np.float64).ravel()
-        return f + getattr(self, "intercept_", 0.0)
+        return self.model_.decision_function(X)
+
+    def save(self, path) -> None:
+        """Write the fitted linear model (``model_``) as a portable model file.
+
+        ``bmrm.load(path)`` reads it back as a :class:`bmrm.LinearModel` (weights,
+        intercept, loss, regularization and the solver's result) whose ``predict`` gives
+        this estimator's scores (``decision_function``); estimator-specific attributes
+        such as ``classes_`` or ``thresholds_`` are not stored.
+        """
+        check_is_fitted(self)
+        self.model_.save(path)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -176,6 +187,8 @@ class BMRMRanker(_BMRMEstimator):
 
     Attributes
     ----------
+    model_ : bmrm.LinearModel
+        The fitted model; :meth:`predict` delegates to it and :meth:`save` writes it.
     coef_ : ndarray of shape (n_features,)
     loss_ : loss object
         The loss that was minimised.
@@ -325,6 +338,8 @@ class BMRMRegressor(RegressorMixin, _BMRMEstimator):
 
     Attributes
     ----------
+    model_ : bmrm.LinearModel
+        The fitted model (scores and :meth:`save`).
     coef_ : ndarray of shape (n_features,)
     intercept_ : float
     result_ : bmrm.BMRMResult
@@ -409,6 +424,8 @@ class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
     ----------
     classes_ : ndarray of shape (2,)
         The two labels, sorted; ``classes_[1]`` is the positive class.
+    model_ : bmrm.LinearModel
+        The fitted model (the decision function and :meth:`save`).
     coef_ : ndarray of shape (n_features,)
     intercept_ : float
     result_ : bmrm.BMRMResult

@@ -6,7 +6,6 @@ import numpy as np
 from numba import njit
 from sklearn.metrics import accuracy_score, mean_absolute_error
 from sklearn.utils._param_validation import StrOptions
-from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.validation import validate_data
 
 import losses
@@ -46,6 +45,8 @@ class OrdinalRegressor(_BMRMEstimator):
     ----------
     classes_ : ndarray of shape (K,)
         The sorted distinct training labels (integers, not necessarily contiguous).
+    model_ : bmrm.LinearModel
+        The fitted scorer (:meth:`decision_function` and :meth:`save`).
     coef_ : ndarray of shape (n_features,)
     thresholds_ : ndarray of shape (K − 1,)
         Non-decreasing, possibly ±inf.
@@ -107,8 +108,8 @@ class OrdinalRegressor(_BMRMEstimator):
         classes = np.unique(y)
         levels = (classes - classes[0]).astype(np.int64)
         y_level = (y - classes[0]).astype(np.int64)
-        self._solve(X, y_level, losses.get("ordinal", cost=self.cost))
-        f = np.asarray(safe_sparse_dot(X, self.coef_), dtype=np.float64).ravel()
+        model = self._solve(X, y_level, losses.get("ordinal", cost=self.cost))
+        f = model.decision_function(X)
         self.thresholds_ = optimal_thresholds(
             f, y_level, levels.astype(np.float64), self.threshold_method
         )

@@ -7,6 +7,15 @@ the cutting planes; :mod:`~bmrm.solver.masters` minimises the regularized cuttin
 iterations and certifies the gap.
 """
 
-from bmrm.solver.loop import BMRMResult, ConvergenceWarning, minimize_bmrm
+from bmrm.solver.loop import BMRMResult, minimize_bmrm
 
 __all__ = ["BMRMResult", "ConvergenceWarning", "minimize_bmrm"]
+
+
+def __getattr__(name: str):
+    # created on first use, see bmrm.exceptions
+    if name == "ConvergenceWarning":
+        from bmrm import exceptions
+
+        return exceptions.ConvergenceWarning
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,11 +21,12 @@ from collections.abc import Callable
 import numpy as np
 from scipy.optimize import OptimizeResult
 
+from bmrm import exceptions
 from bmrm.solver.bundle import Bundle
 from bmrm.solver.masters import CvxpyMaster, QPMaster
 from bmrm.solver.regularizers import make_regularizer
 
-__all__ = ["BMRMResult", "ConvergenceWarning", "minimize_bmrm", "PlainBMRM"]
+__all__ = ["BMRMResult", "minimize_bmrm", "PlainBMRM"]
 
 logger = logging.getLogger("bmrm")
 
@@ -47,10 +48,6 @@ HISTORY_FIELDS = (
     "master_seconds",
     "bundle_size",
 )
-
-
-class ConvergenceWarning(UserWarning):
-    """The solver stopped before reaching the requested gap."""
 
 
 class BMRMResult(OptimizeResult):
@@ -145,7 +142,7 @@ def minimize_bmrm(
     tol, atol : float
         Stop when gap <= tol·J(best) or gap <= atol.
     max_iter : int
-        Iteration cap (warns with :class:`ConvergenceWarning` when reached).
+        Iteration cap (warns with :class:`bmrm.ConvergenceWarning` when reached).
     max_time : float or None
         Time budget in seconds.
     bundle_size, max_idle : int
@@ -167,6 +164,7 @@ def minimize_bmrm(
     start = time.perf_counter()
     method = PlainBMRM() if method is None else method
     handler = None
+    level = logger.level
     if verbose:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(message)s"))
@@ -269,7 +267,7 @@ def minimize_bmrm(
                 f"BMRM reached max_iter={max_iter} with gap {best_J - lower_bound:.3e} "
                 f"(relative {(best_J - lower_bound) / max(abs(best_J), 1e-300):.3e}, "
                 f"tol={tol})",
-                ConvergenceWarning,
+                exceptions.ConvergenceWarning,
                 stacklevel=3,
             )
         return _result(
@@ -278,6 +276,7 @@ def minimize_bmrm(
     finally:
         if handler is not None:
             logger.removeHandler(handler)
+            logger.setLevel(level)
 
 
 def _show_progress(nit, gap, best_J, tol, atol, first_gap, elapsed, width=30):

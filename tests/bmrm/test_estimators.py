@@ -362,3 +362,38 @@ def test_sparse_input_solves_the_same_problem():
     np.testing.assert_allclose(
         sparse.predict(sp.csr_matrix(X)), X @ sparse.coef_, rtol=1e-12, atol=1e-12
     )
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: (BMRMRanker(loss="ordinal", **FAST), "decision"),
+        lambda: (BMRMRegressor(**FAST), "regression"),
+        lambda: (BMRMClassifier(loss="logistic", **FAST), "classes"),
+        lambda: (OrdinalRegressor(**FAST), "levels"),
+    ],
+)
+def test_estimators_keep_a_linear_model_and_save_it(make, tmp_path):
+    estimator, kind = make()
+    X, y, qid = make_ranking(3)
+    if kind == "classes":
+        y = np.where(y > 1, "yes", "no")
+    estimator.fit(X, y)
+    model = estimator.model_
+    assert isinstance(model, bmrm.LinearModel)
+    assert model.coef_ is estimator.coef_ and model.result_ is estimator.result_
+    scores = X @ estimator.coef_ + getattr(estimator, "intercept_", 0.0)
+    method = (
+        estimator.predict if kind in ("decision", "regression") else estimator.decision_function
+    )
+    np.testing.assert_allclose(method(X), scores, rtol=1e-12, atol=1e-12)
+    estimator.save(tmp_path / "m.json")
+    loaded = bmrm.load(tmp_path / "m.json")
+    np.testing.assert_array_equal(loaded.coef_, estimator.coef_)
+    np.testing.assert_array_equal(loaded.predict(X), method(X))
+
+
+def test_unfitted_estimator_cannot_save(tmp_path):
+    with pytest.raises(sklearn.exceptions.NotFittedError):
+        BMRMRanker().save(tmp_path / "m.json")
+    assert list(tmp_path.iterdir()) == []

@@ -1,5 +1,8 @@
 """The bundle method against the whole problem solved directly by cvxpy."""
 
+import logging
+import warnings
+
 import cvxpy as cp
 import numpy as np
 import pytest
@@ -224,3 +227,35 @@ def test_progress_bar_reaches_full_when_converged(capsys):
     last = err.rstrip("\n").split("\r")[-1]
     assert res.success
     assert "100.0%" in last and f"iteration {res.nit} " in last
+
+
+def test_convergence_warning_is_sklearns():
+    """Filters on scikit-learn's category apply to the solver's warning."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    assert issubclass(bmrm.ConvergenceWarning, ConvergenceWarning)
+    assert bmrm.ConvergenceWarning is bmrm.solver.ConvergenceWarning
+    X, y = make_problem(0, "hinge")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.filterwarnings("ignore", category=ConvergenceWarning)
+        bmrm.fit(X, y, "hinge", lam=1e-4, tol=1e-12, max_iter=2)
+    assert caught == []
+
+
+@pytest.mark.parametrize("level", [logging.NOTSET, logging.WARNING, logging.DEBUG])
+def test_verbose_restores_the_logger(level, capsys):
+    logger = logging.getLogger("bmrm")
+    handlers = list(logger.handlers)
+    logger.setLevel(level)
+    try:
+        X, y = make_problem(0, "squared")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", bmrm.ConvergenceWarning)
+            res = bmrm.fit(X, y, "squared", lam=1e-2, max_iter=3, verbose=True).result_
+        assert logger.level == level
+        assert logger.handlers == handlers
+    finally:
+        logger.setLevel(logging.NOTSET)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].split()[:2] == ["iter", "J(best)"] and len(lines) == 1 + res.nit
