@@ -192,8 +192,3 @@ class Bundle:
             idle = np.flatnonzero(self.idle[1:k] >= self.max_idle) + 1
             self._keep(np.setdiff1d(np.arange(k), idle))
             self._due = 0
-
-    def model_value(self, w: np.ndarray) -> float:
-        """The cutting-plane model max_i (<a_i, w> + b_i) at ``w``."""
-        k = self.size
-        return float(np.max(self.A[:k] @ w + self.b[:k]))

@@ -120,16 +120,6 @@ def solve_simplex_qp(Q, b, alpha, grad, tol, max_steps):
 
 
 @njit(inline="always")
-def _forward(L, s, rhs, out):
-    """Solve L[:s, :s] out = rhs (forward substitution)."""
-    for i in range(s):
-        v = rhs[i]
-        for j in range(i):
-            v -= L[i, j] * out[j]
-        out[i] = v / L[i, i]
-
-
-@njit(inline="always")
 def _backward(L, s, rhs, out):
     """Solve L[:s, :s]ᵀ out = rhs (back substitution, by columns of L)."""
     for i in range(s):

@@ -131,26 +131,3 @@ def solve_assignment(
     for i in range(n_rows):
         total += cost[i, col_of_row[i]]
     return total
-
-
-@njit(cache=True)
-def linear_assignment(cost):
-    """Allocate the workspace and solve; returns ``(col_of_row, total)``.
-
-    ``cost`` must have ``n_rows <= n_cols`` and finite entries (transpose it otherwise).
-    """
-    n_rows, n_cols = cost.shape
-    col_of_row = np.empty(n_rows, dtype=np.int64)
-    total = solve_assignment(
-        np.ascontiguousarray(cost),
-        col_of_row,
-        np.empty(n_rows),
-        np.empty(n_cols),
-        np.empty(n_cols),
-        np.empty(n_cols, dtype=np.int64),
-        np.empty(n_cols, dtype=np.int64),
-        np.empty(n_cols, dtype=np.int64),
-        np.empty(n_rows, dtype=np.bool_),
-        np.empty(n_cols, dtype=np.bool_),
-    )
-    return col_of_row, total

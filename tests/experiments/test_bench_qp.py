@@ -10,7 +10,6 @@ def test_bench_qp_quick(tmp_path):
     cases = {r["case"] for r in rows}
     assert any("ordinal fit" in c for c in cases) and any("ndcg fit" in c for c in cases)
     for r in rows:
-        assert float(r["ms"]) > 0
         if r["solver"] == "active_set":
             # exact: certified within the KKT tolerance and never above the reference
             assert float(r["fw_gap"]) <= 1e-9 * float(r["scale"])

@@ -72,7 +72,7 @@ def test_fits_measured_and_one_lam_selected(letor_run, shared_data):
     for r in fits:
         assert r["measure"] in MEASURES
         assert 0.0 <= float(r["value"]) <= 1.0
-        assert int(r["iterations"]) >= 1 and float(r["fit_seconds"]) > 0
+        assert int(r["iterations"]) >= 1
         assert float(r["rel_gap"]) >= -1e-9
     for method in ("ordinal", "squared"):
         chosen = {r["lam"] for r in fits if r["method"] == method and r["selected"] == "True"}

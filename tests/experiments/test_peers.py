@@ -41,7 +41,6 @@ def test_rows_and_columns(peers_run, shared_data):
         assert {r["method"] for r in rows if r["dataset"] == dataset} == METHODS
     assert len(rows) == 2 * len(METHODS)
     for r in rows:
-        assert float(r["fit_s"]) > 0
         for key in ("ndcg10_exp", "ndcg10_letor", "map_letor", "vali_ndcg10"):
             assert 0.0 <= float(r[key]) <= 1.0, (r["method"], key)
         if r["method"].startswith("bmrm"):

@@ -6,7 +6,26 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linear_sum_assignment
 
-from losses._kernels.assignment import linear_assignment, solve_assignment
+from losses._kernels.assignment import solve_assignment
+
+
+def linear_assignment(cost):
+    """Allocate the kernel's workspace and solve; returns ``(col_of_row, total)``."""
+    n_rows, n_cols = cost.shape
+    col_of_row = np.empty(n_rows, dtype=np.int64)
+    total = solve_assignment(
+        np.ascontiguousarray(cost),
+        col_of_row,
+        np.empty(n_rows),
+        np.empty(n_cols),
+        np.empty(n_cols),
+        np.empty(n_cols, dtype=np.int64),
+        np.empty(n_cols, dtype=np.int64),
+        np.empty(n_cols, dtype=np.int64),
+        np.empty(n_rows, dtype=np.bool_),
+        np.empty(n_cols, dtype=np.bool_),
+    )
+    return col_of_row, total
 
 
 def random_cost(rng, n_rows, n_cols, kind):
