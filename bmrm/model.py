@@ -123,12 +123,8 @@ def save(model: LinearModel, path) -> None:
 def load(path, *, n_features: int | None = None) -> LinearModel:
     """Read a model file written by :meth:`LinearModel.save`; never unpickles.
 
-    Parameters
-    ----------
-    path : str or path-like
-    n_features : int or None
-        When given, the number of features of the data the model is meant for; a model
-        with another number of features is an error.
+    ``path`` and ``n_features`` are as in :func:`bmrm.io.model_files.read_model_file`
+    (``n_features``, when given, must match the model's).
 
     Returns
     -------
@@ -142,10 +138,8 @@ def load(path, *, n_features: int | None = None) -> LinearModel:
     Raises
     ------
     ValueError
-        Naming ``path``, for a file that is not a model file, is truncated or corrupted,
-        fails its checksum, has an unknown format version, was written by a newer bmrm, or
-        whose fields are malformed; and for a model whose number of features differs from
-        ``n_features``.
+        Naming ``path``: those of :func:`~bmrm.io.model_files.read_model_file`, and for a
+        regularizer spec or loss that cannot be rebuilt or a malformed history.
     OSError
         When the file cannot be read.
     """
