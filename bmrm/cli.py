@@ -13,10 +13,12 @@ otherwise one query. Model files are the portable files of :mod:`bmrm.io.model_f
 
 Progress and the final summary go to stderr, results (predictions, metric values) to files or
 stdout. Bad input (a missing or malformed file, an unknown loss, an invalid option value, a
-feature-count mismatch between model and data, a predictions file of the wrong length) ends
-the command with exit status 2 and a one-line reason on stderr; output files are written
-atomically (:func:`os.replace` of a temporary file), so a failed command leaves none behind
-and never damages an existing one.
+feature-count mismatch between model and data, a predictions file of the wrong length, an
+output that cannot be written) ends the command with exit status 2 and a one-line reason on
+stderr; output files are written atomically (:func:`os.replace` of a temporary file), so a
+failed command leaves none behind and never damages an existing one. An output that is a
+symbolic link writes the file it points to; a device or FIFO (``/dev/stdout``) is written in
+place, and a failed write to it (``/dev/full``) is an error.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import scipy.sparse as sp
 import losses
 from bmrm._validation import check_int, check_positive
 from bmrm._version import __version__
-from bmrm.io import load_svmlight
+from bmrm.io import load_query_file, load_svmlight, qid_from_groups
 from bmrm.io.model_files import _write_atomic, load_model
 from bmrm.model import LinearModel, fit
 from losses import metrics
@@ -190,8 +192,41 @@ def _parser() -> argparse.ArgumentParser:
 # ----------------------------------------------------------------------------- data
 
 
-def _load_data(path: str, query_file: str | None):
-    return load_svmlight(path, zero_based=False, query_file=query_file or "auto")
+def _load_data(path: str, query_file: str | None = None, *, groups: bool = True):
+    """Features, labels and query ids of a data file, with finite features.
+
+    ``--query-file`` (checked to be readable before the data file is parsed) applies only
+    to a file without ``qid:``; without it, ``<file>.query`` is used when it exists and the
+    file has no ``qid:``. ``groups=False`` reads no query file.
+    """
+    if query_file is None:
+        X, y, qid = load_svmlight(path, zero_based=False, query_file="auto" if groups else None)
+    else:
+        with open(query_file, "rb"):
+            pass  # a missing or unreadable query file fails before the data file is parsed
+        X, y, qid = load_svmlight(path, zero_based=False, query_file=None)
+        if qid is not None:
+            raise ValueError(
+                f"{path} has qid: on its rows, so --query-file {query_file} would conflict; "
+                "drop --query-file (the qid: ids give the queries)"
+            )
+        sizes = load_query_file(query_file)
+        if int(sizes.sum()) != X.shape[0]:
+            raise ValueError(
+                f"--query-file {query_file}: the group sizes sum to {int(sizes.sum())} rows "
+                f"but {path} has {X.shape[0]} rows"
+            )
+        qid = qid_from_groups(sizes)
+    bad = np.flatnonzero(~np.isfinite(X.data))
+    if bad.size:
+        entry = int(bad[0])
+        row = int(np.searchsorted(X.indptr, entry, side="right")) - 1
+        raise ValueError(
+            f"{path}: data row {row + 1} (counting rows from 1), feature "
+            f"{int(X.indices[entry]) + 1} is {float(X.data[entry])!r}; features must be "
+            "finite numbers"
+        )
+    return X, y, qid
 
 
 def _features_for(X, path: str, model: LinearModel, model_path: str):
@@ -205,11 +240,18 @@ def _features_for(X, path: str, model: LinearModel, model_path: str):
 
 
 def _check_output(path: str) -> None:
-    """Fail before any work when ``path`` cannot be an output file."""
-    folder = os.path.dirname(os.path.abspath(path))
+    """Fail before any work when ``path`` cannot be an output file.
+
+    A symbolic link is checked (and later written) at the file it points to.
+    """
+    if os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
+        return  # a device or FIFO, written in place
+    target = os.path.realpath(path)
+    folder = os.path.dirname(target)
     if not os.path.isdir(folder):
-        raise ValueError(f"cannot write {path}: folder {folder} does not exist")
-    if os.path.isdir(path):
+        shown = path if target == os.path.abspath(path) else f"{path} (a link to {target})"
+        raise ValueError(f"cannot write {shown}: folder {folder} does not exist")
+    if os.path.isdir(target):
         raise ValueError(f"cannot write {path}: it is a folder")
 
 
@@ -325,7 +367,7 @@ def _train(args) -> None:
 def _predict(args) -> None:
     _check_output(args.predictions_file)
     model = load_model(args.model_file)
-    X, _, _ = load_svmlight(args.test_file, zero_based=False, query_file=None)
+    X, _, _ = _load_data(args.test_file, groups=False)
     scores = model.predict(_features_for(X, args.test_file, model, args.model_file))
     text = "".join(f"{score!r}\n" for score in scores.tolist())
     _write_atomic(args.predictions_file, text.encode("ascii"))
@@ -401,8 +443,7 @@ def _note(command: str, message: str) -> None:
 
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror and exc.filename:
-        # For os.replace(temporary, target) the target is the file the user named.
-        return f"{exc.strerror}: {os.fsdecode(exc.filename2 or exc.filename)}"
+        return f"{exc.strerror}: {os.fsdecode(exc.filename)}"
     return " ".join(str(exc).split())
 
 

@@ -7,7 +7,13 @@ from collections.abc import Callable
 import numpy as np
 
 import losses
-from bmrm._validation import check_int, check_positive, check_X
+from bmrm._validation import (
+    check_int,
+    check_intercept_scaling,
+    check_positive,
+    check_w0,
+    check_X,
+)
 from bmrm.solver.loop import BMRMResult, minimize_bmrm
 from bmrm.solver.oracle import RiskOracle
 
@@ -148,6 +154,10 @@ def fit(
     fit_intercept : bool
         Fit an intercept as the weight of a constant feature ``intercept_scaling``,
         regularized with the rest.
+    intercept_scaling : float
+        The value of that constant feature when ``fit_intercept``: finite, > 0 and at most
+        1e150 (its square enters the planes' inner products of the master problem, which
+        must stay far from float64's overflow at 1.8e308); ignored otherwise.
     master : {"auto", "qp", "cvxpy"}
         "qp" is the dedicated dual solver (L2 without bounds; the "auto" choice there),
         "cvxpy" the general model.
@@ -206,10 +216,10 @@ def fit(
         raise ValueError(f"master must be 'auto', 'qp' or 'cvxpy'; got {master!r}")
     d = n_features + int(fit_intercept)
     lower, upper = _check_bounds(bounds, nonneg, d)
+    if fit_intercept:
+        intercept_scaling = check_intercept_scaling(intercept_scaling)
     if w0 is not None:
-        w0 = np.asarray(w0, dtype=np.float64)
-        if w0.shape != (d,) or not np.all(np.isfinite(w0)):
-            raise ValueError(f"w0 must be a finite array of shape ({d},); got shape {w0.shape}")
+        w0 = check_w0(w0, d, fit_intercept)
     loss_obj = losses.get(loss, **(loss_params or {}))
     prepared = losses.prepare(loss_obj, y, qid, n_samples=n_samples, **loss_data)
     oracle = RiskOracle(X, prepared, fit_intercept, intercept_scaling)

@@ -11,7 +11,7 @@ import importlib
 
 import numpy as np
 
-from losses._base import Loss, check_protocol
+from losses._base import Loss, check_loss_output, check_protocol
 from losses._query import QueryGroups, group_queries
 from losses._threads import PARALLEL_MIN_ROWS, serial_below
 
@@ -73,11 +73,14 @@ class Prepared:
     def loss_grad(self, f_internal):
         """Per-term losses and ∂(sum)/∂f, both in internal order.
 
-        Inputs below ``PARALLEL_MIN_ROWS`` rows run the kernels on the calling thread: waking
+        A user's loss that returns anything but two float arrays of those shapes raises
+        ``TypeError`` naming its class (:func:`losses._base.check_loss_output`). Inputs below
+        ``PARALLEL_MIN_ROWS`` rows run the kernels on the calling thread: waking
         a thread pool costs more than such a kernel, and far more on a busy machine.
         """
         with serial_below(len(f_internal), PARALLEL_MIN_ROWS):
-            return self.loss.loss_grad(f_internal, self.targets)
+            out = self.loss.loss_grad(f_internal, self.targets)
+        return check_loss_output(self.loss, out, self.n_terms, len(f_internal))
 
 
 def prepare(loss, y, qid=None, *, n_samples: int | None = None, **data) -> Prepared:
@@ -141,10 +144,17 @@ def risk(loss, f, y, qid=None, **data):
     prepared = prepare(loss, y, qid, n_samples=len(f), **data)
     f_int = np.ascontiguousarray(prepared.groups.to_internal(f))
     values, grad = prepared.loss_grad(f_int)
+    total = float(values.sum())
+    if not np.isfinite(total) or not np.all(np.isfinite(grad)):
+        raise ValueError(
+            f"the {type(prepared.loss).__name__} loss overflowed: its value or gradient is not "
+            f"finite at scores f with max |f| = {np.abs(f).max(initial=0.0):.3g}; f or the "
+            "targets y are out of range for it (scale them down)"
+        )
     n = prepared.n_terms
     if n == 0:
         return 0.0, np.zeros_like(f)
-    return float(values.sum() / n), prepared.groups.to_caller(grad / n)
+    return total / n, prepared.groups.to_caller(grad / n)
 
 
 def pairs_from_labels(*args, **kwargs):

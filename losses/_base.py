@@ -29,7 +29,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Loss", "check_finite_targets", "check_graded_labels", "check_protocol"]
+__all__ = [
+    "Loss",
+    "check_finite_targets",
+    "check_graded_labels",
+    "check_loss_output",
+    "check_protocol",
+]
+
+# Largest relevance level: float64 holds every integer up to 2^53 exactly, and int64 holds it.
+MAX_LEVEL = 2**53
 
 
 class Loss:
@@ -82,9 +91,52 @@ def check_finite_targets(y, *, name: str = "y") -> np.ndarray:
 
 
 def check_graded_labels(y, *, name: str = "y") -> np.ndarray:
-    """Return ``y`` as int64 relevance levels, rejecting negative or non-integer values."""
+    """Return ``y`` as int64 relevance levels.
+
+    Rejects negative, non-integer and too large values: levels above ``2**53`` are not exact
+    integers in float64 and would wrap around in int64, changing the order of the labels.
+    """
     y = check_finite_targets(y, name=name)
     if y.size and (np.any(y < 0) or np.any(y != np.round(y))):
         bad = y[(y < 0) | (y != np.round(y))][0]
         raise ValueError(f"{name} must hold non-negative integer relevance levels; got {bad!r}")
+    if y.size and y.max() > MAX_LEVEL:
+        raise ValueError(
+            f"{name} must hold relevance levels <= 2**53 (exact integers); got {y.max()!r}"
+        )
     return y.astype(np.int64)
+
+
+def check_loss_output(loss, out, n_terms: int, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return the ``(values, grad)`` that ``loss.loss_grad`` returned, as float64 arrays.
+
+    Raises ``TypeError`` naming the loss's class and the wrong output unless ``out`` is a
+    pair of 1-d float arrays, ``values`` with ``n_terms`` entries (one per query, or one per
+    row for a ``pointwise`` loss) and ``grad`` with ``n_rows`` entries (the shape of f).
+    Their finiteness is checked by the callers, which know what the scores came from.
+    """
+    where = f"{type(loss).__name__}.loss_grad"
+    if not isinstance(out, tuple) or len(out) != 2:
+        got = f"a {len(out)}-tuple" if isinstance(out, tuple) else type(out).__name__
+        raise TypeError(f"{where} must return a pair (values, grad); got {got}")
+    pointwise = bool(getattr(loss, "pointwise", False))
+    per = "per row: the loss is pointwise" if pointwise else "per query"
+    hint = "" if pointwise else "; a loss with one value per row must set pointwise = True"
+    for label, a, shape, meaning in (
+        ("values", out[0], (n_terms,), f"one entry {per}"),
+        ("grad", out[1], (n_rows,), "one entry per row, the shape of f"),
+    ):
+        if not isinstance(a, np.ndarray):
+            raise TypeError(
+                f"{where} returned {label} as {type(a).__name__}; expected a float ndarray of "
+                f"shape {shape} ({meaning})"
+            )
+        if a.shape != shape:
+            extra = hint if label == "values" and a.shape == (n_rows,) != shape else ""
+            raise TypeError(
+                f"{where} returned {label} of shape {a.shape}; expected shape {shape} "
+                f"({meaning}){extra}"
+            )
+        if a.dtype.kind != "f":
+            raise TypeError(f"{where} returned {label} of dtype {a.dtype}; expected a float dtype")
+    return out[0].astype(np.float64, copy=False), out[1].astype(np.float64, copy=False)

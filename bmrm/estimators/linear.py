@@ -40,6 +40,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 import losses
+from bmrm._validation import MAX_INTERCEPT_SCALING
 from bmrm.model import REGULARIZERS, LinearModel, fit
 from losses.metrics import ndcg_score
 from losses.preference import pairs_from_labels
@@ -318,7 +319,7 @@ class BMRMRegressor(RegressorMixin, _BMRMEstimator):
         Fit b as the weight of a constant feature of value ``intercept_scaling``; that
         weight is regularized like the others (as in liblinear), so raise
         ``intercept_scaling`` to weaken the shrinkage of b.
-    intercept_scaling : float, default=1.0
+    intercept_scaling : float in (0, 1e150], default=1.0
     regularizer, l1_ratio, tol, max_iter, bundle_size, warm_start, verbose :
         As in :class:`BMRMRanker`.
 
@@ -334,7 +335,7 @@ class BMRMRegressor(RegressorMixin, _BMRMEstimator):
     _parameter_constraints: dict = {
         **_BMRMEstimator._parameter_constraints,
         "fit_intercept": ["boolean"],
-        "intercept_scaling": [Interval(Real, 0, None, closed="neither")],
+        "intercept_scaling": [Interval(Real, 0, MAX_INTERCEPT_SCALING, closed="right")],
     }
 
     def __init__(
@@ -400,7 +401,7 @@ class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
     fit_intercept : bool, default=True
         Fit b as the weight of a constant feature of value ``intercept_scaling``,
         regularized like the other weights (as in liblinear).
-    intercept_scaling : float, default=1.0
+    intercept_scaling : float in (0, 1e150], default=1.0
     regularizer, l1_ratio, tol, max_iter, bundle_size, warm_start, verbose :
         As in :class:`BMRMRanker`. A warm start needs the same classes and features.
 
@@ -419,7 +420,7 @@ class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
         **_BMRMEstimator._parameter_constraints,
         "loss": [StrOptions({"hinge", "logistic"})],
         "fit_intercept": ["boolean"],
-        "intercept_scaling": [Interval(Real, 0, None, closed="neither")],
+        "intercept_scaling": [Interval(Real, 0, MAX_INTERCEPT_SCALING, closed="right")],
     }
 
     def __init__(
