@@ -28,6 +28,7 @@ Split by query (``GroupKFold`` with ``groups=qid``) so that no query straddles a
 
 from __future__ import annotations
 
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -254,6 +255,7 @@ class BMRMRanker(_BMRMEstimator):
             fit_params = {**fit_params, "pairs": pairs, "pair_costs": costs}
         self._solve(X, y, loss, qid, **fit_params)
         self.loss_ = loss
+        self._fitted_with_qid = qid is not None
         return self
 
     def predict(self, X) -> np.ndarray:
@@ -273,7 +275,9 @@ class BMRMRanker(_BMRMEstimator):
         y : array-like of shape (n_samples,)
             Non-negative integer relevance labels.
         qid : array-like of shape (n_samples,) or None
-            Query id of each row; None makes all rows one query.
+            Query id of each row; None makes all rows one query. Scoring without qid a ranker
+            fitted with qid warns (``UserWarning``): that is what a cross-validation loop
+            without metadata routing does, and its scores would mix all queries into one.
         sample_weight : array-like of shape (n_samples,) or None
             Row weights; a query weighs the mean of its rows' weights in the mean over
             queries (give equal weights within a query to weight queries).
@@ -284,6 +288,16 @@ class BMRMRanker(_BMRMEstimator):
         """
         f = self.predict(X)
         qid = _check_qid(qid, f.shape[0])
+        if qid is None and getattr(self, "_fitted_with_qid", False) and f.shape[0] > 1:
+            warnings.warn(
+                f"BMRMRanker.score got no qid although fit got one: all {f.shape[0]} rows are "
+                "scored as one query. Pass qid=...; inside GridSearchCV, cross_validate or a "
+                "Pipeline, enable metadata routing so that each split gets its rows' ids: "
+                "sklearn.set_config(enable_metadata_routing=True) and "
+                "ranker.set_fit_request(qid=True).set_score_request(qid=True)",
+                UserWarning,
+                stacklevel=2,
+            )
         per_query = ndcg_score(y, f, qid, k=self.score_k, per_query=True)
         if sample_weight is None:
             return float(np.mean(per_query))
