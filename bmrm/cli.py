@@ -239,11 +239,22 @@ def _features_for(X, path: str, model: LinearModel, model_path: str):
     return sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], d))
 
 
-def _check_output(path: str) -> None:
-    """Fail before any work when ``path`` cannot be an output file.
+def _check_output(path: str, name: str, inputs: dict[str, str | None]) -> None:
+    """Fail before any work when ``path`` (the argument ``name``) cannot be an output file.
 
-    A symbolic link is checked (and later written) at the file it points to.
+    An output that is one of the command's ``inputs`` (argument name -> path) would destroy
+    it, so it is refused. A symbolic link is checked (and later written) at the file it
+    points to.
     """
+    if not path:
+        raise ValueError(f"{name} must be a file name; got ''")
+    for input_name, other in inputs.items():
+        if other and os.path.exists(path) and os.path.exists(other):
+            if os.path.samefile(path, other):
+                raise ValueError(
+                    f"{name} {path} is the {input_name} file {other}: writing it would "
+                    "destroy an input; choose another output file"
+                )
     if os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
         return  # a device or FIFO, written in place
     target = os.path.realpath(path)
@@ -299,6 +310,7 @@ def _build_loss(args):
             raise ValueError(f"--loss-param expects KEY=VALUE; got {item!r}")
         params[key] = _loss_value(text)
     if args.k is not None:
+        check_int(args.k, "--k", 1)
         if args.loss not in CUTOFF_LOSSES:
             raise ValueError(f"--k applies to the losses {CUTOFF_LOSSES}, not {args.loss!r}")
         if "k" in params:
@@ -314,15 +326,16 @@ def _build_loss(args):
 
 def _train(args) -> None:
     if args.C is not None:
-        lam = 1.0 / check_positive(args.C, "C")
+        lam = 1.0 / check_positive(args.C, "-c")
     else:
-        lam = check_positive(1e-3 if args.lam is None else args.lam, "lam")
-    tol = check_positive(args.tol, "tol", strict=False)
-    max_iter = check_int(args.max_iter, "max_iter", 1)
+        lam = check_positive(1e-3 if args.lam is None else args.lam, "--lam")
+    tol = check_positive(args.tol, "--tol", strict=False)
+    max_iter = check_int(args.max_iter, "--max-iter", 1)
     if args.pair_cost is not None and args.loss != "preference":
         raise ValueError(f"--pair-cost applies to the preference loss, not {args.loss!r}")
     loss = _build_loss(args)
-    _check_output(args.model_file)
+    inputs = {"TRAIN": args.train_file, "--query-file": args.query_file}
+    _check_output(args.model_file, "MODEL", inputs)
     X, y, qid = _load_data(args.train_file, args.query_file)
     if not args.quiet:
         n_queries = 1 if qid is None else np.unique(qid).size
@@ -365,7 +378,8 @@ def _train(args) -> None:
 
 
 def _predict(args) -> None:
-    _check_output(args.predictions_file)
+    inputs = {"TEST": args.test_file, "MODEL": args.model_file}
+    _check_output(args.predictions_file, "PREDICTIONS", inputs)
     model = load_model(args.model_file)
     X, _, _ = _load_data(args.test_file, groups=False)
     scores = model.predict(_features_for(X, args.test_file, model, args.model_file))

@@ -124,6 +124,13 @@ def _checksum(document: dict) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+def _naming(exc: OSError, path: str) -> OSError:
+    """``exc`` naming the user's ``path`` instead of a temporary or resolved file."""
+    if exc.errno is None:
+        return exc
+    return OSError(exc.errno, exc.strerror, path)  # the errno's subclass, e.g. ENOENT's
+
+
 def _write_atomic(path, data: bytes) -> None:
     """Write ``data`` to the file ``path`` names, replacing it atomically.
 
@@ -143,7 +150,7 @@ def _write_atomic(path, data: bytes) -> None:
     except FileNotFoundError:
         mode = None  # a new file, or a dangling link whose target is created
     except OSError as exc:
-        raise OSError(exc.errno, exc.strerror, path) from None
+        raise _naming(exc, path) from None
     if mode is not None and stat.S_ISDIR(mode):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
     if mode is not None and not stat.S_ISREG(mode):
@@ -151,7 +158,7 @@ def _write_atomic(path, data: bytes) -> None:
             with open(path, "wb") as f:
                 f.write(data)
         except OSError as exc:
-            raise OSError(exc.errno, exc.strerror, path) from None
+            raise _naming(exc, path) from None
         return
     folder, name = os.path.split(os.path.realpath(path))
     target = os.path.join(folder, name)
@@ -168,7 +175,7 @@ def _write_atomic(path, data: bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         if isinstance(exc, OSError):
-            raise OSError(exc.errno, exc.strerror, path) from None
+            raise _naming(exc, path) from None
         raise
 
 

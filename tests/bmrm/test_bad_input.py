@@ -543,3 +543,49 @@ def test_grid_search_without_routing_warns_and_with_routing_scores_by_query(rank
             fitted = BMRMRanker(loss="ordinal", lam=lam).fit(X[train], y[train], qid[train])
             scores.append(ndcg_score(y[test], fitted.predict(X[test]), qid[test], k=10))
         assert search.cv_results_["mean_test_score"][i] == pytest.approx(np.mean(scores))
+
+
+def test_cli_refuses_to_overwrite_an_input(files, capsys):
+    model_bytes = (files / "m.json").read_bytes()
+    train_bytes = (files / "train.svm").read_bytes()
+    (files / "link.svm").symlink_to("train.svm")
+    for argv, message in (
+        (["predict", files / "train.svm", files / "m.json", files / "m.json"], "MODEL"),
+        (["predict", files / "train.svm", files / "m.json", files / "train.svm"], "TEST"),
+        (["train", files / "train.svm", files / "link.svm", "--quiet"], "TRAIN"),
+        (
+            ["train", files / "noqid.svm", files / "noqid.query", "--query-file"]
+            + [files / "noqid.query", "--quiet"],
+            "--query-file",
+        ),
+    ):
+        code, err = run_cli(capsys, *argv)
+        assert code == 2
+        assert re.search(rf"is the {message} file .*would destroy an input", err), err
+    assert (files / "m.json").read_bytes() == model_bytes
+    assert (files / "train.svm").read_bytes() == train_bytes
+    assert (files / "noqid.query").read_text() == "10\n10\n"
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--max-iter", "0"], "--max-iter must be an integer >= 1; got 0"),
+        (["--lam", "-1"], "--lam must be > 0"),
+        (["--lam", "nan"], "--lam must be a finite real number"),
+        (["-c", "0"], "-c must be > 0"),
+        (["--tol", "inf"], "--tol must be a finite real number"),
+        (["--loss", "ndcg", "--k", "0"], "--k must be an integer >= 1; got 0"),
+    ],
+)
+def test_cli_option_errors_name_the_option(files, capsys, options, message):
+    code, err = run_cli(capsys, "train", files / "train.svm", files / "out.json", *options)
+    assert code == 2 and message in err
+    assert not (files / "out.json").exists()
+
+
+def test_cli_empty_output_name(files, capsys):
+    code, err = run_cli(capsys, "train", files / "train.svm", "", "--quiet")
+    assert code == 2 and "MODEL must be a file name; got ''" in err
+    code, err = run_cli(capsys, "predict", files / "train.svm", files / "m.json", "")
+    assert code == 2 and "PREDICTIONS must be a file name; got ''" in err
