@@ -24,6 +24,7 @@ place, and a failed write to it (``/dev/full``) is an error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -192,6 +193,15 @@ def _parser() -> argparse.ArgumentParser:
 # ----------------------------------------------------------------------------- data
 
 
+@contextlib.contextmanager
+def _about(path: str):
+    """Name ``path`` in the ``ValueError`` of a check on its data (labels y, query ids qid)."""
+    try:
+        yield
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+
+
 def _load_data(path: str, query_file: str | None = None, *, groups: bool = True):
     """Features, labels and query ids of a data file, with finite features.
 
@@ -348,7 +358,7 @@ def _train(args) -> None:
     if args.loss == "preference":
         pairs, costs = pairs_from_labels(y, qid, cost=args.pair_cost or "zero_one")
         loss_data = {"pairs": pairs, "pair_costs": costs}
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, _about(args.train_file):
         warnings.simplefilter("always")
         model = fit(
             X,
@@ -441,10 +451,11 @@ def _evaluate(args) -> None:
         scores = model.predict(_features_for(X, args.test_file, model, args.scores_file))
     else:
         scores = _read_predictions(args.scores_file, y.shape[0], args.test_file)
-    lines = [
-        f"{spec}\t{float(function(y, scores, qid, **options))!r}\n"
-        for spec, function, options in measures
-    ]
+    with _about(args.test_file):
+        lines = [
+            f"{spec}\t{float(function(y, scores, qid, **options))!r}\n"
+            for spec, function, options in measures
+        ]
     sys.stdout.write("".join(lines))
 
 

@@ -99,10 +99,12 @@ def check_graded_labels(y, *, name: str = "y") -> np.ndarray:
     y = check_finite_targets(y, name=name)
     if y.size and (np.any(y < 0) or np.any(y != np.round(y))):
         bad = y[(y < 0) | (y != np.round(y))][0]
-        raise ValueError(f"{name} must hold non-negative integer relevance levels; got {bad!r}")
+        raise ValueError(
+            f"{name} must hold non-negative integer relevance levels; got {float(bad)!r}"
+        )
     if y.size and y.max() > MAX_LEVEL:
         raise ValueError(
-            f"{name} must hold relevance levels <= 2**53 (exact integers); got {y.max()!r}"
+            f"{name} must hold relevance levels <= 2**53 (exact integers); got {float(y.max())!r}"
         )
     return y.astype(np.int64)
 

@@ -589,3 +589,19 @@ def test_cli_empty_output_name(files, capsys):
     assert code == 2 and "MODEL must be a file name; got ''" in err
     code, err = run_cli(capsys, "predict", files / "train.svm", files / "m.json", "")
     assert code == 2 and "PREDICTIONS must be a file name; got ''" in err
+
+
+def test_cli_label_errors_name_the_file(files, capsys):
+    lines = (files / "train.svm").read_text().splitlines()
+    lines[0] = "-1" + lines[0][lines[0].index(" ") :]
+    (files / "neg.svm").write_text("\n".join(lines) + "\n")
+    code, err = run_cli(capsys, "train", files / "neg.svm", files / "out.json", "--quiet")
+    assert code == 2
+    assert (
+        f"{files / 'neg.svm'}: y must hold non-negative integer relevance levels; got -1.0" in err
+    )
+    assert not (files / "out.json").exists()
+    lines[0] = "2000" + lines[0][lines[0].index(" ") :]
+    (files / "big.svm").write_text("\n".join(lines) + "\n")
+    code, err = run_cli(capsys, "evaluate", files / "big.svm", files / "m.json")
+    assert code == 2 and f"{files / 'big.svm'}: y_true is too large" in err
