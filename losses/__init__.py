@@ -135,6 +135,15 @@ def risk(loss, f, y, qid=None, **data):
         pointwise losses.
     grad : ndarray of shape (n_samples,)
         Its gradient with respect to ``f``, in the caller's row order.
+
+    Raises
+    ------
+    TypeError
+        When ``loss.loss_grad`` returns anything but two float arrays of the protocol's
+        shapes; the message names the loss's class and the wrong output.
+    ValueError
+        For bad ``f``, ``y`` or ``qid``, and when the loss overflows (a non-finite value or
+        gradient at finite ``f``).
     """
     f = np.asarray(f, dtype=np.float64)
     if f.ndim != 1:
