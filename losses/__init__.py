@@ -145,7 +145,15 @@ def risk(loss, f, y, qid=None, **data):
         For bad ``f``, ``y`` or ``qid``, and when the loss overflows (a non-finite value or
         gradient at finite ``f``).
     """
-    f = np.asarray(f, dtype=np.float64)
+    try:
+        f = np.asarray(f)
+    except (TypeError, ValueError) as exc:  # ragged nested sequences
+        raise ValueError(f"f must be a 1-d array of real numbers ({exc})") from None
+    if f.dtype.kind not in "biuf":
+        raise ValueError(
+            f"f must hold real numbers (a bool, integer or float dtype); got dtype {f.dtype}"
+        )
+    f = f.astype(np.float64)
     if f.ndim != 1:
         raise ValueError(f"f must be 1-d; got shape {f.shape}")
     if not np.all(np.isfinite(f)):

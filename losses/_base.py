@@ -83,7 +83,9 @@ def check_finite_targets(y, *, name: str = "y") -> np.ndarray:
     if y.ndim != 1:
         raise ValueError(f"{name} must be 1-d; got shape {y.shape}")
     if y.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must be numeric; got dtype {y.dtype}")
+        raise ValueError(
+            f"{name} must hold real numbers (a bool, integer or float dtype); got dtype {y.dtype}"
+        )
     y = y.astype(np.float64, copy=False)
     if not np.all(np.isfinite(y)):
         raise ValueError(f"{name} must not contain NaN or inf")

@@ -119,6 +119,25 @@ def test_user_loss_returning_inf_names_the_loss_and_the_targets(data):
         losses.risk(loss, X[:, 0], y, qid)
 
 
+@pytest.mark.parametrize(
+    "f, message",
+    [
+        (np.array([1 + 1j, 2, 3]), r"f must hold real numbers .*complex128"),
+        (np.array(["1", "2", "3"]), r"f must hold real numbers .*<U1"),
+        ([[1.0, 2.0], [3.0]], r"f must be a 1-d array of real numbers"),
+    ],
+)
+def test_risk_scores_must_be_real(f, message):
+    with pytest.raises(ValueError, match=message):
+        losses.risk("squared", f, [1.0, 2.0, 3.0])
+
+
+def test_complex_targets_are_not_real(data):
+    X, y, _, _ = data
+    with pytest.raises(ValueError, match=r"y must hold real numbers .*complex128"):
+        bmrm.fit(X, y + 1j, "squared", callback=never_called)
+
+
 # ----------------------------------------------------------------------------- fit arguments
 
 
