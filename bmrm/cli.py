@@ -337,6 +337,8 @@ def _build_loss(args):
 def _train(args) -> None:
     if args.C is not None:
         lam = 1.0 / check_positive(args.C, "-c")
+        if not np.isfinite(lam):
+            raise ValueError(f"-c must be large enough that lam = 1/C is finite; got {args.C!r}")
     else:
         lam = check_positive(1e-3 if args.lam is None else args.lam, "--lam")
     tol = check_positive(args.tol, "--tol", strict=False)
