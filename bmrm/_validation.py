@@ -9,7 +9,13 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 
-__all__ = ["all_finite", "check_X"]
+from losses.validation import check_positive
+
+__all__ = ["all_finite", "check_X", "check_intercept_scaling", "check_w0"]
+
+# Largest intercept_scaling: the constant column's square enters the inner products of the
+# planes in the master problems, so it stays far below float64's overflow at 1.8e308.
+MAX_INTERCEPT_SCALING = 1e150
 
 
 @njit(parallel=True, cache=True)
@@ -65,3 +71,35 @@ def check_X(X, *, name: str = "X", n_features: int | None = None):
             f"{name} has {X.shape[1]} features, but the model was fitted with {n_features}"
         )
     return X
+
+
+def check_intercept_scaling(value) -> float:
+    """A finite real number in (0, 1e150], the value of the intercept's constant feature."""
+    value = check_positive(value, "intercept_scaling")
+    if value > MAX_INTERCEPT_SCALING:
+        raise ValueError(
+            f"intercept_scaling must be at most {MAX_INTERCEPT_SCALING:g} (its square enters "
+            f"the solver's inner products); got {value!r}"
+        )
+    return value
+
+
+def check_w0(w0, n_weights: int, fit_intercept: bool = False) -> np.ndarray:
+    """The warm start as a float64 array of shape ``(n_weights,)`` with finite entries."""
+    what = "one weight per feature" + (" plus the intercept's last" if fit_intercept else "")
+    try:
+        w0 = np.asarray(w0, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"w0 must be an array of real numbers of shape ({n_weights},) ({what}); "
+            f"got {type(w0).__name__}"
+        ) from None
+    if w0.shape != (n_weights,):
+        raise ValueError(f"w0 must have shape ({n_weights},) ({what}); got shape {w0.shape}")
+    bad = np.flatnonzero(~np.isfinite(w0))
+    if bad.size:
+        raise ValueError(
+            f"w0 must be finite; it contains NaN or inf ({bad.size} entries, the first "
+            f"w0[{bad[0]}] = {float(w0[bad[0]])!r})"
+        )
+    return w0

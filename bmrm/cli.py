@@ -13,15 +13,18 @@ otherwise one query. Model files are the portable files of :mod:`bmrm.io.model_f
 
 Progress and the final summary go to stderr, results (predictions, metric values) to files or
 stdout. Bad input (a missing or malformed file, an unknown loss, an invalid option value, a
-feature-count mismatch between model and data, a predictions file of the wrong length) ends
-the command with exit status 2 and a one-line reason on stderr; output files are written
-atomically (:func:`os.replace` of a temporary file), so a failed command leaves none behind
-and never damages an existing one.
+feature-count mismatch between model and data, a predictions file of the wrong length, an
+output that cannot be written) ends the command with exit status 2 and a one-line reason on
+stderr; output files are written atomically (:func:`os.replace` of a temporary file), so a
+failed command leaves none behind and never damages an existing one. An output that is a
+symbolic link writes the file it points to; a device or FIFO (``/dev/stdout``) is written in
+place, and a failed write to it (``/dev/full``) is an error.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import json
 import os
@@ -34,7 +37,7 @@ import scipy.sparse as sp
 
 import losses
 from bmrm._version import __version__
-from bmrm.io import load_svmlight
+from bmrm.io import load_query_file, load_svmlight, qid_from_groups
 from bmrm.io.model_files import _write_atomic
 from bmrm.model import LinearModel, fit
 from bmrm.model import load as load_model
@@ -191,8 +194,50 @@ def _parser() -> argparse.ArgumentParser:
 # ----------------------------------------------------------------------------- data
 
 
-def _load_data(path: str, query_file: str | None):
-    return load_svmlight(path, zero_based=False, query_file=query_file or "auto")
+@contextlib.contextmanager
+def _about(path: str):
+    """Name ``path`` in the ``ValueError`` of a check on its data (labels y, query ids qid)."""
+    try:
+        yield
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+
+
+def _load_data(path: str, query_file: str | None = None, *, groups: bool = True):
+    """Features, labels and query ids of a data file, with finite features.
+
+    ``--query-file`` (checked to be readable before the data file is parsed) applies only
+    to a file without ``qid:``; without it, ``<file>.query`` is used when it exists and the
+    file has no ``qid:``. ``groups=False`` reads no query file.
+    """
+    if query_file is None:
+        X, y, qid = load_svmlight(path, zero_based=False, query_file="auto" if groups else None)
+    else:
+        with open(query_file, "rb"):
+            pass  # a missing or unreadable query file fails before the data file is parsed
+        X, y, qid = load_svmlight(path, zero_based=False, query_file=None)
+        if qid is not None:
+            raise ValueError(
+                f"{path} has qid: on its rows, so --query-file {query_file} would conflict; "
+                "drop --query-file (the qid: ids give the queries)"
+            )
+        sizes = load_query_file(query_file)
+        if int(sizes.sum()) != X.shape[0]:
+            raise ValueError(
+                f"--query-file {query_file}: the group sizes sum to {int(sizes.sum())} rows "
+                f"but {path} has {X.shape[0]} rows"
+            )
+        qid = qid_from_groups(sizes)
+    bad = np.flatnonzero(~np.isfinite(X.data))
+    if bad.size:
+        entry = int(bad[0])
+        row = int(np.searchsorted(X.indptr, entry, side="right")) - 1
+        raise ValueError(
+            f"{path}: data row {row + 1} (counting rows from 1), feature "
+            f"{int(X.indices[entry]) + 1} is {float(X.data[entry])!r}; features must be "
+            "finite numbers"
+        )
+    return X, y, qid
 
 
 def _features_for(X, path: str, model: LinearModel, model_path: str):
@@ -205,12 +250,30 @@ def _features_for(X, path: str, model: LinearModel, model_path: str):
     return sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], d))
 
 
-def _check_output(path: str) -> None:
-    """Fail before any work when ``path`` cannot be an output file."""
-    folder = os.path.dirname(os.path.abspath(path))
+def _check_output(path: str, name: str, inputs: dict[str, str | None]) -> None:
+    """Fail before any work when ``path`` (the argument ``name``) cannot be an output file.
+
+    An output that is one of the command's ``inputs`` (argument name -> path) would destroy
+    it, so it is refused. A symbolic link is checked (and later written) at the file it
+    points to.
+    """
+    if not path:
+        raise ValueError(f"{name} must be a file name; got ''")
+    for input_name, other in inputs.items():
+        if other and os.path.exists(path) and os.path.exists(other):
+            if os.path.samefile(path, other):
+                raise ValueError(
+                    f"{name} {path} is the {input_name} file {other}: writing it would "
+                    "destroy an input; choose another output file"
+                )
+    if os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
+        return  # a device or FIFO, written in place
+    target = os.path.realpath(path)
+    folder = os.path.dirname(target)
     if not os.path.isdir(folder):
-        raise ValueError(f"cannot write {path}: folder {folder} does not exist")
-    if os.path.isdir(path):
+        shown = path if target == os.path.abspath(path) else f"{path} (a link to {target})"
+        raise ValueError(f"cannot write {shown}: folder {folder} does not exist")
+    if os.path.isdir(target):
         raise ValueError(f"cannot write {path}: it is a folder")
 
 
@@ -258,6 +321,7 @@ def _build_loss(args):
             raise ValueError(f"--loss-param expects KEY=VALUE; got {item!r}")
         params[key] = _loss_value(text)
     if args.k is not None:
+        check_int(args.k, "--k", 1)
         if args.loss not in CUTOFF_LOSSES:
             raise ValueError(f"--k applies to the losses {CUTOFF_LOSSES}, not {args.loss!r}")
         if "k" in params:
@@ -273,15 +337,18 @@ def _build_loss(args):
 
 def _train(args) -> None:
     if args.C is not None:
-        lam = 1.0 / check_positive(args.C, "C")
+        lam = 1.0 / check_positive(args.C, "-c")
+        if not np.isfinite(lam):
+            raise ValueError(f"-c must be large enough that lam = 1/C is finite; got {args.C!r}")
     else:
-        lam = check_positive(1e-3 if args.lam is None else args.lam, "lam")
-    tol = check_positive(args.tol, "tol", strict=False)
-    max_iter = check_int(args.max_iter, "max_iter", 1)
+        lam = check_positive(1e-3 if args.lam is None else args.lam, "--lam")
+    tol = check_positive(args.tol, "--tol", strict=False)
+    max_iter = check_int(args.max_iter, "--max-iter", 1)
     if args.pair_cost is not None and args.loss != "preference":
         raise ValueError(f"--pair-cost applies to the preference loss, not {args.loss!r}")
     loss = _build_loss(args)
-    _check_output(args.model_file)
+    inputs = {"TRAIN": args.train_file, "--query-file": args.query_file}
+    _check_output(args.model_file, "MODEL", inputs)
     X, y, qid = _load_data(args.train_file, args.query_file)
     if not args.quiet:
         n_queries = 1 if qid is None else np.unique(qid).size
@@ -294,7 +361,7 @@ def _train(args) -> None:
     if args.loss == "preference":
         pairs, costs = pairs_from_labels(y, qid, cost=args.pair_cost or "zero_one")
         loss_data = {"pairs": pairs, "pair_costs": costs}
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, _about(args.train_file):
         warnings.simplefilter("always")
         model = fit(
             X,
@@ -324,9 +391,10 @@ def _train(args) -> None:
 
 
 def _predict(args) -> None:
-    _check_output(args.predictions_file)
+    inputs = {"TEST": args.test_file, "MODEL": args.model_file}
+    _check_output(args.predictions_file, "PREDICTIONS", inputs)
     model = load_model(args.model_file)
-    X, _, _ = load_svmlight(args.test_file, zero_based=False, query_file=None)
+    X, _, _ = _load_data(args.test_file, groups=False)
     scores = model.predict(_features_for(X, args.test_file, model, args.model_file))
     text = "".join(f"{score!r}\n" for score in scores.tolist())
     _write_atomic(args.predictions_file, text.encode("ascii"))
@@ -371,10 +439,11 @@ def _evaluate(args) -> None:
         scores = model.predict(_features_for(X, args.test_file, model, args.scores_file))
     else:
         scores = _read_predictions(args.scores_file, y.shape[0], args.test_file)
-    lines = [
-        f"{spec}\t{float(function(y, scores, qid, **options))!r}\n"
-        for spec, function, options in measures
-    ]
+    with _about(args.test_file):
+        lines = [
+            f"{spec}\t{float(function(y, scores, qid, **options))!r}\n"
+            for spec, function, options in measures
+        ]
     sys.stdout.write("".join(lines))
 
 
@@ -387,8 +456,7 @@ def _note(command: str, message: str) -> None:
 
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror and exc.filename:
-        # For os.replace(temporary, target) the target is the file the user named.
-        return f"{exc.strerror}: {os.fsdecode(exc.filename2 or exc.filename)}"
+        return f"{exc.strerror}: {os.fsdecode(exc.filename)}"
     return " ".join(str(exc).split())
 
 

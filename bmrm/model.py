@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 
 import losses
-from bmrm._validation import check_X
+from bmrm._validation import check_intercept_scaling, check_w0, check_X
 from bmrm.io.model_files import ModelRecord, read_model_file, write_model_file
 from bmrm.solver.loop import HISTORY_FIELDS, BMRMResult, minimize_bmrm
 from bmrm.solver.oracle import RiskOracle
@@ -225,6 +225,10 @@ def fit(
     fit_intercept : bool
         Fit an intercept as the weight of a constant feature ``intercept_scaling``,
         regularized with the rest.
+    intercept_scaling : float
+        The value of that constant feature when ``fit_intercept``: finite, > 0 and at most
+        1e150 (its square enters the planes' inner products of the master problem, which
+        must stay far from float64's overflow at 1.8e308); ignored otherwise.
     master : {"auto", "qp", "cvxpy"}
         "qp" is the dedicated dual solver (L2 without bounds; the "auto" choice there),
         "cvxpy" the general model.
@@ -284,10 +288,10 @@ def fit(
             "master='qp' solves the unconstrained L2 problem only; use master='cvxpy' "
             f"for regularizer={regularizer!r}"
         )
+    if fit_intercept:
+        intercept_scaling = check_intercept_scaling(intercept_scaling)
     if w0 is not None:
-        w0 = np.asarray(w0, dtype=np.float64)
-        if w0.shape != (d,) or not np.all(np.isfinite(w0)):
-            raise ValueError(f"w0 must be a finite array of shape ({d},); got shape {w0.shape}")
+        w0 = check_w0(w0, d, fit_intercept)
     loss_obj = losses.get(loss, **(loss_params or {}))
     prepared = losses.prepare(loss_obj, y, qid, n_samples=n_samples, **loss_data)
     oracle = RiskOracle(X, prepared, fit_intercept, intercept_scaling)

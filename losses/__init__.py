@@ -11,7 +11,7 @@ import importlib
 
 import numpy as np
 
-from losses._base import Loss, check_protocol
+from losses._base import Loss, check_loss_output, check_protocol
 from losses._query import QueryGroups, group_queries
 from losses._threads import PARALLEL_MIN_ROWS, serial_below
 
@@ -76,11 +76,14 @@ class Prepared:
     def loss_grad(self, f_internal):
         """Per-term losses and ∂(sum)/∂f, both in internal order.
 
-        Inputs below ``PARALLEL_MIN_ROWS`` rows run the kernels on the calling thread: waking
+        A user's loss that returns anything but two float arrays of those shapes raises
+        ``TypeError`` naming its class (:func:`losses._base.check_loss_output`). Inputs below
+        ``PARALLEL_MIN_ROWS`` rows run the kernels on the calling thread: waking
         a thread pool costs more than such a kernel, and far more on a busy machine.
         """
         with serial_below(len(f_internal), PARALLEL_MIN_ROWS):
-            return self.loss.loss_grad(f_internal, self.targets)
+            out = self.loss.loss_grad(f_internal, self.targets)
+        return check_loss_output(self.loss, out, self.n_terms, len(f_internal))
 
     def risk(self, f) -> tuple[float, np.ndarray]:
         """R(f) = (1/n_terms) Σ values and ∂R/∂f, from and to the caller's row order.
@@ -110,7 +113,9 @@ class Prepared:
         total = float(values.sum())
         if not np.isfinite(total) or not np.all(np.isfinite(grad)):
             raise FloatingPointError(
-                f"the loss {self.loss!r} returned a non-finite value or gradient"
+                f"the {type(self.loss).__name__} loss returned a non-finite value or gradient "
+                f"at finite scores (max |f| = {np.abs(f_internal).max(initial=0.0):.3g}): the "
+                "targets y (or the scores) are out of range for it; scale y down"
             )
         if values.size and values.min() < 0:
             raise ValueError(
@@ -178,10 +183,23 @@ def risk(loss, f, y, qid=None, **data):
 
     Raises
     ------
-    FloatingPointError, ValueError
-        When the loss returns a non-finite or negative value (see :meth:`Prepared.risk`).
+    TypeError
+        When ``loss.loss_grad`` returns anything but two float arrays of the protocol's
+        shapes; the message names the loss's class and the wrong output.
+    ValueError
+        For bad ``f``, ``y`` or ``qid``, and when the loss returns a negative value.
+    FloatingPointError
+        When the loss overflows (a non-finite value or gradient at finite ``f``).
     """
-    f = np.asarray(f, dtype=np.float64)
+    try:
+        f = np.asarray(f)
+    except (TypeError, ValueError) as exc:  # ragged nested sequences
+        raise ValueError(f"f must be a 1-d array of real numbers ({exc})") from None
+    if f.dtype.kind not in "biuf":
+        raise ValueError(
+            f"f must hold real numbers (a bool, integer or float dtype); got dtype {f.dtype}"
+        )
+    f = f.astype(np.float64)
     if f.ndim != 1:
         raise ValueError(f"f must be 1-d; got shape {f.shape}")
     if not np.all(np.isfinite(f)):

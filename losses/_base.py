@@ -27,7 +27,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Loss", "check_protocol"]
+import numpy as np
+
+__all__ = ["Loss", "check_loss_output", "check_protocol"]
 
 
 class Loss:
@@ -64,3 +66,38 @@ def check_protocol(loss, *, name: str = "loss") -> None:
                 f"{name} must be a loss name or an object with methods "
                 f"{', '.join(_REQUIRED)}; {type(loss).__name__} has no method {method!r}"
             )
+
+
+def check_loss_output(loss, out, n_terms: int, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return the ``(values, grad)`` that ``loss.loss_grad`` returned, as float64 arrays.
+
+    Raises ``TypeError`` naming the loss's class and the wrong output unless ``out`` is a
+    pair of 1-d float arrays, ``values`` with ``n_terms`` entries (one per query, or one per
+    row for a ``pointwise`` loss) and ``grad`` with ``n_rows`` entries (the shape of f).
+    Their finiteness is checked by the callers, which know what the scores came from.
+    """
+    where = f"{type(loss).__name__}.loss_grad"
+    if not isinstance(out, tuple) or len(out) != 2:
+        got = f"a {len(out)}-tuple" if isinstance(out, tuple) else type(out).__name__
+        raise TypeError(f"{where} must return a pair (values, grad); got {got}")
+    pointwise = bool(getattr(loss, "pointwise", False))
+    per = "per row: the loss is pointwise" if pointwise else "per query"
+    hint = "" if pointwise else "; a loss with one value per row must set pointwise = True"
+    for label, a, shape, meaning in (
+        ("values", out[0], (n_terms,), f"one entry {per}"),
+        ("grad", out[1], (n_rows,), "one entry per row, the shape of f"),
+    ):
+        if not isinstance(a, np.ndarray):
+            raise TypeError(
+                f"{where} returned {label} as {type(a).__name__}; expected a float ndarray of "
+                f"shape {shape} ({meaning})"
+            )
+        if a.shape != shape:
+            extra = hint if label == "values" and a.shape == (n_rows,) != shape else ""
+            raise TypeError(
+                f"{where} returned {label} of shape {a.shape}; expected shape {shape} "
+                f"({meaning}){extra}"
+            )
+        if a.dtype.kind != "f":
+            raise TypeError(f"{where} returned {label} of dtype {a.dtype}; expected a float dtype")
+    return out[0].astype(np.float64, copy=False), out[1].astype(np.float64, copy=False)

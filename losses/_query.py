@@ -8,6 +8,8 @@ and every result is mapped back to the caller's order.
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,6 +66,26 @@ class QueryGroups:
         return inv
 
 
+def _check_object_ids(qid: np.ndarray, name: str) -> None:
+    """Ids of an object array must be of one comparable kind: all numbers or all strings.
+
+    Mixed kinds (``[1, "a", 2.0]``) or other objects have no order to group by, so they are
+    rejected instead of failing inside the sort with a bare ``TypeError``.
+    """
+    values = qid.tolist()
+    if all(isinstance(v, numbers.Real) for v in values):
+        if not all(math.isfinite(v) for v in values):
+            raise ValueError(f"{name} must not contain NaN or inf")
+        return
+    if all(isinstance(v, str) for v in values) or all(isinstance(v, bytes) for v in values):
+        return
+    kinds = sorted({type(v).__name__ for v in values})
+    raise ValueError(
+        f"{name} must hold ids of one kind (all numbers or all strings); "
+        f"got a mix of {', '.join(kinds)}"
+    )
+
+
 def group_queries(qid, n_samples: int, *, name: str = "qid") -> QueryGroups:
     """Build the contiguous query structure from one query id per row.
 
@@ -99,6 +121,8 @@ def group_queries(qid, n_samples: int, *, name: str = "qid") -> QueryGroups:
             raise ValueError(f"{name} must not contain NaN or inf")
         if qid.dtype.kind not in "fUSO":
             raise ValueError(f"{name} must hold integer or string ids; got dtype {qid.dtype}")
+        if qid.dtype.kind == "O":
+            _check_object_ids(qid, name)
     if n_samples == 0:
         return QueryGroups(np.zeros(1, dtype=np.int64), None, qid[:0])
     starts = np.flatnonzero(qid[1:] != qid[:-1]) + 1

@@ -127,9 +127,18 @@ def _check_empty(empty) -> float | str:
 
 def _as_scores(a, name: str) -> np.ndarray:
     try:
-        a = np.asarray(a, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must hold real numbers") from exc
+        raw = np.asarray(a)
+    except (TypeError, ValueError) as exc:  # ragged nested sequences
+        raise ValueError(f"{name} must be a 1-d array of real numbers ({exc})") from None
+    real = raw.dtype.kind in "biuf" or (
+        raw.dtype.kind == "O" and all(isinstance(v, numbers.Real) for v in raw.ravel().tolist())
+    )
+    if not real:
+        raise ValueError(
+            f"{name} must hold real numbers (a bool, integer or float dtype); got dtype "
+            f"{raw.dtype}"
+        )
+    a = raw.astype(np.float64)
     if a.ndim != 1:
         raise ValueError(f"{name} must be 1-d; got shape {a.shape}")
     if a.shape[0] == 0:
@@ -161,7 +170,8 @@ def _gains(y: np.ndarray, gain: Gain, name: str) -> np.ndarray:
         raise ValueError(f"{name} must be non-negative for a gain-based measure")
     if gain == "linear":
         return y.astype(np.float64, copy=True)
-    g = np.exp2(y) - 1.0
+    with np.errstate(over="ignore"):
+        g = np.exp2(y) - 1.0
     if not np.all(np.isfinite(g)):
         raise ValueError(f"{name} is too large for the gain 2^r - 1 (overflow)")
     return g

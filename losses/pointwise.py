@@ -38,7 +38,9 @@ class _Pointwise(Loss):
 class SquaredLoss(_Pointwise):
     """Squared error l(f, y) = ½(f − y)², gradient f − y.
 
-    Any finite real targets. Smooth, so finite differences apply.
+    Any finite real targets whose loss at f = 0, ½ Σ y², is finite (|y| up to about 1e154
+    for a few rows); larger targets overflow float64 and are rejected, asking to scale y.
+    Smooth, so finite differences apply.
     """
 
     name = "squared"
@@ -47,7 +49,16 @@ class SquaredLoss(_Pointwise):
 
     def validate(self, y, query_ptr, **data):
         _no_data(self.name, data)
-        return check_finite_targets(y)
+        y = check_finite_targets(y)
+        if y.size:
+            top = float(np.abs(y).max())
+            # ½ Σ y² computed as ½ top² Σ (y / top)², which itself never overflows
+            if top > 0 and not np.isfinite(0.5 * top * top * float(np.sum(np.square(y / top)))):
+                raise ValueError(
+                    f"y is too large for the squared loss: |y| reaches {top:.3g}, so ½ Σ y² "
+                    "(the loss at w = 0) overflows float64; scale y down"
+                )
+        return y
 
 
 class _Binary(_Pointwise):

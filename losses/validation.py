@@ -20,6 +20,10 @@ __all__ = [
 ]
 
 
+# Largest relevance level: float64 holds every integer up to 2^53 exactly, and int64 holds it.
+MAX_LEVEL = 2**53
+
+
 def check_real(value, name: str, *, low: float | None = None, strict: bool = False) -> float:
     """A finite real number (not a bool), at least ``low`` (above it when ``strict``)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
@@ -57,7 +61,9 @@ def check_finite_targets(y, *, name: str = "y") -> np.ndarray:
     if y.ndim != 1:
         raise ValueError(f"{name} must be 1-d; got shape {y.shape}")
     if y.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must be numeric; got dtype {y.dtype}")
+        raise ValueError(
+            f"{name} must hold real numbers (a bool, integer or float dtype); got dtype {y.dtype}"
+        )
     y = y.astype(np.float64, copy=False)
     if not np.all(np.isfinite(y)):
         raise ValueError(f"{name} must not contain NaN or inf")
@@ -65,9 +71,17 @@ def check_finite_targets(y, *, name: str = "y") -> np.ndarray:
 
 
 def check_graded_labels(y, *, name: str = "y") -> np.ndarray:
-    """Return ``y`` as int64 relevance levels, rejecting negative or non-integer values."""
+    """Return ``y`` as int64 relevance levels.
+
+    Rejects negative, non-integer and too large values: levels above ``2**53`` are not exact
+    integers in float64 and would wrap around in int64, changing the order of the labels.
+    """
     y = check_finite_targets(y, name=name)
     if y.size and (np.any(y < 0) or np.any(y != np.round(y))):
         bad = float(y[(y < 0) | (y != np.round(y))][0])
         raise ValueError(f"{name} must hold non-negative integer relevance levels; got {bad!r}")
+    if y.size and y.max() > MAX_LEVEL:
+        raise ValueError(
+            f"{name} must hold relevance levels <= 2**53 (exact integers); got {float(y.max())!r}"
+        )
     return y.astype(np.int64)

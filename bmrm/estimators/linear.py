@@ -28,6 +28,7 @@ Split by query (``GroupKFold`` with ``groups=qid``) so that no query straddles a
 
 from __future__ import annotations
 
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -39,6 +40,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 import losses
+from bmrm._validation import MAX_INTERCEPT_SCALING
 from bmrm.model import LinearModel, fit
 from bmrm.solver.regularizers import NAMES as REGULARIZERS
 from losses.metrics import ndcg_score
@@ -267,6 +269,7 @@ class BMRMRanker(_BMRMEstimator):
             fit_params = {**fit_params, "pairs": pairs, "pair_costs": costs}
         self._solve(X, y, loss, qid, **fit_params)
         self.loss_ = loss
+        self._fitted_with_qid = qid is not None
         return self
 
     def predict(self, X) -> np.ndarray:
@@ -286,7 +289,9 @@ class BMRMRanker(_BMRMEstimator):
         y : array-like of shape (n_samples,)
             Non-negative integer relevance labels.
         qid : array-like of shape (n_samples,) or None
-            Query id of each row; None makes all rows one query.
+            Query id of each row; None makes all rows one query. Scoring without qid a ranker
+            fitted with qid warns (``UserWarning``): that is what a cross-validation loop
+            without metadata routing does, and its scores would mix all queries into one.
         sample_weight : array-like of shape (n_samples,) or None
             Row weights; a query weighs the mean of its rows' weights in the mean over
             queries (give equal weights within a query to weight queries).
@@ -297,6 +302,16 @@ class BMRMRanker(_BMRMEstimator):
         """
         f = self.predict(X)
         qid = _check_qid(qid, f.shape[0])
+        if qid is None and getattr(self, "_fitted_with_qid", False) and f.shape[0] > 1:
+            warnings.warn(
+                f"BMRMRanker.score got no qid although fit got one: all {f.shape[0]} rows are "
+                "scored as one query. Pass qid=...; inside GridSearchCV, cross_validate or a "
+                "Pipeline, enable metadata routing so that each split gets its rows' ids: "
+                "sklearn.set_config(enable_metadata_routing=True) and "
+                "ranker.set_fit_request(qid=True).set_score_request(qid=True)",
+                UserWarning,
+                stacklevel=2,
+            )
         per_query = ndcg_score(y, f, qid, k=self.score_k, per_query=True)
         if sample_weight is None:
             return float(np.mean(per_query))
@@ -332,7 +347,7 @@ class BMRMRegressor(RegressorMixin, _BMRMEstimator):
         Fit b as the weight of a constant feature of value ``intercept_scaling``; that
         weight is regularized like the others (as in liblinear), so raise
         ``intercept_scaling`` to weaken the shrinkage of b.
-    intercept_scaling : float, default=1.0
+    intercept_scaling : float in (0, 1e150], default=1.0
     regularizer, l1_ratio, tol, max_iter, bundle_size, warm_start, verbose :
         As in :class:`BMRMRanker`.
 
@@ -350,7 +365,7 @@ class BMRMRegressor(RegressorMixin, _BMRMEstimator):
     _parameter_constraints: dict = {
         **_BMRMEstimator._parameter_constraints,
         "fit_intercept": ["boolean"],
-        "intercept_scaling": [Interval(Real, 0, None, closed="neither")],
+        "intercept_scaling": [Interval(Real, 0, MAX_INTERCEPT_SCALING, closed="right")],
     }
 
     def __init__(
@@ -416,7 +431,7 @@ class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
     fit_intercept : bool, default=True
         Fit b as the weight of a constant feature of value ``intercept_scaling``,
         regularized like the other weights (as in liblinear).
-    intercept_scaling : float, default=1.0
+    intercept_scaling : float in (0, 1e150], default=1.0
     regularizer, l1_ratio, tol, max_iter, bundle_size, warm_start, verbose :
         As in :class:`BMRMRanker`. A warm start needs the same classes and features.
 
@@ -437,7 +452,7 @@ class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
         **_BMRMEstimator._parameter_constraints,
         "loss": [StrOptions({"hinge", "logistic"})],
         "fit_intercept": ["boolean"],
-        "intercept_scaling": [Interval(Real, 0, None, closed="neither")],
+        "intercept_scaling": [Interval(Real, 0, MAX_INTERCEPT_SCALING, closed="right")],
     }
 
     def __init__(

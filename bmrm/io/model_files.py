@@ -59,7 +59,8 @@ Files of an unknown ``format_version`` are refused, and so are files written by 
 bmrm than the one installed (versions compared on their numeric release part, ``0.2.0rc1``
 counting as ``0.2.0``). Saving is atomic: the document goes to a temporary file in the target
 folder, which then replaces ``path`` (:func:`os.replace`), so a failure leaves no partial
-file and never damages an existing one.
+file and never damages an existing one. A symbolic link ``path`` is followed (its target is
+replaced, the link stays); a device or FIFO is written in place, never replaced by a file.
 """
 
 from __future__ import annotations
@@ -67,12 +68,14 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime
+import errno
 import hashlib
 import json
 import math
 import os
 import re
 import secrets
+import stat
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -167,25 +170,58 @@ def _checksum(document: dict) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def _write_atomic(path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and :func:`os.replace`.
+def _naming(exc: OSError, path: str) -> OSError:
+    """``exc`` naming the user's ``path`` instead of a temporary or resolved file."""
+    if exc.errno is None:
+        return exc
+    return OSError(exc.errno, exc.strerror, path)  # the errno's subclass, e.g. ENOENT's
 
-    The temporary file sits in the target's folder (so the replace is a rename on one file
-    system), is created exclusively with the usual permissions (0o666 less the umask), and
-    is removed if anything fails, leaving ``path`` as it was.
+
+def _write_atomic(path, data: bytes) -> None:
+    """Write ``data`` to the file ``path`` names, replacing it atomically.
+
+    A symbolic link is followed: the file it points to is written and the link stays. An
+    existing regular file (or a new one) is replaced through a temporary file in its folder
+    (so the replace is a rename on one file system) and :func:`os.replace`; the temporary
+    file is created exclusively, takes the replaced file's permissions (0o666 less the umask
+    for a new file) and is removed if anything fails, leaving the file as it was. Anything
+    else that exists (a character device such as ``/dev/null``, a FIFO) is written in place
+    and never replaced by a regular file. Errors are ``OSError`` naming ``path`` as given
+    (never the temporary file); a failed write to a device (``ENOSPC`` on ``/dev/full``) is
+    an error too.
     """
     path = os.fspath(path)
-    folder, name = os.path.split(os.path.abspath(path))
+    try:
+        mode = os.stat(path).st_mode  # follows links, including /dev/stdout's
+    except FileNotFoundError:
+        mode = None  # a new file, or a dangling link whose target is created
+    except OSError as exc:
+        raise _naming(exc, path) from None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    if mode is not None and not stat.S_ISREG(mode):
+        try:
+            with open(path, "wb") as f:
+                f.write(data)
+        except OSError as exc:
+            raise _naming(exc, path) from None
+        return
+    folder, name = os.path.split(os.path.realpath(path))
+    target = os.path.join(folder, name)
     tmp = os.path.join(folder, f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
         with open(tmp, "xb") as f:
+            if mode is not None:
+                os.chmod(tmp, stat.S_IMODE(mode))
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+        os.replace(tmp, target)
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise _naming(exc, path) from None
         raise
 
 

@@ -19,6 +19,19 @@ from losses import PARALLEL_MIN_ROWS, serial_below
 __all__ = ["RiskOracle"]
 
 
+def _squared_norm(a: np.ndarray) -> float:
+    """|a|², inf when it overflows float64 (computed as top² Σ (a / top)², no warning)."""
+    top = float(np.abs(a).max(initial=0.0))
+    if top == 0.0 or not np.isfinite(top):
+        return top
+    return top * top * float(np.sum(np.square(a / top)))
+
+
+def _max_abs(X) -> float:
+    data = X.data if sp.issparse(X) else X
+    return float(np.abs(data).max(initial=0.0))
+
+
 class RiskOracle:
     """R(w) = (1/n_terms) Σ_q l(X_q w, y_q) and its subgradient Xᵀ ∂l/∂f / n_terms.
 
@@ -73,7 +86,15 @@ class RiskOracle:
 
     def _risk(self, w: np.ndarray):
         """The body of :meth:`__call__`: ``prepared.risk`` between the two products."""
-        R, g = self.prepared.risk(self.scores(w))
+        f = self.scores(w)
+        if not np.all(np.isfinite(f)):
+            raise FloatingPointError(
+                "the scores X @ w overflowed float64 (|w| reaches "
+                f"{np.abs(w).max(initial=0.0):.3g}): X"
+                + (" or intercept_scaling" if self.fit_intercept else "")
+                + " or the targets y are out of range; scale them down"
+            )
+        R, g = self.prepared.risk(f)
         d = self.X.shape[1]
         a = np.empty(self.n_features)
         if self._own_products:
@@ -84,4 +105,15 @@ class RiskOracle:
             a[:d] = g.astype(self.dtype, copy=False) @ self.X
         if self.fit_intercept:
             a[d] = self.intercept_scaling * g.sum()
+        # the master problems work with inner products of planes: |a|² must be finite too
+        if not np.isfinite(_squared_norm(a)):
+            scaling = f"intercept_scaling = {self.intercept_scaling:g}, "
+            raise FloatingPointError(
+                "the risk's subgradient Xᵀ ∂l/∂f overflowed float64 (its squared norm is not "
+                f"finite; max |X| = {_max_abs(self.X):.3g}, "
+                + (scaling if self.fit_intercept else "")
+                + f"max |∂l/∂f| = {np.abs(g).max(initial=0.0):.3g}): X"
+                + (" or intercept_scaling" if self.fit_intercept else "")
+                + " or the targets y are out of range; scale them down"
+            )
         return R, a

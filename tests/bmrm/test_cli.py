@@ -323,7 +323,7 @@ def test_malformed_svmlight_line(tmp_path):
     [
         ("subprocess", ["--loss", "lambdarank"], "argument --loss: invalid choice: 'lambdarank'"),
         ("subprocess", ["--lam", "0"], "lam must be > 0; got 0.0"),
-        ("in-process", ["-c", "-1"], "C must be > 0; got -1.0"),
+        ("in-process", ["-c", "-1"], "-c must be > 0; got -1.0"),
         ("in-process", ["--loss-param", "depth=3"], "bad --loss-param for the ordinal loss"),
     ],
 )

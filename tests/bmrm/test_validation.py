@@ -10,6 +10,8 @@ import bmrm
 class CountingLoss:
     """Squared loss that counts its oracle calls."""
 
+    pointwise = True  # one value per row
+
     def __init__(self):
         self.calls = 0
 

@@ -55,7 +55,7 @@ def test_targets():
     assert check_graded_labels([2.0]).dtype == np.int64
     cases = [
         (lambda: check_finite_targets([[1.0]]), r"y must be 1-d; got shape \(1, 1\)"),
-        (lambda: check_finite_targets(["a"]), "y must be numeric"),
+        (lambda: check_finite_targets(["a"]), "y must hold real numbers"),
         (lambda: check_finite_targets([1.0, np.inf], name="z"), "z must not contain NaN"),
         (lambda: check_graded_labels([1.5]), "non-negative integer relevance levels; got 1.5"),
         (lambda: check_graded_labels([-1]), "non-negative integer relevance levels; got -1.0"),
