@@ -8,6 +8,7 @@ import numpy as np
 
 import losses
 from bmrm._validation import check_int, check_positive, check_X
+from bmrm.solver.cccp import minimize_cccp
 from bmrm.solver.loop import BMRMResult, minimize_bmrm
 from bmrm.solver.oracle import RiskOracle
 
@@ -213,7 +214,10 @@ def fit(
     loss_obj = losses.get(loss, **(loss_params or {}))
     prepared = losses.prepare(loss_obj, y, qid, n_samples=n_samples, **loss_data)
     oracle = RiskOracle(X, prepared, fit_intercept, intercept_scaling)
-    result: BMRMResult = minimize_bmrm(
+    # A latent loss (a difference of convex functions) goes through the concave-convex
+    # procedure, which calls the bundle method on one convex surrogate after another.
+    solve = minimize_cccp if getattr(loss_obj, "latent", False) else minimize_bmrm
+    result: BMRMResult = solve(
         oracle,
         d,
         lam,

@@ -124,6 +124,7 @@ from losses._kernels import listwise as _k
 __all__ = ["NDCGLoss", "NERULoss"]
 
 _NAMED_C = ("power", "dcg")
+TIES = ("latent", "increasing")
 # Largest query solved as a full m × m assignment (when k >= m): 8·m² bytes per thread.
 _MAX_DENSE = 4096
 
@@ -140,6 +141,8 @@ class _Targets(NamedTuple):
     c: np.ndarray
     n_top: int
     truncated: bool
+    latent: bool = False
+    ideal_c: np.ndarray | None = None
 
 
 def _check_k(k, *, allow_none: bool):
@@ -170,6 +173,17 @@ class _StructuredRankingLoss(Loss):
 
     pointwise = False
     smooth = False
+
+    def _init_ties(self, ties: str) -> None:
+        if ties not in TIES:
+            raise ValueError(f"ties must be one of {list(TIES)}; got {ties!r}")
+        self.ties = ties
+
+    @property
+    def latent(self) -> bool:
+        """Whether the tie-breaking of σ is latent (a difference of convex functions,
+        trained by the concave-convex procedure of :mod:`bmrm.solver.cccp`)."""
+        return self.ties == "latent"
 
     def _init_weights(self, c, truncate_c: bool) -> None:
         if not isinstance(truncate_c, (bool, np.bool_)):
@@ -275,12 +289,87 @@ class _StructuredRankingLoss(Loss):
             c,
             max(n_top, 1),
             self.truncate_c,
+            self.latent,
         )
+
+    def ideal_weights(self, f, targets: _Targets) -> np.ndarray:
+        """Per document, c at its position in the ideal ordering best for the scores ``f``.
+
+        σ puts gains descending and equal gains in decreasing ``f``; documents tied in both
+        share the mean of c over their positions. Zero on degenerate queries.
+        """
+        f = np.ascontiguousarray(f, dtype=np.float64)
+        out = np.empty_like(f)
+        _k.latent_ideal_weights(
+            f,
+            targets.query_ptr,
+            targets.level,
+            targets.n_levels,
+            targets.inv_norm,
+            targets.c,
+            numba.get_num_threads(),
+            out,
+        )
+        return out
+
+    def convexify(self, f, targets: _Targets) -> _Targets:
+        """Targets of the convex surrogate with the tie-breaking fixed at the scores ``f``.
+
+        With these targets :meth:`loss_grad` returns
+        ``l_f(f') = max_π [Δ(π) + ⟨c, f'_π⟩] − Σ_d ĉ_d f'_d`` (ĉ = :meth:`ideal_weights` at
+        ``f``): convex in ``f'``, at least the latent loss everywhere and equal to it at
+        ``f' = f``, the majorizer of one concave-convex step. Needs ``ties="latent"``.
+        """
+        if not targets.latent:
+            raise ValueError(
+                f"convexify applies to ties='latent'; this loss has ties={self.ties!r}, "
+                "which is convex already"
+            )
+        return targets._replace(ideal_c=self.ideal_weights(f, targets))
+
+    def initial_loss(self, targets: _Targets):
+        """The convex loss whose minimiser starts the concave-convex procedure.
+
+        The pairwise hinge over the pairs of different gain within a query (the ordinal
+        loss, cost 1, normalised per query), with its targets: it orders the gain levels
+        without charging any order inside one, so the tie-breaking fixed at its scores is a
+        meaningful first latent choice. Starting at w = 0 instead ties all scores, and the
+        resulting surrogate (every document of a level weighted by the mean of its level's
+        positions) charges every spread within a level, so that w = 0 can be its minimiser
+        and a fixed point of the procedure.
+        """
+        from losses.ordinal import OrdinalLoss
+
+        ordinal = OrdinalLoss()
+        return ordinal, ordinal.validate(targets.level, targets.query_ptr)
 
     def loss_grad(self, f, targets: _Targets):
         f = np.ascontiguousarray(f, dtype=np.float64)
         values = np.empty(targets.inv_norm.size)
         grad = np.empty_like(f)
+        if targets.latent:
+            ideal_c = targets.ideal_c
+            if ideal_c is None:
+                ideal_c = self.ideal_weights(f, targets)
+            _k.structured_loss_given_ideal(
+                f,
+                targets.query_ptr,
+                targets.gain,
+                targets.level,
+                targets.n_levels,
+                targets.cut_level,
+                targets.n_above,
+                targets.inv_norm,
+                targets.a,
+                targets.c,
+                targets.n_top,
+                targets.truncated,
+                ideal_c,
+                numba.get_num_threads(),
+                values,
+                grad,
+            )
+            return values, grad
         _k.structured_loss(
             f,
             targets.query_ptr,
@@ -340,12 +429,21 @@ class NDCGLoss(_StructuredRankingLoss):
 
     name = "ndcg"
 
-    def __init__(self, *, k: int = 10, gain: str = "exp", c="power", truncate_c: bool = False):
+    def __init__(
+        self,
+        *,
+        k: int = 10,
+        gain: str = "exp",
+        c="power",
+        truncate_c: bool = False,
+        ties: str = "latent",
+    ):
         self.k = _check_k(k, allow_none=False)
         if gain not in ("exp", "linear"):
             raise ValueError(f"gain must be 'exp' or 'linear'; got {gain!r}")
         self.gain = gain
         self._init_weights(c, truncate_c)
+        self._init_ties(ties)
 
     def get_params(self) -> dict[str, Any]:
         return {
@@ -353,6 +451,7 @@ class NDCGLoss(_StructuredRankingLoss):
             "gain": self.gain,
             "c": self._c_param(),
             "truncate_c": self.truncate_c,
+            "ties": self.ties,
         }
 
     def _gains(self, y) -> np.ndarray:
@@ -402,6 +501,7 @@ class NERULoss(_StructuredRankingLoss):
         k: int | None = None,
         c="power",
         truncate_c: bool = False,
+        ties: str = "latent",
     ):
         if (
             isinstance(alpha, bool)
@@ -416,6 +516,7 @@ class NERULoss(_StructuredRankingLoss):
         self.d = float(d)
         self.k = _check_k(k, allow_none=True)
         self._init_weights(c, truncate_c)
+        self._init_ties(ties)
 
     def get_params(self) -> dict[str, Any]:
         return {
@@ -424,6 +525,7 @@ class NERULoss(_StructuredRankingLoss):
             "k": self.k,
             "c": self._c_param(),
             "truncate_c": self.truncate_c,
+            "ties": self.ties,
         }
 
     def _gains(self, y) -> np.ndarray:

@@ -648,3 +648,168 @@ def pessimistic_metric(f, query_ptr, gain, inv_norm, a, values):
                 dcg += a[p + s] * tied[s]
             p = e
         values[q] = 1.0 - dcg * inv_norm[q]
+
+
+# ------------------------------------------------------------------------------------------
+# The latent tie-breaking: σ chosen best for the scores, and a loss with σ's weights given.
+
+
+@njit(cache=True)
+def _latent_ideal_weights(lq, tq, n_levels, c, counts, sigma, out):
+    """``out[d]``: mean of ``c`` over the positions that d's tie group holds in σ.
+
+    σ puts gain levels descending and equal levels in decreasing ``tq`` (the scores that
+    choose the tie-breaking); a tie group is a maximal run of σ with equal level and equal
+    ``tq``. Averaging over the group is listing-order independent and, at ``tq = f``, is a
+    subgradient of ``max_σ Σ_i c_i f_{σ(i)}`` (a mean of the maximisers' weights).
+    """
+    m = tq.shape[0]
+    order = argsort_stable(-tq)
+    for level in range(n_levels):
+        counts[level] = 0
+    for d in range(m):
+        counts[lq[d]] += 1
+    position = 0
+    for level in range(n_levels - 1, -1, -1):
+        size = counts[level]
+        counts[level] = position
+        position += size
+    for r in range(m):
+        d = order[r]
+        sigma[counts[lq[d]]] = d
+        counts[lq[d]] += 1
+    p = 0
+    while p < m:
+        e = p + 1
+        while e < m and lq[sigma[e]] == lq[sigma[p]] and tq[sigma[e]] == tq[sigma[p]]:
+            e += 1
+        total = 0.0
+        for s in range(p, e):
+            total += c[s]
+        mean = total / (e - p)
+        for s in range(p, e):
+            out[sigma[s]] = mean
+        p = e
+
+
+@njit(parallel=True, cache=True)
+def latent_ideal_weights(tie_scores, query_ptr, level, n_levels, inv_norm, c, n_threads, out):
+    """Per-document weight ``c`` of its position in the ideal ordering best for the scores.
+
+    For every query σ sorts documents by gain level descending and, within a level, by
+    ``tie_scores`` descending; ``out[d]`` is ``c`` at d's position in σ, averaged over the
+    documents tied in both level and score. Degenerate queries (``inv_norm == 0``) get 0.
+    ``O(m log m)`` per query.
+    """
+    n_queries = query_ptr.shape[0] - 1
+    max_m = 0
+    for q in range(n_queries):
+        max_m = max(max_m, query_ptr[q + 1] - query_ptr[q])
+    n_chunks = min(n_queries, n_threads)
+    for chunk in prange(n_chunks):
+        counts = np.empty(max_m + 1, dtype=np.int64)
+        sigma = np.empty(max_m, dtype=np.int64)
+        for q in range(chunk, n_queries, n_chunks):
+            start = query_ptr[q]
+            stop = query_ptr[q + 1]
+            if inv_norm[q] == 0.0 or stop - start < 2:
+                for d in range(start, stop):
+                    out[d] = 0.0
+                continue
+            _latent_ideal_weights(
+                level[start:stop],
+                tie_scores[start:stop],
+                n_levels[q],
+                c,
+                counts,
+                sigma,
+                out[start:stop],
+            )
+
+
+@njit(parallel=True, cache=True)
+def structured_loss_given_ideal(
+    f,
+    query_ptr,
+    gain,
+    level,
+    n_levels,
+    cut_level,
+    n_above,
+    inv_norm,
+    a,
+    c,
+    k,
+    truncated,
+    ideal_c,
+    n_threads,
+    values,
+    grad,
+):
+    """``max_π [Δ(π) + Σ_i c_i f_{π(i)}] − Σ_d ideal_c[d] f_d`` per query and its subgradient.
+
+    As :func:`structured_loss`, whose arguments it shares, but σ's part is given: ``ideal_c``
+    holds, per document, the weight an ideal ordering (or a mean of ideal orderings) places
+    on it (:func:`latent_ideal_weights`). The maximisation runs through ``_query_loss``,
+    which leaves its own σ (equal gains in increasing score) in the workspace row ``_SIGMA``;
+    that σ's part is added back and ``ideal_c``'s subtracted.
+    """
+    n_queries = query_ptr.shape[0] - 1
+    grad[:] = 0.0
+    max_m = 0
+    for q in range(n_queries):
+        max_m = max(max_m, query_ptr[q + 1] - query_ptr[q])
+    n_chunks = min(n_queries, n_threads)
+    top = min(k, max_m)
+    chain = (not truncated) and max_m > k
+    n_level_buf = max_m * top if truncated else 0
+    n_chain = top + 2 * max_m if chain else 0
+    n_heap = top * max_m + 4 * max_m + top + 1 if chain else 0
+    for chunk in prange(n_chunks):
+        iw = np.empty((_N_INT, max_m + 1), dtype=np.int64)
+        fw = np.empty((_N_FLOAT, max_m))
+        bw = np.empty((2, max_m), dtype=np.bool_)
+        top_idx = np.empty(n_level_buf, dtype=np.int64)
+        top_val = np.empty(n_level_buf)
+        cost_buf = np.empty(top * max_m)
+        cw = _chain_workspace(n_chain, n_heap)
+        for q in range(chunk, n_queries, n_chunks):
+            start = query_ptr[q]
+            stop = query_ptr[q + 1]
+            m = stop - start
+            if inv_norm[q] == 0.0 or m < 2:
+                values[q] = 0.0
+                continue
+            fq = f[start:stop]
+            gq = grad[start:stop]
+            value = _query_loss(
+                fq,
+                gain[start:stop],
+                level[start:stop],
+                n_levels[q],
+                cut_level[q],
+                n_above[q],
+                inv_norm[q],
+                a,
+                c,
+                k,
+                truncated,
+                gq,
+                iw,
+                fw,
+                bw,
+                top_idx,
+                top_val,
+                cost_buf,
+                cw,
+            )
+            # value 0 means π = that σ (gq untouched): the same correction applies.
+            sigma = iw[_SIGMA]
+            n_pos = min(k, m) if truncated and k < m else m
+            for p in range(n_pos):
+                value += c[p] * fq[sigma[p]]
+                gq[sigma[p]] += c[p]
+            for d in range(m):
+                value -= ideal_c[start + d] * fq[d]
+                gq[d] -= ideal_c[start + d]
+            values[q] = max(value, 0.0)
