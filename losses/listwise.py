@@ -6,9 +6,17 @@ For one query with scores ``f`` and labels ``y`` of ``m`` documents, a permutati
 is the document at position i), position weights ``c`` (non-increasing, non-negative) and a
 ranking loss Δ(π, y) = 1 − NDCG@k(π, y) or 1 − NERU(π, y),
 
-    l(f, y) = max_π [ Δ(π, y) + Σ_i c_i f_{π(i)} ] − min_{σ ∈ S(y)} Σ_i c_i f_{σ(i)},
+    l(f, y) = max_π [ Δ(π, y) + Σ_i c_i f_{π(i)} ] − Σ_i c_i f_{σ(i)},
 
-where S(y) is the set of *ideal orderings*: gains descending. Both measures have the form
+where σ is an *ideal ordering* (gains descending) and the parameter ``ties`` says which one
+when several documents share a gain (S(y) is the set of ideal orderings):
+
+* ``ties="latent"`` (default): the best one for the scores, max over σ ∈ S(y); equal gains
+  in *decreasing* score;
+* ``ties="increasing"``: the worst one, min over σ ∈ S(y); equal gains in *increasing*
+  score.
+
+Both measures have the form
 Δ(π, y) = 1 − (1/Z) Σ_i a_i b_{π(i)} with non-increasing position discounts ``a`` (zero
 beyond k) and document gains ``b``, Z being the value of an ideal ordering:
 
@@ -19,51 +27,73 @@ beyond k) and document gains ``b``, Z being the value of an ideal ordering:
   ``a_i = 0`` (NERU@k).
 
 A subgradient is ``c`` placed on the documents of the maximising π minus ``c`` placed on
-those of the minimising σ: ``g_{π(i)} += c_i``, ``g_{σ(i)} −= c_i``.
+those of σ: ``g_{π(i)} += c_i``, ``g_{σ(i)} −= c_i``. With latent ties, documents tied in
+both gain and score share the mean of ``c`` over their positions in σ (a mean of the
+maximising σ's placements, so still a subgradient of the max over σ, and independent of the
+listing order).
 
-Ties among labels (the choice of σ)
------------------------------------
-The minimum over S is attained by putting documents of equal gain in *increasing* score:
-the positions of one gain level form a contiguous block on which c is non-increasing, and
-Σ c_i f_{σ(i)} over the block is smallest when the largest weights meet the smallest scores
-(rearrangement inequality). This rule, rather than an arbitrary ideal σ, is what makes the
-loss well behaved:
+Which ideal ordering (ties)
+---------------------------
+Write M(f) = max_π [Δ(π) + ⟨c, f_π⟩] and N(f) = max_{σ ∈ S} ⟨c, f_σ⟩; both are maxima of
+finitely many affine functions of f (S depends on y only), so both are convex. Within a
+gain level the positions of σ form a contiguous block on which c is non-increasing, so by
+the rearrangement inequality N(f) puts equal gains in decreasing score and
+min_{σ ∈ S} ⟨c, f_σ⟩ puts them in increasing score.
 
-* *Convex.* ``l = max_π [Δ(π) + ⟨c, f_π⟩] + max_{σ ∈ S} ⟨−c, f_σ⟩`` is a sum of two
-  maxima of finitely many affine functions of f (S depends on y only). Taking instead the
-  ideal σ that *maximises* ⟨c, f_σ⟩ (equal gains in decreasing score) would subtract a
-  convex function and break convexity; a σ fixed by listing order would be convex but
-  depend on the order documents are listed in.
+*Latent ties* (``l = M − N``; after Yu & Joachims, ICML 2009, the tie-breaking is a latent
+structure chosen to fit the scores):
+
 * *An upper bound.* Let τ sort f descending with any tie-breaking. Because c is
-  non-increasing, ⟨c, f_τ⟩ = max_π ⟨c, f_π⟩ >= ⟨c, f_σ⟩ for every σ, hence
-  l >= Δ(τ) + ⟨c, f_τ⟩ − ⟨c, f_σ*⟩ >= Δ(τ). So l bounds 1 − NDCG@k (1 − NERU) of the
-  ranking by f for *every* tie-breaking of f, in particular the pessimistic one that
-  :meth:`metric` reports.
-* *Non-negative.* π = σ* is feasible and Δ(σ*) = 0, so l >= 0.
+  non-increasing, ⟨c, f_τ⟩ = max_π ⟨c, f_π⟩ >= ⟨c, f_σ⟩ for every σ, in particular for
+  the maximiser σ* of N; hence l >= Δ(τ) + ⟨c, f_τ⟩ − ⟨c, f_σ*⟩ >= Δ(τ). So l bounds
+  1 − NDCG@k (1 − NERU) of the ranking by f for *every* tie-breaking of f, in particular
+  the pessimistic one that :meth:`metric` reports.
+* *Non-negative.* π = σ* is feasible in M and Δ(σ*) = 0, so M(f) >= N(f).
 * *Independent of listing order.* Relabelling documents by a permutation ρ maps the set of
-  permutations onto itself, leaves Δ and ⟨c, f_π⟩ unchanged and maps S(y) onto S(y∘ρ); the
-  loss is unchanged and the subgradient is permuted (when the maximiser is unique).
+  permutations onto itself and S(y) onto S(y∘ρ), leaving Δ, M and N unchanged; the
+  subgradient is permuted when π's placement is unique (σ's part always is, by the
+  averaging above).
+* *Does not charge the order within a level.* If f orders the gain levels with margin
+  (⟨c, f_σ* − f_π⟩ >= Δ(π) for all π), l = 0 however the scores spread within a level.
+* *Not convex; a difference of convex functions.* M − N is DC. Fixing the tie-breaking at
+  scores f_0 gives the surrogate l_{f_0}(f) = M(f) − Σ_d ĉ_d f_d (ĉ the averaged σ*
+  weights at f_0, :meth:`convexify`): convex, l_{f_0} >= l everywhere (Σ_d ĉ_d f_d is a
+  mean of ⟨c, f_σ⟩ over ideal σ, at most N(f)) and equal at f_0. The concave-convex
+  procedure (:mod:`bmrm.solver.cccp`) minimises one surrogate after another with the
+  bundle method, and the regularised objective never increases. ``bmrm.fit`` does this
+  for every loss with ``ties="latent"``, starting from the minimiser of the pairwise hinge
+  over pairs of different gain (:meth:`initial_loss`): at w = 0 all scores tie, the
+  averaged weights charge every spread within a level as the increasing rule does, and
+  w = 0 can be a fixed point of the procedure.
+
+*Increasing ties* (``l = M + max_{σ ∈ S} ⟨−c, f_σ⟩``, the rule of earlier versions): convex
+(a sum of two convex maxima) and, by the same arguments, an upper bound, non-negative and
+independent of listing order. Taking a σ fixed by listing order instead would be convex
+but depend on the order documents are listed in. The price of convexity is that it
+charges every spread of scores among documents of equal gain: max_π ⟨c, f_π⟩ pairs the
+largest weights with the largest scores while σ pairs them, within a level, with the
+smallest. On data where most documents of a query share one label (LETOR MQ2008: most
+documents have label 0) that charge outweighs what ordering the labels gains, and the
+regularized minimiser is w = 0, which the solver then certifies (``experiments/letor.py``
+shows it). Replacing the minimising σ by the average over ideal orderings (still convex,
+still an upper bound) reduces the charge but does not remove it.
 
 For NERU the ideal orderings are defined by the gains b, so documents with labels at or
 below the neutral vote d form one tie group; the loss does not care how they are ordered
 among themselves, like the measure.
+
+A convex alternative not offered here: a joint feature map over the pairs of documents of
+different labels only (SVM-MAP, Yue et al., SIGIR 2007; Chakrabarti et al., KDD 2008),
+which ignores the order within a level by construction. Its loss-augmented inference
+interleaves the per-level score-sorted lists; with L levels it is exact by dynamic
+programming over the numbers taken from each level (O(k^L) states for NDCG@k), but it is
+not implemented.
 
 Degenerate queries
 ------------------
 A query whose gains are all equal (one document, all labels equal, all labels 0 for NDCG,
 all labels <= d for NERU) has Δ ≡ 0 or an undefined normaliser Z = 0; it contributes zero
 loss and zero gradient, and its :meth:`metric` is 0.
-
-Large tie groups
-----------------
-Because max_π ⟨c, f_π⟩ pairs the largest weights with the largest scores while σ pairs
-them, within a label group, with the smallest, the loss charges every spread of scores
-among documents of equal label. Replacing the minimising σ by the average over ideal
-orderings (still convex, still an upper bound) reduces the charge but does not remove it.
-On data where most documents of a query share one label (LETOR MQ2008: most documents
-have label 0) this charge can outweigh what ordering the labels gains, and the regularized
-minimiser is w = 0, which the solver then certifies; ``experiments/letor.py`` shows it.
-The pairwise losses do not charge ties.
 
 Reductions (exact)
 ------------------
@@ -92,15 +122,22 @@ so in this π every document follows all of its dominators; likewise the positio
   with convex arc costs), solved by K Dijkstra searches on about K·n_candidates + 3m arcs
   instead of an m × m assignment.
 
-Cost per query, L gain levels: O(m + L·K log(L·K) + K²·n_candidates) typically with
-truncated c (O(m·K) worst case for the selection); O(m log m + K (K·n_candidates + m)
+The maximisation over π does not depend on the tie rule. Cost per query, L gain levels:
+O(m + L·K log(L·K) + K²·n_candidates) typically with truncated c (O(m·K) worst case for
+the selection); O(m log m + K (K·n_candidates + m)
 log m) with untruncated c and K < m; O(m³) worst case when K = m (NERU without k, or
 k >= m), where the rank-two costs make shortest-augmenting-path solvers markedly slower
 than on random matrices. Both reductions are checked against the full m × m assignment and
-against brute force over all permutations in the tests.
+against brute force over all permutations in the tests. Latent ties add the choice of σ,
+O(m log m) per query.
 
 References
 ----------
+C.-N. J. Yu and T. Joachims, "Learning structural SVMs with latent variables", ICML 2009.
+Y. Yue, T. Finley, F. Radlinski and T. Joachims, "A support vector method for optimizing
+average precision", SIGIR 2007.
+S. Chakrabarti, R. Khanna, U. Sawant and C. Bhattacharyya, "Structured learning for
+non-smooth ranking losses", KDD 2008.
 Q. Le and A. Smola, "Direct optimization of ranking measures", arXiv:0704.3359 (2007).
 M. Weimer, A. Karatzoglou, Q. Le and A. Smola, "CofiRank: maximum margin matrix
 factorization for collaborative ranking", NIPS 2007 (c_i = (i + 1)^(−1/4)).
@@ -420,6 +457,12 @@ class NDCGLoss(_StructuredRankingLoss):
         non-JSON-serialisable.
     truncate_c : bool, default=False
         Set ``c_i = 0`` beyond k: only the top k positions are assigned (the fast path).
+    ties : {"latent", "increasing"}, default="latent"
+        Which ideal ordering σ the loss compares with when labels tie (module docstring):
+        ``"latent"`` the best one for the scores (equal labels in decreasing score; not
+        convex, trained by the concave-convex procedure, does not charge the order within
+        a label level); ``"increasing"`` the worst one (convex, but charges every spread
+        of scores within a level, so that w = 0 can be optimal on real data).
 
     Notes
     -----
@@ -481,7 +524,7 @@ class NERULoss(_StructuredRankingLoss):
         Neutral vote: a document's gain is ``max(y − d, 0)``.
     k : int or None, default=None
         Only the top k positions count (NERU@k); ``None`` counts all.
-    c, truncate_c
+    c, truncate_c, ties
         As for :class:`NDCGLoss`; ``truncate_c=True`` needs an integer ``k``.
 
     Notes

@@ -26,6 +26,11 @@ documents by score, descending, ties by index):
 
 Queries are processed in parallel; each thread owns one workspace sized for the largest
 query.
+
+Latent ties (σ with equal gains in *decreasing* score, chosen for the scores):
+:func:`latent_ideal_weights` gives each document the weight ``c`` of its position in that σ
+(averaged over documents tied in gain and score), and :func:`structured_loss_given_ideal`
+evaluates the loss with σ's part given as such per-document weights.
 """
 
 import numpy as np
