@@ -30,6 +30,9 @@ Methods
 ``ndcg-increasing``, ``neru-increasing``
     The same losses with ``ties="increasing"``: the convex rule (equal labels in increasing
     score), which charges any spread of scores among documents of equal label.
+``ndcg-pairs``, ``neru-pairs``
+    The same measures with ``ties="pairs"``: the convex loss whose joint feature map sums
+    over the pairs of documents of different label only (as SVM-MAP), exact inference.
 ``ordinal``
     The pairwise hinge over all comparable pairs of a query (pair cost 1), normalised per
     query.
@@ -79,10 +82,12 @@ from losses.preference import pairs_from_labels
 METHODS = {
     "ndcg": ("ndcg", {}),
     "ndcg-increasing": ("ndcg", {"ties": "increasing"}),
+    "ndcg-pairs": ("ndcg", {"ties": "pairs"}),
     "ordinal": ("ordinal", {}),
     "preference": ("preference", {}),
     "neru": ("neru", {"k": 10}),
     "neru-increasing": ("neru", {"k": 10, "ties": "increasing"}),
+    "neru-pairs": ("neru", {"k": 10, "ties": "pairs"}),
     "squared": ("squared", {}),
 }
 LOSSES = tuple(METHODS)

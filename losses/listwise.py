@@ -161,7 +161,9 @@ from losses._kernels import listwise as _k
 __all__ = ["NDCGLoss", "NERULoss"]
 
 _NAMED_C = ("power", "dcg")
-TIES = ("latent", "increasing")
+TIES = ("latent", "increasing", "pairs")
+# Largest dynamic programme of ties="pairs" per query (states Π_l (min(m_l, k) + 1)).
+_MAX_PAIR_STATES = 4_000_000
 # Largest query solved as a full m × m assignment (when k >= m): 8·m² bytes per thread.
 _MAX_DENSE = 4096
 
@@ -180,6 +182,7 @@ class _Targets(NamedTuple):
     truncated: bool
     latent: bool = False
     ideal_c: np.ndarray | None = None
+    pair_scale: np.ndarray | None = None
 
 
 def _check_k(k, *, allow_none: bool):
@@ -314,6 +317,9 @@ class _StructuredRankingLoss(Loss):
         cut_level[long] = level[descending[query_ptr[:-1][long] + n_top - 1]]
         above = level > cut_level[query]
         n_above = np.bincount(query, weights=above, minlength=n_queries).astype(np.int64)
+        pair_scale = None
+        if self.ties == "pairs":
+            pair_scale = self._pair_scale(query, level, sizes, n_levels, inv_norm, n_top)
         return _Targets(
             query_ptr,
             gain,
@@ -327,7 +333,28 @@ class _StructuredRankingLoss(Loss):
             max(n_top, 1),
             self.truncate_c,
             self.latent,
+            None,
+            pair_scale,
         )
+
+    def _pair_scale(self, query, level, sizes, n_levels, inv_norm, n_top) -> np.ndarray:
+        """2 / (number of pairs of different gain) per query; checks the programme's size."""
+        n_queries = sizes.size
+        per_level = np.zeros((n_queries, int(n_levels.max()) if n_queries else 0))
+        np.add.at(per_level, (query, level), 1.0)
+        n_pairs = 0.5 * (sizes.astype(np.float64) ** 2 - (per_level**2).sum(axis=1))
+        states = np.prod(np.minimum(per_level, n_top) + 1.0, axis=1)
+        if states.size and states.max() > _MAX_PAIR_STATES:
+            q = int(np.argmax(states))
+            raise ValueError(
+                f"ties='pairs': a query of {sizes[q]} documents in {n_levels[q]} gain levels "
+                f"needs {states[q]:.3g} states with k={self.k} (over {_MAX_PAIR_STATES}); "
+                "set a smaller k"
+            )
+        scale = np.zeros(n_queries)
+        live = inv_norm > 0
+        scale[live] = 2.0 / n_pairs[live]
+        return scale
 
     def ideal_weights(self, f, targets: _Targets) -> np.ndarray:
         """Per document, c at its position in the ideal ordering best for the scores ``f``.
@@ -384,6 +411,21 @@ class _StructuredRankingLoss(Loss):
         f = np.ascontiguousarray(f, dtype=np.float64)
         values = np.empty(targets.inv_norm.size)
         grad = np.empty_like(f)
+        if targets.pair_scale is not None:
+            _k.pairs_loss(
+                f,
+                targets.query_ptr,
+                targets.gain,
+                targets.level,
+                targets.n_levels,
+                targets.inv_norm,
+                targets.pair_scale,
+                targets.a,
+                targets.n_top,
+                values,
+                grad,
+            )
+            return values, grad
         if targets.latent:
             ideal_c = targets.ideal_c
             if ideal_c is None:

@@ -818,3 +818,180 @@ def structured_loss_given_ideal(
                 value -= ideal_c[start + d] * fq[d]
                 gq[d] -= ideal_c[start + d]
             values[q] = max(value, 0.0)
+
+
+# ------------------------------------------------------------------------------------------
+# The pair joint feature map (ties="pairs"): only pairs of different gain enter the margin.
+
+
+@njit(cache=True)
+def _pairs_query(fq, bq, lq, n_levels, inv_norm, a, k, scale, gq):
+    """Loss ``max_π [Δ(π) − scale Σ_{inverted pairs} (f_i − f_j)]`` of one query; adds its
+    subgradient into ``gq`` (zeros on entry).
+
+    A pair (i, j) with b_i > b_j is *inverted* by π when π puts j above i. Documents of one
+    level follow their scores in some optimal π (moving a document down its level's slots
+    can only lower the coefficient of its score), so π interleaves the per-level lists
+    sorted by score: a dynamic programme over the numbers ``n_l`` taken from each level for
+    the top ``K = min(k, m)`` positions (mixed-radix states, levels capped at K), each step
+    adding ``−a_p b_l / Z`` and the pairs it inverts with the higher-level documents still
+    below. Below position K only the pair term counts and the remaining documents go in
+    decreasing score (inverting exactly the pairs whose lower-gain document scores higher).
+    """
+    m = fq.shape[0]
+    n_top = min(k, m)
+    order = argsort_stable(-fq)
+    # per level: documents in decreasing score, suffix sums of their scores
+    size = np.zeros(n_levels, dtype=np.int64)
+    for d in range(m):
+        size[lq[d]] += 1
+    start = np.zeros(n_levels + 1, dtype=np.int64)
+    for level in range(n_levels):
+        start[level + 1] = start[level] + size[level]
+    fill = start[:n_levels].copy()
+    by_level = np.empty(m, dtype=np.int64)
+    rank_in_level = np.empty(m, dtype=np.int64)
+    for r in range(m):
+        d = order[r]
+        by_level[fill[lq[d]]] = d
+        rank_in_level[d] = fill[lq[d]] - start[lq[d]]
+        fill[lq[d]] += 1
+    suffix = np.zeros(m + n_levels)
+    for level in range(n_levels):
+        base = start[level] + level
+        suffix[base + size[level]] = 0.0
+        for t in range(size[level] - 1, -1, -1):
+            suffix[base + t] = suffix[base + t + 1] + fq[by_level[start[level] + t]]
+    level_gain = np.empty(n_levels)
+    for d in range(m):
+        level_gain[lq[d]] = bq[d]
+
+    radix = np.empty(n_levels, dtype=np.int64)
+    n_states = 1
+    for level in range(n_levels):
+        radix[level] = min(size[level], n_top) + 1
+        n_states *= radix[level]
+    value = np.full(n_states, -np.inf)
+    came = np.full(n_states, -1, dtype=np.int64)
+    counts = np.zeros(n_levels, dtype=np.int64)
+    value[0] = 0.0
+    best_total = -np.inf
+    best_state = 0
+    for state in range(n_states):
+        if value[state] == -np.inf:
+            continue
+        rest = state
+        p = 0
+        for level in range(n_levels):
+            counts[level] = rest % radix[level]
+            rest //= radix[level]
+            p += counts[level]
+        if p == n_top:
+            # the tail: remaining documents in decreasing score
+            total = value[state]
+            seen_cnt = np.zeros(n_levels, dtype=np.int64)
+            seen_sum = np.zeros(n_levels)
+            for r in range(m):
+                d = order[r]
+                level = lq[d]
+                if rank_in_level[d] < counts[level]:
+                    continue
+                for lower in range(level):
+                    total += scale * (seen_sum[lower] - seen_cnt[lower] * fq[d])
+                seen_cnt[level] += 1
+                seen_sum[level] += fq[d]
+            if total > best_total:
+                best_total = total
+                best_state = state
+            continue
+        stride = 1
+        for level in range(n_levels):
+            if counts[level] + 1 < radix[level]:
+                d = by_level[start[level] + counts[level]]
+                step = -a[p] * level_gain[level] * inv_norm
+                for higher in range(level + 1, n_levels):
+                    left = size[higher] - counts[higher]
+                    step -= scale * (
+                        suffix[start[higher] + higher + counts[higher]] - left * fq[d]
+                    )
+                nxt = state + stride
+                if value[state] + step > value[nxt]:
+                    value[nxt] = value[state] + step
+                    came[nxt] = level
+            stride *= radix[level]
+
+    # π: backtrack the top positions, then the rest in decreasing score
+    pi = np.empty(m, dtype=np.int64)
+    state = best_state
+    rest = state
+    for level in range(n_levels):
+        counts[level] = rest % radix[level]
+        rest //= radix[level]
+    strides = np.ones(n_levels, dtype=np.int64)
+    for level in range(1, n_levels):
+        strides[level] = strides[level - 1] * radix[level - 1]
+    for p in range(n_top - 1, -1, -1):
+        level = came[state]
+        counts[level] -= 1
+        pi[p] = by_level[start[level] + counts[level]]
+        state -= strides[level]
+    taken = np.zeros(m, dtype=np.bool_)
+    for p in range(n_top):
+        taken[pi[p]] = True
+    p = n_top
+    for r in range(m):
+        if not taken[order[r]]:
+            pi[p] = order[r]
+            p += 1
+
+    # value and subgradient from π: Δ(π) + Σ_d g_d f_d
+    above = np.zeros(n_levels, dtype=np.int64)
+    for p in range(m):
+        d = pi[p]
+        for lower in range(lq[d]):
+            # lower-gain documents above d: pairs (d, j) inverted, term −scale (f_d − f_j)
+            gq[d] -= scale * above[lower]
+        for higher in range(lq[d] + 1, n_levels):
+            # higher-gain documents below d: pairs (i, d) inverted, term −scale (f_i − f_d)
+            gq[d] += scale * (size[higher] - above[higher])
+        above[lq[d]] += 1
+    total = 1.0
+    for p in range(n_top):
+        total -= a[p] * bq[pi[p]] * inv_norm
+    for d in range(m):
+        total += gq[d] * fq[d]
+    if total <= 0.0:
+        for d in range(m):
+            gq[d] = 0.0
+        return 0.0
+    return total
+
+
+@njit(parallel=True, cache=True)
+def pairs_loss(f, query_ptr, gain, level, n_levels, inv_norm, pair_scale, a, k, values, grad):
+    """Per-query loss with the pair joint feature map, and its subgradient.
+
+    ``l(f) = max_π [Δ(π) − pair_scale Σ_{b_i > b_j, π puts j above i} (f_i − f_j)]``, with
+    ``pair_scale = 2 / (number of pairs of different gain)`` per query. Degenerate queries
+    (``inv_norm == 0``) get 0. Cost per query: the states of the programme,
+    ``Π_l (min(m_l, K) + 1)``, times the number of levels, plus ``O(m L)`` per final state.
+    """
+    n_queries = query_ptr.shape[0] - 1
+    grad[:] = 0.0
+    for q in prange(n_queries):
+        start = query_ptr[q]
+        stop = query_ptr[q + 1]
+        if inv_norm[q] == 0.0 or stop - start < 2:
+            values[q] = 0.0
+            continue
+        values[q] = _pairs_query(
+            f[start:stop],
+            gain[start:stop],
+            level[start:stop],
+            n_levels[q],
+            inv_norm[q],
+            a,
+            k,
+            pair_scale[q],
+            grad[start:stop],
+        )

@@ -187,3 +187,32 @@ def latent_brute_force(f, y, measure, c, anchor=None):
     grad[pi] += c
     grad -= w
     return best - w @ f, grad, pi_unique
+
+
+def pairs_brute_force(f, y, measure):
+    """The pair-map loss by enumeration (m <= 7): ``(loss, grad, unique)``.
+
+    ``max_π [Δ(π) − (2/P) Σ_{b_i > b_j, π puts j above i} (f_i − f_j)]``, P the number of
+    pairs of different gain; ``grad`` from the first maximiser, ``unique`` whether all
+    maximisers give the same gradient.
+    """
+    f = np.asarray(f, dtype=np.float64)
+    m = len(f)
+    if measure.degenerate(y):
+        return 0.0, np.zeros(m), True
+    b = measure.gains(y)
+    higher = b[:, None] > b[None, :]  # (i, j): i has the larger gain
+    scale = 2.0 / higher.sum()
+    perms = _all_perms(m)
+    position = np.argsort(perms, axis=1)  # position of each document under π
+    grads = np.zeros((len(perms), m))
+    for i, j in zip(*np.nonzero(higher), strict=True):
+        inverted = position[:, j] < position[:, i]
+        grads[inverted, i] -= scale
+        grads[inverted, j] += scale
+    delta = 1.0 - (b[perms] @ measure.discounts(m)) / measure.ideal(y)
+    objective = delta + grads @ f
+    best = objective.max()
+    top = objective >= best - 1e-9 * max(1.0, np.abs(objective).max())
+    unique = bool(np.all(grads[top] == grads[top][0]))
+    return max(best, 0.0), grads[np.argmax(objective)], unique
