@@ -9,7 +9,8 @@ ranking loss Δ(π, y) = 1 − NDCG@k(π, y) or 1 − NERU(π, y),
     l(f, y) = max_π [ Δ(π, y) + Σ_i c_i f_{π(i)} ] − Σ_i c_i f_{σ(i)},
 
 where σ is an *ideal ordering* (gains descending) and the parameter ``ties`` says which one
-when several documents share a gain (S(y) is the set of ideal orderings):
+when several documents share a gain (S(y) is the set of ideal orderings; ``ties="pairs"``
+changes the joint feature map instead, below):
 
 * ``ties="latent"`` (default): the best one for the scores, max over σ ∈ S(y); equal gains
   in *decreasing* score;
@@ -32,8 +33,8 @@ both gain and score share the mean of ``c`` over their positions in σ (a mean o
 maximising σ's placements, so still a subgradient of the max over σ, and independent of the
 listing order).
 
-Which ideal ordering (ties)
----------------------------
+Ties among labels (the parameter ``ties``)
+------------------------------------------
 Write M(f) = max_π [Δ(π) + ⟨c, f_π⟩] and N(f) = max_{σ ∈ S} ⟨c, f_σ⟩; both are maxima of
 finitely many affine functions of f (S depends on y only), so both are convex. Within a
 gain level the positions of σ form a contiguous block on which c is non-increasing, so by
@@ -82,12 +83,27 @@ For NERU the ideal orderings are defined by the gains b, so documents with label
 below the neutral vote d form one tie group; the loss does not care how they are ordered
 among themselves, like the measure.
 
-A convex alternative not offered here: a joint feature map over the pairs of documents of
-different labels only (SVM-MAP, Yue et al., SIGIR 2007; Chakrabarti et al., KDD 2008),
-which ignores the order within a level by construction. Its loss-augmented inference
-interleaves the per-level score-sorted lists; with L levels it is exact by dynamic
-programming over the numbers taken from each level (O(k^L) states for NDCG@k), but it is
-not implemented.
+*Pairs* (``ties="pairs"``; the joint feature map of SVM-MAP, Yue et al., SIGIR 2007, and of
+Chakrabarti et al., KDD 2008, over pairs of documents of different gain only): with P the
+number of such pairs of the query and π's score ⟨ψ(π), f⟩ = (1/P) Σ_{b_i > b_j}
+±(f_i − f_j) (+ when π puts i above j),
+
+    l(f) = max_π [Δ(π) + ⟨ψ(π), f⟩] − ⟨ψ(σ), f⟩
+         = max_π [Δ(π) − (2/P) Σ_{b_i > b_j, π puts j above i} (f_i − f_j)],
+
+the same for every ideal σ, so the order within a level is ignored by construction. The
+weights ``c`` are not used. Convex (a maximum of affine functions); non-negative (π = σ);
+an upper bound (for τ sorting f, every pair τ inverts has f_i <= f_j, so its term is
+>= 0 and l >= Δ(τ)); independent of listing order (only labels and scores enter). The
+subgradient is −2/P on the higher-gain document and +2/P on the lower-gain one of every
+pair the maximising π inverts. Loss-augmented inference is exact: in some maximising π the
+documents of one level follow their scores (exchange argument), so π interleaves the
+per-level sorted lists; a dynamic programme over the numbers taken from each level fills
+the top K = min(k, m) positions (Π_l (min(m_l, K) + 1) states, O(K^L) for L levels), and
+below K the remaining documents go in decreasing score, which inverts exactly the pairs
+whose lower-gain document scores higher. The programme is exponential in the number of
+gain levels: fine for graded relevance (a handful of levels), refused at validation beyond
+4·10^6 states (many levels, for example real-valued NERU ratings, or a large k).
 
 Degenerate queries
 ------------------
@@ -349,7 +365,7 @@ class _StructuredRankingLoss(Loss):
             raise ValueError(
                 f"ties='pairs': a query of {sizes[q]} documents in {n_levels[q]} gain levels "
                 f"needs {states[q]:.3g} states with k={self.k} (over {_MAX_PAIR_STATES}); "
-                "set a smaller k"
+                "set a smaller k (or use fewer label levels)"
             )
         scale = np.zeros(n_queries)
         live = inv_norm > 0
@@ -499,12 +515,14 @@ class NDCGLoss(_StructuredRankingLoss):
         non-JSON-serialisable.
     truncate_c : bool, default=False
         Set ``c_i = 0`` beyond k: only the top k positions are assigned (the fast path).
-    ties : {"latent", "increasing"}, default="latent"
-        Which ideal ordering σ the loss compares with when labels tie (module docstring):
-        ``"latent"`` the best one for the scores (equal labels in decreasing score; not
-        convex, trained by the concave-convex procedure, does not charge the order within
-        a label level); ``"increasing"`` the worst one (convex, but charges every spread
-        of scores within a level, so that w = 0 can be optimal on real data).
+    ties : {"latent", "increasing", "pairs"}, default="latent"
+        How the loss treats documents of equal label (module docstring): ``"latent"``
+        compares with the ideal ordering best for the scores (equal labels in decreasing
+        score; not convex, trained by the concave-convex procedure, does not charge the
+        order within a label level); ``"increasing"`` with the worst one (convex, but
+        charges every spread of scores within a level, so that w = 0 can be optimal on real
+        data); ``"pairs"`` uses a joint feature map over pairs of different labels only
+        (convex, ignores the order within a level; ``c`` is not used).
 
     Notes
     -----

@@ -82,6 +82,10 @@ CASES = [
     Case("ndcg", {"k": 10, "truncate_c": True, "gain": "linear", "ties": "increasing"}),
     Case("neru", {"alpha": 2.0, "d": 1.0, "ties": "increasing"}),
     Case("neru", {"alpha": 3.0, "k": 3, "truncate_c": True, "ties": "increasing"}),
+    # the pair joint feature map
+    Case("ndcg", {"k": 3, "ties": "pairs"}),
+    Case("ndcg", {"k": 10, "gain": "linear", "ties": "pairs"}),
+    Case("neru", {"alpha": 2.0, "d": 1.0, "k": 5, "ties": "pairs"}),
 ]
 CASE_PARAMS = [pytest.param(case, id=case.id) for case in CASES]
 RANKING = ("ordinal", "preference", "ndcg", "neru")
@@ -388,7 +392,8 @@ def cvxpy_risk(case: Case, prob: Problem, f):
     max over all m! permutations π of Δ(π, y) + Σ_i c_i f_{π(i)}, plus the max over ideal
     orderings σ of −Σ_i c_i f_{σ(i)} (the convex tie rule ``ties="increasing"``: σ
     minimises Σ_i c_i f_{σ(i)}; the latent rule is not convex and is checked, with its
-    concave-convex training, in test_listwise_latent.py).
+    concave-convex training, in test_listwise_latent.py). ``ties="pairs"``: max over π of
+    Δ(π, y) − (2/P) Σ over the pairs of different gain that π inverts of f_high − f_low.
     """
     n_queries = len(prob.query_ptr) - 1
     terms = []
@@ -412,6 +417,18 @@ def cvxpy_risk(case: Case, prob: Problem, f):
         np.put_along_axis(placement, perms, np.broadcast_to(c, perms.shape), axis=1)
         ideal = np.all(np.diff(b[perms], axis=1) <= 0, axis=1)
         fq = f[rows]
+        if case.params.get("ties") == "pairs":
+            # −(2/P) on the higher-gain and +(2/P) on the lower-gain document of every pair
+            # of different gain that π inverts
+            position = np.argsort(perms, axis=1)
+            slope = np.zeros((len(perms), m))
+            higher = b[:, None] > b[None, :]
+            for i, j in zip(*np.nonzero(higher), strict=True):
+                inverted = position[:, j] < position[:, i]
+                slope[inverted, i] -= 2.0 / higher.sum()
+                slope[inverted, j] += 2.0 / higher.sum()
+            terms.append(cp.max(delta + slope @ fq))
+            continue
         terms.append(cp.max(delta + placement @ fq) + cp.max(-placement[ideal] @ fq))
     return cp.sum(cp.hstack(terms)) / n_queries
 
@@ -423,6 +440,8 @@ FIT_CASES = [
     Case("ndcg", {"k": 3, "truncate_c": False, "gain": "exp", "ties": "increasing"}),
     Case("ndcg", {"k": 2, "truncate_c": True, "gain": "linear", "ties": "increasing"}),
     Case("neru", {"alpha": 2.0, "d": 1.0, "ties": "increasing"}),
+    Case("ndcg", {"k": 3, "ties": "pairs"}),
+    Case("neru", {"alpha": 2.0, "d": 1.0, "ties": "pairs"}),
 ]
 
 
