@@ -656,9 +656,9 @@ def main(argv=None) -> int:
                 f"Their training risk R(ρ·w_o) along the direction w_o of the chosen ordinal "
                 f"model (Fold{folds[0]}) grows with ρ, so no scaled good ranker beats w = 0. "
                 "The loss compares the ranking with the ideal ordering that puts documents of "
-                "equal label in increasing score order (the convex choice of "
-                "`losses.listwise`), so any spread of scores among equally labelled "
-                "documents adds to it; most MQ2008 documents of a query share label 0.",
+                'equal label in increasing score order (`ties="increasing"` of '
+                "`losses.listwise`, the convex rule), so any spread of scores among equally "
+                "labelled documents adds to it; most MQ2008 documents of a query share label 0.",
                 "",
                 markdown_table(
                     ["loss", *(f"ρ = {rho:g}" for rho in SCALES)],
