@@ -180,6 +180,10 @@ def fit(
     -------
     LinearModel
         With ``coef_``, ``intercept_``, ``predict`` and ``result_`` (a :class:`BMRMResult`).
+        A loss with a latent part (``loss.latent``, the "ndcg" and "neru" losses with
+        ``ties="latent"``) is trained by the concave-convex procedure of
+        :func:`bmrm.solver.cccp.minimize_cccp`, whose result adds ``n_outer`` and
+        ``outer_objective``.
     """
     X = check_X(X)
     n_samples, n_features = X.shape

@@ -87,7 +87,9 @@ def minimize_cccp(
         Without ``w0`` the procedure starts at the minimiser of ``loss.initial_loss`` (a
         convex loss, solved with the same options) when the loss offers one, else at 0.
     max_time : float or None
-        Budget in seconds for the whole procedure.
+        Budget in seconds for the whole procedure; when it runs out, or a callback raises
+        ``StopIteration``, the procedure stops after the current subproblem (status 3 or
+        4, as the bundle method reports them).
     max_outer : int
         Largest number of convex subproblems.
     **bmrm_options
@@ -97,8 +99,10 @@ def minimize_cccp(
     -------
     BMRMResult
         ``x`` the last accepted iterate (the best: J never increases), ``fun`` J(x) with
-        the latent loss, ``nit`` / ``nfev`` summed over the subproblems, ``lower_bound`` / ``gap``,
-        ``status``, ``success`` and ``message`` from the last subproblem, and
+        the latent loss, ``nit`` / ``nfev`` summed over the subproblems (the starting one
+        included), ``lower_bound`` / ``gap`` (of the last convex subproblem, not a bound
+        for the non-convex problem), ``status``, ``success`` and ``message`` from the last
+        subproblem, and
         ``n_outer``, ``outer_objective`` (J at w0 and at each subproblem's solution),
         ``outer_converged`` (the decrease fell below the tolerance) and ``history`` of
         every bundle iteration, with a column ``outer`` numbering the subproblem.
@@ -138,12 +142,17 @@ def minimize_cccp(
     outer_objective = [J]
     n_init = len(results)
     converged = False
+    # a callback's StopIteration (status 4) or the time budget (status 3) ends the procedure
+    stopped = bool(results) and results[-1].status in (3, 4)
     for outer in range(1, max_outer + 1):
+        if stopped:
+            break
         budget = None
         if max_time is not None:
             budget = max_time - (time.perf_counter() - start)
-            if budget <= 0:
+            if budget <= 0 and results:
                 break
+            budget = max(budget, 1e-9)
         res = minimize_bmrm(
             _surrogate_oracle(oracle, w),
             n_features,
@@ -160,6 +169,7 @@ def minimize_cccp(
             **bmrm_options,
         )
         results.append(res)
+        stopped = res.status in (3, 4)
         J_new = objective(res.x)
         if verbose:
             logger.info(f"cccp step {outer}: J {J:.8g} -> {J_new:.8g} ({res.nit} iterations)")
@@ -173,8 +183,6 @@ def minimize_cccp(
         if decrease <= tol * abs(J) or decrease <= atol:
             converged = True
             break
-    if len(results) == n_init:
-        raise ValueError(f"max_time={max_time} left no time for one convex subproblem")
     last = results[-1]
     history = {key: np.concatenate([r.history[key] for r in results]) for key in last.history}
     # 0 numbers the iterations of the starting problem (``initial_loss``), if any

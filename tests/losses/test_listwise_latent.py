@@ -342,3 +342,17 @@ def test_increasing_ties_still_fit_by_the_bundle_method():
     model = bmrm.fit(X, y, "ndcg", qid, lam=0.05, loss_params={"ties": "increasing"})
     assert "n_outer" not in model.result_
     assert model.result_.success
+
+
+def test_callback_stop_ends_the_procedure():
+    """StopIteration from the callback stops the starting fit and the procedure with it."""
+    X, y, qid = small_problem(2)
+
+    def stop(result):
+        raise StopIteration
+
+    model = bmrm.fit(X, y, "ndcg", qid, lam=0.05, callback=stop, loss_params={"k": 3})
+    res = model.result_
+    assert res.status == 4 and res.n_outer == 0 and res.nit == 1
+    J = enumerated_objective(X, y, qid, model.coef_, 0.05, "ndcg", {"k": 3})
+    assert res.fun == pytest.approx(J, abs=1e-10)
