@@ -16,6 +16,7 @@ import losses
 from bmrm.solver.cccp import minimize_cccp
 from bmrm.solver.loop import minimize_bmrm
 from bmrm.solver.oracle import RiskOracle
+from losses.listwise import NDCGLoss
 from tests.losses.reference_listwise import (
     Measure,
     latent_brute_force,
@@ -356,3 +357,18 @@ def test_callback_stop_ends_the_procedure():
     assert res.status == 4 and res.n_outer == 0 and res.nit == 1
     J = enumerated_objective(X, y, qid, model.coef_, 0.05, "ndcg", {"k": 3})
     assert res.fun == pytest.approx(J, abs=1e-10)
+
+
+def test_check_oracle_uses_the_surrogate_and_catches_a_wrong_one():
+    """losses.check_oracle passes the latent losses (convexity checked on the surrogate at
+    fixed ties) and fails a loss whose surrogate does not majorise it."""
+    for name in ("ndcg", "neru"):
+        assert losses.check_oracle(name).ok
+
+    class WrongSurrogate(NDCGLoss):
+        def convexify(self, f, targets):
+            fixed = super().convexify(f, targets)
+            return fixed._replace(ideal_c=2.0 * fixed.ideal_c)
+
+    report = losses.check_oracle(WrongSurrogate())
+    assert "subgradient" in report.failed
