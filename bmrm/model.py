@@ -11,6 +11,7 @@ import numpy as np
 import losses
 from bmrm._validation import check_intercept_scaling, check_w0, check_X
 from bmrm.io.model_files import ModelRecord, read_model_file, write_model_file
+from bmrm.solver.cccp import minimize_cccp
 from bmrm.solver.loop import HISTORY_FIELDS, BMRMResult, minimize_bmrm
 from bmrm.solver.oracle import RiskOracle
 from bmrm.solver.regularizers import Regularizer, from_spec, make_regularizer
@@ -260,6 +261,10 @@ def fit(
     -------
     LinearModel
         With ``coef_``, ``intercept_``, ``predict`` and ``result_`` (a :class:`BMRMResult`).
+        A loss with a latent part (``loss.latent``, the "ndcg" and "neru" losses with
+        ``ties="latent"``) is trained by the concave-convex procedure of
+        :func:`bmrm.solver.cccp.minimize_cccp`, whose result adds ``n_outer`` and
+        ``outer_objective``.
     """
     X = check_X(X)
     n_samples, n_features = X.shape
@@ -295,7 +300,10 @@ def fit(
     loss_obj = losses.get(loss, **(loss_params or {}))
     prepared = losses.prepare(loss_obj, y, qid, n_samples=n_samples, **loss_data)
     oracle = RiskOracle(X, prepared, fit_intercept, intercept_scaling)
-    result: BMRMResult = minimize_bmrm(
+    # A latent loss (a difference of convex functions) goes through the concave-convex
+    # procedure, which calls the bundle method on one convex surrogate after another.
+    solve = minimize_cccp if getattr(loss_obj, "latent", False) else minimize_bmrm
+    result: BMRMResult = solve(
         oracle,
         d,
         lam,

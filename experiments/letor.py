@@ -9,7 +9,9 @@ AdaRank-NDCG; their "Performance on testing set" blocks, one row per fold and an
 
 Protocol (LETOR 4.0): for every fold and loss, a linear model is fitted on the training
 set for each lam of the grid (tol 1e-3 relative gap, at most 2000 iterations), lam is chosen
-by the validation NDCG@10, and the chosen model is scored on the test set. Measures follow
+by the validation NDCG@10 (NERU@10 for the NERU losses), and the chosen model is scored on
+the test set. NERU@10 (half-life 5, neutral vote 0, :func:`losses.metrics.neru_score`)
+is reported beside the LETOR measures; the official tables do not publish it. Measures follow
 the LETOR evaluation tool (``ndcg_score(..., convention="letor")`` and ``map_score(...,
 threshold=1, ties="stable")``): gain 2^r − 1, positions 1 and 2 undiscounted, a query with
 no relevant document scores 0, NDCG@k of a query shorter than k scores 0, ties keep file
@@ -21,7 +23,16 @@ Methods
 -------
 ``ndcg``, ``neru``
     The structured max-margin losses of :mod:`losses.listwise` with their defaults (NDCG@10
-    with ``c_i = (i + 1)^(−1/4)``; NERU with half-life 5).
+    with ``c_i = (i + 1)^(−1/4)``; NERU@10 with half-life 5): the tie-breaking of the ideal
+    ordering is latent (equal labels in decreasing score), trained by the concave-convex
+    procedure of :mod:`bmrm.solver.cccp` from the ``ordinal`` minimiser at the same lam.
+    lam is chosen by validation NERU@10 for the NERU losses.
+``ndcg-increasing``, ``neru-increasing``
+    The same losses with ``ties="increasing"``: the convex rule (equal labels in increasing
+    score), which charges any spread of scores among documents of equal label.
+``ndcg-pairs``, ``neru-pairs``
+    The same measures with ``ties="pairs"``: the convex loss whose joint feature map sums
+    over the pairs of documents of different label only (as SVM-MAP), exact inference.
 ``ordinal``
     The pairwise hinge over all comparable pairs of a query (pair cost 1), normalised per
     query.
@@ -64,17 +75,38 @@ from _common import base_parser, markdown_table, progress, require, write_csv
 import bmrm
 import losses
 from bmrm.io import load_letor_fold
-from losses.metrics import map_score, ndcg_score
+from losses.metrics import map_score, ndcg_score, neru_score
 from losses.preference import pairs_from_labels
 
-LOSSES = ("ndcg", "ordinal", "preference", "neru", "squared")
+# method -> (loss name, loss parameters)
+METHODS = {
+    "ndcg": ("ndcg", {}),
+    "ndcg-increasing": ("ndcg", {"ties": "increasing"}),
+    "ndcg-pairs": ("ndcg", {"ties": "pairs"}),
+    "ordinal": ("ordinal", {}),
+    "preference": ("preference", {}),
+    "neru": ("neru", {"k": 10}),
+    "neru-increasing": ("neru", {"k": 10, "ties": "increasing"}),
+    "neru-pairs": ("neru", {"k": 10, "ties": "pairs"}),
+    "squared": ("squared", {}),
+}
+LOSSES = tuple(METHODS)
 LAMS = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
 KS = tuple(range(1, 11))
-MEASURES = tuple(f"NDCG@{k}" for k in KS) + ("MAP",)
-HEADLINE = ("NDCG@1", "NDCG@3", "NDCG@5", "NDCG@10", "MAP")
-TESTED = ("NDCG@1", "NDCG@5", "NDCG@10", "MAP")
+LETOR_MEASURES = tuple(f"NDCG@{k}" for k in KS) + ("MAP",)
+MEASURES = (*LETOR_MEASURES, "NERU@10")
+HEADLINE = ("NDCG@1", "NDCG@3", "NDCG@5", "NDCG@10", "MAP", "NERU@10")
+TESTED = ("NDCG@1", "NDCG@5", "NDCG@10", "MAP", "NERU@10")
 OFFICIAL = ("RankSVM-Struct", "RankBoost", "AdaRank-MAP", "AdaRank-NDCG")
 SELECT_BY = "NDCG@10"
+SELECT_NERU = "NERU@10"
+
+
+def select_by(method: str) -> str:
+    """The validation measure that chooses lam: NERU@10 for the NERU losses."""
+    return SELECT_NERU if method.startswith("neru") else SELECT_BY
+
+
 REFERENCE = ("squared", "best feature")
 SCALES = (0.0, 0.1, 1.0, 10.0)
 
@@ -83,6 +115,7 @@ def query_measures(y: np.ndarray, s: np.ndarray, qid: np.ndarray) -> dict[str, n
     """Per-query LETOR NDCG@1..10 and average precision of the ranking by ``s``."""
     out = {f"NDCG@{k}": ndcg_score(y, s, qid, k=k, convention="letor", per_query=True) for k in KS}
     out["MAP"] = map_score(y, s, qid, threshold=1, ties="stable", per_query=True)
+    out["NERU@10"] = neru_score(y, s, qid, k=10, ties="stable", per_query=True)
     return out
 
 
@@ -140,7 +173,8 @@ def parse_baseline(path: Path) -> dict[str, dict[str, float]]:
 # --------------------------------------------------------------------------------- fitting
 
 
-def fit_loss(loss, X, y, qid, lam, tol, max_iter, pairs):
+def fit_loss(method, X, y, qid, lam, tol, max_iter, pairs):
+    loss, params = METHODS[method]
     kwargs = {"pairs": pairs[0], "pair_costs": pairs[1]} if loss == "preference" else {}
     start = time.perf_counter()
     with warnings.catch_warnings():
@@ -154,6 +188,7 @@ def fit_loss(loss, X, y, qid, lam, tol, max_iter, pairs):
             tol=tol,
             max_iter=max_iter,
             fit_intercept=loss == "squared",
+            loss_params=params,
             **kwargs,
         )
     seconds = time.perf_counter() - start
@@ -164,6 +199,8 @@ def fit_loss(loss, X, y, qid, lam, tol, max_iter, pairs):
         "status": res.status,
         "rel_gap": res.gap / max(abs(res.fun), 1e-300),
         "coef_norm": float(np.linalg.norm(model.coef_)),
+        # concave-convex steps (latent losses; 0 for convex ones)
+        "cccp_steps": int(res.get("n_outer", 0)),
     }
     return model, info
 
@@ -229,7 +266,7 @@ def plot_validation(path, vali, losses_run, lams):
         ax.plot(lams, [np.mean(vali[loss][lam]) for lam in lams], marker="o", label=loss)
     ax.set_xscale("log")
     ax.set_xlabel("lam")
-    ax.set_ylabel(f"validation {SELECT_BY}, mean over folds")
+    ax.set_ylabel(f"validation {SELECT_BY} ({SELECT_NERU} for neru), mean over folds")
     ax.set_title("MQ2008: choice of lam")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -338,7 +375,7 @@ def main(argv=None) -> int:
                 grid_seconds[loss] += info["fit_seconds"]
                 mv = query_measures(yv, model.decision_function(Xv), qv)
                 mt = query_measures(yt, model.decision_function(Xt), qt)
-                vali[loss][lam].append(float(mv[SELECT_BY].mean()))
+                vali[loss][lam].append(float(mv[select_by(loss)].mean()))
                 for split, values in (("vali", mv), ("test", mt)):
                     for measure in MEASURES:
                         fit_rows.append(
@@ -353,14 +390,14 @@ def main(argv=None) -> int:
                                 **info,
                             }
                         )
-                score = float(mv[SELECT_BY].mean())
+                score = float(mv[select_by(loss)].mean())
                 # ties go to the larger lam (the simpler model): lams are visited ascending
                 if best is None or score >= best[0]:
                     best = (score, lam, mt, info, model)
                 progress(
                     f"  {loss:<10} lam={lam:<7g} {info['iterations']:4d} it "
                     f"{info['fit_seconds']:6.2f} s  ‖w‖={info['coef_norm']:.3g}  "
-                    f"vali {SELECT_BY}={score:.4f}  test MAP={mt['MAP'].mean():.4f}"
+                    f"vali {select_by(loss)}={score:.4f}  test MAP={mt['MAP'].mean():.4f}"
                 )
             _, lam, mt, info, model = best
             chosen_model[loss] = model
@@ -374,9 +411,10 @@ def main(argv=None) -> int:
         if fold == folds[0] and "ordinal" in chosen_model:
             # the structured losses along the ordinal model's direction, on training data
             f = X @ chosen_model["ordinal"].coef_
-            for loss in ("ndcg", "neru"):
-                if loss in losses_run:
-                    along[loss] = [losses.risk(loss, rho * f, y, qid)[0] for rho in SCALES]
+            for method in ("ndcg-increasing", "neru-increasing"):
+                if method in losses_run:
+                    loss = losses.get(METHODS[method][0], **METHODS[method][1])
+                    along[method] = [losses.risk(loss, rho * f, y, qid)[0] for rho in SCALES]
 
         j, sign = best_feature(X, y, qid)
         scores_test["best feature"] = query_measures(yt, sign * Xt[:, j], qt)
@@ -431,13 +469,13 @@ def main(argv=None) -> int:
     official_means = {
         name: {
             meas: float(np.mean([official_fold[name][f][meas] for f in folds]))
-            for meas in MEASURES
+            for meas in LETOR_MEASURES
         }
         for name in OFFICIAL
     }
     if len(folds) == 5:
         for name, table in official.items():
-            for meas in MEASURES:
+            for meas in LETOR_MEASURES:
                 if abs(official_means[name][meas] - table["Avg"][meas]) > 1e-3:
                     progress(f"warning: {name} {meas}: fold mean differs from the Avg row")
 
@@ -481,7 +519,8 @@ def main(argv=None) -> int:
         "# LETOR 4.0 MQ2008",
         "",
         f"Folds {fold_text}; {n_queries} pooled test queries. lam grid "
-        f"{', '.join(f'{v:g}' for v in lams)}, chosen per fold by validation {SELECT_BY}; "
+        f"{', '.join(f'{v:g}' for v in lams)}, chosen per fold by validation {SELECT_BY} "
+        f"({SELECT_NERU} for the NERU losses); "
         f"tol {args.tol:g} (relative gap), max_iter {max_iter}; raw features. Measures with the "
         "LETOR tool's conventions; values are means over test folds of per-fold query means. "
         f"Preference pairs: all label-ordered pairs, cost {args.pair_cost}. Wall time "
@@ -490,7 +529,7 @@ def main(argv=None) -> int:
         "## Test results",
         "",
         "p: paired randomization test over the pooled test queries "
-        f"({n_flips} sign flips, two-sided) for NDCG@1 / NDCG@5 / NDCG@10 / MAP. "
+        f"({n_flips} sign flips, two-sided) for NDCG@1 / NDCG@5 / NDCG@10 / MAP / NERU@10. "
         "LETOR rows are the official tables (no per-query values, so no test). "
         "Fit s: seconds of the chosen fit, mean over folds.",
         "",
@@ -512,7 +551,7 @@ def main(argv=None) -> int:
         table_rows.append(row)
     for name in OFFICIAL:
         table_rows.append(
-            [f"{name} (LETOR)", *(official_means[name][meas] for meas in HEADLINE)]
+            [f"{name} (LETOR)", *(official_means[name].get(meas, "—") for meas in HEADLINE)]
             + ["—"] * len(refs)
             + ["—", "—"]
         )
@@ -543,13 +582,23 @@ def main(argv=None) -> int:
     nd_rows += [[f"{n} (LETOR)", *(official_means[n][f"NDCG@{k}"] for k in KS)] for n in OFFICIAL]
     lines += [markdown_table(["method", *(f"@{k}" for k in KS)], nd_rows), ""]
 
-    lines += ["## Training time (seconds, chosen lam; iterations in brackets)", ""]
+    lines += [
+        "## Training time (seconds, chosen lam; bundle iterations in brackets, with the "
+        "concave-convex steps of the latent losses; their iterations include the starting "
+        "pairwise fit)",
+        "",
+    ]
     t_rows = []
     for loss in losses_run:
         t_rows.append(
             [loss]
             + [
-                f"{chosen_info[loss][f]['fit_seconds']:.2f} ({chosen_info[loss][f]['iterations']})"
+                f"{chosen_info[loss][f]['fit_seconds']:.2f} ({chosen_info[loss][f]['iterations']}"
+                + (
+                    f", {chosen_info[loss][f]['cccp_steps']} steps)"
+                    if chosen_info[loss][f]["cccp_steps"]
+                    else ")"
+                )
                 for f in folds
             ]
             + [f"{grid_seconds[loss]:.1f}"]
@@ -565,7 +614,8 @@ def main(argv=None) -> int:
         lines += [
             "## Pairwise randomization tests among the losses",
             "",
-            "p for NDCG@1 / NDCG@5 / NDCG@10 / MAP; the sign is that of mean(row − column) "
+            "p for NDCG@1 / NDCG@5 / NDCG@10 / MAP / NERU@10; the sign is that of "
+            "mean(row − column) "
             "on NDCG@10.",
             "",
         ]
@@ -606,9 +656,9 @@ def main(argv=None) -> int:
                 f"Their training risk R(ρ·w_o) along the direction w_o of the chosen ordinal "
                 f"model (Fold{folds[0]}) grows with ρ, so no scaled good ranker beats w = 0. "
                 "The loss compares the ranking with the ideal ordering that puts documents of "
-                "equal label in increasing score order (the convex choice of "
-                "`losses.listwise`), so any spread of scores among equally labelled "
-                "documents adds to it; most MQ2008 documents of a query share label 0.",
+                'equal label in increasing score order (`ties="increasing"` of '
+                "`losses.listwise`, the convex rule), so any spread of scores among equally "
+                "labelled documents adds to it; most MQ2008 documents of a query share label 0.",
                 "",
                 markdown_table(
                     ["loss", *(f"ρ = {rho:g}" for rho in SCALES)],

@@ -166,6 +166,10 @@ class _Checker:
         self.rng = rng
         self.checks: list[CheckResult] = []
         self.pointwise = bool(getattr(loss, "pointwise", False))
+        # a difference of convex functions: the convexity checks use its surrogate at f
+        self.latent = bool(getattr(loss, "latent", False)) and callable(
+            getattr(loss, "convexify", None)
+        )
         self.mutations: list[str] = []
         self._evals: list[tuple[np.ndarray, bool, np.ndarray, np.ndarray]] | None = None
 
@@ -349,6 +353,15 @@ class _Checker:
             else:
                 f2 = f + self.rng.standard_normal(self.n) * (1.0 + np.abs(f).max(initial=0.0))
             total2, values2, _ = self.total(f2)
+            if self.latent:
+                surrogate2, _ = self.loss_grad(f2, self.loss.convexify(f, self.targets))
+                bound = float(np.sum(surrogate2))
+                if not total2 <= bound + _RTOL * (1.0 + abs(total2) + abs(bound)):
+                    return _FAIL, (
+                        f"trial {t}: l(f') = {total2!r} > l_f(f') = {bound!r}: the convex "
+                        f"surrogate fixed at f does not majorise the loss; f' = {_fmt(f2)}"
+                    )
+                total2, values2 = bound, np.asarray(surrogate2)
             d = f2 - f
             gd = grad * d
             lhs, rhs = total2, float(values.sum()) + float(gd.sum())
@@ -369,7 +382,11 @@ class _Checker:
         for t, (f, _, values, grad) in enumerate(self.evals()):
             d = self.rng.standard_normal(self.n)
             h = _DIR_STEP * max(1.0, float(np.abs(f).max(initial=0.0)))
-            total_h, _, _ = self.total(f + h * d)
+            if self.latent:
+                fixed = self.loss.convexify(f, self.targets)
+                total_h = float(np.sum(self.loss_grad(f + h * d, fixed)[0]))
+            else:
+                total_h, _, _ = self.total(f + h * d)
             diff = total_h - float(values.sum())
             gd = float(grad @ d)
             slack = _RTOL * (
@@ -554,6 +571,11 @@ def check_oracle(
         ``directional_derivative``
             (l(f + h d) - l(f)) / h >= <g, d> for a small step h: the right derivative
             bounds <g, d> from above, as for any subgradient of a convex function.
+
+            A loss with a latent part (``latent`` true and a ``convexify(f, targets)``
+            method, a difference of convex functions) is not convex: both checks then use
+            its convex surrogate l_f with the latent part fixed at f in place of l(f')
+            and l(f + h d), and ``subgradient`` also checks l(f') <= l_f(f').
         ``finite_differences``
             Only when the loss declares ``smooth = True``: central differences of l
             match <g, d> at points without tied scores.

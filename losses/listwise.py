@@ -6,9 +6,18 @@ For one query with scores ``f`` and labels ``y`` of ``m`` documents, a permutati
 is the document at position i), position weights ``c`` (non-increasing, non-negative) and a
 ranking loss Δ(π, y) = 1 − NDCG@k(π, y) or 1 − NERU(π, y),
 
-    l(f, y) = max_π [ Δ(π, y) + Σ_i c_i f_{π(i)} ] − min_{σ ∈ S(y)} Σ_i c_i f_{σ(i)},
+    l(f, y) = max_π [ Δ(π, y) + Σ_i c_i f_{π(i)} ] − Σ_i c_i f_{σ(i)},
 
-where S(y) is the set of *ideal orderings*: gains descending. Both measures have the form
+where σ is an *ideal ordering* (gains descending) and the parameter ``ties`` says which one
+when several documents share a gain (S(y) is the set of ideal orderings; ``ties="pairs"``
+changes the joint feature map instead, below):
+
+* ``ties="latent"`` (default): the best one for the scores, max over σ ∈ S(y); equal gains
+  in *decreasing* score;
+* ``ties="increasing"``: the worst one, min over σ ∈ S(y); equal gains in *increasing*
+  score.
+
+Both measures have the form
 Δ(π, y) = 1 − (1/Z) Σ_i a_i b_{π(i)} with non-increasing position discounts ``a`` (zero
 beyond k) and document gains ``b``, Z being the value of an ideal ordering:
 
@@ -19,51 +28,88 @@ beyond k) and document gains ``b``, Z being the value of an ideal ordering:
   ``a_i = 0`` (NERU@k).
 
 A subgradient is ``c`` placed on the documents of the maximising π minus ``c`` placed on
-those of the minimising σ: ``g_{π(i)} += c_i``, ``g_{σ(i)} −= c_i``.
+those of σ: ``g_{π(i)} += c_i``, ``g_{σ(i)} −= c_i``. With latent ties, documents tied in
+both gain and score share the mean of ``c`` over their positions in σ (a mean of the
+maximising σ's placements, so still a subgradient of the max over σ, and independent of the
+listing order).
 
-Ties among labels (the choice of σ)
------------------------------------
-The minimum over S is attained by putting documents of equal gain in *increasing* score:
-the positions of one gain level form a contiguous block on which c is non-increasing, and
-Σ c_i f_{σ(i)} over the block is smallest when the largest weights meet the smallest scores
-(rearrangement inequality). This rule, rather than an arbitrary ideal σ, is what makes the
-loss well behaved:
+Ties among labels (the parameter ``ties``)
+------------------------------------------
+Write M(f) = max_π [Δ(π) + ⟨c, f_π⟩] and N(f) = max_{σ ∈ S} ⟨c, f_σ⟩; both are maxima of
+finitely many affine functions of f (S depends on y only), so both are convex. Within a
+gain level the positions of σ form a contiguous block on which c is non-increasing, so by
+the rearrangement inequality N(f) puts equal gains in decreasing score and
+min_{σ ∈ S} ⟨c, f_σ⟩ puts them in increasing score.
 
-* *Convex.* ``l = max_π [Δ(π) + ⟨c, f_π⟩] + max_{σ ∈ S} ⟨−c, f_σ⟩`` is a sum of two
-  maxima of finitely many affine functions of f (S depends on y only). Taking instead the
-  ideal σ that *maximises* ⟨c, f_σ⟩ (equal gains in decreasing score) would subtract a
-  convex function and break convexity; a σ fixed by listing order would be convex but
-  depend on the order documents are listed in.
+*Latent ties* (``l = M − N``; after Yu & Joachims, ICML 2009, the tie-breaking is a latent
+structure chosen to fit the scores):
+
 * *An upper bound.* Let τ sort f descending with any tie-breaking. Because c is
-  non-increasing, ⟨c, f_τ⟩ = max_π ⟨c, f_π⟩ >= ⟨c, f_σ⟩ for every σ, hence
-  l >= Δ(τ) + ⟨c, f_τ⟩ − ⟨c, f_σ*⟩ >= Δ(τ). So l bounds 1 − NDCG@k (1 − NERU) of the
-  ranking by f for *every* tie-breaking of f, in particular the pessimistic one that
-  :meth:`metric` reports.
-* *Non-negative.* π = σ* is feasible and Δ(σ*) = 0, so l >= 0.
+  non-increasing, ⟨c, f_τ⟩ = max_π ⟨c, f_π⟩ >= ⟨c, f_σ⟩ for every σ, in particular for
+  the maximiser σ* of N; hence l >= Δ(τ) + ⟨c, f_τ⟩ − ⟨c, f_σ*⟩ >= Δ(τ). So l bounds
+  1 − NDCG@k (1 − NERU) of the ranking by f for *every* tie-breaking of f, in particular
+  the pessimistic one that :meth:`metric` reports.
+* *Non-negative.* π = σ* is feasible in M and Δ(σ*) = 0, so M(f) >= N(f).
 * *Independent of listing order.* Relabelling documents by a permutation ρ maps the set of
-  permutations onto itself, leaves Δ and ⟨c, f_π⟩ unchanged and maps S(y) onto S(y∘ρ); the
-  loss is unchanged and the subgradient is permuted (when the maximiser is unique).
+  permutations onto itself and S(y) onto S(y∘ρ), leaving Δ, M and N unchanged; the
+  subgradient is permuted when π's placement is unique (σ's part always is, by the
+  averaging above).
+* *Does not charge the order within a level.* If f orders the gain levels with margin
+  (⟨c, f_σ* − f_π⟩ >= Δ(π) for all π), l = 0 however the scores spread within a level.
+* *Not convex; a difference of convex functions.* M − N is DC. Fixing the tie-breaking at
+  scores f_0 gives the surrogate l_{f_0}(f) = M(f) − Σ_d ĉ_d f_d (ĉ the averaged σ*
+  weights at f_0, :meth:`convexify`): convex, l_{f_0} >= l everywhere (Σ_d ĉ_d f_d is a
+  mean of ⟨c, f_σ⟩ over ideal σ, at most N(f)) and equal at f_0. The concave-convex
+  procedure (:mod:`bmrm.solver.cccp`) minimises one surrogate after another with the
+  bundle method, and the regularised objective never increases. ``bmrm.fit`` does this
+  for every loss with ``ties="latent"``, starting from the minimiser of the pairwise hinge
+  over pairs of different gain (:meth:`initial_loss`): at w = 0 all scores tie, the
+  averaged weights charge every spread within a level as the increasing rule does, and
+  w = 0 can be a fixed point of the procedure.
+
+*Increasing ties* (``l = M + max_{σ ∈ S} ⟨−c, f_σ⟩``, the rule of earlier versions): convex
+(a sum of two convex maxima) and, by the same arguments, an upper bound, non-negative and
+independent of listing order. Taking a σ fixed by listing order instead would be convex
+but depend on the order documents are listed in. The price of convexity is that it
+charges every spread of scores among documents of equal gain: max_π ⟨c, f_π⟩ pairs the
+largest weights with the largest scores while σ pairs them, within a level, with the
+smallest. On data where most documents of a query share one label (LETOR MQ2008: most
+documents have label 0) that charge outweighs what ordering the labels gains, and the
+regularized minimiser is w = 0, which the solver then certifies (``experiments/letor.py``
+shows it). Replacing the minimising σ by the average over ideal orderings (still convex,
+still an upper bound) reduces the charge but does not remove it.
 
 For NERU the ideal orderings are defined by the gains b, so documents with labels at or
 below the neutral vote d form one tie group; the loss does not care how they are ordered
 among themselves, like the measure.
+
+*Pairs* (``ties="pairs"``; the joint feature map of SVM-MAP, Yue et al., SIGIR 2007, and of
+Chakrabarti et al., KDD 2008, over pairs of documents of different gain only): with P the
+number of such pairs of the query and π's score ⟨ψ(π), f⟩ = (1/P) Σ_{b_i > b_j}
+±(f_i − f_j) (+ when π puts i above j),
+
+    l(f) = max_π [Δ(π) + ⟨ψ(π), f⟩] − ⟨ψ(σ), f⟩
+         = max_π [Δ(π) − (2/P) Σ_{b_i > b_j, π puts j above i} (f_i − f_j)],
+
+the same for every ideal σ, so the order within a level is ignored by construction. The
+weights ``c`` are not used. Convex (a maximum of affine functions); non-negative (π = σ);
+an upper bound (for τ sorting f, every pair τ inverts has f_i <= f_j, so its term is
+>= 0 and l >= Δ(τ)); independent of listing order (only labels and scores enter). The
+subgradient is −2/P on the higher-gain document and +2/P on the lower-gain one of every
+pair the maximising π inverts. Loss-augmented inference is exact: in some maximising π the
+documents of one level follow their scores (exchange argument), so π interleaves the
+per-level sorted lists; a dynamic programme over the numbers taken from each level fills
+the top K = min(k, m) positions (Π_l (min(m_l, K) + 1) states, O(K^L) for L levels), and
+below K the remaining documents go in decreasing score, which inverts exactly the pairs
+whose lower-gain document scores higher. The programme is exponential in the number of
+gain levels: fine for graded relevance (a handful of levels), refused at validation beyond
+4·10^6 states (many levels, for example real-valued NERU ratings, or a large k).
 
 Degenerate queries
 ------------------
 A query whose gains are all equal (one document, all labels equal, all labels 0 for NDCG,
 all labels <= d for NERU) has Δ ≡ 0 or an undefined normaliser Z = 0; it contributes zero
 loss and zero gradient, and its :meth:`metric` is 0.
-
-Large tie groups
-----------------
-Because max_π ⟨c, f_π⟩ pairs the largest weights with the largest scores while σ pairs
-them, within a label group, with the smallest, the loss charges every spread of scores
-among documents of equal label. Replacing the minimising σ by the average over ideal
-orderings (still convex, still an upper bound) reduces the charge but does not remove it.
-On data where most documents of a query share one label (LETOR MQ2008: most documents
-have label 0) this charge can outweigh what ordering the labels gains, and the regularized
-minimiser is w = 0, which the solver then certifies; ``experiments/letor.py`` shows it.
-The pairwise losses do not charge ties.
 
 Reductions (exact)
 ------------------
@@ -92,15 +138,22 @@ so in this π every document follows all of its dominators; likewise the positio
   with convex arc costs), solved by K Dijkstra searches on about K·n_candidates + 3m arcs
   instead of an m × m assignment.
 
-Cost per query, L gain levels: O(m + L·K log(L·K) + K²·n_candidates) typically with
-truncated c (O(m·K) worst case for the selection); O(m log m + K (K·n_candidates + m)
+The maximisation over π does not depend on the tie rule. Cost per query, L gain levels:
+O(m + L·K log(L·K) + K²·n_candidates) typically with truncated c (O(m·K) worst case for
+the selection); O(m log m + K (K·n_candidates + m)
 log m) with untruncated c and K < m; O(m³) worst case when K = m (NERU without k, or
 k >= m), where the rank-two costs make shortest-augmenting-path solvers markedly slower
 than on random matrices. Both reductions are checked against the full m × m assignment and
-against brute force over all permutations in the tests.
+against brute force over all permutations in the tests. Latent ties add the choice of σ,
+O(m log m) per query.
 
 References
 ----------
+C.-N. J. Yu and T. Joachims, "Learning structural SVMs with latent variables", ICML 2009.
+Y. Yue, T. Finley, F. Radlinski and T. Joachims, "A support vector method for optimizing
+average precision", SIGIR 2007.
+S. Chakrabarti, R. Khanna, U. Sawant and C. Bhattacharyya, "Structured learning for
+non-smooth ranking losses", KDD 2008.
 Q. Le and A. Smola, "Direct optimization of ranking measures", arXiv:0704.3359 (2007).
 M. Weimer, A. Karatzoglou, Q. Le and A. Smola, "CofiRank: maximum margin matrix
 factorization for collaborative ranking", NIPS 2007 (c_i = (i + 1)^(−1/4)).
@@ -124,6 +177,9 @@ from losses.validation import check_finite_targets, check_graded_labels, check_k
 __all__ = ["NDCGLoss", "NERULoss"]
 
 _NAMED_C = ("power", "dcg")
+TIES = ("latent", "increasing", "pairs")
+# Largest dynamic programme of ties="pairs" per query (states Π_l (min(m_l, k) + 1)).
+_MAX_PAIR_STATES = 4_000_000
 # Largest query solved as a full m × m assignment (when k >= m): 8·m² bytes per thread.
 _MAX_DENSE = 4096
 
@@ -140,6 +196,9 @@ class _Targets(NamedTuple):
     c: np.ndarray
     n_top: int
     truncated: bool
+    latent: bool = False
+    ideal_c: np.ndarray | None = None
+    pair_scale: np.ndarray | None = None
 
 
 def _check_weights(c: np.ndarray, *, name: str = "c") -> np.ndarray:
@@ -162,6 +221,17 @@ class _StructuredRankingLoss(Loss):
 
     pointwise = False
     smooth = False
+
+    def _init_ties(self, ties: str) -> None:
+        if ties not in TIES:
+            raise ValueError(f"ties must be one of {list(TIES)}; got {ties!r}")
+        self.ties = ties
+
+    @property
+    def latent(self) -> bool:
+        """Whether the tie-breaking of σ is latent (a difference of convex functions,
+        trained by the concave-convex procedure of :mod:`bmrm.solver.cccp`)."""
+        return self.ties == "latent"
 
     def _init_weights(self, c, truncate_c: bool) -> None:
         if not isinstance(truncate_c, (bool, np.bool_)):
@@ -255,6 +325,9 @@ class _StructuredRankingLoss(Loss):
         cut_level[long] = level[descending[query_ptr[:-1][long] + n_top - 1]]
         above = level > cut_level[query]
         n_above = np.bincount(query, weights=above, minlength=n_queries).astype(np.int64)
+        pair_scale = None
+        if self.ties == "pairs":
+            pair_scale = self._pair_scale(query, level, sizes, n_levels, inv_norm, n_top)
         return _Targets(
             query_ptr,
             gain,
@@ -267,12 +340,123 @@ class _StructuredRankingLoss(Loss):
             c,
             max(n_top, 1),
             self.truncate_c,
+            self.latent,
+            None,
+            pair_scale,
         )
+
+    def _pair_scale(self, query, level, sizes, n_levels, inv_norm, n_top) -> np.ndarray:
+        """2 / (number of pairs of different gain) per query; checks the programme's size."""
+        n_queries = sizes.size
+        per_level = np.zeros((n_queries, int(n_levels.max()) if n_queries else 0))
+        np.add.at(per_level, (query, level), 1.0)
+        n_pairs = 0.5 * (sizes.astype(np.float64) ** 2 - (per_level**2).sum(axis=1))
+        states = np.prod(np.minimum(per_level, n_top) + 1.0, axis=1)
+        if states.size and states.max() > _MAX_PAIR_STATES:
+            q = int(np.argmax(states))
+            raise ValueError(
+                f"ties='pairs': a query of {sizes[q]} documents in {n_levels[q]} gain levels "
+                f"needs {states[q]:.3g} states with k={self.k} (over {_MAX_PAIR_STATES}); "
+                "set a smaller k (or use fewer label levels)"
+            )
+        scale = np.zeros(n_queries)
+        live = inv_norm > 0
+        scale[live] = 2.0 / n_pairs[live]
+        return scale
+
+    def ideal_weights(self, f, targets: _Targets) -> np.ndarray:
+        """Per document, c at its position in the ideal ordering best for the scores ``f``.
+
+        σ puts gains descending and equal gains in decreasing ``f``; documents tied in both
+        share the mean of c over their positions. Zero on degenerate queries.
+        """
+        f = np.ascontiguousarray(f, dtype=np.float64)
+        out = np.empty_like(f)
+        _k.latent_ideal_weights(
+            f,
+            targets.query_ptr,
+            targets.level,
+            targets.n_levels,
+            targets.inv_norm,
+            targets.c,
+            numba.get_num_threads(),
+            out,
+        )
+        return out
+
+    def convexify(self, f, targets: _Targets) -> _Targets:
+        """Targets of the convex surrogate with the tie-breaking fixed at the scores ``f``.
+
+        With these targets :meth:`loss_grad` returns
+        ``l_f(f') = max_π [Δ(π) + ⟨c, f'_π⟩] − Σ_d ĉ_d f'_d`` (ĉ = :meth:`ideal_weights` at
+        ``f``): convex in ``f'``, at least the latent loss everywhere and equal to it at
+        ``f' = f``, the majorizer of one concave-convex step. Needs ``ties="latent"``.
+        """
+        if not targets.latent:
+            raise ValueError(
+                f"convexify applies to ties='latent'; this loss has ties={self.ties!r}, "
+                "which is convex already"
+            )
+        return targets._replace(ideal_c=self.ideal_weights(f, targets))
+
+    def initial_loss(self, targets: _Targets):
+        """The convex loss whose minimiser starts the concave-convex procedure.
+
+        The pairwise hinge over the pairs of different gain within a query (the ordinal
+        loss, cost 1, normalised per query), with its targets: it orders the gain levels
+        without charging any order inside one, so the tie-breaking fixed at its scores is a
+        meaningful first latent choice. Starting at w = 0 instead ties all scores, and the
+        resulting surrogate (every document of a level weighted by the mean of its level's
+        positions) charges every spread within a level, so that w = 0 can be its minimiser
+        and a fixed point of the procedure.
+        """
+        from losses.ordinal import OrdinalLoss
+
+        ordinal = OrdinalLoss()
+        return ordinal, ordinal.validate(targets.level, targets.query_ptr)
 
     def loss_grad(self, f, targets: _Targets):
         f = np.ascontiguousarray(f, dtype=np.float64)
         values = np.empty(targets.inv_norm.size)
         grad = np.empty_like(f)
+        if targets.pair_scale is not None:
+            _k.pairs_loss(
+                f,
+                targets.query_ptr,
+                targets.gain,
+                targets.level,
+                targets.n_levels,
+                targets.inv_norm,
+                targets.pair_scale,
+                targets.a,
+                targets.n_top,
+                values,
+                grad,
+            )
+            return values, grad
+        if targets.latent:
+            ideal_c = targets.ideal_c
+            if ideal_c is None:
+                ideal_c = self.ideal_weights(f, targets)
+            _k.structured_loss_given_ideal(
+                f,
+                targets.query_ptr,
+                targets.gain,
+                targets.level,
+                targets.n_levels,
+                targets.cut_level,
+                targets.n_above,
+                targets.inv_norm,
+                targets.a,
+                targets.c,
+                targets.n_top,
+                targets.truncated,
+                ideal_c,
+                numba.get_num_threads(),
+                values,
+                grad,
+            )
+            return values, grad
         _k.structured_loss(
             f,
             targets.query_ptr,
@@ -323,6 +507,14 @@ class NDCGLoss(_StructuredRankingLoss):
         non-JSON-serialisable.
     truncate_c : bool, default=False
         Set ``c_i = 0`` beyond k: only the top k positions are assigned (the fast path).
+    ties : {"latent", "increasing", "pairs"}, default="latent"
+        How the loss treats documents of equal label (module docstring): ``"latent"``
+        compares with the ideal ordering best for the scores (equal labels in decreasing
+        score; not convex, trained by the concave-convex procedure, does not charge the
+        order within a label level); ``"increasing"`` with the worst one (convex, but
+        charges every spread of scores within a level, so that w = 0 can be optimal on real
+        data); ``"pairs"`` uses a joint feature map over pairs of different labels only
+        (convex, ignores the order within a level; ``c`` is not used).
 
     Notes
     -----
@@ -332,12 +524,21 @@ class NDCGLoss(_StructuredRankingLoss):
 
     name = "ndcg"
 
-    def __init__(self, *, k: int = 10, gain: str = "exp", c="power", truncate_c: bool = False):
+    def __init__(
+        self,
+        *,
+        k: int = 10,
+        gain: str = "exp",
+        c="power",
+        truncate_c: bool = False,
+        ties: str = "latent",
+    ):
         self.k = check_k(k, allow_none=False)
         if gain not in ("exp", "linear"):
             raise ValueError(f"gain must be 'exp' or 'linear'; got {gain!r}")
         self.gain = gain
         self._init_weights(c, truncate_c)
+        self._init_ties(ties)
 
     def get_params(self) -> dict[str, Any]:
         return {
@@ -345,6 +546,7 @@ class NDCGLoss(_StructuredRankingLoss):
             "gain": self.gain,
             "c": self._c_param(),
             "truncate_c": self.truncate_c,
+            "ties": self.ties,
         }
 
     def _gains(self, y) -> np.ndarray:
@@ -374,7 +576,7 @@ class NERULoss(_StructuredRankingLoss):
         Neutral vote: a document's gain is ``max(y − d, 0)``.
     k : int or None, default=None
         Only the top k positions count (NERU@k); ``None`` counts all.
-    c, truncate_c
+    c, truncate_c, ties
         As for :class:`NDCGLoss`; ``truncate_c=True`` needs an integer ``k``.
 
     Notes
@@ -394,11 +596,13 @@ class NERULoss(_StructuredRankingLoss):
         k: int | None = None,
         c="power",
         truncate_c: bool = False,
+        ties: str = "latent",
     ):
         self.alpha = check_real(alpha, "alpha", low=1.0, strict=True)
         self.d = check_real(d, "d")
         self.k = check_k(k, allow_none=True)
         self._init_weights(c, truncate_c)
+        self._init_ties(ties)
 
     def get_params(self) -> dict[str, Any]:
         return {
@@ -407,6 +611,7 @@ class NERULoss(_StructuredRankingLoss):
             "k": self.k,
             "c": self._c_param(),
             "truncate_c": self.truncate_c,
+            "ties": self.ties,
         }
 
     def _gains(self, y) -> np.ndarray:

@@ -26,6 +26,11 @@ documents by score, descending, ties by index):
 
 Queries are processed in parallel; each thread owns one workspace sized for the largest
 query.
+
+Latent ties (σ with equal gains in *decreasing* score, chosen for the scores):
+:func:`latent_ideal_weights` gives each document the weight ``c`` of its position in that σ
+(averaged over documents tied in gain and score), and :func:`structured_loss_given_ideal`
+evaluates the loss with σ's part given as such per-document weights.
 """
 
 import numpy as np
@@ -648,3 +653,345 @@ def pessimistic_metric(f, query_ptr, gain, inv_norm, a, values):
                 dcg += a[p + s] * tied[s]
             p = e
         values[q] = 1.0 - dcg * inv_norm[q]
+
+
+# ------------------------------------------------------------------------------------------
+# The latent tie-breaking: σ chosen best for the scores, and a loss with σ's weights given.
+
+
+@njit(cache=True)
+def _latent_ideal_weights(lq, tq, n_levels, c, counts, sigma, out):
+    """``out[d]``: mean of ``c`` over the positions that d's tie group holds in σ.
+
+    σ puts gain levels descending and equal levels in decreasing ``tq`` (the scores that
+    choose the tie-breaking); a tie group is a maximal run of σ with equal level and equal
+    ``tq``. Averaging over the group is listing-order independent and, at ``tq = f``, is a
+    subgradient of ``max_σ Σ_i c_i f_{σ(i)}`` (a mean of the maximisers' weights).
+    """
+    m = tq.shape[0]
+    order = argsort_stable(-tq)
+    for level in range(n_levels):
+        counts[level] = 0
+    for d in range(m):
+        counts[lq[d]] += 1
+    position = 0
+    for level in range(n_levels - 1, -1, -1):
+        size = counts[level]
+        counts[level] = position
+        position += size
+    for r in range(m):
+        d = order[r]
+        sigma[counts[lq[d]]] = d
+        counts[lq[d]] += 1
+    p = 0
+    while p < m:
+        e = p + 1
+        while e < m and lq[sigma[e]] == lq[sigma[p]] and tq[sigma[e]] == tq[sigma[p]]:
+            e += 1
+        total = 0.0
+        for s in range(p, e):
+            total += c[s]
+        mean = total / (e - p)
+        for s in range(p, e):
+            out[sigma[s]] = mean
+        p = e
+
+
+@njit(parallel=True, cache=True)
+def latent_ideal_weights(tie_scores, query_ptr, level, n_levels, inv_norm, c, n_threads, out):
+    """Per-document weight ``c`` of its position in the ideal ordering best for the scores.
+
+    For every query σ sorts documents by gain level descending and, within a level, by
+    ``tie_scores`` descending; ``out[d]`` is ``c`` at d's position in σ, averaged over the
+    documents tied in both level and score. Degenerate queries (``inv_norm == 0``) get 0.
+    ``O(m log m)`` per query.
+    """
+    n_queries = query_ptr.shape[0] - 1
+    max_m = 0
+    for q in range(n_queries):
+        max_m = max(max_m, query_ptr[q + 1] - query_ptr[q])
+    n_chunks = min(n_queries, n_threads)
+    for chunk in prange(n_chunks):
+        counts = np.empty(max_m + 1, dtype=np.int64)
+        sigma = np.empty(max_m, dtype=np.int64)
+        for q in range(chunk, n_queries, n_chunks):
+            start = query_ptr[q]
+            stop = query_ptr[q + 1]
+            if inv_norm[q] == 0.0 or stop - start < 2:
+                for d in range(start, stop):
+                    out[d] = 0.0
+                continue
+            _latent_ideal_weights(
+                level[start:stop],
+                tie_scores[start:stop],
+                n_levels[q],
+                c,
+                counts,
+                sigma,
+                out[start:stop],
+            )
+
+
+@njit(parallel=True, cache=True)
+def structured_loss_given_ideal(
+    f,
+    query_ptr,
+    gain,
+    level,
+    n_levels,
+    cut_level,
+    n_above,
+    inv_norm,
+    a,
+    c,
+    k,
+    truncated,
+    ideal_c,
+    n_threads,
+    values,
+    grad,
+):
+    """``max_π [Δ(π) + Σ_i c_i f_{π(i)}] − Σ_d ideal_c[d] f_d`` per query and its subgradient.
+
+    As :func:`structured_loss`, whose arguments it shares, but σ's part is given: ``ideal_c``
+    holds, per document, the weight an ideal ordering (or a mean of ideal orderings) places
+    on it (:func:`latent_ideal_weights`). The maximisation runs through ``_query_loss``,
+    which leaves its own σ (equal gains in increasing score) in the workspace row ``_SIGMA``;
+    that σ's part is added back and ``ideal_c``'s subtracted.
+    """
+    n_queries = query_ptr.shape[0] - 1
+    grad[:] = 0.0
+    max_m = 0
+    for q in range(n_queries):
+        max_m = max(max_m, query_ptr[q + 1] - query_ptr[q])
+    n_chunks = min(n_queries, n_threads)
+    top = min(k, max_m)
+    chain = (not truncated) and max_m > k
+    n_level_buf = max_m * top if truncated else 0
+    n_chain = top + 2 * max_m if chain else 0
+    n_heap = top * max_m + 4 * max_m + top + 1 if chain else 0
+    for chunk in prange(n_chunks):
+        iw = np.empty((_N_INT, max_m + 1), dtype=np.int64)
+        fw = np.empty((_N_FLOAT, max_m))
+        bw = np.empty((2, max_m), dtype=np.bool_)
+        top_idx = np.empty(n_level_buf, dtype=np.int64)
+        top_val = np.empty(n_level_buf)
+        cost_buf = np.empty(top * max_m)
+        cw = _chain_workspace(n_chain, n_heap)
+        for q in range(chunk, n_queries, n_chunks):
+            start = query_ptr[q]
+            stop = query_ptr[q + 1]
+            m = stop - start
+            if inv_norm[q] == 0.0 or m < 2:
+                values[q] = 0.0
+                continue
+            fq = f[start:stop]
+            gq = grad[start:stop]
+            value = _query_loss(
+                fq,
+                gain[start:stop],
+                level[start:stop],
+                n_levels[q],
+                cut_level[q],
+                n_above[q],
+                inv_norm[q],
+                a,
+                c,
+                k,
+                truncated,
+                gq,
+                iw,
+                fw,
+                bw,
+                top_idx,
+                top_val,
+                cost_buf,
+                cw,
+            )
+            # value 0 means π = that σ (gq untouched): the same correction applies.
+            sigma = iw[_SIGMA]
+            n_pos = min(k, m) if truncated and k < m else m
+            for p in range(n_pos):
+                value += c[p] * fq[sigma[p]]
+                gq[sigma[p]] += c[p]
+            for d in range(m):
+                value -= ideal_c[start + d] * fq[d]
+                gq[d] -= ideal_c[start + d]
+            values[q] = max(value, 0.0)
+
+
+# ------------------------------------------------------------------------------------------
+# The pair joint feature map (ties="pairs"): only pairs of different gain enter the margin.
+
+
+@njit(cache=True)
+def _pairs_query(fq, bq, lq, n_levels, inv_norm, a, k, scale, gq):
+    """Loss ``max_π [Δ(π) − scale Σ_{inverted pairs} (f_i − f_j)]`` of one query; adds its
+    subgradient into ``gq`` (zeros on entry).
+
+    A pair (i, j) with b_i > b_j is *inverted* by π when π puts j above i. Documents of one
+    level follow their scores in some optimal π (moving a document down its level's slots
+    can only lower the coefficient of its score), so π interleaves the per-level lists
+    sorted by score: a dynamic programme over the numbers ``n_l`` taken from each level for
+    the top ``K = min(k, m)`` positions (mixed-radix states, levels capped at K), each step
+    adding ``−a_p b_l / Z`` and the pairs it inverts with the higher-level documents still
+    below. Below position K only the pair term counts and the remaining documents go in
+    decreasing score (inverting exactly the pairs whose lower-gain document scores higher).
+    """
+    m = fq.shape[0]
+    n_top = min(k, m)
+    order = argsort_stable(-fq)
+    # per level: documents in decreasing score, suffix sums of their scores
+    size = np.zeros(n_levels, dtype=np.int64)
+    for d in range(m):
+        size[lq[d]] += 1
+    start = np.zeros(n_levels + 1, dtype=np.int64)
+    for level in range(n_levels):
+        start[level + 1] = start[level] + size[level]
+    fill = start[:n_levels].copy()
+    by_level = np.empty(m, dtype=np.int64)
+    rank_in_level = np.empty(m, dtype=np.int64)
+    for r in range(m):
+        d = order[r]
+        by_level[fill[lq[d]]] = d
+        rank_in_level[d] = fill[lq[d]] - start[lq[d]]
+        fill[lq[d]] += 1
+    suffix = np.zeros(m + n_levels)
+    for level in range(n_levels):
+        base = start[level] + level
+        suffix[base + size[level]] = 0.0
+        for t in range(size[level] - 1, -1, -1):
+            suffix[base + t] = suffix[base + t + 1] + fq[by_level[start[level] + t]]
+    level_gain = np.empty(n_levels)
+    for d in range(m):
+        level_gain[lq[d]] = bq[d]
+
+    radix = np.empty(n_levels, dtype=np.int64)
+    n_states = 1
+    for level in range(n_levels):
+        radix[level] = min(size[level], n_top) + 1
+        n_states *= radix[level]
+    value = np.full(n_states, -np.inf)
+    came = np.full(n_states, -1, dtype=np.int64)
+    counts = np.zeros(n_levels, dtype=np.int64)
+    value[0] = 0.0
+    best_total = -np.inf
+    best_state = 0
+    for state in range(n_states):
+        if value[state] == -np.inf:
+            continue
+        rest = state
+        p = 0
+        for level in range(n_levels):
+            counts[level] = rest % radix[level]
+            rest //= radix[level]
+            p += counts[level]
+        if p == n_top:
+            # the tail: remaining documents in decreasing score
+            total = value[state]
+            seen_cnt = np.zeros(n_levels, dtype=np.int64)
+            seen_sum = np.zeros(n_levels)
+            for r in range(m):
+                d = order[r]
+                level = lq[d]
+                if rank_in_level[d] < counts[level]:
+                    continue
+                for lower in range(level):
+                    total += scale * (seen_sum[lower] - seen_cnt[lower] * fq[d])
+                seen_cnt[level] += 1
+                seen_sum[level] += fq[d]
+            if total > best_total:
+                best_total = total
+                best_state = state
+            continue
+        stride = 1
+        for level in range(n_levels):
+            if counts[level] + 1 < radix[level]:
+                d = by_level[start[level] + counts[level]]
+                step = -a[p] * level_gain[level] * inv_norm
+                for higher in range(level + 1, n_levels):
+                    left = size[higher] - counts[higher]
+                    step -= scale * (
+                        suffix[start[higher] + higher + counts[higher]] - left * fq[d]
+                    )
+                nxt = state + stride
+                if value[state] + step > value[nxt]:
+                    value[nxt] = value[state] + step
+                    came[nxt] = level
+            stride *= radix[level]
+
+    # π: backtrack the top positions, then the rest in decreasing score
+    pi = np.empty(m, dtype=np.int64)
+    state = best_state
+    rest = state
+    for level in range(n_levels):
+        counts[level] = rest % radix[level]
+        rest //= radix[level]
+    strides = np.ones(n_levels, dtype=np.int64)
+    for level in range(1, n_levels):
+        strides[level] = strides[level - 1] * radix[level - 1]
+    for p in range(n_top - 1, -1, -1):
+        level = came[state]
+        counts[level] -= 1
+        pi[p] = by_level[start[level] + counts[level]]
+        state -= strides[level]
+    taken = np.zeros(m, dtype=np.bool_)
+    for p in range(n_top):
+        taken[pi[p]] = True
+    p = n_top
+    for r in range(m):
+        if not taken[order[r]]:
+            pi[p] = order[r]
+            p += 1
+
+    # value and subgradient from π: Δ(π) + Σ_d g_d f_d
+    above = np.zeros(n_levels, dtype=np.int64)
+    for p in range(m):
+        d = pi[p]
+        for lower in range(lq[d]):
+            # lower-gain documents above d: pairs (d, j) inverted, term −scale (f_d − f_j)
+            gq[d] -= scale * above[lower]
+        for higher in range(lq[d] + 1, n_levels):
+            # higher-gain documents below d: pairs (i, d) inverted, term −scale (f_i − f_d)
+            gq[d] += scale * (size[higher] - above[higher])
+        above[lq[d]] += 1
+    total = 1.0
+    for p in range(n_top):
+        total -= a[p] * bq[pi[p]] * inv_norm
+    for d in range(m):
+        total += gq[d] * fq[d]
+    if total <= 0.0:
+        for d in range(m):
+            gq[d] = 0.0
+        return 0.0
+    return total
+
+
+@njit(parallel=True, cache=True)
+def pairs_loss(f, query_ptr, gain, level, n_levels, inv_norm, pair_scale, a, k, values, grad):
+    """Per-query loss with the pair joint feature map, and its subgradient.
+
+    ``l(f) = max_π [Δ(π) − pair_scale Σ_{b_i > b_j, π puts j above i} (f_i − f_j)]``, with
+    ``pair_scale = 2 / (number of pairs of different gain)`` per query. Degenerate queries
+    (``inv_norm == 0``) get 0. Cost per query: the states of the programme,
+    ``Π_l (min(m_l, K) + 1)``, times the number of levels, plus ``O(m L)`` per final state.
+    """
+    n_queries = query_ptr.shape[0] - 1
+    grad[:] = 0.0
+    for q in prange(n_queries):
+        start = query_ptr[q]
+        stop = query_ptr[q + 1]
+        if inv_norm[q] == 0.0 or stop - start < 2:
+            values[q] = 0.0
+            continue
+        values[q] = _pairs_query(
+            f[start:stop],
+            gain[start:stop],
+            level[start:stop],
+            n_levels[q],
+            inv_norm[q],
+            a,
+            k,
+            pair_scale[q],
+            grad[start:stop],
+        )

@@ -153,3 +153,66 @@ def pessimistic_loss(f, y, measure):
     for orders in itertools.product(*(itertools.permutations(g) for g in groups)):
         worst = max(worst, measure.loss(np.concatenate(orders), y))
     return worst
+
+
+def latent_brute_force(f, y, measure, c, anchor=None):
+    """The latent-tie loss by enumeration (m <= 7): ``(loss, grad, pi_unique)``.
+
+    ``max_π [Δ(π) + Σ c_i f_{π(i)}] − Σ_d w_d f_d`` where ``w`` is the mean, over the
+    distinct placements ``c_σ`` of the ideal orderings σ maximising ``Σ c_i anchor_{σ(i)}``
+    (``anchor = f`` by default: the latent loss, whose σ part is then
+    ``max_σ Σ c_i f_{σ(i)}``; another anchor gives the surrogate with the ties fixed
+    there). ``grad`` places ``c`` on the first maximising π; ``pi_unique`` says whether
+    every maximising π places the same weights.
+    """
+    f = np.asarray(f, dtype=np.float64)
+    anchor = f if anchor is None else np.asarray(anchor, dtype=np.float64)
+    m = len(f)
+    if measure.degenerate(y):
+        return 0.0, np.zeros(m), True
+    perms = _all_perms(m)
+    b = measure.gains(y)
+    objective = 1.0 - (b[perms] @ measure.discounts(m)) / measure.ideal(y) + f[perms] @ c
+    best = objective.max()
+    pi = perms[np.argmax(objective)]
+    gap = 1e-9 * max(1.0, np.abs(objective).max())
+    pi_unique = _same_weights(perms[objective >= best - gap], c)
+    ideal = perms[np.all(np.diff(b[perms], axis=1) <= 0, axis=1)]
+    at_anchor = anchor[ideal] @ c
+    top = ideal[at_anchor >= at_anchor.max() - 1e-12 * max(1.0, np.abs(at_anchor).max())]
+    placed = np.zeros((len(top), m))
+    np.put_along_axis(placed, top, np.broadcast_to(c, top.shape), axis=1)
+    w = np.unique(placed, axis=0).mean(axis=0)
+    grad = np.zeros(m)
+    grad[pi] += c
+    grad -= w
+    return best - w @ f, grad, pi_unique
+
+
+def pairs_brute_force(f, y, measure):
+    """The pair-map loss by enumeration (m <= 7): ``(loss, grad, unique)``.
+
+    ``max_π [Δ(π) − (2/P) Σ_{b_i > b_j, π puts j above i} (f_i − f_j)]``, P the number of
+    pairs of different gain; ``grad`` from the first maximiser, ``unique`` whether all
+    maximisers give the same gradient.
+    """
+    f = np.asarray(f, dtype=np.float64)
+    m = len(f)
+    if measure.degenerate(y):
+        return 0.0, np.zeros(m), True
+    b = measure.gains(y)
+    higher = b[:, None] > b[None, :]  # (i, j): i has the larger gain
+    scale = 2.0 / higher.sum()
+    perms = _all_perms(m)
+    position = np.argsort(perms, axis=1)  # position of each document under π
+    grads = np.zeros((len(perms), m))
+    for i, j in zip(*np.nonzero(higher), strict=True):
+        inverted = position[:, j] < position[:, i]
+        grads[inverted, i] -= scale
+        grads[inverted, j] += scale
+    delta = 1.0 - (b[perms] @ measure.discounts(m)) / measure.ideal(y)
+    objective = delta + grads @ f
+    best = objective.max()
+    top = objective >= best - 1e-9 * max(1.0, np.abs(objective).max())
+    unique = bool(np.all(grads[top] == grads[top][0]))
+    return max(best, 0.0), grads[np.argmax(objective)], unique

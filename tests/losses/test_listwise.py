@@ -1,5 +1,9 @@
 """The structured NDCG@k / NERU losses against brute force and scipy's assignment solver.
 
+This file checks the convex tie rule (``ties="increasing"``: σ puts equal labels in
+increasing score), which :func:`build` selects; the latent rule (the default) is checked in
+tests/losses/test_listwise_latent.py.
+
 References live in tests/losses/reference_listwise.py: every permutation for m <= 7, the full
 m × m ``scipy.optimize.linear_sum_assignment`` for larger queries, and every tie-breaking of
 the scores for the pessimistic metric.
@@ -44,8 +48,8 @@ IDS = [f"{name}-{'-'.join(f'{k}={v}' for k, v in p.items()) or 'default'}" for n
 
 
 def build(name, params):
-    """The loss under test and an independent Measure with the same parameters."""
-    loss = losses.get(name, **params)
+    """The loss under test (``ties="increasing"``) and an independent Measure."""
+    loss = losses.get(name, **{"ties": "increasing", **params})
     if name == "ndcg":
         measure = Measure("ndcg", k=loss.k, gain=loss.gain)
     else:
@@ -263,7 +267,7 @@ def test_empty_input():
 
 def test_perfect_separation_gives_zero_loss():
     """Scores that respect the labels with margin, equal within a level: loss 0."""
-    loss = losses.get("ndcg", k=3)
+    loss = losses.get("ndcg", k=3, ties="increasing")
     y = np.array([2, 0, 1, 2, 0, 1])
     f = 10.0 * y
     values, grad, targets = evaluate(loss, f, y, np.array([0, 6]))
@@ -337,6 +341,7 @@ def test_default_parameters():
         "gain": "exp",
         "c": "power",
         "truncate_c": False,
+        "ties": "latent",
     }
     assert losses.get("neru").get_params() == {
         "alpha": 5.0,
@@ -344,6 +349,7 @@ def test_default_parameters():
         "k": None,
         "c": "power",
         "truncate_c": False,
+        "ties": "latent",
     }
     assert isinstance(losses.get("ndcg"), NDCGLoss) and isinstance(losses.get("neru"), NERULoss)
     assert losses.get("ndcg").name == "ndcg" and losses.get("neru").name == "neru"

@@ -4,7 +4,8 @@ Properties (each loss with representative parameters, on random query sets with 
 scores and labels, one- and two-document queries, all-equal-label queries and a query of 200
 documents): non-negativity; the loss bounds the true ranking loss of the order that sorting
 f gives (computed here from the definitions, the worst tie-breaking); the subgradient
-inequality; finite differences for smooth losses; equivariance under reordering documents
+inequality (for a latent loss: its convex surrogate at fixed latent part, which must majorise
+it); finite differences for smooth losses; equivariance under reordering documents
 within a query; ``losses.risk`` on shuffled rows; parallel == serial; rebuilding from
 ``get_params``. The fit tests write each ranking loss as a cvxpy expression by brute force
 (all pairs; all permutations of a query) and compare the bundle method's optimum and
@@ -76,6 +77,15 @@ CASES = [
     ],
     *[Case("neru", {"alpha": alpha, "d": d}) for alpha in (2.0, 5.0) for d in (0.0, 1.0)],
     Case("neru", {"alpha": 3.0, "d": 0.0, "k": 3, "truncate_c": True}),
+    # the convex tie rule (the cases above use the default, latent ties)
+    Case("ndcg", {"k": 3, "ties": "increasing"}),
+    Case("ndcg", {"k": 10, "truncate_c": True, "gain": "linear", "ties": "increasing"}),
+    Case("neru", {"alpha": 2.0, "d": 1.0, "ties": "increasing"}),
+    Case("neru", {"alpha": 3.0, "k": 3, "truncate_c": True, "ties": "increasing"}),
+    # the pair joint feature map
+    Case("ndcg", {"k": 3, "ties": "pairs"}),
+    Case("ndcg", {"k": 10, "gain": "linear", "ties": "pairs"}),
+    Case("neru", {"alpha": 2.0, "d": 1.0, "k": 5, "ties": "pairs"}),
 ]
 CASE_PARAMS = [pytest.param(case, id=case.id) for case in CASES]
 RANKING = ("ordinal", "preference", "ndcg", "neru")
@@ -250,7 +260,11 @@ def test_nonnegative_and_bounds_the_true_loss(case):
 
 @pytest.mark.parametrize("case", CASE_PARAMS)
 def test_subgradient_inequality(case):
+    """l(f') >= l(f) + <g, f' − f>; for a latent loss (a difference of convex functions) the
+    convex surrogate l_f with the latent part fixed at f takes its place, l_f(f') >= l(f) +
+    <g, f' − f>, and it majorises the loss, l(f') <= l_f(f')."""
     loss = case.loss()
+    latent = getattr(loss, "latent", False)
     for rng, prob in problems(case):
         n = len(prob.y)
         ptr = term_ptr(loss, prob)
@@ -260,8 +274,14 @@ def test_subgradient_inequality(case):
                 f2 = random_scores(rng, n, ties=True, scale=2.0)
             else:
                 f2 = f + 0.3 * rng.normal(size=n)
-            values, grad, _ = evaluate(loss, prob, f)
+            values, grad, targets = evaluate(loss, prob, f)
             values2, _, _ = evaluate(loss, prob, f2)
+            if latent:
+                surrogate2, _ = loss.loss_grad(f2, loss.convexify(f, targets))
+                slack = 1e-10 * (1.0 + np.abs(values2) + np.abs(surrogate2))
+                j = int(np.argmax(values2 - surrogate2 - slack))
+                assert values2[j] <= surrogate2[j] + slack[j], where(prob, f, ptr, j)
+                values2 = surrogate2
             # per term: l_q(f') >= l_q(f) + <g_q, f'_q - f_q> (terms depend on their rows only)
             linear = values + per_term(grad * (f2 - f), ptr)
             slack = 1e-10 * (1.0 + np.abs(values) + np.abs(values2) + np.abs(linear))
@@ -370,7 +390,10 @@ def cvxpy_risk(case: Case, prob: Problem, f):
 
     Pairwise losses: Σ_pairs cost · pos(1 + f_i − f_j), normalised. Structured losses:
     max over all m! permutations π of Δ(π, y) + Σ_i c_i f_{π(i)}, plus the max over ideal
-    orderings σ of −Σ_i c_i f_{σ(i)} (the tie rule: σ minimises Σ_i c_i f_{σ(i)}).
+    orderings σ of −Σ_i c_i f_{σ(i)} (the convex tie rule ``ties="increasing"``: σ
+    minimises Σ_i c_i f_{σ(i)}; the latent rule is not convex and is checked, with its
+    concave-convex training, in test_listwise_latent.py). ``ties="pairs"``: max over π of
+    Δ(π, y) − (2/P) Σ over the pairs of different gain that π inverts of f_high − f_low.
     """
     n_queries = len(prob.query_ptr) - 1
     terms = []
@@ -394,6 +417,18 @@ def cvxpy_risk(case: Case, prob: Problem, f):
         np.put_along_axis(placement, perms, np.broadcast_to(c, perms.shape), axis=1)
         ideal = np.all(np.diff(b[perms], axis=1) <= 0, axis=1)
         fq = f[rows]
+        if case.params.get("ties") == "pairs":
+            # −(2/P) on the higher-gain and +(2/P) on the lower-gain document of every pair
+            # of different gain that π inverts
+            position = np.argsort(perms, axis=1)
+            slope = np.zeros((len(perms), m))
+            higher = b[:, None] > b[None, :]
+            for i, j in zip(*np.nonzero(higher), strict=True):
+                inverted = position[:, j] < position[:, i]
+                slope[inverted, i] -= 2.0 / higher.sum()
+                slope[inverted, j] += 2.0 / higher.sum()
+            terms.append(cp.max(delta + slope @ fq))
+            continue
         terms.append(cp.max(delta + placement @ fq) + cp.max(-placement[ideal] @ fq))
     return cp.sum(cp.hstack(terms)) / n_queries
 
@@ -402,9 +437,11 @@ FIT_CASES = [
     Case("ordinal", {"cost": "zero_one", "normalize": "query"}),
     Case("ordinal", {"cost": "linear", "normalize": "none"}),
     Case("preference", {"normalize": "query"}, "random"),
-    Case("ndcg", {"k": 3, "truncate_c": False, "gain": "exp"}),
-    Case("ndcg", {"k": 2, "truncate_c": True, "gain": "linear"}),
-    Case("neru", {"alpha": 2.0, "d": 1.0}),
+    Case("ndcg", {"k": 3, "truncate_c": False, "gain": "exp", "ties": "increasing"}),
+    Case("ndcg", {"k": 2, "truncate_c": True, "gain": "linear", "ties": "increasing"}),
+    Case("neru", {"alpha": 2.0, "d": 1.0, "ties": "increasing"}),
+    Case("ndcg", {"k": 3, "ties": "pairs"}),
+    Case("neru", {"alpha": 2.0, "d": 1.0, "ties": "pairs"}),
 ]
 
 
