@@ -19,6 +19,13 @@ default False: finite differences are only checked for smooth losses), ``row_ind
 ``losses.get(name, **params)`` rebuilds the loss), and ``metric(f, targets)`` (the true
 per-query loss of the ranking that sorting ``f`` induces, which ``values`` upper-bounds).
 
+A loss that is a difference of convex functions (a *latent* loss, such as the structured
+NDCG and NERU losses with ``ties="latent"``) sets ``latent = True`` and offers
+``convexify(f, targets) -> targets``: the targets of a convex surrogate that majorises the
+loss and equals it at ``f``; ``bmrm.fit`` then trains it by the concave-convex procedure
+(:mod:`bmrm.solver.cccp`), started at the minimiser of ``initial_loss(targets) -> (loss,
+targets)`` when the loss offers one.
+
 Losses are non-negative, as the bundle method assumes (Teo et al., JMLR 2010, §2): the
 solver relies on the plane ``R(w) >= 0``.
 """
