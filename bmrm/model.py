@@ -8,8 +8,10 @@ import numpy as np
 
 import losses
 from bmrm._validation import check_int, check_positive, check_X
+from bmrm.scorers import LinearScorer, get_scorer
 from bmrm.solver.loop import BMRMResult, minimize_bmrm
 from bmrm.solver.oracle import RiskOracle
+from bmrm.solver.scorer_oracle import fit_nonconvex
 
 __all__ = ["LinearModel", "fit", "REGULARIZERS"]
 
@@ -17,33 +19,39 @@ REGULARIZERS = ("l2", "l1", "elastic_net")
 
 
 class LinearModel:
-    """A fitted linear scorer f(x) = <coef_, x> + intercept_.
+    """A fitted scorer: f(x) = <coef_, x> + intercept_, or ``scorer_``'s h with ``coef_``.
 
     Attributes
     ----------
-    coef_ : ndarray of shape (n_features,)
+    coef_ : ndarray of shape (n_features,), or (n_levels, n_features) for the
+        expected-gain scorer
     intercept_ : float
         0 unless fitted with ``fit_intercept=True``.
     loss : loss object
     lam : float
     regularizer : str or callable
-    result_ : BMRMResult
-        The solver's certificate and history.
+    result_ : BMRMResult or scipy OptimizeResult
+        The solver's certificate and history (an L-BFGS result for non-convex objectives).
+    scorer_ : scorer object or None
+        A non-linear scorer of :mod:`bmrm.scorers`; None for f = Xw.
     n_features_in_ : int
     """
 
-    def __init__(self, coef, intercept, loss, lam, regularizer, result):
+    def __init__(self, coef, intercept, loss, lam, regularizer, result, scorer=None):
         self.coef_ = np.asarray(coef, dtype=np.float64)
         self.intercept_ = float(intercept)
         self.loss = loss
         self.lam = lam
         self.regularizer = regularizer
         self.result_ = result
-        self.n_features_in_ = len(self.coef_)
+        self.scorer_ = scorer
+        self.n_features_in_ = self.coef_.shape[-1]
 
     def decision_function(self, X) -> np.ndarray:
-        """Scores X @ coef_ + intercept_ (float64)."""
+        """Scores X @ coef_ + intercept_, or the scorer's h (float64)."""
         X = check_X(X, n_features=self.n_features_in_)
+        if self.scorer_ is not None:
+            return self.scorer_.scores(X, self.coef_.ravel()) + self.intercept_
         f = X @ self.coef_.astype(X.dtype, copy=False)
         return np.asarray(f, dtype=np.float64).ravel() + self.intercept_
 
@@ -55,6 +63,11 @@ class LinearModel:
         """Write a portable model file (arrays plus JSON metadata, no pickle)."""
         from bmrm.io.model_files import save_model
 
+        if self.scorer_ is not None:
+            raise ValueError(
+                f"cannot save a model with scorer {self.scorer_!r}: model files store linear "
+                "models only"
+            )
         save_model(self, path)
 
     def __repr__(self) -> str:
@@ -92,6 +105,34 @@ def _check_bounds(bounds, nonneg, n_features):
     return out[0], out[1]
 
 
+def _check_nonconvex(scorer, loss, y, regularizer, bounds, nonneg, fit_intercept, method):
+    """The scorer for a non-convex fit (levels set from y), or a ValueError naming the option."""
+    if not getattr(loss, "smooth", False):
+        raise ValueError(
+            f"loss {getattr(loss, 'name', loss)!r} is not smooth: with a non-linear scorer or "
+            "a non-convex loss it needs a non-convex bundle method, which is not available "
+            "yet; use a smooth loss"
+        )
+    for name, value, default in (
+        ("regularizer", regularizer, "l2"),
+        ("bounds", bounds, None),
+        ("nonneg", nonneg, False),
+        ("fit_intercept", fit_intercept, False),
+        ("method", method, None),
+    ):
+        if not (value is default or value == default):
+            raise ValueError(
+                f"{name}={value!r} is not supported with a non-linear scorer or a non-convex "
+                f"loss (trained by L-BFGS on lam/2·‖θ‖² + R(θ)); leave it at {default!r}"
+            )
+    if scorer is None:
+        return LinearScorer()
+    if getattr(scorer, "n_levels", 0) is None:
+        levels = losses._base.check_graded_labels(y)
+        scorer = scorer.set_params(n_levels=max(2, int(levels.max()) + 1))
+    return scorer
+
+
 def fit(
     X,
     y,
@@ -118,6 +159,7 @@ def fit(
     progress: bool = False,
     loss_params: dict | None = None,
     cvxpy_solver: str | None = None,
+    scorer=None,
     **loss_data,
 ) -> LinearModel:
     """Fit a linear model by minimising J(w) = lam·Ω(w) + R(w) with the bundle method.
@@ -172,6 +214,13 @@ def fit(
         A one-line progress bar on stderr (log-scale share of the way to the requested gap).
     loss_params : dict or None
         Parameters for a loss given by name, as ``losses.get(loss, **loss_params)``.
+    scorer : None, "linear", "expected_gain" or a scorer object
+        The ranking function (:mod:`bmrm.scorers`); None is f = Xw. With a non-linear
+        scorer, or a loss declaring ``convex = False``, the objective lam/2‖θ‖² + R(θ) is not
+        convex: it is minimised by L-BFGS (:func:`bmrm.solver.scorer_oracle.fit_nonconvex`,
+        smooth losses only, ``regularizer="l2"``, no bounds or intercept), warm-started from
+        the linear model of the same loss; ``result_`` is then scipy's result, without a
+        gap, and ``tol`` is L-BFGS's gradient tolerance.
     **loss_data
         Loss-specific data, for example ``pairs=`` and ``pair_costs=`` for "preference".
 
@@ -206,12 +255,34 @@ def fit(
         raise ValueError(f"master must be 'auto', 'qp' or 'cvxpy'; got {master!r}")
     d = n_features + int(fit_intercept)
     lower, upper = _check_bounds(bounds, nonneg, d)
+    loss_obj = losses.get(loss, **(loss_params or {}))
+    scorer_obj = None if scorer is None else get_scorer(scorer)
+    if getattr(scorer_obj, "name", None) == "linear":
+        scorer_obj = None
+    nonconvex = scorer_obj is not None or not getattr(loss_obj, "convex", True)
+    if nonconvex:
+        scorer_obj = _check_nonconvex(
+            scorer_obj, loss_obj, y, regularizer, bounds, nonneg, fit_intercept, method
+        )
     if w0 is not None:
         w0 = np.asarray(w0, dtype=np.float64)
-        if w0.shape != (d,) or not np.all(np.isfinite(w0)):
-            raise ValueError(f"w0 must be a finite array of shape ({d},); got shape {w0.shape}")
-    loss_obj = losses.get(loss, **(loss_params or {}))
+        shapes = [(d,)] + ([(scorer_obj.n_params(n_features),)] if nonconvex else [])
+        if w0.shape not in shapes or not np.all(np.isfinite(w0)):
+            raise ValueError(
+                f"w0 must be a finite array of shape {' or '.join(map(str, shapes))}; got "
+                f"shape {w0.shape}"
+            )
     prepared = losses.prepare(loss_obj, y, qid, n_samples=n_samples, **loss_data)
+    if nonconvex:
+        theta, res = fit_nonconvex(
+            X, y, prepared, scorer_obj, lam, w0=w0, tol=tol, max_iter=max_iter,
+            max_time=max_time, callback=callback,
+        )  # fmt: skip
+        linear = isinstance(scorer_obj, LinearScorer)
+        coef = theta if linear else theta.reshape(-1, n_features)
+        return LinearModel(
+            coef, 0.0, loss_obj, lam, regularizer, res, None if linear else scorer_obj
+        )
     oracle = RiskOracle(X, prepared, fit_intercept, intercept_scaling)
     result: BMRMResult = minimize_bmrm(
         oracle,
