@@ -12,7 +12,6 @@ For one query with scores ``f`` (m documents) and labels ``y``:
 * ``warp``: (1/|P|) Σ_{p ∈ P} Φ(N_p)/N_p Σ_{n ∉ P} max(0, 1 + f_n − f_p); neither convex
   nor continuous.
 
-
 The label mapping ψ is ``"linear"`` (ψ(y) = y) or ``"exp"`` (ψ(y) = 2^y − 1, the DCG gain).
 P is the set of *relevant* documents, ``y >= threshold``. Every loss is non-negative: the
 cosine of two vectors is at most 1; a Kullback–Leibler divergence, a sum of squares,
@@ -57,7 +56,8 @@ ListNet (a log-sum-exp minus a linear function of f), the squared loss, RankNet 
 cosine loss is invariant to positive scaling of f, so it is not convex (a function
 constant along rays through 0 and not constant is never convex); it is smooth for f ≠ 0.
 With a linear scorer f = Xw and an L2 penalty, that invariance means the penalty only
-shrinks ‖w‖ and the regularized infimum is approached as w → 0.
+shrinks ‖w‖ and the regularized infimum is approached as w → 0; :func:`bmrm.fit` then
+returns the best direction found, with ‖w‖ = 1 (the loss declares ``scale_invariant``).
 
 Complexity per query of m documents: O(m) for cosine, ListNet, squared and softmax;
 O(m²) for RankNet and WARP.
@@ -169,9 +169,10 @@ class _Mapped(_Surrogate):
 class CosineLoss(_Mapped):
     r"""Cosine loss of Qin et al.: ½(1 − ⟨ψ(y), f⟩ / (‖ψ(y)‖ ‖f‖)) per query.
 
-    Values lie in [0, 1]. Not convex (invariant to positive scaling of f); smooth for
-    f ≠ 0. Conventions: 0 when ψ(y) = 0, ½ with zero gradient when f = 0. Yang et al.
-    eq. (10); see :mod:`losses.surrogate`.
+    Values lie in [0, 1]. Not convex (invariant to positive scaling of f, which the
+    attribute ``scale_invariant = True`` tells the solver); smooth for f ≠ 0.
+    Conventions: 0 when ψ(y) = 0, ½ with zero gradient when f = 0. Yang et al. eq. (10);
+    see :mod:`losses.surrogate`.
 
     Parameters
     ----------
@@ -181,6 +182,7 @@ class CosineLoss(_Mapped):
 
     name = "cosine"
     convex = False
+    scale_invariant = True
 
     def _run(self, f, t, values, grad):
         _k.cosine(f, t.target, t.query_ptr, values, grad)

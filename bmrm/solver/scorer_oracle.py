@@ -88,7 +88,7 @@ def minimize_lbfgs(
     theta0 : ndarray
         Starting point (the warm start).
     tol : float
-        scipy's ``gtol`` (largest projected-gradient entry) and ``ftol`` (relative decrease).
+        scipy's ``gtol`` (largest gradient entry); ``ftol`` (relative decrease) is tol².
     max_iter : int
         Iteration cap.
     max_time : float or None
@@ -123,7 +123,7 @@ def minimize_lbfgs(
         jac=True,
         method="L-BFGS-B",
         callback=on_iteration,
-        options={"maxiter": max_iter, "gtol": tol, "ftol": tol * 1e-3},
+        options={"maxiter": max_iter, "gtol": tol, "ftol": tol * tol},
     )
     res.risk = oracle(res.x)[0]
     res.method = "L-BFGS-B"
@@ -165,6 +165,11 @@ def fit_nonconvex(
     warm-start from the linear ranking function (§6.2). ``res.linear_start`` is that
     linear model's weights (None when ``w0`` gave the start).
 
+    A loss declaring ``scale_invariant = True`` (the cosine loss) with the linear scorer
+    has R(t w) = R(w) for t > 0, so lam/2‖w‖² + R(w) has no minimiser: its infimum is
+    approached as w → 0 along the best direction, whatever lam. The fit then minimises R
+    alone (lam is ignored) and returns that direction with ‖w‖ = 1; ``res.fun`` is R there.
+
     Raises ``ValueError`` for a loss that is not smooth: a non-convex, non-smooth objective
     needs a non-convex bundle method, which this package does not provide yet.
     """
@@ -201,14 +206,24 @@ def fit_nonconvex(
         else:
             linear_start = ridge_start(X, y, lam)
             if scorer.name != "linear":
-                linear = ScorerOracle(X, prepared, LinearScorer())
-                linear_start = minimize_lbfgs(
-                    linear, lam, linear_start, tol=tol, max_iter=max_iter
-                ).x
+                linear_start = fit_nonconvex(
+                    X, y, prepared, LinearScorer(), lam, w0=linear_start, tol=tol,
+                    max_iter=max_iter,
+                )[0]  # fmt: skip
         theta0 = linear_start if scorer.name == "linear" else scorer.from_linear(linear_start)
     oracle = ScorerOracle(X, prepared, scorer)
+    invariant = scorer.name == "linear" and getattr(loss, "scale_invariant", False)
     res = minimize_lbfgs(
-        oracle, lam, theta0, tol=tol, max_iter=max_iter, max_time=max_time, callback=callback
+        oracle,
+        0.0 if invariant else lam,
+        theta0,
+        tol=tol,
+        max_iter=max_iter,
+        max_time=max_time,
+        callback=callback,
     )
+    if invariant and np.any(res.x):
+        res.x = res.x / np.linalg.norm(res.x)
+        res.fun = res.risk = oracle(res.x)[0]
     res.linear_start = linear_start
     return res.x, res

@@ -270,3 +270,15 @@ def test_risk_through_the_registry():
             per_query.append(run(losses.get(name), [(y[rows], f[rows])])[0][0])
         assert value == pytest.approx(np.mean(per_query), rel=1e-12)
         assert grad.shape == f.shape
+
+
+def test_cosine_is_scale_invariant_and_declares_it():
+    loss = losses.get("cosine")
+    rng = np.random.default_rng(5)
+    for queries in query_sets(rng, n_sets=5):
+        values, grads = run(loss, queries)
+        values_s, grads_s = run(loss, [(y, 3.7 * f) for y, f in queries])
+        np.testing.assert_allclose(values_s, values, rtol=1e-12, atol=1e-15)
+        for g, g_s in zip(grads, grads_s, strict=True):
+            np.testing.assert_allclose(3.7 * g_s, g, rtol=1e-12, atol=1e-15)
+    assert [n for n in NAMES if getattr(losses.get(n), "scale_invariant", False)] == ["cosine"]
