@@ -272,3 +272,18 @@ def test_a_model_with_a_scorer_is_not_saved(tmp_path):
     with pytest.raises(ValueError, match="model files store linear models only"):
         model.save(tmp_path / "m.json")
     assert not (tmp_path / "m.json").exists()
+
+
+def test_ranker_with_the_expected_gain_scorer():
+    from sklearn.base import clone
+
+    X, y, qid = ranking_data(seed=4)
+    ranker = bmrm.BMRMRanker(loss="listnet", lam=1e-2, scorer="expected_gain").fit(X, y, qid)
+    model = bmrm.fit(X, y, "listnet", qid, lam=1e-2, scorer="expected_gain")
+    np.testing.assert_array_equal(ranker.coef_, model.coef_)
+    np.testing.assert_array_equal(ranker.predict(X), model.predict(X))
+    assert ranker.scorer_.n_levels == 3 and ranker.n_iter_ == model.result_.nit
+    assert clone(ranker).get_params()["scorer"] == "expected_gain"
+    linear = bmrm.BMRMRanker(loss="listnet", lam=1e-2).fit(X, y, qid)
+    assert linear.scorer_ is None
+    np.testing.assert_allclose(linear.predict(X), X @ linear.coef_, rtol=1e-12)
