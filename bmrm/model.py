@@ -68,6 +68,11 @@ class LinearModel:
                 f"cannot save a model with scorer {self.scorer_!r}: model files store linear "
                 "models only"
             )
+        if self.result_ is not None and not isinstance(self.result_, BMRMResult):
+            raise ValueError(
+                "cannot save a model fitted by L-BFGS (a non-convex loss): model files store "
+                "bundle-method results only"
+            )
         save_model(self, path)
 
     def __repr__(self) -> str:
