@@ -25,6 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from bmrm.solver import products as _products
+from bmrm.solver import scorer_products as _eg
 
 __all__ = ["ExpectedGainScorer", "LinearScorer", "get_scorer"]
 
@@ -101,7 +102,8 @@ class ExpectedGainScorer:
 
         ∂l/∂W = Bᵀ X,   B_ij = g_i p_ij (G(j) − h_i)
 
-    for g = ∂l/∂f (one n × K elementwise product and one K × d product).
+    for g = ∂l/∂f: O(n·K·d) for the scores and again for the VJP (serial numba loops for
+    dense C-ordered X, see :mod:`bmrm.solver.scorer_products`; numpy/scipy otherwise).
 
     Clipping (the seed's ε, §6.2): when ``eps`` is set and a document's largest level
     probability exceeds ε, that probability is set to 1 and the others to 0, so the score is
@@ -202,32 +204,48 @@ class ExpectedGainScorer:
             raise ValueError(f"theta must have K·d = {K}·{d} = {K * d} entries; got {theta.shape}")
         return theta.reshape(K, d)
 
-    def probabilities(self, X, theta, *, clip: bool = True) -> np.ndarray:
-        """P_W(r = j | x) for every row (n × K), clipped at ``eps`` when ``clip``."""
+    def _forward(self, X, theta, clip: bool):
+        """(P, h): level probabilities (n × K, clipped when ``clip`` and ``eps`` is set)."""
         W = self._weights(X, theta)
-        Z = np.asarray(X @ W.T.astype(X.dtype, copy=False), dtype=np.float64)
-        Z -= Z.max(axis=1, keepdims=True)
-        P = np.exp(Z)
-        P /= P.sum(axis=1, keepdims=True)
+        G = self.gains
+        if _own_products(X):
+            P = np.empty((X.shape[0], W.shape[0]))
+            h = np.empty(X.shape[0])
+            _eg.softmax_gain(X, W, G, P, h)
+        else:
+            Z = np.asarray(X @ W.T.astype(X.dtype, copy=False), dtype=np.float64)
+            Z -= Z.max(axis=1, keepdims=True)
+            P = np.exp(Z)
+            P /= P.sum(axis=1, keepdims=True)
+            h = P @ G
         if clip and self.eps is not None:
             top = P.argmax(axis=1)
             rows = np.flatnonzero(P[np.arange(len(P)), top] > self.eps)
             P[rows] = 0.0
             P[rows, top[rows]] = 1.0
-        return P
+            h[rows] = G[top[rows]]
+        return P, h
+
+    def probabilities(self, X, theta, *, clip: bool = True) -> np.ndarray:
+        """P_W(r = j | x) for every row (n × K), clipped at ``eps`` when ``clip``."""
+        return self._forward(X, theta, clip)[0]
 
     def scores(self, X, theta) -> np.ndarray:
         """h_W(x) per row, clipped at ``eps`` (the scores to rank by)."""
-        return self.probabilities(X, theta) @ self.gains
+        return self._forward(X, theta, True)[1]
 
     def linearize(self, X, theta):
-        P = self.probabilities(X, theta, clip=self.clip_training)
+        P, h = self._forward(X, theta, self.clip_training)
         G = self.gains
-        h = P @ G
         K, d = P.shape[1], X.shape[1]
 
         def vjp(g):
-            B = np.asarray(g, dtype=np.float64)[:, None] * P * (G[None, :] - h[:, None])
+            g = np.ascontiguousarray(g, dtype=np.float64)
+            if _own_products(X):
+                out = np.empty((K, d))
+                _eg.softmax_gain_vjp(X, P, G, h, g, out)
+                return out.reshape(K * d)
+            B = g[:, None] * P * (G[None, :] - h[:, None])
             if sp.issparse(X):
                 grad = np.asarray((X.T @ B.astype(X.dtype, copy=False)).T, dtype=np.float64)
             else:
