@@ -27,6 +27,9 @@ Protocol
   expected gain ε from {0.6, 0.7, 0.8, 0.9, 1}. ε clips probabilities at *prediction* (one
   trained model serves every ε); the seed also clipped during its gradient descent, which
   ``--clip-training`` reproduces (one model per ε, the objective then being discontinuous).
+* Features: as read, plus a constant feature of value 1 (``--no-constant`` drops it): the
+  linear model's intercept and the logistic model's per-level biases (the seed does not
+  say whether it used either).
 * Test: NDCG@1, 5, 10 with the LETOR evaluation rules (gain 2^r − 1, a query shorter than k
   or without relevant documents scores 0), averaged over the folds.
 * Significance: paired randomization test over the pooled test queries of all folds
@@ -86,8 +89,19 @@ def dataset_layout(path: Path) -> str:
     )
 
 
-def load_fold(path: Path, layout: str, fold: int) -> dict[str, tuple]:
-    """``{"train"|"vali"|"test": (X dense, y, qid)}`` of one fold."""
+def load_fold(path: Path, layout: str, fold: int, constant: bool) -> dict[str, tuple]:
+    """``{"train"|"vali"|"test": (X dense, y, qid)}`` of one fold, with a last column of
+    ones when ``constant``."""
+    splits = _read_fold(path, layout, fold)
+    if constant:
+        splits = {
+            k: (np.ascontiguousarray(np.hstack([X, np.ones((X.shape[0], 1))])), y, q)
+            for k, (X, y, q) in splits.items()
+        }
+    return splits
+
+
+def _read_fold(path: Path, layout: str, fold: int) -> dict[str, tuple]:
     if layout == "letor4":
         return load_letor_fold(path, fold, dataset="MQ2008")
     parts = {
@@ -297,6 +311,9 @@ def main(argv=None) -> int:
     parser.add_argument("--max-iter", type=int, default=None)
     parser.add_argument("--flips", type=int, default=None, help="randomization-test flips")
     parser.add_argument("--clip-training", action="store_true", help="clip at ε in training")
+    parser.add_argument(
+        "--no-constant", action="store_true", help="no constant feature (see the docstring)"
+    )
     args = parser.parse_args(argv)
     quick = args.quick
     datasets = args.datasets or [args.data / "mq2008"]
@@ -314,7 +331,8 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
 
     progress("warm-up (numba compile), untimed")
-    first = load_fold(datasets[0], layouts[datasets[0]], folds[0])["train"]
+    constant = not args.no_constant
+    first = load_fold(datasets[0], layouts[datasets[0]], folds[0], constant)["train"]
     keep = np.isin(first[2], np.unique(first[2])[:10])
     for loss in losses_run:
         fit(loss, {}, first[0][keep], first[1][keep], first[2][keep], 1e-2, None, None, 5)
@@ -332,7 +350,7 @@ def main(argv=None) -> int:
     chosen = {n: {lo: [] for lo in losses_run} for n in names}
     for path, name in zip(datasets, names, strict=True):
         for fold in folds:
-            splits = load_fold(path, layouts[path], fold)
+            splits = load_fold(path, layouts[path], fold, constant)
             X, _, qid = splits["train"]
             progress(f"{name} fold {fold}: {X.shape[0]} rows, {np.unique(qid).size} queries")
             qt = np.unique(splits["test"][2])
@@ -367,7 +385,7 @@ def main(argv=None) -> int:
         )  # fmt: skip
     write_csv(args.out / "results.csv", rows)
     write_csv(args.out / "per_query.csv", query_rows)
-    config = "quick" if quick else "full"
+    config = ("quick" if quick else "full") + ("" if constant else ", no constant feature")
     write_markdown(args.out / "results.md", names, losses_run, results, chosen, seconds, config)
     plot_folds(args.out / "folds.png", per_fold, names, losses_run, folds)
     progress(f"done in {seconds:.0f} s; wrote {args.out}")
