@@ -129,3 +129,23 @@ def test_quick_on_mq2008(tmp_path):
     assert np.all((values >= 0) & (values <= 1))
     # the ranking by expected gain is not the linear one: at least one figure differs
     assert len({round(v, 12) for v in values}) > 1
+
+
+def test_clip_training_with_eps_one_trains_the_unclipped_model(tmp_path):
+    """ε = 1 never clips, so --clip-training must reproduce the default run's figures."""
+    data = tmp_path / "SYN"
+    write_letor3(data, seed=1)
+    common = [data, "--quick", "--losses", "listnet", "--alphas", 1, "--flips", 50]
+    runs = {}
+    for name, extra in (("plain", []), ("clip", ["--clip-training"])):
+        proc = run([*common, "--epsilons", 1, 0.6, *extra], tmp_path / name)
+        assert proc.returncode == 0, proc.stderr
+        runs[name] = {
+            (r["fold"], r["scorer"], r["eps"], r["split"], r["measure"]): float(r["value"])
+            for r in read_csv(tmp_path / name / "results.csv")
+            if r["fold"] != "mean"
+        }
+    assert runs["plain"].keys() == runs["clip"].keys()
+    for key, value in runs["plain"].items():
+        if key[2] != "0.6":
+            assert runs["clip"][key] == pytest.approx(value, abs=1e-12), key
