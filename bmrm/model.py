@@ -11,7 +11,7 @@ from bmrm._validation import check_int, check_positive, check_X
 from bmrm.scorers import LinearScorer, get_scorer
 from bmrm.solver.loop import BMRMResult, minimize_bmrm
 from bmrm.solver.oracle import RiskOracle
-from bmrm.solver.scorer_oracle import fit_nonconvex
+from bmrm.solver.scorer_oracle import check_nonconvex, fit_nonconvex
 
 __all__ = ["LinearModel", "fit", "REGULARIZERS"]
 
@@ -108,34 +108,6 @@ def _check_bounds(bounds, nonneg, n_features):
     if out[0] is not None and out[1] is not None and np.any(out[0] > out[1]):
         raise ValueError("bounds lower must not exceed upper")
     return out[0], out[1]
-
-
-def _check_nonconvex(scorer, loss, y, regularizer, bounds, nonneg, fit_intercept, method):
-    """The scorer for a non-convex fit (levels set from y), or a ValueError naming the option."""
-    if not getattr(loss, "smooth", False):
-        raise ValueError(
-            f"loss {getattr(loss, 'name', loss)!r} is not smooth: with a non-linear scorer or "
-            "a non-convex loss it needs a non-convex bundle method, which is not available "
-            "yet; use a smooth loss"
-        )
-    for name, value, default in (
-        ("regularizer", regularizer, "l2"),
-        ("bounds", bounds, None),
-        ("nonneg", nonneg, False),
-        ("fit_intercept", fit_intercept, False),
-        ("method", method, None),
-    ):
-        if not (value is default or value == default):
-            raise ValueError(
-                f"{name}={value!r} is not supported with a non-linear scorer or a non-convex "
-                f"loss (trained by L-BFGS on lam/2·‖θ‖² + R(θ)); leave it at {default!r}"
-            )
-    if scorer is None:
-        return LinearScorer()
-    if getattr(scorer, "n_levels", 0) is None:
-        levels = losses._base.check_graded_labels(y)
-        scorer = scorer.set_params(n_levels=max(2, int(levels.max()) + 1))
-    return scorer
 
 
 def fit(
@@ -266,7 +238,7 @@ def fit(
         scorer_obj = None
     nonconvex = scorer_obj is not None or not getattr(loss_obj, "convex", True)
     if nonconvex:
-        scorer_obj = _check_nonconvex(
+        scorer_obj = check_nonconvex(
             scorer_obj, loss_obj, y, regularizer, bounds, nonneg, fit_intercept, method
         )
     if w0 is not None:

@@ -17,9 +17,10 @@ import numpy as np
 from scipy.optimize import OptimizeResult, minimize
 
 from losses import PARALLEL_MIN_ROWS
+from losses._base import check_graded_labels
 from losses._threads import serial_below
 
-__all__ = ["ScorerOracle", "minimize_lbfgs"]
+__all__ = ["ScorerOracle", "check_nonconvex", "fit_nonconvex", "minimize_lbfgs"]
 
 
 class ScorerOracle:
@@ -227,3 +228,33 @@ def fit_nonconvex(
         res.fun = res.risk = oracle(res.x)[0]
     res.linear_start = linear_start
     return res.x, res
+
+
+def check_nonconvex(scorer, loss, y, regularizer, bounds, nonneg, fit_intercept, method):
+    """The scorer for a non-convex fit (levels set from y), or a ValueError naming the option."""
+    if not getattr(loss, "smooth", False):
+        raise ValueError(
+            f"loss {getattr(loss, 'name', loss)!r} is not smooth: with a non-linear scorer or "
+            "a non-convex loss it needs a non-convex bundle method, which is not available "
+            "yet; use a smooth loss"
+        )
+    for name, value, default in (
+        ("regularizer", regularizer, "l2"),
+        ("bounds", bounds, None),
+        ("nonneg", nonneg, False),
+        ("fit_intercept", fit_intercept, False),
+        ("method", method, None),
+    ):
+        if not (value is default or value == default):
+            raise ValueError(
+                f"{name}={value!r} is not supported with a non-linear scorer or a non-convex "
+                f"loss (trained by L-BFGS on lam/2·‖θ‖² + R(θ)); leave it at {default!r}"
+            )
+    if scorer is None:
+        from bmrm.scorers import LinearScorer
+
+        return LinearScorer()
+    if getattr(scorer, "n_levels", 0) is None:
+        levels = check_graded_labels(y)
+        scorer = scorer.set_params(n_levels=max(2, int(levels.max()) + 1))
+    return scorer
