@@ -11,21 +11,24 @@ import numpy as np
 import losses
 from bmrm._validation import check_intercept_scaling, check_w0, check_X
 from bmrm.io.model_files import ModelRecord, read_model_file, write_model_file
+from bmrm.scorers import LinearScorer, get_scorer
 from bmrm.solver.cccp import minimize_cccp
 from bmrm.solver.loop import HISTORY_FIELDS, BMRMResult, minimize_bmrm
 from bmrm.solver.oracle import RiskOracle
 from bmrm.solver.regularizers import Regularizer, from_spec, make_regularizer
+from bmrm.solver.scorer_oracle import check_nonconvex, fit_nonconvex
 from losses.validation import check_int, check_positive
 
 __all__ = ["LinearModel", "fit", "load", "save"]
 
 
 class LinearModel:
-    """A fitted linear scorer f(x) = <coef_, x> + intercept_.
+    """A fitted scorer: f(x) = <coef_, x> + intercept_, or ``scorer_``'s h with ``coef_``.
 
     Attributes
     ----------
-    coef_ : ndarray of shape (n_features,)
+    coef_ : ndarray of shape (n_features,), or (n_levels, n_features) for the
+        expected-gain scorer
     intercept_ : float
         0 unless fitted with ``fit_intercept=True``.
     loss : loss object
@@ -34,23 +37,28 @@ class LinearModel:
         Ω, with its box constraints if any (:mod:`bmrm.solver.regularizers`); the
         constructor also takes what :func:`~bmrm.solver.regularizers.make_regularizer`
         accepts (a name or a callable).
-    result_ : BMRMResult
-        The solver's certificate and history.
+    result_ : BMRMResult or scipy OptimizeResult
+        The solver's certificate and history (an L-BFGS result for non-convex objectives).
+    scorer_ : scorer object or None
+        A non-linear scorer of :mod:`bmrm.scorers`; None for f = Xw.
     n_features_in_ : int
     """
 
-    def __init__(self, coef, intercept, loss, lam, regularizer, result):
+    def __init__(self, coef, intercept, loss, lam, regularizer, result, scorer=None):
         self.coef_ = np.asarray(coef, dtype=np.float64)
         self.intercept_ = float(intercept)
         self.loss = loss
         self.lam = lam
         self.regularizer = make_regularizer(regularizer)
         self.result_ = result
-        self.n_features_in_ = len(self.coef_)
+        self.scorer_ = scorer
+        self.n_features_in_ = self.coef_.shape[-1]
 
     def decision_function(self, X) -> np.ndarray:
-        """Scores X @ coef_ + intercept_ (float64)."""
+        """Scores X @ coef_ + intercept_, or the scorer's h (float64)."""
         X = check_X(X, n_features=self.n_features_in_)
+        if self.scorer_ is not None:
+            return self.scorer_.scores(X, self.coef_.ravel()) + self.intercept_
         f = X @ self.coef_.astype(X.dtype, copy=False)
         return np.asarray(f, dtype=np.float64).ravel() + self.intercept_
 
@@ -67,10 +75,21 @@ class LinearModel:
         ------
         ValueError
             For a callable regularizer, a loss that ``losses.get(name, **params)`` cannot
-            rebuild, or non-finite weights; nothing is written then.
+            rebuild, a non-linear scorer, an L-BFGS result, or non-finite weights; nothing
+            is written then.
         OSError
             When the file cannot be written; ``path`` is then left as it was.
         """
+        if self.scorer_ is not None:
+            raise ValueError(
+                f"cannot save a model with scorer {self.scorer_!r}: model files store linear "
+                "models only"
+            )
+        if self.result_ is not None and not isinstance(self.result_, BMRMResult):
+            raise ValueError(
+                "cannot save a model fitted by L-BFGS (a non-convex loss): model files store "
+                "bundle-method results only"
+            )
         write_model_file(self._record(), path)
 
     def _record(self) -> ModelRecord:
@@ -195,6 +214,7 @@ def fit(
     progress: bool = False,
     loss_params: dict | None = None,
     cvxpy_solver: str | None = None,
+    scorer=None,
     **loss_data,
 ) -> LinearModel:
     """Fit a linear model by minimising J(w) = lam·Ω(w) + R(w) with the bundle method.
@@ -254,6 +274,13 @@ def fit(
         A one-line progress bar on stderr (log-scale share of the way to the requested gap).
     loss_params : dict or None
         Parameters for a loss given by name, as ``losses.get(loss, **loss_params)``.
+    scorer : None, "linear", "expected_gain" or a scorer object
+        The ranking function (:mod:`bmrm.scorers`); None is f = Xw. With a non-linear
+        scorer, or a loss declaring ``convex = False``, the objective lam/2‖θ‖² + R(θ) is not
+        convex: it is minimised by L-BFGS (:func:`bmrm.solver.scorer_oracle.fit_nonconvex`,
+        smooth losses only, ``regularizer="l2"``, no bounds or intercept), warm-started from
+        the linear model of the same loss; ``result_`` is then scipy's result, without a
+        gap, and ``tol`` is L-BFGS's gradient tolerance.
     **loss_data
         Loss-specific data, for example ``pairs=`` and ``pair_costs=`` for "preference".
 
@@ -285,6 +312,7 @@ def fit(
     if master not in ("auto", "qp", "cvxpy"):
         raise ValueError(f"master must be 'auto', 'qp' or 'cvxpy'; got {master!r}")
     d = n_features + int(fit_intercept)
+    regularizer_arg = regularizer
     regularizer = make_regularizer(
         regularizer, l1_ratio=l1_ratio, bounds=bounds, nonneg=nonneg, n_features=d
     )
@@ -295,10 +323,39 @@ def fit(
         )
     if fit_intercept:
         intercept_scaling = check_intercept_scaling(intercept_scaling)
-    if w0 is not None:
-        w0 = check_w0(w0, d, fit_intercept)
     loss_obj = losses.get(loss, **(loss_params or {}))
+    scorer_obj = None if scorer is None else get_scorer(scorer)
+    if getattr(scorer_obj, "name", None) == "linear":
+        scorer_obj = None
+    # a latent loss is not convex, but the concave-convex procedure below trains it
+    nonconvex = scorer_obj is not None or not (
+        getattr(loss_obj, "convex", True) or getattr(loss_obj, "latent", False)
+    )
+    if nonconvex:
+        scorer_obj = check_nonconvex(
+            scorer_obj, loss_obj, y, regularizer_arg, bounds, nonneg, fit_intercept, method
+        )
+    if w0 is not None:
+        # a non-linear scorer also warm-starts from a linear w of d weights
+        n_params = scorer_obj.n_params(n_features) if nonconvex else d
+        shape = np.shape(w0)
+        if n_params != d and shape not in ((d,), (n_params,)):
+            raise ValueError(
+                f"w0 must have shape ({d},) (a linear warm start) or ({n_params},) (the "
+                f"scorer's parameters); got shape {shape}"
+            )
+        w0 = check_w0(w0, d if shape == (d,) else n_params, fit_intercept)
     prepared = losses.prepare(loss_obj, y, qid, n_samples=n_samples, **loss_data)
+    if nonconvex:
+        theta, res = fit_nonconvex(
+            X, y, prepared, scorer_obj, lam, w0=w0, tol=tol, max_iter=max_iter,
+            max_time=max_time, callback=callback,
+        )  # fmt: skip
+        linear = isinstance(scorer_obj, LinearScorer)
+        coef = theta if linear else theta.reshape(-1, n_features)
+        return LinearModel(
+            coef, 0.0, loss_obj, lam, regularizer, res, None if linear else scorer_obj
+        )
     oracle = RiskOracle(X, prepared, fit_intercept, intercept_scaling)
     # A latent loss (a difference of convex functions) goes through the concave-convex
     # procedure, which calls the bundle method on one convex surrogate after another.

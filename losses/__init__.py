@@ -39,6 +39,12 @@ _REGISTRY = {
     "preference": "losses.preference:PreferenceLoss",
     "ndcg": "losses.listwise:NDCGLoss",
     "neru": "losses.listwise:NERULoss",
+    "cosine": "losses.surrogate:CosineLoss",
+    "listnet": "losses.surrogate:ListNetLoss",
+    "listwise_squared": "losses.surrogate:ListwiseSquaredLoss",
+    "ranknet": "losses.surrogate:RankNetLoss",
+    "softmax": "losses.surrogate:SoftmaxLoss",
+    "warp": "losses.surrogate:WARPLoss",
 }
 
 

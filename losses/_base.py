@@ -13,9 +13,14 @@ below plugs in (it need not subclass :class:`Loss`):
     ``values.sum()`` with respect to ``f``. The empirical risk is ``values.mean()``.
 
 Optional attributes: ``name`` (str), ``pointwise`` (bool, default False), ``smooth`` (bool,
-default False: finite differences are only checked for smooth losses), ``row_index_keys``
-(names of ``data`` keywords holding caller row indices, remapped to internal rows before
-``validate``), ``get_params()`` (JSON-serialisable parameters, so that
+default False: finite differences are only checked for smooth losses), ``convex`` (bool,
+default True: the loss is convex in ``f``, so ``grad`` is a subgradient and the bundle
+method's cutting planes are lower bounds; a loss declaring ``convex = False`` needs a method
+for non-convex objectives, and ``grad`` is then the gradient of the smooth piece it is on),
+``scale_invariant`` (bool, default False: values do not change when f is multiplied by
+a positive number, so an L2 penalty on a linear scorer has no minimiser), ``row_index_keys``
+(names of ``data`` keywords holding caller row indices, remapped to
+internal rows before ``validate``), ``get_params()`` (JSON-serialisable parameters, so that
 ``losses.get(name, **params)`` rebuilds the loss), and ``metric(f, targets)`` (the true
 per-query loss of the ranking that sorting ``f`` induces, which ``values`` upper-bounds).
 
@@ -45,6 +50,7 @@ class Loss:
     name: str = ""
     pointwise: bool = False
     smooth: bool = False
+    convex: bool = True
     row_index_keys: tuple[str, ...] = ()
 
     def get_params(self) -> dict[str, Any]:

@@ -346,6 +346,8 @@ class _Checker:
 
     def check_subgradient(self):
         """l(f') >= l(f) + <g, f' - f> on random pairs (sums over terms)."""
+        if not getattr(self.loss, "convex", True) and not self.latent:
+            return _SKIP, "the loss declares convex=False"
         evals = self.evals()
         for t, (f, _, values, grad) in enumerate(evals):
             if t % 2:
@@ -379,6 +381,8 @@ class _Checker:
 
     def check_directional(self):
         """(l(f + h d) - l(f)) / h >= <g, d>: the right derivative bounds every subgradient."""
+        if not getattr(self.loss, "convex", True) and not self.latent:
+            return _SKIP, "the loss declares convex=False"
         for t, (f, _, values, grad) in enumerate(self.evals()):
             d = self.rng.standard_normal(self.n)
             h = _DIR_STEP * max(1.0, float(np.abs(f).max(initial=0.0)))
@@ -567,10 +571,12 @@ def check_oracle(
         ``finite``, ``nonnegative``
             Values and grad are finite and values are >= 0 at every random point.
         ``subgradient``
-            l(f') >= l(f) + <g, f' - f> for random pairs, l the sum of the values.
+            l(f') >= l(f) + <g, f' - f> for random pairs, l the sum of the values
+            (skipped for a loss declaring ``convex = False`` without a latent part).
         ``directional_derivative``
             (l(f + h d) - l(f)) / h >= <g, d> for a small step h: the right derivative
-            bounds <g, d> from above, as for any subgradient of a convex function.
+            bounds <g, d> from above, as for any subgradient of a convex function
+            (skipped for a loss declaring ``convex = False`` without a latent part).
 
             A loss with a latent part (``latent`` true and a ``convexify(f, targets)``
             method, a difference of convex functions) is not convex: both checks then use

@@ -233,6 +233,12 @@ class _StructuredRankingLoss(Loss):
         trained by the concave-convex procedure of :mod:`bmrm.solver.cccp`)."""
         return self.ties == "latent"
 
+    @property
+    def convex(self) -> bool:
+        """Convex in f unless the tie-breaking is latent (then a difference of convex
+        functions, whose convex surrogates :meth:`convexify` gives)."""
+        return not self.latent
+
     def _init_weights(self, c, truncate_c: bool) -> None:
         if not isinstance(truncate_c, (bool, np.bool_)):
             raise ValueError(f"truncate_c must be True or False; got {truncate_c!r}")

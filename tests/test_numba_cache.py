@@ -12,7 +12,10 @@ import os
 import subprocess
 import sys
 
-PARTS = ["metrics", "qp", "ordinal", "ndcg", "neru", "preference", "squared"]
+PARTS = [
+    "metrics", "qp", "ordinal", "ndcg", "neru", "preference", "squared", "listnet",
+    "expected_gain",
+]  # fmt: skip
 
 SCRIPT = """
 import sys
@@ -51,6 +54,11 @@ for part in sys.argv[1].split(","):
 
         pairs, costs = losses.pairs_from_labels(y, qid, cost="linear")
         fit = bmrm.fit(X, y, part, qid, lam=0.1, tol=1e-6, pairs=pairs, pair_costs=costs)
+        values.append(fit.result_.fun)
+    elif part == "expected_gain":
+        import bmrm
+
+        fit = bmrm.fit(X, y, "listnet", qid, lam=0.1, tol=1e-8, scorer="expected_gain")
         values.append(fit.result_.fun)
     else:
         import bmrm

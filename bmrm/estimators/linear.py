@@ -186,12 +186,18 @@ class BMRMRanker(_BMRMEstimator):
         Cutoff of the NDCG reported by :meth:`score`; None scores whole lists.
     verbose : bool, default=False
         Log one line per solver iteration.
+    scorer : None, "linear", "expected_gain" or a scorer object, default=None
+        The ranking function (:mod:`bmrm.scorers`); None is f = Xw. A non-linear scorer is
+        trained by L-BFGS from the linear fit (see :func:`bmrm.fit`).
 
     Attributes
     ----------
     model_ : bmrm.LinearModel
         The fitted model; :meth:`predict` delegates to it and :meth:`save` writes it.
-    coef_ : ndarray of shape (n_features,)
+    coef_ : ndarray of shape (n_features,), or (n_levels, n_features) with the
+        expected-gain scorer
+    scorer_ : scorer object or None
+        The fitted non-linear scorer (None for f = Xw).
     loss_ : loss object
         The loss that was minimised.
     result_ : bmrm.BMRMResult
@@ -212,6 +218,7 @@ class BMRMRanker(_BMRMEstimator):
         "loss": [StrOptions(set(losses.available())), HasMethods(["validate", "loss_grad"])],
         "loss_params": [dict, None],
         "score_k": [Interval(Integral, 1, None, closed="left"), None],
+        "scorer": [StrOptions({"linear", "expected_gain"}), HasMethods(["linearize"]), None],
     }
 
     def __init__(
@@ -228,6 +235,7 @@ class BMRMRanker(_BMRMEstimator):
         warm_start: bool = False,
         score_k: int | None = 10,
         verbose: bool = False,
+        scorer=None,
     ):
         self.loss = loss
         self.lam = lam
@@ -240,6 +248,7 @@ class BMRMRanker(_BMRMEstimator):
         self.warm_start = warm_start
         self.score_k = score_k
         self.verbose = verbose
+        self.scorer = scorer
 
     def fit(self, X, y, qid=None, **fit_params) -> BMRMRanker:
         """Fit the ranker.
@@ -267,14 +276,21 @@ class BMRMRanker(_BMRMEstimator):
         if getattr(loss, "name", None) == "preference" and fit_params.get("pairs") is None:
             pairs, costs = pairs_from_labels(y, qid)
             fit_params = {**fit_params, "pairs": pairs, "pair_costs": costs}
-        self._solve(X, y, loss, qid, **fit_params)
+        if self.scorer is not None:
+            fit_params = {**fit_params, "scorer": self.scorer}
+        model = self._solve(X, y, loss, qid, **fit_params)
+        self.scorer_ = model.scorer_
         self.loss_ = loss
         self._fitted_with_qid = qid is not None
         return self
 
     def predict(self, X) -> np.ndarray:
-        """Scores X @ coef_ (float64); rank a query's documents by decreasing score."""
-        return self._scores(X)
+        """Scores X @ coef_ or the scorer's (float64); rank by decreasing score."""
+        if getattr(self, "scorer_", None) is None:
+            return self._scores(X)
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", dtype=_DTYPES, reset=False)
+        return self.scorer_.scores(X, self.coef_.ravel())
 
     def score(self, X, y, qid=None, sample_weight=None) -> float:
         """Mean over queries of NDCG@score_k of the ranking by :meth:`predict`.

@@ -310,7 +310,7 @@ def test_errors_name_the_argument():
     with pytest.raises(ValueError, match="sample_weight must have one entry per row"):
         ranker.score(X, y, qid, sample_weight=np.ones(3))
     with pytest.raises(InvalidParameterError, match="'loss' parameter of BMRMRanker"):
-        BMRMRanker(loss="listnet").fit(X, y, qid)
+        BMRMRanker(loss="lambdamart").fit(X, y, qid)
     for lam in (0, -1.0):
         for est in (BMRMRanker(), BMRMRegressor(), BMRMClassifier(), OrdinalRegressor()):
             with pytest.raises(InvalidParameterError, match="'lam' parameter"):

@@ -1,0 +1,259 @@
+"""The risk oracle of a general scorer, and quasi-Newton training for smooth objectives.
+
+:class:`ScorerOracle` is :class:`bmrm.solver.oracle.RiskOracle` with the linear map f = Xw
+replaced by a scorer (:mod:`bmrm.scorers`): R(θ) = (1/n_terms) Σ_q l(h_θ(X_q), y_q) and its
+gradient, the scorer's vector-Jacobian product of ∂l/∂f. With a scorer that is not linear,
+or with a loss that is not convex, R is not convex and the bundle method's cutting planes
+are not lower bounds. :func:`minimize_lbfgs` then minimises the smooth objective
+lam/2‖θ‖² + R(θ) with scipy's L-BFGS-B, which needs only a differentiable R and finds a
+stationary point (a local minimum in practice), certifying nothing about the global one.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from scipy.optimize import OptimizeResult, minimize
+
+from losses import PARALLEL_MIN_ROWS, serial_below
+from losses.validation import check_graded_labels
+
+__all__ = ["ScorerOracle", "check_nonconvex", "fit_nonconvex", "minimize_lbfgs"]
+
+
+class ScorerOracle:
+    """R(θ) = (1/n_terms) Σ_q l(h_θ(X_q), y_q) and its gradient ``vjp(∂l/∂f) / n_terms``.
+
+    Same call signature as :class:`bmrm.solver.oracle.RiskOracle`: ``oracle(theta)`` returns
+    ``(R, a)`` and ``oracle.n_features`` is the length of θ.
+
+    Parameters
+    ----------
+    X : ndarray or CSR matrix of shape (n_samples, n_features)
+    prepared : losses.Prepared
+        The loss bound to its validated targets.
+    scorer : scorer object
+        See :mod:`bmrm.scorers`.
+    """
+
+    def __init__(self, X, prepared, scorer):
+        self.X = X
+        self.prepared = prepared
+        self.scorer = scorer
+        self.n_features = scorer.n_params(X.shape[1])
+        self.calls = 0
+        self.seconds = 0.0
+
+    def __call__(self, theta: np.ndarray):
+        """Return ``(R(θ), ∂R/∂θ)``."""
+        start = time.perf_counter()
+        with serial_below(self.X.shape[0], PARALLEL_MIN_ROWS):
+            R, a = self._risk(np.asarray(theta, dtype=np.float64))
+        self.calls += 1
+        self.seconds += time.perf_counter() - start
+        return R, a
+
+    def _risk(self, theta):
+        prepared = self.prepared
+        groups = prepared.groups
+        f, vjp = self.scorer.linearize(self.X, theta)
+        values, g = prepared.loss_grad(np.ascontiguousarray(groups.to_internal(f)))
+        total = float(values.sum())
+        if not np.isfinite(total) or not np.all(np.isfinite(g)):
+            raise FloatingPointError("the loss returned a non-finite value or gradient")
+        n = prepared.n_terms
+        if n == 0:
+            return 0.0, np.zeros(self.n_features)
+        return total / n, np.asarray(vjp(groups.to_caller(g) / n), dtype=np.float64)
+
+
+def minimize_lbfgs(
+    oracle,
+    lam: float,
+    theta0: np.ndarray,
+    *,
+    tol: float = 1e-6,
+    max_iter: int = 1000,
+    max_time: float | None = None,
+    callback=None,
+) -> OptimizeResult:
+    """Minimise J(θ) = lam/2 ‖θ‖² + R(θ) with scipy's L-BFGS-B from ``theta0``.
+
+    Parameters
+    ----------
+    oracle : callable
+        ``oracle(theta) -> (R, ∂R/∂θ)``, R differentiable.
+    lam : float >= 0
+    theta0 : ndarray
+        Starting point (the warm start).
+    tol : float
+        scipy's ``gtol`` (largest gradient entry); ``ftol`` (relative decrease) is tol².
+    max_iter : int
+        Iteration cap.
+    max_time : float or None
+        Seconds; the run stops after the first iteration past the budget.
+    callback : callable or None
+        Called with the current θ after each iteration; raise ``StopIteration`` to stop.
+
+    Returns
+    -------
+    OptimizeResult
+        scipy's result (``x``, ``fun``, ``jac``, ``success``, ``status``, ``message``,
+        ``nit``, ``nfev``) plus ``method = "L-BFGS-B"``, ``risk`` (R at x), ``fun0`` (J at
+        the start), ``elapsed`` and ``oracle_seconds``. No gap: the objective is not convex.
+    """
+    theta0 = np.asarray(theta0, dtype=np.float64).copy()
+    start = time.perf_counter()
+
+    def objective(theta):
+        R, a = oracle(theta)
+        return lam * 0.5 * float(theta @ theta) + R, lam * theta + a
+
+    def on_iteration(intermediate_result):  # scipy passes an OptimizeResult by this name
+        if callback is not None:
+            callback(intermediate_result.x.copy())
+        if max_time is not None and time.perf_counter() - start > max_time:
+            raise StopIteration
+
+    fun0 = objective(theta0)[0]
+    res = minimize(
+        objective,
+        theta0,
+        jac=True,
+        method="L-BFGS-B",
+        callback=on_iteration,
+        options={"maxiter": max_iter, "gtol": tol, "ftol": tol * tol},
+    )
+    res.risk = oracle(res.x)[0]
+    res.method = "L-BFGS-B"
+    res.fun0 = fun0
+    res.elapsed = time.perf_counter() - start
+    res.oracle_seconds = getattr(oracle, "seconds", float("nan"))
+    return res
+
+
+def ridge_start(X, y, lam: float) -> np.ndarray:
+    """w minimising ‖X w − y‖² / n + max(lam, 1e-6) ‖w‖²: a start for non-convex losses."""
+    n, d = X.shape
+    gram = X.T @ X
+    gram = gram.toarray() if hasattr(gram, "toarray") else np.asarray(gram, dtype=np.float64)
+    rhs = np.asarray(X.T @ np.asarray(y, dtype=X.dtype), dtype=np.float64).ravel()
+    return np.linalg.solve(gram / n + max(lam, 1e-6) * np.eye(d), rhs / n)
+
+
+def fit_nonconvex(
+    X,
+    y,
+    prepared,
+    scorer,
+    lam: float,
+    *,
+    w0=None,
+    tol: float = 1e-6,
+    max_iter: int = 1000,
+    max_time: float | None = None,
+    callback=None,
+    linear_tol: float = 1e-3,
+):
+    """Train ``scorer`` on a smooth loss by L-BFGS from a warm start; return ``(theta, res)``.
+
+    The start is, in order: ``w0`` when it has one entry per parameter; the warm start of a
+    linear ``w0`` (``scorer.from_linear``); else the linear model fitted first with the same
+    loss and lam (the bundle method for a convex loss, L-BFGS from :func:`ridge_start`
+    otherwise), mapped by ``scorer.from_linear`` for a non-linear scorer, as Yang et al.
+    warm-start from the linear ranking function (§6.2). ``res.linear_start`` is that
+    linear model's weights (None when ``w0`` gave the start).
+
+    A loss declaring ``scale_invariant = True`` (the cosine loss) with the linear scorer
+    has R(t w) = R(w) for t > 0, so lam/2‖w‖² + R(w) has no minimiser: its infimum is
+    approached as w → 0 along the best direction, whatever lam. The fit then minimises R
+    alone (lam is ignored) and returns that direction with ‖w‖ = 1; ``res.fun`` is R there.
+
+    Raises ``ValueError`` for a loss that is not smooth: a non-convex, non-smooth objective
+    needs a non-convex bundle method, which this package does not provide yet.
+    """
+    from bmrm.scorers import LinearScorer
+    from bmrm.solver.loop import minimize_bmrm
+    from bmrm.solver.oracle import RiskOracle
+
+    loss = prepared.loss
+    if not getattr(loss, "smooth", False):
+        raise ValueError(
+            f"loss {getattr(loss, 'name', loss)!r} is neither convex nor smooth, or is used "
+            "with a non-linear scorer while not smooth: training it needs a non-convex bundle "
+            "method, which is not available yet; use a smooth loss"
+        )
+    d = X.shape[1]
+    n_params = scorer.n_params(d)
+    linear_start = None
+    if w0 is not None:
+        w0 = np.asarray(w0, dtype=np.float64).ravel()
+        if w0.shape == (n_params,):
+            theta0 = w0
+        elif w0.shape == (d,) and hasattr(scorer, "from_linear"):
+            theta0 = scorer.from_linear(w0)
+        else:
+            raise ValueError(
+                f"w0 must have {n_params} entries (the scorer's parameters) or {d} (linear "
+                f"weights to warm-start from); got shape {w0.shape}"
+            )
+    else:
+        if getattr(loss, "convex", True):
+            linear_start = minimize_bmrm(
+                RiskOracle(X, prepared), d, lam, tol=linear_tol, max_iter=max_iter
+            ).x
+        else:
+            linear_start = ridge_start(X, y, lam)
+            if scorer.name != "linear":
+                linear_start = fit_nonconvex(
+                    X, y, prepared, LinearScorer(), lam, w0=linear_start, tol=tol,
+                    max_iter=max_iter,
+                )[0]  # fmt: skip
+        theta0 = linear_start if scorer.name == "linear" else scorer.from_linear(linear_start)
+    oracle = ScorerOracle(X, prepared, scorer)
+    invariant = scorer.name == "linear" and getattr(loss, "scale_invariant", False)
+    res = minimize_lbfgs(
+        oracle,
+        0.0 if invariant else lam,
+        theta0,
+        tol=tol,
+        max_iter=max_iter,
+        max_time=max_time,
+        callback=callback,
+    )
+    if invariant and np.any(res.x):
+        res.x = res.x / np.linalg.norm(res.x)
+        res.fun = res.risk = oracle(res.x)[0]
+    res.linear_start = linear_start
+    return res.x, res
+
+
+def check_nonconvex(scorer, loss, y, regularizer, bounds, nonneg, fit_intercept, method):
+    """The scorer for a non-convex fit (levels set from y), or a ValueError naming the option."""
+    if not getattr(loss, "smooth", False):
+        raise ValueError(
+            f"loss {getattr(loss, 'name', loss)!r} is not smooth: with a non-linear scorer or "
+            "a non-convex loss it needs a non-convex bundle method, which is not available "
+            "yet; use a smooth loss"
+        )
+    for name, value, default in (
+        ("regularizer", regularizer, "l2"),
+        ("bounds", bounds, None),
+        ("nonneg", nonneg, False),
+        ("fit_intercept", fit_intercept, False),
+        ("method", method, None),
+    ):
+        if not (value is default or value == default):
+            raise ValueError(
+                f"{name}={value!r} is not supported with a non-linear scorer or a non-convex "
+                f"loss (trained by L-BFGS on lam/2·‖θ‖² + R(θ)); leave it at {default!r}"
+            )
+    if scorer is None:
+        from bmrm.scorers import LinearScorer
+
+        return LinearScorer()
+    if getattr(scorer, "n_levels", 0) is None:
+        levels = check_graded_labels(y)
+        scorer = scorer.set_params(n_levels=max(2, int(levels.max()) + 1))
+    return scorer

@@ -1,0 +1,201 @@
+"""Surrogate ranking loss kernels: cosine, ListNet, listwise squared, RankNet, softmax, WARP.
+
+Each kernel loops over the queries of ``query_ptr`` serially and writes one value per query
+into ``values`` and ∂(value)/∂f into ``grad``. Definitions, conventions and references are
+in :mod:`losses.surrogate`.
+"""
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def _softplus(z):
+    """log(1 + exp(z)) without overflow."""
+    if z > 0.0:
+        return z + np.log1p(np.exp(-z))
+    return np.log1p(np.exp(z))
+
+
+@njit(cache=True)
+def _sigmoid(z):
+    """1 / (1 + exp(−z)) without overflow."""
+    if z >= 0.0:
+        return 1.0 / (1.0 + np.exp(-z))
+    e = np.exp(z)
+    return e / (1.0 + e)
+
+
+@njit(cache=True)
+def cosine(f, psi, query_ptr, values, grad):
+    """½(1 − ⟨ψ, f⟩ / (‖ψ‖‖f‖)); 0 when ψ = 0, ½ with zero gradient when f = 0."""
+    for q in range(query_ptr.size - 1):
+        lo, hi = query_ptr[q], query_ptr[q + 1]
+        pp = 0.0
+        ff = 0.0
+        pf = 0.0
+        for i in range(lo, hi):
+            pp += psi[i] * psi[i]
+            ff += f[i] * f[i]
+            pf += psi[i] * f[i]
+        for i in range(lo, hi):
+            grad[i] = 0.0
+        if pp == 0.0:
+            values[q] = 0.0
+            continue
+        if ff == 0.0:
+            values[q] = 0.5
+            continue
+        np_ = np.sqrt(pp)
+        nf = np.sqrt(ff)
+        cos = pf / (np_ * nf)
+        values[q] = max(0.0, 0.5 * (1.0 - cos))
+        # ∂cos/∂f = ψ / (‖ψ‖‖f‖) − cos · f / ‖f‖²
+        for i in range(lo, hi):
+            grad[i] = -0.5 * (psi[i] / (np_ * nf) - cos * f[i] / ff)
+
+
+@njit(cache=True)
+def listnet(f, s, query_ptr, values, grad):
+    """KL(softmax(s) ‖ softmax(f)) per query; gradient softmax(f) − softmax(s)."""
+    for q in range(query_ptr.size - 1):
+        lo, hi = query_ptr[q], query_ptr[q + 1]
+        if hi - lo <= 1:
+            values[q] = 0.0
+            for i in range(lo, hi):
+                grad[i] = 0.0
+            continue
+        fmax = f[lo]
+        smax = s[lo]
+        for i in range(lo, hi):
+            fmax = max(fmax, f[i])
+            smax = max(smax, s[i])
+        zf = 0.0
+        zs = 0.0
+        for i in range(lo, hi):
+            zf += np.exp(f[i] - fmax)
+            zs += np.exp(s[i] - smax)
+        lse_f = fmax + np.log(zf)
+        lse_s = smax + np.log(zs)
+        kl = 0.0
+        for i in range(lo, hi):
+            t = np.exp(s[i] - lse_s)
+            p = np.exp(f[i] - lse_f)
+            if t > 0.0:
+                kl += t * ((s[i] - lse_s) - (f[i] - lse_f))
+            grad[i] = p - t
+        values[q] = max(0.0, kl)
+
+
+@njit(cache=True)
+def listwise_squared(f, psi, query_ptr, values, grad):
+    """Σ_j (ψ_j − f_j)² per query; gradient 2(f − ψ)."""
+    for q in range(query_ptr.size - 1):
+        lo, hi = query_ptr[q], query_ptr[q + 1]
+        v = 0.0
+        for i in range(lo, hi):
+            r = f[i] - psi[i]
+            v += r * r
+            grad[i] = 2.0 * r
+        values[q] = v
+
+
+@njit(cache=True)
+def ranknet(f, y, query_ptr, weight, values, grad):
+    """weight_q · Σ_{y_i < y_j} log(1 + exp(f_i − f_j)) per query (all ordered pairs)."""
+    for q in range(query_ptr.size - 1):
+        lo, hi = query_ptr[q], query_ptr[q + 1]
+        for i in range(lo, hi):
+            grad[i] = 0.0
+        v = 0.0
+        w = weight[q]
+        if w != 0.0:
+            for i in range(lo, hi):
+                for j in range(lo, hi):
+                    if y[i] < y[j]:
+                        z = f[i] - f[j]
+                        v += _softplus(z)
+                        s = w * _sigmoid(z)
+                        grad[i] += s
+                        grad[j] -= s
+        values[q] = w * v
+
+
+@njit(cache=True)
+def softmax(f, relevant, query_ptr, values, grad):
+    """Mean over relevant c of −log(e^{f_c} / (e^{f_c} + Σ_{n non-relevant} e^{f_n})).
+
+    With L = log Σ_n e^{f_n} the term is softplus(L − f_c); its derivative is
+    −σ(L − f_c) for f_c and σ(L − f_c) e^{f_n − L} for each non-relevant n.
+    """
+    for q in range(query_ptr.size - 1):
+        lo, hi = query_ptr[q], query_ptr[q + 1]
+        n_rel = 0
+        nmax = -np.inf
+        for i in range(lo, hi):
+            grad[i] = 0.0
+            if relevant[i]:
+                n_rel += 1
+            else:
+                nmax = max(nmax, f[i])
+        if n_rel == 0 or n_rel == hi - lo:
+            values[q] = 0.0
+            continue
+        z = 0.0
+        for i in range(lo, hi):
+            if not relevant[i]:
+                z += np.exp(f[i] - nmax)
+        lse = nmax + np.log(z)
+        v = 0.0
+        total = 0.0  # Σ_c σ(L − f_c)
+        for i in range(lo, hi):
+            if relevant[i]:
+                v += _softplus(lse - f[i])
+                s = _sigmoid(lse - f[i])
+                grad[i] = -s / n_rel
+                total += s
+        for i in range(lo, hi):
+            if not relevant[i]:
+                grad[i] = total * np.exp(f[i] - lse) / n_rel
+        values[q] = v / n_rel
+
+
+@njit(cache=True)
+def warp(f, relevant, query_ptr, phi, values, grad):
+    """Mean over relevant p of Φ(N_p)/N_p · Σ_{n: 1 + f_n > f_p} (1 + f_n − f_p).
+
+    N_p counts the non-relevant n with 1 + f_n > f_p and ``phi[k]`` = Φ(k) = Σ_{j<=k} α_j.
+    The gradient holds the weights Φ(N_p)/N_p fixed (they are piecewise constant in f).
+    O(m²) per query.
+    """
+    for q in range(query_ptr.size - 1):
+        lo, hi = query_ptr[q], query_ptr[q + 1]
+        n_rel = 0
+        for i in range(lo, hi):
+            grad[i] = 0.0
+            if relevant[i]:
+                n_rel += 1
+        if n_rel == 0 or n_rel == hi - lo:
+            values[q] = 0.0
+            continue
+        v = 0.0
+        for p in range(lo, hi):
+            if not relevant[p]:
+                continue
+            count = 0
+            hinge = 0.0
+            for n in range(lo, hi):
+                if not relevant[n]:
+                    r = 1.0 + f[n] - f[p]
+                    if r > 0.0:
+                        count += 1
+                        hinge += r
+            if count == 0:
+                continue
+            w = phi[count] / count / n_rel
+            v += w * hinge
+            grad[p] -= w * count
+            for n in range(lo, hi):
+                if not relevant[n] and 1.0 + f[n] - f[p] > 0.0:
+                    grad[n] += w
+        values[q] = v
