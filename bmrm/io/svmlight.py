@@ -366,11 +366,12 @@ def load_svmlight(
     ------
     ValueError
         For malformed input, with the file name and line number: a label or a feature value
-        that is not a finite number, a token that is not ``index:value`` with an integer index and a numeric
-        value, a negative index, index 0 when ``zero_based=False``, indices that do not
-        strictly increase along a line, a ``qid:`` that is not an integer or not right after
-        the label, ``qid:`` on some rows but not others, an index beyond ``n_features``. Also
-        for a file with no row, or group sizes that do not sum to the row count.
+        that is not a finite number (or overflows ``dtype``), a token that is not
+        ``index:value`` with an integer index and a numeric value, a negative index, index 0
+        when ``zero_based=False``, indices that do not strictly increase along a line, a
+        ``qid:`` that is not an integer or not right after the label, ``qid:`` on some rows
+        but not others, an index beyond ``n_features``. Also for a file with no row, or group
+        sizes that do not sum to the row count.
 
     Notes
     -----
