@@ -118,6 +118,8 @@ def fit(
     progress: bool = False,
     loss_params: dict | None = None,
     cvxpy_solver: str | None = None,
+    backend: str = "local",
+    client=None,
     **loss_data,
 ) -> LinearModel:
     """Fit a linear model by minimising J(w) = lam·Ω(w) + R(w) with the bundle method.
@@ -172,23 +174,38 @@ def fit(
         A one-line progress bar on stderr (log-scale share of the way to the requested gap).
     loss_params : dict or None
         Parameters for a loss given by name, as ``losses.get(loss, **loss_params)``.
+    backend : {"local", "dask"}
+        "dask" evaluates the risk on the workers of ``client`` (see
+        :class:`bmrm.distributed.DaskRiskOracle`): X may then also be a dask array or dask
+        DataFrame (with ``y`` and ``qid`` dask arrays, Series or column names of X), whose
+        partitions must hold whole queries; in-memory X is cut at query boundaries and sent
+        to the workers. The master problem is solved here.
+    client : distributed.Client or None
+        The Dask client for ``backend="dask"``.
     **loss_data
-        Loss-specific data, for example ``pairs=`` and ``pair_costs=`` for "preference".
+        Loss-specific data, for example ``pairs=`` and ``pair_costs=`` for "preference"
+        (with ``backend="dask"``, for in-memory X only).
 
     Returns
     -------
     LinearModel
         With ``coef_``, ``intercept_``, ``predict`` and ``result_`` (a :class:`BMRMResult`).
     """
-    X = check_X(X)
-    n_samples, n_features = X.shape
-    y = np.asarray(y)
-    if y.ndim != 1 or y.shape[0] != n_samples:
-        raise ValueError(
-            f"y must be 1-d with one entry per row of X ({n_samples}); got shape {y.shape}"
-        )
-    if y.dtype.kind in "biuf" and not np.all(np.isfinite(y.astype(np.float64))):
-        raise ValueError("y must not contain NaN or inf")
+    if backend not in ("local", "dask"):
+        raise ValueError(f"backend must be 'local' or 'dask'; got {backend!r}")
+    if backend == "dask":
+        if client is None:
+            raise ValueError("backend='dask' needs a client (a distributed.Client)")
+    else:
+        X = check_X(X)
+        n_samples, n_features = X.shape
+        y = np.asarray(y)
+        if y.ndim != 1 or y.shape[0] != n_samples:
+            raise ValueError(
+                f"y must be 1-d with one entry per row of X ({n_samples}); got shape {y.shape}"
+            )
+        if y.dtype.kind in "biuf" and not np.all(np.isfinite(y.astype(np.float64))):
+            raise ValueError("y must not contain NaN or inf")
     lam = check_positive(lam, "lam")
     tol = check_positive(tol, "tol", strict=False)
     atol = check_positive(atol, "atol", strict=False)
@@ -204,15 +221,30 @@ def fit(
         raise ValueError(f"l1_ratio must lie in [0, 1]; got {l1_ratio!r}")
     if master not in ("auto", "qp", "cvxpy"):
         raise ValueError(f"master must be 'auto', 'qp' or 'cvxpy'; got {master!r}")
+    loss_obj = losses.get(loss, **(loss_params or {}))
+    if backend == "dask":
+        from bmrm.distributed import DaskRiskOracle
+
+        oracle = DaskRiskOracle(
+            client,
+            X,
+            y,
+            loss_obj,
+            qid,
+            fit_intercept=fit_intercept,
+            intercept_scaling=intercept_scaling,
+            **loss_data,
+        )
+        n_features = oracle.n_features - int(fit_intercept)
     d = n_features + int(fit_intercept)
     lower, upper = _check_bounds(bounds, nonneg, d)
     if w0 is not None:
         w0 = np.asarray(w0, dtype=np.float64)
         if w0.shape != (d,) or not np.all(np.isfinite(w0)):
             raise ValueError(f"w0 must be a finite array of shape ({d},); got shape {w0.shape}")
-    loss_obj = losses.get(loss, **(loss_params or {}))
-    prepared = losses.prepare(loss_obj, y, qid, n_samples=n_samples, **loss_data)
-    oracle = RiskOracle(X, prepared, fit_intercept, intercept_scaling)
+    if backend == "local":
+        prepared = losses.prepare(loss_obj, y, qid, n_samples=n_samples, **loss_data)
+        oracle = RiskOracle(X, prepared, fit_intercept, intercept_scaling)
     result: BMRMResult = minimize_bmrm(
         oracle,
         d,
