@@ -7,9 +7,10 @@ its summed risk Σ_{q∈p} l(X_q w, y_q) and its Xᵀ∂l/∂f (d + 1 numbers), 
 them in partition order, divides by the global number of terms and solves the master problem
 itself. Nothing proportional to the data crosses the network after the partitions are built.
 
-Because a query's loss only depends on that query's scores, R(w) = (1/n) Σ_p Σ_{q∈p} l_q and
-its subgradient split exactly over partitions of whole queries (Teo et al., JMLR 11 (2010),
-section 7.3, "parallelization"); partitions are never allowed to cut a query.
+Because a query's loss only depends on that query's scores, the risk of Teo, Vishwanathan,
+Smola & Le (JMLR 11 (2010), eq. 1), R(w) = (1/n) Σ_p Σ_{q∈p} l(X_q w, y_q), and its
+subgradient (1/n) Σ_p X_pᵀ ∂l/∂f_p split exactly over partitions of whole queries; partitions
+are therefore never allowed to cut a query.
 
 Partitions are built by Dask tasks from the input's own task graph (a dask array or
 dataframe), or from task definitions that carry the rows (NumPy or SciPy input), so when a
@@ -19,6 +20,7 @@ worker dies Dask rebuilds its partitions elsewhere and the fit goes on with the 
 from __future__ import annotations
 
 import time
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -175,21 +177,24 @@ def _numpy_tasks(client, X, y, qid, loss, n_parts, build_args, loss_data):
     inverse = None if order is None else groups.inverse()
     data = _split_loss_data(loss, loss_data, inverse, bounds, n)
     tasks = []
-    for (start, stop), part_data in zip(bounds, data, strict=True):
-        rows = slice(start, stop)
-        part_qid = None if qid is None else np.asarray(qid)[rows]
-        tasks.append(
-            client.submit(
-                _build_partition,
-                X[rows],
-                y[rows],
-                part_qid,
-                loss,
-                *build_args,
-                part_data,
-                pure=False,
+    with warnings.catch_warnings():
+        # carrying the rows in the task is the point: the scheduler can rebuild the partition
+        warnings.filterwarnings("ignore", message="Sending large graph")
+        for (start, stop), part_data in zip(bounds, data, strict=True):
+            rows = slice(start, stop)
+            part_qid = None if qid is None else np.asarray(qid)[rows]
+            tasks.append(
+                client.submit(
+                    _build_partition,
+                    X[rows],
+                    y[rows],
+                    part_qid,
+                    loss,
+                    *build_args,
+                    part_data,
+                    pure=False,
+                )
             )
-        )
     return tasks
 
 

@@ -1,6 +1,7 @@
 """MSLR-WEB30K-sized fits on one machine, and the cost of an iteration with Dask workers.
 
-    python experiments/bench_scale.py [--scale 1.0] [--lam 1e-3] [--tol 1e-3] [--out DIR]
+    python experiments/bench_scale.py [--scale 1.0] [--lam 1e-2] [--tol 1e-3] [--out DIR]
+        [--losses ordinal,ndcg@10] [--max-iter 1000] [--dask-iter 12] [--skip-local|--skip-dask]
 
 1. Data: a synthetic set shaped like MSLR-WEB30K (31,531 queries of 20..219 documents, about
    3.77M rows × 136 float32 features; ``--scale`` multiplies the number of queries), made in
@@ -278,12 +279,15 @@ def run_child(args, kind: str, env: dict, **extra) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python experiments/bench_scale.py")
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of MSLR-WEB30K")
-    parser.add_argument("--lam", type=float, default=1e-3)
+    parser.add_argument("--lam", type=float, default=1e-2)
     parser.add_argument("--tol", type=float, default=1e-3)
     parser.add_argument("--max-iter", type=int, default=1000)
     parser.add_argument("--dask-iter", type=int, default=12)
     parser.add_argument("--work", type=Path, default=Path("/tmp/bmrm_bench_scale"))
     parser.add_argument("--out", type=Path, default=REPO / "results" / "bench_scale")
+    parser.add_argument(
+        "--losses", default="ordinal,ndcg@10", help="comma-separated losses of the local fits"
+    )
     parser.add_argument("--skip-local", action="store_true")
     parser.add_argument("--skip-dask", action="store_true")
     parser.add_argument("--child", choices=["local", "dask"], help=argparse.SUPPRESS)
@@ -303,7 +307,7 @@ def main() -> None:
         progress(f"generated in {time.perf_counter() - start:.0f} s")
     rows = []
     if not args.skip_local:
-        for loss in ("ordinal", "ndcg@10"):
+        for loss in args.losses.split(","):
             for threads in (1, 2):
                 progress(f"local fit: {loss}, {threads} thread(s)")
                 rows.append(
