@@ -279,7 +279,8 @@ def _read(
         raise ValueError(f"{path}: no data row (the file is empty or holds only comments)")
     # "auto" reads a file without index 0 as one-based, as scikit-learn's reader does
     base = int(one_based or (zero_based == "auto" and nnz > 0 and state[_parse.MIN_INDEX] > 0))
-    n_cols = int(state[_parse.MAX_INDEX]) - base + 1 if nnz else 0
+    # a file without any value still gets one (empty) column, as from scikit-learn's reader
+    n_cols = int(state[_parse.MAX_INDEX]) - base + 1 if nnz else 1
     if n_features is not None:
         if n_cols > n_features:
             # a second survey with the limit stops at the first line beyond it

@@ -220,6 +220,15 @@ def test_file_without_qid(tmp_path):
     np.testing.assert_array_equal(y, [1, 0])
 
 
+def test_file_without_values_matches_sklearn(tmp_path):
+    path = write(tmp_path / "labels.txt", "1 qid:1\n0 qid:3 # no feature\n")
+    X, y, qid = load_svmlight(path)
+    Xr, yr, qr = sklearn_read(path)
+    assert X.shape == Xr.shape == (2, 1) and X.nnz == 0
+    np.testing.assert_array_equal(y, yr)
+    np.testing.assert_array_equal(qid, qr)
+
+
 def test_n_features_pads_columns(tmp_path):
     path = write(tmp_path / "f.txt", "1 1:2\n0 2:3\n")
     X, _, _ = load_svmlight(path, n_features=5)
