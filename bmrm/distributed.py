@@ -119,7 +119,7 @@ def _split_rows(query_ptr: np.ndarray, n_rows: int, n_parts: int) -> list[tuple[
     return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
-def _split_loss_data(loss, loss_data, inverse, bounds, n_rows):
+def _split_loss_data(loss, loss_data, inverse, bounds):
     """Per-partition loss data: row indices renumbered within their partition.
 
     Items of the row-index keys (e.g. the preference loss's pairs, which ``losses.prepare``
@@ -175,7 +175,7 @@ def _numpy_tasks(client, X, y, qid, loss, n_parts, build_args, loss_data):
         X, y, qid = X[order], y[order], np.asarray(qid)[order]
     bounds = _split_rows(ptr, n, n_parts)
     inverse = None if order is None else groups.inverse()
-    data = _split_loss_data(loss, loss_data, inverse, bounds, n)
+    data = _split_loss_data(loss, loss_data, inverse, bounds)
     tasks = []
     with warnings.catch_warnings():
         # carrying the rows in the task is the point: the scheduler can rebuild the partition
