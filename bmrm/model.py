@@ -215,6 +215,8 @@ def fit(
     loss_params: dict | None = None,
     cvxpy_solver: str | None = None,
     scorer=None,
+    backend: str = "local",
+    client=None,
     **loss_data,
 ) -> LinearModel:
     """Fit a linear model by minimising J(w) = lam·Ω(w) + R(w) with the bundle method.
@@ -281,8 +283,17 @@ def fit(
         smooth losses only, ``regularizer="l2"``, no bounds or intercept), warm-started from
         the linear model of the same loss; ``result_`` is then scipy's result, without a
         gap, and ``tol`` is L-BFGS's gradient tolerance.
+    backend : {"local", "dask"}
+        "dask" evaluates the risk on the workers of ``client`` (see
+        :class:`bmrm.distributed.DaskRiskOracle`): X may then also be a dask array or dask
+        DataFrame (with ``y`` and ``qid`` dask arrays, Series or column names of X), whose
+        partitions must hold whole queries; in-memory X is cut at query boundaries and sent
+        to the workers. The master problem is solved here.
+    client : distributed.Client or None
+        The Dask client for ``backend="dask"``.
     **loss_data
-        Loss-specific data, for example ``pairs=`` and ``pair_costs=`` for "preference".
+        Loss-specific data, for example ``pairs=`` and ``pair_costs=`` for "preference"
+        (with ``backend="dask"``, for in-memory X only).
 
     Returns
     -------
@@ -293,15 +304,21 @@ def fit(
         :func:`bmrm.solver.cccp.minimize_cccp`, whose result adds ``n_outer`` and
         ``outer_objective``.
     """
-    X = check_X(X)
-    n_samples, n_features = X.shape
-    y = np.asarray(y)
-    if y.ndim != 1 or y.shape[0] != n_samples:
-        raise ValueError(
-            f"y must be 1-d with one entry per row of X ({n_samples}); got shape {y.shape}"
-        )
-    if y.dtype.kind in "biuf" and not np.all(np.isfinite(y.astype(np.float64))):
-        raise ValueError("y must not contain NaN or inf")
+    if backend not in ("local", "dask"):
+        raise ValueError(f"backend must be 'local' or 'dask'; got {backend!r}")
+    if backend == "dask":
+        if client is None:
+            raise ValueError("backend='dask' needs a client (a distributed.Client)")
+    else:
+        X = check_X(X)
+        n_samples, n_features = X.shape
+        y = np.asarray(y)
+        if y.ndim != 1 or y.shape[0] != n_samples:
+            raise ValueError(
+                f"y must be 1-d with one entry per row of X ({n_samples}); got shape {y.shape}"
+            )
+        if y.dtype.kind in "biuf" and not np.all(np.isfinite(y.astype(np.float64))):
+            raise ValueError("y must not contain NaN or inf")
     lam = check_positive(lam, "lam")
     tol = check_positive(tol, "tol", strict=False)
     atol = check_positive(atol, "atol", strict=False)
@@ -311,6 +328,30 @@ def fit(
         max_time = check_positive(max_time, "max_time")
     if master not in ("auto", "qp", "cvxpy"):
         raise ValueError(f"master must be 'auto', 'qp' or 'cvxpy'; got {master!r}")
+    if fit_intercept:
+        intercept_scaling = check_intercept_scaling(intercept_scaling)
+    loss_obj = losses.get(loss, **(loss_params or {}))
+    if backend == "dask":
+        if scorer is not None and scorer != "linear":
+            raise ValueError("backend='dask' fits the linear scorer only; leave scorer=None")
+        if getattr(loss_obj, "latent", False) or not getattr(loss_obj, "convex", True):
+            raise ValueError(
+                f"backend='dask' fits convex losses; {loss_obj!r} is not convex (for "
+                "'ndcg' and 'neru' pass loss_params={'ties': 'pairs'} or 'increasing')"
+            )
+        from bmrm.distributed import DaskRiskOracle
+
+        oracle = DaskRiskOracle(
+            client,
+            X,
+            y,
+            loss_obj,
+            qid,
+            fit_intercept=fit_intercept,
+            intercept_scaling=intercept_scaling,
+            **loss_data,
+        )
+        n_features = oracle.n_features - int(fit_intercept)
     d = n_features + int(fit_intercept)
     regularizer_arg = regularizer
     regularizer = make_regularizer(
@@ -321,9 +362,6 @@ def fit(
             "master='qp' solves the unconstrained L2 problem only; use master='cvxpy' "
             f"for regularizer={regularizer!r}"
         )
-    if fit_intercept:
-        intercept_scaling = check_intercept_scaling(intercept_scaling)
-    loss_obj = losses.get(loss, **(loss_params or {}))
     scorer_obj = None if scorer is None else get_scorer(scorer)
     if getattr(scorer_obj, "name", None) == "linear":
         scorer_obj = None
@@ -345,18 +383,19 @@ def fit(
                 f"scorer's parameters); got shape {shape}"
             )
         w0 = check_w0(w0, d if shape == (d,) else n_params, fit_intercept)
-    prepared = losses.prepare(loss_obj, y, qid, n_samples=n_samples, **loss_data)
-    if nonconvex:
-        theta, res = fit_nonconvex(
-            X, y, prepared, scorer_obj, lam, w0=w0, tol=tol, max_iter=max_iter,
-            max_time=max_time, callback=callback,
-        )  # fmt: skip
-        linear = isinstance(scorer_obj, LinearScorer)
-        coef = theta if linear else theta.reshape(-1, n_features)
-        return LinearModel(
-            coef, 0.0, loss_obj, lam, regularizer, res, None if linear else scorer_obj
-        )
-    oracle = RiskOracle(X, prepared, fit_intercept, intercept_scaling)
+    if backend == "local":
+        prepared = losses.prepare(loss_obj, y, qid, n_samples=n_samples, **loss_data)
+        if nonconvex:
+            theta, res = fit_nonconvex(
+                X, y, prepared, scorer_obj, lam, w0=w0, tol=tol, max_iter=max_iter,
+                max_time=max_time, callback=callback,
+            )  # fmt: skip
+            linear = isinstance(scorer_obj, LinearScorer)
+            coef = theta if linear else theta.reshape(-1, n_features)
+            return LinearModel(
+                coef, 0.0, loss_obj, lam, regularizer, res, None if linear else scorer_obj
+            )
+        oracle = RiskOracle(X, prepared, fit_intercept, intercept_scaling)
     # A latent loss (a difference of convex functions) goes through the concave-convex
     # procedure, which calls the bundle method on one convex surrogate after another.
     solve = minimize_cccp if getattr(loss_obj, "latent", False) else minimize_bmrm

@@ -10,12 +10,14 @@ label and a ``#docid = ...`` comment at the end of each line. LightGBM's ranking
 leave ``qid:`` out and keep the query groups in a side file ``<data>.query`` holding one
 group size per line, in row order.
 
-:func:`load_svmlight` parses with scikit-learn's compiled reader
-(:func:`sklearn.datasets.load_svmlight_file`) and adds what ranking work needs: the query ids
-(``None`` when the file has none), the trailing comments, ``.query`` side files, and errors
-that name the file and the line. Only when the compiled reader fails (or a check on its result
-fails) is the file scanned again in Python to find the first bad line, so valid files are read
-at compiled speed.
+:func:`load_svmlight` parses with the compiled reader of :mod:`bmrm.io._parse` in two passes
+over chunks of the file: the first checks every line and counts rows and values, the second
+converts the numbers straight into the final CSR or dense array, so only one chunk of text and
+one copy of ``X`` are held. It returns what ranking work needs: the query ids (``None`` when
+the file has none), the trailing comments, ``.query`` side files, and errors that name the file
+and the line. Its results equal those of scikit-learn's reader
+(:func:`sklearn.datasets.load_svmlight_file`) on every file that reader accepts and that holds
+finite numbers only; non-finite values are an error here.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ from typing import IO, Literal
 import numpy as np
 import scipy.sparse as sp
 from numpy.typing import DTypeLike
-from sklearn.datasets import load_svmlight_file
 
+from bmrm.io import _parse
 from losses.validation import check_int
 
 __all__ = [
@@ -46,8 +48,12 @@ __all__ = [
 
 PathLike = str | os.PathLike
 
-# The compiled reader stores feature indices in a C int.
-_MAX_INDEX = 2**31 - 1
+# Feature indices are stored as C ints (as by scikit-learn's reader).
+_MAX_INDEX = _parse.MAX_FEATURE_INDEX
+# Bytes read per chunk, and the size of the compiled parser's list of tokens left to Python.
+_CHUNK_BYTES = 1 << 25
+_SLOW_CAPACITY = 4096
+_DELIMITERS = (b" ", b"\t", b"\r", b"\x0b", b"\x0c", b"\n", b"#")
 
 
 def _open(path: str, mode: str, **kwargs) -> IO:
@@ -85,85 +91,165 @@ def _show(token: bytes) -> str:
     return repr(text if len(text) <= 40 else text[:37] + "...")
 
 
-def _is_int64(text: bytes) -> bool:
-    try:
-        value = int(text)
-    except ValueError:
-        return False
-    return -(2**63) <= value < 2**63
-
-
-def _line_error(tokens: list[bytes], one_based: bool) -> str | None:
-    """What is wrong with one row's tokens, or ``None``."""
-    label = tokens[0]
-    try:
-        value = float(label)
-    except ValueError:
-        return f"label {_show(label)} is not a number"
-    if not math.isfinite(value):
-        return f"label {_show(label)} is not a finite number"
-    features = tokens[1:]
-    if features and features[0].startswith(b"qid"):
-        _, colon, qid = features[0].partition(b":")
-        if not colon or not _is_int64(qid):
-            return f"bad query id {_show(features[0])}; expected qid:<integer>"
-        features = features[1:]
-    previous = -1
-    for token in features:
-        index_text, colon, value_text = token.partition(b":")
-        if not colon:
-            return f"expected index:value; got {_show(token)}"
-        try:
-            index = int(index_text)
-        except ValueError:
-            where = " (qid: must come right after the label)" if token.startswith(b"qid") else ""
-            return f"feature index in {_show(token)} is not an integer{where}"
-        try:
-            float(value_text)
-        except ValueError:
-            return f"feature value in {_show(token)} is not a number"
-        if index < 0:
-            return f"feature index {index} is negative"
-        if index == 0 and one_based:
-            return "feature index 0 in a one-based file (zero_based=False)"
-        if index > _MAX_INDEX:
-            return f"feature index {index} is larger than {_MAX_INDEX}"
-        if index <= previous:
-            return f"feature indices must be strictly increasing; got {index} after {previous}"
-        previous = index
-    return None
-
-
-def _first_error(path: str, one_based: bool) -> tuple[int, str] | None:
-    """The first bad line of a svmlight file and what is wrong with it, or ``None``.
-
-    Besides each line's syntax, checks that either every row or no row has a ``qid:``.
-    """
-    qid_line = None
-    for lineno, tokens, _ in _data_lines(path):
-        problem = _line_error(tokens, one_based)
-        if problem is not None:
-            return lineno, problem
-        has_qid = len(tokens) > 1 and tokens[1].startswith(b"qid")
-        if qid_line is None:
-            qid_line = (lineno, has_qid)
-        elif has_qid != qid_line[1]:
-            this, first = ("has a", "has none") if has_qid else ("has no", "has one")
-            return lineno, f"this line {this} qid: but line {qid_line[0]} {first}"
-    return None
-
-
 def _line_of_row(path: str, row: int) -> int:
     return next(itertools.islice(_data_lines(path), row, None))[0]
 
 
-def _bad_file(path: str, one_based: bool, cause: str) -> ValueError:
-    """A ValueError naming the file and, when the scan finds it, the first bad line."""
-    located = _first_error(path, one_based)
-    if located is None:
-        return ValueError(f"{path}: {cause}")
-    lineno, problem = located
-    return ValueError(f"{path}, line {lineno}: {problem}")
+def _chunks(path: str) -> Iterator[tuple[bytes, int, int]]:
+    """Yield ``(buffer, end, lines_before)``: ``buffer[:end]`` holds whole lines only.
+
+    ``lines_before`` counts the line feeds before the buffer, so the line of byte ``pos``
+    is ``lines_before + buffer.count(b"\\n", 0, pos) + 1``. Only one chunk (and the partial
+    line carried over) is held at a time.
+    """
+    lines = 0
+    tail = b""
+    with _open(path, "rb") as f:
+        while True:
+            data = f.read(_CHUNK_BYTES)
+            buffer = tail + data if tail else data
+            if not data:
+                if buffer:
+                    yield buffer, len(buffer), lines
+                return
+            end = buffer.rfind(b"\n") + 1
+            if end == 0:
+                tail = buffer
+                continue
+            yield buffer, end, lines
+            lines += buffer.count(b"\n", 0, end)
+            tail = buffer[end:]
+
+
+def _token_at(buffer: bytes, start: int, end: int) -> bytes:
+    """The whole whitespace-delimited token around ``buffer[start:end]``."""
+    while start > 0 and buffer[start - 1 : start] not in _DELIMITERS:
+        start -= 1
+    return buffer[start:end]
+
+
+def _kernel_message(code: int, token: bytes, a: int, b: int, one_based: bool) -> str:
+    """The message for an error code of :func:`bmrm.io._parse.parse_lines`."""
+    if code == _parse.BAD_QID:
+        return f"bad query id {_show(token)}; expected qid:<integer>"
+    if code == _parse.NO_COLON:
+        return f"expected index:value; got {_show(token)}"
+    if code == _parse.BAD_INDEX:
+        where = " (qid: must come right after the label)" if a else ""
+        return f"feature index in {_show(token)} is not an integer{where}"
+    if code == _parse.NEGATIVE_INDEX:
+        return f"feature index -{a} is negative"
+    if code == _parse.ZERO_INDEX:
+        return "feature index 0 in a one-based file (zero_based=False)"
+    if code == _parse.INDEX_TOO_LARGE:
+        return f"feature index in {_show(token)} is larger than {_MAX_INDEX}"
+    if code == _parse.NOT_INCREASING:
+        return f"feature indices must be strictly increasing; got {a} after {b}"
+    raise AssertionError(f"unknown parser code {code}")
+
+
+def _slow_number(token: bytes) -> float | None:
+    """``float(token)`` for the tokens the compiled fast path leaves over, or None.
+
+    Python's ``float`` also reads digit-group underscores, which no svmlight writer emits and
+    C readers reject, so they count as not a number here.
+    """
+    if b"_" in token:
+        return None
+    try:
+        return float(token)
+    except ValueError:
+        return None
+
+
+class _Parse:
+    """One pass of the compiled parser over a file (see :mod:`bmrm.io._parse`)."""
+
+    def __init__(self, path: str, one_based: bool):
+        self.path = path
+        self.one_based = one_based
+        self.state = np.zeros(_parse.N_STATE, dtype=np.int64)
+        self.state[_parse.MIN_INDEX] = _MAX_INDEX + 1
+        self.state[_parse.MAX_INDEX] = -1
+        self.state[_parse.QID_STATE] = -1
+
+    def error(self, code: int, buffer: bytes, lines: int, base: int, limit: int) -> ValueError:
+        state = self.state
+        lineno = lines + buffer.count(b"\n", 0, int(state[_parse.ERR_LINE])) + 1
+        token = buffer[state[_parse.ERR_START] : state[_parse.ERR_END]]
+        a, b = int(state[_parse.ERR_A]), int(state[_parse.ERR_B])
+        if code == _parse.QID_MIXED:
+            first = _line_of_row(self.path, 0)
+            this, other = ("has a", "has none") if a else ("has no", "has one")
+            message = f"this line {this} qid: but line {first} {other}"
+        elif code == _parse.BEYOND_LIMIT:
+            message = (
+                f"feature column {a - base} (counting from 0) is beyond n_features={limit - base}"
+            )
+        else:
+            message = _kernel_message(code, token, a, b, self.one_based)
+        return ValueError(f"{self.path}, line {lineno}: {message}")
+
+    def run(self, base: int, limit: int, out: dict | None = None) -> None:
+        """Parse the whole file; with ``out`` (arrays), store rows into it."""
+        state = self.state
+        write = out is not None
+        empty_f = np.zeros(0)
+        empty_i = np.zeros(0, dtype=np.int64)
+        if write:
+            labels, qids, X = out["labels"], out["qids"], out["X"]
+            indptr, indices, values = out["indptr"], out["indices"], out["values"]
+            dense = X is not None
+            flat = X.reshape(-1) if dense else values
+            if dense:
+                indptr, indices, values = empty_i, empty_i, np.zeros(0, dtype=X.dtype)
+            else:
+                X = np.zeros((0, 0), dtype=values.dtype)
+        else:
+            labels, qids, indptr, indices = empty_f, empty_i, empty_i, empty_i
+            values, X, dense = empty_f, np.zeros((0, 0)), False
+        slow = np.zeros((_SLOW_CAPACITY, 4), dtype=np.int64)
+        for buffer, end, lines in _chunks(self.path):
+            array = np.frombuffer(buffer, dtype=np.uint8)
+            state[_parse.POS] = 0
+            while True:
+                start = int(state[_parse.POS])
+                code = _parse.parse_lines(
+                    array, end, state, write, dense, base, limit,
+                    labels, qids, indptr, indices, values, X, slow,
+                )  # fmt: skip
+                if code > _parse.SLOW_FULL:
+                    raise self.error(code, buffer, lines, base, limit)
+                n_slow = int(state[_parse.N_SLOW])
+                for s, e, kind, slot in slow[:n_slow].tolist():
+                    value = _slow_number(buffer[s:e])
+                    target = labels if kind == _parse.SLOW_LABEL else flat
+                    if value is not None:
+                        with np.errstate(over="ignore"):
+                            stored = target.dtype.type(value)
+                    if value is None or not np.isfinite(stored):
+                        raise self._value_error(buffer, lines, s, e, kind, value, target.dtype)
+                    target[slot] = stored
+                state[_parse.N_SLOW] = 0
+                if code == _parse.OK:
+                    break
+                if state[_parse.POS] == start and n_slow == 0:
+                    # one line holds more slow tokens than the list: widen it
+                    slow = np.zeros((2 * len(slow), 4), dtype=np.int64)
+
+    def _value_error(self, buffer, lines, s, e, kind, value, dtype) -> ValueError:
+        lineno = lines + buffer.count(b"\n", 0, s) + 1
+        if kind == _parse.SLOW_LABEL:
+            what = f"label {_show(buffer[s:e])}"
+        else:
+            what = f"feature value in {_show(_token_at(buffer, s, e))}"
+        if value is None:
+            problem = "is not a number"
+        elif math.isfinite(value):
+            problem = f"overflows {np.dtype(dtype).name}"
+        else:
+            problem = "is not a finite number"
+        return ValueError(f"{self.path}, line {lineno}: {what} {problem}")
 
 
 def _read_comments(path: str) -> list[str]:
@@ -174,6 +260,58 @@ def _read_comments(path: str) -> list[str]:
         except UnicodeDecodeError as exc:
             raise ValueError(f"{path}, line {lineno}: comment is not valid UTF-8") from exc
     return comments
+
+
+def _read(
+    path: str, zero_based: bool | str, n_features: int | None, dtype: np.dtype, dense: bool
+) -> tuple:
+    """Parse ``path`` in two compiled passes, straight into arrays of their final size.
+
+    The first pass counts rows and stored values, finds the index range and checks every
+    line's structure; the second converts the numbers into ``X`` (CSR or dense), the labels
+    and the query ids. The text is read in chunks of ``_CHUNK_BYTES``.
+    """
+    one_based = zero_based is False
+    survey = _Parse(path, one_based)
+    survey.run(base=int(one_based), limit=_MAX_INDEX + 1)
+    state = survey.state
+    n_rows, nnz = int(state[_parse.ROW]), int(state[_parse.NNZ])
+    if n_rows == 0:
+        raise ValueError(f"{path}: no data row (the file is empty or holds only comments)")
+    # "auto" reads a file without index 0 as one-based, as scikit-learn's reader does
+    base = int(one_based or (zero_based == "auto" and nnz > 0 and state[_parse.MIN_INDEX] > 0))
+    # a file without any value still gets one (empty) column, as from scikit-learn's reader
+    n_cols = int(state[_parse.MAX_INDEX]) - base + 1 if nnz else 1
+    if n_features is not None:
+        if n_cols > n_features:
+            # a second survey with the limit stops at the first line beyond it
+            _Parse(path, one_based).run(base=base, limit=n_features + base)
+        n_cols = n_features
+    work_dtype = dtype if dtype in (np.float32, np.float64) else np.dtype(np.float64)
+    out = {
+        "labels": np.empty(n_rows),
+        "qids": np.empty(n_rows, dtype=np.int64),
+        "X": None,
+        "indptr": None,
+        "indices": None,
+        "values": None,
+    }
+    if dense:
+        out["X"] = np.zeros((n_rows, n_cols), dtype=work_dtype)
+    else:
+        index_dtype = np.int32 if max(nnz, n_cols) < 2**31 else np.int64
+        out["indptr"] = np.zeros(n_rows + 1, dtype=index_dtype)
+        out["indices"] = np.empty(nnz, dtype=index_dtype)
+        out["values"] = np.empty(nnz, dtype=work_dtype)
+    _Parse(path, one_based).run(base=base, limit=n_cols + base, out=out)
+    if dense:
+        X = out["X"]
+    else:
+        X = sp.csr_matrix((out["values"], out["indices"], out["indptr"]), shape=(n_rows, n_cols))
+    if work_dtype != dtype:
+        X = X.astype(dtype)
+    qid = out["qids"] if state[_parse.QID_STATE] == 1 else None
+    return X, out["labels"], qid
 
 
 def load_svmlight(
@@ -229,20 +367,23 @@ def load_svmlight(
     Raises
     ------
     ValueError
-        For malformed input, with the file name and line number: a label that is not a finite
-        number, a token that is not ``index:value`` with an integer index and a numeric
-        value, a negative index, index 0 when ``zero_based=False``, indices that do not
-        strictly increase along a line, a ``qid:`` that is not an integer or not right after
-        the label, ``qid:`` on some rows but not others, an index beyond ``n_features``. Also
-        for a file with no row, or group sizes that do not sum to the row count.
+        For malformed input, with the file name and line number: a label or a feature value
+        that is not a finite number (or overflows ``dtype``), a token that is not
+        ``index:value`` with an integer index and a numeric value, a negative index, index 0
+        when ``zero_based=False``, indices that do not strictly increase along a line, a
+        ``qid:`` that is not an integer or not right after the label, ``qid:`` on some rows
+        but not others, an index beyond ``n_features``. Also for a file with no row, or group
+        sizes that do not sum to the row count.
 
     Notes
     -----
     Blank lines, whitespace-only lines and lines starting with ``#`` hold no row and are
-    skipped, as by :func:`sklearn.datasets.load_svmlight_file`, and that reader does the
-    parsing. When it rejects the file, or a check on its output fails, the file is scanned
-    once more in Python to locate the first offending line; valid files are read once (twice
-    with ``return_comments``). Cost O(file size).
+    skipped, as by :func:`sklearn.datasets.load_svmlight_file`. Two compiled passes over the
+    text (the comments take a third, in Python); memory is ``X``, ``y``, ``qid`` and one
+    chunk of text. Numbers are rounded correctly to float64 and then to ``dtype``; a value
+    that is NaN, infinite or beyond the range of ``dtype`` is an error naming its line.
+    A structural error found by the first pass is reported before the value errors, so the
+    line named is a bad line, not always the first one. Cost O(file size).
     """
     path = os.fspath(path)
     dtype = np.dtype(dtype)
@@ -251,30 +392,12 @@ def load_svmlight(
     if zero_based not in (True, False, "auto"):
         raise ValueError(f"zero_based must be True, False or 'auto'; got {zero_based!r}")
     check_int(n_features, "n_features", 1, allow_none=True)
-    one_based = zero_based is False
-    try:
-        X, y, qid = load_svmlight_file(path, dtype=dtype, zero_based=zero_based, query_id=True)
-    except (ValueError, OverflowError) as exc:
-        raise _bad_file(path, one_based, str(exc)) from exc
-    n_rows = X.shape[0]
-    if n_rows == 0:
-        raise ValueError(f"{path}: no data row (the file is empty or holds only comments)")
-    if 0 < len(qid) < n_rows or not np.all(np.isfinite(y)):
-        raise _bad_file(path, one_based, "inconsistent qid: or non-finite label")
-    X = sp.csr_matrix(X)
     if n_features is not None:
         n_features = int(n_features)
-        if X.shape[1] > n_features:
-            over = np.flatnonzero(X.indices >= n_features)[0]
-            row = int(np.searchsorted(X.indptr, over, side="right")) - 1
-            raise ValueError(
-                f"{path}, line {_line_of_row(path, row)}: feature column "
-                f"{int(X.indices[over])} (counting from 0) is beyond n_features={n_features}"
-            )
-        X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(n_rows, n_features))
-    qid = np.asarray(qid, dtype=np.int64) if len(qid) else None
+    X, y, qid = _read(path, zero_based, n_features, dtype, dense)
+    n_rows = X.shape[0]
     qid = _apply_query_file(path, query_file, qid, n_rows)
-    result = (X.toarray() if dense else X, np.asarray(y, dtype=np.float64), qid)
+    result = (X, y, qid)
     if return_comments:
         result += (_read_comments(path),)
     return result
@@ -361,6 +484,11 @@ def dump_svmlight(
     n_rows = X.shape[0]
     X.eliminate_zeros()
     X.sort_indices()
+    finite = np.isfinite(X.data)
+    if not finite.all():
+        at = int(np.argmin(finite))
+        row = int(np.searchsorted(X.indptr, at, side="right")) - 1
+        raise ValueError(f"X must hold finite numbers; X[{row}, {X.indices[at]}] is {X.data[at]}")
     y = np.asarray(y)
     if y.shape != (n_rows,) or y.dtype.kind not in "iubf":
         raise ValueError(

@@ -220,11 +220,147 @@ def test_file_without_qid(tmp_path):
     np.testing.assert_array_equal(y, [1, 0])
 
 
+def test_file_without_values_matches_sklearn(tmp_path):
+    path = write(tmp_path / "labels.txt", "1 qid:1\n0 qid:3 # no feature\n")
+    X, y, qid = load_svmlight(path)
+    Xr, yr, qr = sklearn_read(path)
+    assert X.shape == Xr.shape == (2, 1) and X.nnz == 0
+    np.testing.assert_array_equal(y, yr)
+    np.testing.assert_array_equal(qid, qr)
+
+
 def test_n_features_pads_columns(tmp_path):
     path = write(tmp_path / "f.txt", "1 1:2\n0 2:3\n")
     X, _, _ = load_svmlight(path, n_features=5)
     assert X.shape == (2, 5)
     np.testing.assert_array_equal(X.toarray()[:, :2], [[2, 0], [0, 3]])
+
+
+# ---------------------------------------------------------------------------------------------
+# the compiled parser against scikit-learn's reader on random text
+# ---------------------------------------------------------------------------------------------
+
+
+def random_number_text(rng, value):
+    """One way of writing ``value`` among those found in data files (and some awkward ones)."""
+    style = rng.integers(9)
+    if style == 0:
+        return f"{value:.5g}"
+    if style == 1:
+        return repr(float(value))  # up to 17 significant digits: the Python fallback
+    if style == 2:
+        return f"{value:.3e}".replace("e", "E")
+    if style == 3:
+        return f"{value:+.8f}"  # explicit sign
+    if style == 4:
+        return f"{int(value * 100)}"
+    if style == 5:
+        text = f"{abs(value):.4f}".lstrip("0")  # ".1234"
+        return ("-" if value < 0 else "") + text
+    if style == 6:
+        return f"{value:.0f}."  # "12."
+    if style == 7:
+        return f"{value * 1e-30:.6g}"  # exponent beyond the exact fast path
+    return f"{value:.20f}"  # more than 15 significant digits
+
+
+def random_svmlight_text(rng, one_based, with_qid):
+    lines = []
+    qid = int(rng.integers(-5, 5))
+    for _ in range(int(rng.integers(1, 40))):
+        kind = rng.random()
+        if kind < 0.08:
+            lines.append(rng.choice(["", "   ", "# comment 1:2", "\t# x"]))
+            continue
+        label = random_number_text(rng, rng.integers(0, 5) + rng.random() * (rng.random() < 0.3))
+        tokens = [label]
+        if with_qid:
+            qid += int(rng.integers(0, 2))
+            tokens.append(f"qid:{qid}")
+        n_cols = int(rng.integers(0, 12))
+        columns = np.sort(rng.choice(12, size=n_cols, replace=False)) + int(one_based)
+        for column in columns:
+            tokens.append(f"{column}:{random_number_text(rng, rng.standard_normal() * 50)}")
+        separator = rng.choice([" ", "\t", "  ", " \t "])
+        line = separator.join(tokens)
+        if rng.random() < 0.2:
+            line += rng.choice([" #docid = 7", "#x # y", " # 3:4"])
+        if rng.random() < 0.1:
+            line += "\r"
+        lines.append(line)
+    return "\n".join(lines) + ("\n" if rng.random() < 0.7 else "")
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_parser_matches_sklearn_on_random_files(tmp_path, seed, monkeypatch):
+    rng = np.random.default_rng(seed)
+    one_based = bool(rng.integers(2))
+    with_qid = bool(rng.integers(2))
+    text = random_svmlight_text(rng, one_based, with_qid)
+    if seed % 3 == 0:
+        # tiny chunks and a tiny list of tokens left to Python: every resume path runs
+        monkeypatch.setattr("bmrm.io.svmlight._CHUNK_BYTES", int(rng.integers(1, 64)))
+        monkeypatch.setattr("bmrm.io.svmlight._SLOW_CAPACITY", 1)
+    path = write(tmp_path / "r.txt", text)
+    try:
+        sklearn_read(path)
+    except ValueError:
+        pytest.skip("no data row")  # a file of blank and comment lines only
+    for zero_based in ("auto", not one_based):
+        for dtype in (np.float64, np.float32):
+            Xr, yr, qr = sklearn_read(path, zero_based=zero_based, dtype=dtype)
+            for dense in (False, True):
+                X, y, qid = load_svmlight(path, zero_based=zero_based, dtype=dtype, dense=dense)
+                assert X.dtype == dtype and X.shape == Xr.shape
+                if dense:
+                    np.testing.assert_array_equal(X, Xr.toarray())
+                else:
+                    assert isinstance(X, sp.csr_matrix)
+                    np.testing.assert_array_equal(X.indptr, Xr.indptr)
+                    np.testing.assert_array_equal(X.indices, Xr.indices)
+                    np.testing.assert_array_equal(X.data, Xr.data)
+                np.testing.assert_array_equal(y, yr)
+                if with_qid:
+                    np.testing.assert_array_equal(qid, qr)
+                else:
+                    assert qid is None
+
+
+@pytest.mark.parametrize(
+    ("bad", "fragment"),
+    [
+        ("1 qid:1 1:nan", "feature value in '1:nan' is not a finite number"),
+        ("1 qid:1 1:2 2:inf", "feature value in '2:inf' is not a finite number"),
+        ("1 qid:1 1:-Infinity", "feature value in '1:-Infinity' is not a finite number"),
+        ("1 qid:1 1:1e999", "feature value in '1:1e999' is not a finite number"),
+        ("1 qid:1 1:1_0", "feature value in '1:1_0' is not a number"),
+        ("1e999 qid:1 1:1", "label '1e999' is not a finite number"),
+    ],
+)
+@pytest.mark.parametrize("dense", [False, True])
+def test_non_finite_values_are_located(tmp_path, bad, fragment, dense):
+    lines = GOOD + GOOD[2:] * 3 + [bad] + GOOD[2:]
+    path = write(tmp_path / "f.txt", "\n".join(lines) + "\n")
+    with pytest.raises(ValueError) as info:
+        load_svmlight(path, dense=dense)
+    assert str(info.value) == f"{path}, line 11: {fragment}"
+
+
+def test_float32_overflow_is_located(tmp_path):
+    path = write(tmp_path / "f.txt", "1 1:2\n1 1:1e39\n")
+    assert load_svmlight(path)[0][1, 0] == 1e39
+    with pytest.raises(ValueError, match=r"line 2: feature value in '1:1e39' overflows float32"):
+        load_svmlight(path, dtype=np.float32)
+
+
+def test_errors_are_located_across_chunks(tmp_path, monkeypatch):
+    monkeypatch.setattr("bmrm.io.svmlight._CHUNK_BYTES", 10)
+    lines = GOOD + GOOD[2:] * 20
+    for lineno, bad in ((30, "1 qid:1 2:1 1:1"), (37, "1 qid:1 2:nan")):
+        text = lines[: lineno - 1] + [bad] + lines[lineno - 1 :]
+        path = write(tmp_path / "f.txt", "\n".join(text))
+        with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}, line {lineno}: "):
+            load_svmlight(path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -337,11 +473,14 @@ def test_load_arguments(tmp_path, kwargs, fragment):
         ((np.ones((3, 2)), np.ones(3), None, ["a", "b\nc", ""]), r"comments\[1\]"),
         ((np.ones((3, 2)), np.ones(3), None, ["a"]), "comments must be a sequence of 3"),
         ((np.ones((3, 2), dtype=complex), np.ones(3)), "X must be a 2-d array of real"),
+        ((np.array([[1.0, np.nan]]), np.ones(1)), r"X must hold finite numbers; X\[0, 1\] is nan"),
+        ((sp.csr_matrix([[0.0, np.inf]]), np.ones(1)), r"X\[0, 1\] is inf"),
     ],
 )
 def test_dump_arguments(tmp_path, args, fragment):
     with pytest.raises(ValueError, match=fragment):
         dump_svmlight(tmp_path / "f.txt", *args)
+    assert not (tmp_path / "f.txt").exists()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,389 @@
+"""Distributed risk evaluation with Dask (``bmrm.fit(..., backend="dask", client=...)``).
+
+The data are cut into partitions that hold whole queries, and each partition lives on a
+worker as a :class:`~bmrm.solver.oracle.RiskOracle` over its rows (its ``X``, its prepared
+targets). At every iteration the client sends w to every partition, each partition returns
+its summed risk Σ_{q∈p} l(X_q w, y_q) and its Xᵀ∂l/∂f (d + 1 numbers), and the client adds
+them in partition order, divides by the global number of terms and solves the master problem
+itself. Nothing proportional to the data crosses the network after the partitions are built.
+
+Because a query's loss only depends on that query's scores, the risk of Teo, Vishwanathan,
+Smola & Le (JMLR 11 (2010), eq. 1), R(w) = (1/n) Σ_p Σ_{q∈p} l(X_q w, y_q), and its
+subgradient (1/n) Σ_p X_pᵀ ∂l/∂f_p split exactly over partitions of whole queries; partitions
+are therefore never allowed to cut a query.
+
+Partitions are built by Dask tasks from the input's own task graph (a dask array or
+dataframe), or from task definitions that carry the rows (NumPy or SciPy input), so when a
+worker dies Dask rebuilds its partitions elsewhere and the fit goes on with the same sums.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+
+import losses
+from bmrm._validation import check_X
+from bmrm.solver.oracle import RiskOracle
+
+__all__ = ["DaskRiskOracle"]
+
+
+class _Partition:
+    """One partition's oracle, as held in a worker's memory."""
+
+    def __init__(self, oracle: RiskOracle, n_rows: int, nbytes: int):
+        self.oracle = oracle
+        self.n_rows = n_rows
+        self.nbytes = nbytes
+
+
+def _register_sizeof() -> None:
+    # Dask's scheduler keeps tasks next to their data by its size: report the partition's
+    # arrays, or a partition would look free to move.
+    from dask.sizeof import sizeof
+
+    @sizeof.register(_Partition)
+    def _sizeof_partition(part: _Partition) -> int:
+        return part.nbytes
+
+
+def _as_matrix(X):
+    """A partition's rows as a dense C-ordered array or CSR matrix (no copy when already so)."""
+    if hasattr(X, "to_numpy"):  # a pandas DataFrame of features
+        X = X.to_numpy()
+    if sp.issparse(X):
+        return sp.csr_matrix(X)
+    X = np.asarray(X)
+    if X.dtype not in (np.float32, np.float64):
+        X = X.astype(np.float64)
+    return np.ascontiguousarray(X)
+
+
+def _build_partition(
+    X, y, qid, loss, fit_intercept, intercept_scaling, loss_data=None
+) -> _Partition:
+    """Prepare one partition's targets and oracle (runs on a worker)."""
+    X = check_X(_as_matrix(X))
+    y = np.asarray(y)
+    if y.dtype.kind in "biuf" and not np.all(np.isfinite(y.astype(np.float64))):
+        raise ValueError("y must not contain NaN or inf")
+    qid = None if qid is None else np.asarray(qid)
+    prepared = losses.prepare(loss, y, qid, n_samples=X.shape[0], **(loss_data or {}))
+    nbytes = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes if sp.issparse(X) else X.nbytes
+    nbytes += y.nbytes + (0 if qid is None else qid.nbytes)
+    oracle = RiskOracle(X, prepared, fit_intercept, intercept_scaling)
+    return _Partition(oracle, X.shape[0], nbytes)
+
+
+def _partition_info(part: _Partition) -> tuple[int, int, int]:
+    return part.n_rows, part.oracle.prepared.n_terms, part.oracle.X.shape[1]
+
+
+def _partition_risk(part: _Partition, w: np.ndarray) -> tuple[float, np.ndarray]:
+    """The partition's summed risk and Σ Xᵀ∂l/∂f (undoing the oracle's mean)."""
+    R, a = part.oracle(w)
+    n_terms = part.oracle.prepared.n_terms
+    return R * n_terms, a * n_terms
+
+
+def _unique_qids(qid) -> np.ndarray:
+    return np.unique(np.asarray(qid))
+
+
+def _check_whole_queries(qid_sets: list[np.ndarray]) -> None:
+    """Raise when a query id occurs in two partitions."""
+    owner = np.concatenate([np.full(len(s), p) for p, s in enumerate(qid_sets)])
+    ids = np.concatenate(qid_sets)
+    order = np.argsort(ids, kind="stable")
+    ids, owner = ids[order], owner[order]
+    split = np.flatnonzero(ids[1:] == ids[:-1])
+    if split.size:
+        at = int(split[0])
+        raise ValueError(
+            f"query {ids[at].item()!r} has rows in partitions {owner[at]} and {owner[at + 1]}, "
+            "but the ranking losses are exact only on whole queries. Sort the rows by qid and "
+            "rechunk X, y and qid (the same row chunks) so that chunk boundaries fall between "
+            "queries, or pass a dask DataFrame, which is repartitioned by qid"
+        )
+
+
+def _split_rows(query_ptr: np.ndarray, n_rows: int, n_parts: int) -> list[tuple[int, int]]:
+    """About equal row ranges ending at query boundaries (``query_ptr``), none empty."""
+    targets = np.linspace(0, n_rows, n_parts + 1)[1:-1]
+    cuts = np.unique(query_ptr[np.searchsorted(query_ptr, targets)])
+    bounds = [0, *[int(c) for c in cuts if 0 < c < n_rows], n_rows]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+def _split_loss_data(loss, loss_data, inverse, bounds):
+    """Per-partition loss data: row indices renumbered within their partition.
+
+    Items of the row-index keys (e.g. the preference loss's pairs, which ``losses.prepare``
+    has checked to lie within one query) go to the partition of their rows; other arrays of
+    the same length (e.g. pair costs) follow them; anything else is passed to every partition.
+    """
+    keys = [k for k in getattr(loss, "row_index_keys", ()) if loss_data.get(k) is not None]
+    starts = np.array([start for start, _ in bounds])
+    if not keys:
+        return [dict(loss_data) for _ in bounds]
+    if len(keys) > 1:
+        raise ValueError(f"backend='dask' takes one row-index keyword; got {keys}")
+    key = keys[0]
+    rows = np.asarray(loss_data[key])
+    rows = rows if inverse is None else inverse[rows]
+    part = np.searchsorted(starts, rows.reshape(len(rows), -1)[:, 0], side="right") - 1
+    out = []
+    for p, (start, _) in enumerate(bounds):
+        chosen = np.flatnonzero(part == p)
+        data = {}
+        for name, value in loss_data.items():
+            if name == key:
+                data[name] = rows[chosen] - start
+            elif value is not None and np.ndim(value) >= 1 and len(value) == len(rows):
+                data[name] = np.asarray(value)[chosen]
+            else:
+                data[name] = value
+        out.append(data)
+    return out
+
+
+def _numpy_tasks(client, X, y, qid, loss, n_parts, build_args, loss_data):
+    """Partitions of in-memory input, cut at query boundaries after a stable sort by qid.
+
+    The targets and loss data are first checked here as a local fit would, so errors come
+    before any work is sent. Each task definition carries its rows, so the scheduler can
+    rebuild a partition lost with its worker.
+    """
+    X = check_X(X)
+    n = X.shape[0]
+    y = np.asarray(y)
+    if y.ndim != 1 or y.shape[0] != n:
+        raise ValueError(f"y must be 1-d with one entry per row of X ({n}); got shape {y.shape}")
+    if y.dtype.kind in "biuf" and not np.all(np.isfinite(y.astype(np.float64))):
+        raise ValueError("y must not contain NaN or inf")
+    groups = losses.prepare(loss, y, qid, n_samples=n, **loss_data).groups
+    if qid is None and getattr(loss, "pointwise", False):
+        ptr = np.arange(n + 1)
+    else:
+        ptr = groups.query_ptr
+    order = groups.order
+    if order is not None:
+        X, y, qid = X[order], y[order], np.asarray(qid)[order]
+    bounds = _split_rows(ptr, n, n_parts)
+    inverse = None if order is None else groups.inverse()
+    data = _split_loss_data(loss, loss_data, inverse, bounds)
+    tasks = []
+    with warnings.catch_warnings():
+        # carrying the rows in the task is the point: the scheduler can rebuild the partition
+        warnings.filterwarnings("ignore", message="Sending large graph")
+        for (start, stop), part_data in zip(bounds, data, strict=True):
+            rows = slice(start, stop)
+            part_qid = None if qid is None else np.asarray(qid)[rows]
+            tasks.append(
+                client.submit(
+                    _build_partition,
+                    X[rows],
+                    y[rows],
+                    part_qid,
+                    loss,
+                    *build_args,
+                    part_data,
+                    pure=False,
+                )
+            )
+    return tasks
+
+
+def _array_tasks(client, X, y, qid, loss, build_args):
+    """Partitions from the row chunks of a dask array; y and qid follow X's chunks."""
+    import dask
+    import dask.array as da
+
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-d; got shape {X.shape}")
+    X = X.rechunk({1: -1})
+    row_chunks = X.chunks[0]
+    columns = []
+    for name, v in (("y", y), ("qid", qid)):
+        if v is None:
+            columns.append([None] * len(row_chunks))
+            continue
+        v = v if isinstance(v, da.Array) else da.from_array(np.asarray(v), chunks=(row_chunks,))
+        if v.ndim != 1 or v.shape[0] != X.shape[0]:
+            raise ValueError(
+                f"{name} must be 1-d with one entry per row of X ({X.shape[0]}); "
+                f"got shape {v.shape}"
+            )
+        columns.append(list(v.rechunk((row_chunks,)).to_delayed()))
+    y_parts, qid_parts = columns
+    if y is None:
+        raise ValueError("y is required")
+    x_parts = [block[0] for block in X.to_delayed()]
+    if qid is None:
+        if not getattr(loss, "pointwise", False) and len(x_parts) > 1:
+            raise ValueError(
+                "qid=None makes all rows one query, which cannot be split over the "
+                f"{len(x_parts)} row chunks of X; pass qid, or X with one row chunk"
+            )
+    else:
+        _check_whole_queries(
+            client.gather(client.compute([dask.delayed(_unique_qids)(q) for q in qid_parts]))
+        )
+    build = dask.delayed(_build_partition, pure=True)
+    return client.compute(
+        [
+            build(x, yp, qp, loss, *build_args)
+            for x, yp, qp in zip(x_parts, y_parts, qid_parts, strict=True)
+        ]
+    )
+
+
+def _frame_tasks(client, X, y, qid, loss, build_args):
+    """Partitions of a dask DataFrame; shuffled by qid when a query spans two partitions.
+
+    ``y`` and ``qid`` are column names of ``X`` or dask Series aligned with it.
+    """
+    import dask
+
+    frame = X
+    y_name, qid_name = "__bmrm_y__", "__bmrm_qid__"
+    extra = {}
+    for name, v, new in (("y", y, y_name), ("qid", qid, qid_name)):
+        if v is None:
+            continue
+        if isinstance(v, str):
+            if v not in frame.columns:
+                raise ValueError(f"{name}={v!r} is not a column of X")
+            extra[new] = frame[v]
+            frame = frame.drop(columns=[v])
+        else:
+            extra[new] = v
+    if y_name not in extra:
+        raise ValueError("y is required")
+    features = list(frame.columns)
+    frame = frame.assign(**extra)
+    if qid is None:
+        if not getattr(loss, "pointwise", False) and frame.npartitions > 1:
+            frame = frame.repartition(npartitions=1)
+    else:
+        qid_parts = frame[qid_name].to_delayed()
+        sets = client.gather(client.compute([dask.delayed(_unique_qids)(q) for q in qid_parts]))
+        try:
+            _check_whole_queries(sets)
+        except ValueError:
+            frame = frame.shuffle(on=qid_name)
+    build = dask.delayed(_build_frame_partition, pure=True)
+    parts = frame.to_delayed()
+    return client.compute(
+        [build(p, features, y_name, qid_name if qid is not None else None, loss, *build_args)
+         for p in parts]
+    )  # fmt: skip
+
+
+def _build_frame_partition(frame, features, y_name, qid_name, loss, *build_args) -> _Partition:
+    qid = None if qid_name is None else frame[qid_name].to_numpy()
+    return _build_partition(frame[features], frame[y_name].to_numpy(), qid, loss, *build_args)
+
+
+class DaskRiskOracle:
+    """R(w) and a subgradient summed over partitions of whole queries held by Dask workers.
+
+    Same call as :class:`~bmrm.solver.oracle.RiskOracle`: ``oracle(w) -> (R(w), a)`` with
+    R(w) = (1/n) Σ_p Σ_{q∈p} l(X_q w, y_q), n the total number of terms (queries, or samples
+    for pointwise losses), so a fit gives the local fit's objective up to the rounding of
+    the partial sums.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    X : dask array, dask DataFrame, ndarray or sparse matrix of shape (n_samples, n_features)
+        A dask array's row chunks are the partitions (its column chunks are joined); they
+        must hold whole queries, else a ValueError says how to rechunk. A dask DataFrame's
+        partitions are shuffled by qid when a query spans two of them. In-memory input is
+        sorted by qid (stably) and cut at query boundaries into one partition per worker
+        thread.
+    y : array-like, dask array or dask Series, or a column name of a DataFrame ``X``
+    loss : loss object
+    qid : like ``y``, or None (all rows one query; then one partition unless pointwise)
+    fit_intercept, intercept_scaling
+        As for :class:`~bmrm.solver.oracle.RiskOracle`.
+    **loss_data
+        Loss data such as the preference loss's ``pairs`` and ``pair_costs`` (in-memory X
+        only); each pair goes, renumbered, to the partition of its query.
+
+    Notes
+    -----
+    Per call: one task per partition carrying w (8·d bytes) and returning d + 1 numbers;
+    the client adds the returns in partition order, so the result does not depend on which
+    worker finished first. Partition objects report their size to Dask, whose scheduler
+    then runs each task where its partition is.
+    """
+
+    def __init__(
+        self,
+        client,
+        X,
+        y,
+        loss,
+        qid=None,
+        *,
+        fit_intercept=False,
+        intercept_scaling=1.0,
+        **loss_data,
+    ):
+        _register_sizeof()
+        self.client = client
+        build_args = (bool(fit_intercept), float(intercept_scaling))
+        module = type(X).__module__
+        in_memory = not module.startswith(("dask.dataframe", "dask_expr", "dask.array"))
+        if loss_data and not in_memory:
+            raise ValueError(
+                f"loss data keywords ({sorted(loss_data)}) need in-memory X (NumPy or SciPy) "
+                "with backend='dask'"
+            )
+        if in_memory:
+            n_parts = max(1, sum(client.nthreads().values()))
+            tasks = _numpy_tasks(client, X, y, qid, loss, n_parts, build_args, loss_data)
+        elif module.startswith("dask.array"):
+            tasks = _array_tasks(client, X, y, qid, loss, build_args)
+        else:
+            tasks = _frame_tasks(client, X, y, qid, loss, build_args)
+        info = client.gather(client.map(_partition_info, tasks, pure=False))
+        keep = [i for i, (rows, _, _) in enumerate(info) if rows > 0]
+        self.partitions = [tasks[i] for i in keep]
+        if not self.partitions:
+            raise ValueError("X has no rows")
+        widths = {info[i][2] for i in keep}
+        if len(widths) != 1:
+            raise ValueError(f"the partitions of X have different widths {sorted(widths)}")
+        self.n_samples = sum(info[i][0] for i in keep)
+        self.n_terms = sum(info[i][1] for i in keep)
+        self.n_features = widths.pop() + int(fit_intercept)
+        self.calls = 0
+        self.seconds = 0.0
+
+    def __call__(self, w: np.ndarray):
+        """Return ``(R(w), a)`` with ``a`` a subgradient of R at ``w``."""
+        start = time.perf_counter()
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        futures = [
+            self.client.submit(_partition_risk, part, w, pure=False) for part in self.partitions
+        ]
+        R = 0.0
+        a = np.zeros(self.n_features)
+        for R_part, a_part in self.client.gather(futures):
+            R += R_part
+            a += a_part
+        self.calls += 1
+        self.seconds += time.perf_counter() - start
+        return R / self.n_terms, a / self.n_terms
+
+    def close(self) -> None:
+        """Release the partitions held by the workers."""
+        for part in self.partitions:
+            part.release()
+        self.partitions = []

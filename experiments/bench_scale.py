@@ -1,0 +1,354 @@
+"""MSLR-WEB30K-sized fits on one machine, and the cost of an iteration with Dask workers.
+
+    python experiments/bench_scale.py [--scale 1.0] [--lam 1e-2] [--tol 1e-3] [--out DIR]
+        [--losses ordinal,ndcg@10] [--max-iter 1000] [--dask-iter 12] [--skip-local|--skip-dask]
+
+1. Data: a synthetic set shaped like MSLR-WEB30K (31,531 queries of 20..219 documents, about
+   3.77M rows × 136 float32 features; ``--scale`` multiplies the number of queries), made in
+   blocks of whole queries with the model of ``../shared/tools/gen_ltr.py`` (written out in
+   :func:`make_block`: query-shifted Gaussian features, softplus on the last quarter, graded
+   labels 0..4 from global thresholds on a noisy latent score). Saved once as ``.npy`` in
+   ``--work``.
+2. One machine: the ordinal loss and NDCG@10 fitted to a relative gap ``--tol`` with 1 and 2
+   numba threads, each fit in a fresh process that loads X first: wall time of the fit,
+   iterations, oracle and master time, peak RSS of the process and its peak growth during the
+   fit, both against the size of X.
+3. Dask: a ``LocalCluster`` of 1 and 2 worker processes (one thread and one numba thread each)
+   whose workers generate their own blocks (a dask array of delayed blocks, so X never
+   crosses the network); ``--dask-iter`` iterations of the ordinal fit. Reported: partition
+   set-up time, time per iteration (median), oracle time per iteration and throughput
+   (rows/s), the payload per iteration (pickled w sent to each partition, pickled (R, a)
+   returned) and the loopback traffic per iteration measured with psutil (an upper bound:
+   other processes on the machine use the loopback too).
+
+Writes ``results.csv`` (one row per configuration) and ``results.md`` into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import resource
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from experiments._common import markdown_table, progress, write_csv  # noqa: E402
+
+N_QUERIES = 31_531
+N_FEATURES = 136
+PROPS = np.array([0.50, 0.30, 0.13, 0.05, 0.02])  # label marginals, as gen_ltr.py
+QUERIES_PER_BLOCK = 500  # at most
+
+
+# ---------------------------------------------------------------------------------------------
+# data
+# ---------------------------------------------------------------------------------------------
+
+
+def make_spec(scale: float, seed: int = 30) -> dict:
+    """Query sizes, the latent model and the label thresholds (small; sent to workers)."""
+    rng = np.random.default_rng(seed)
+    n_queries = max(2, round(N_QUERIES * scale))
+    sizes = rng.integers(20, 220, n_queries)
+    w = rng.normal(size=N_FEATURES)
+    w[rng.permutation(N_FEATURES)[: N_FEATURES // 2]] = 0.0
+    u = rng.normal(size=N_FEATURES)
+    u /= np.linalg.norm(u)
+    spec = {"seed": seed, "sizes": sizes, "w": w, "u": u, "thresholds": None}
+    pilot = _latent(np.random.default_rng(seed + 12345), np.full(1000, 200), w, u)[1]
+    spec["thresholds"] = np.quantile(pilot, np.cumsum(PROPS)[:-1])
+    # at least 8 blocks, so that every Dask worker holds several partitions
+    per_block = min(QUERIES_PER_BLOCK, -(-n_queries // 8))
+    starts = np.arange(0, n_queries, per_block)
+    spec["blocks"] = [(int(s), int(min(s + per_block, n_queries))) for s in starts]
+    row_ptr = np.concatenate(([0], np.cumsum(sizes)))
+    spec["block_rows"] = [int(row_ptr[b] - row_ptr[a]) for a, b in spec["blocks"]]
+    return spec
+
+
+def _latent(rng, sizes, w, u):
+    """Features and latent relevance of queries of the given sizes (gen_ltr.py's model)."""
+    n = int(sizes.sum())
+    mu = np.repeat(rng.normal(0.0, 0.5, size=(len(sizes), N_FEATURES)), sizes, axis=0)
+    X = rng.normal(0.0, 1.0, size=(n, N_FEATURES)) + mu
+    k = N_FEATURES - N_FEATURES // 4
+    X[:, k:] = np.logaddexp(0.0, X[:, k:])
+    s = X @ w / np.linalg.norm(w) + 0.6 * np.tanh(X @ u) + 0.3 * X[:, 0] * X[:, 1]
+    s += np.repeat(rng.normal(0.0, 0.5, size=len(sizes)), sizes)
+    s += rng.normal(0.0, 0.5, size=n)
+    return X, s
+
+
+def make_block(spec: dict, block: int):
+    """Block ``block``: (X float32, y int8, qid int64), deterministic for (seed, block)."""
+    first, stop = spec["blocks"][block]
+    sizes = spec["sizes"][first:stop]
+    X, s = _latent(np.random.default_rng([spec["seed"], block]), sizes, spec["w"], spec["u"])
+    y = np.searchsorted(spec["thresholds"], s).astype(np.int8)
+    qid = np.repeat(np.arange(first, stop, dtype=np.int64), sizes)
+    return X.astype(np.float32), y, qid
+
+
+def write_set(spec: dict, path: Path) -> None:
+    """All blocks into one float32 array on disk (``X.npy``, ``y.npy``, ``qid.npy``)."""
+    n = sum(spec["block_rows"])
+    path.mkdir(parents=True, exist_ok=True)
+    X = np.lib.format.open_memmap(path / "X.npy", "w+", np.float32, (n, N_FEATURES))
+    y = np.empty(n, np.int8)
+    qid = np.empty(n, np.int64)
+    row = 0
+    for b in range(len(spec["blocks"])):
+        Xb, yb, qb = make_block(spec, b)
+        X[row : row + len(yb)], y[row : row + len(yb)], qid[row : row + len(yb)] = Xb, yb, qb
+        row += len(yb)
+    X.flush()
+    del X
+    np.save(path / "y.npy", y)
+    np.save(path / "qid.npy", qid)
+
+
+# ---------------------------------------------------------------------------------------------
+# measurements (each in its own process)
+# ---------------------------------------------------------------------------------------------
+
+
+class PeakRSS:
+    """Highest resident set size seen by a sampling thread between start and stop."""
+
+    def __enter__(self):
+        import psutil
+
+        self._process = psutil.Process()
+        self.before = self.peak = self._process.memory_info().rss
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self):
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, self._process.memory_info().rss)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._process.memory_info().rss)
+
+
+def get_loss(name: str):
+    import losses
+
+    return losses.get("ndcg", k=10) if name == "ndcg@10" else losses.get(name)
+
+
+def child_local(args) -> dict:
+    import bmrm
+
+    X = np.load(args.work / "X.npy")
+    y = np.load(args.work / "y.npy")
+    qid = np.load(args.work / "qid.npy")
+    loss = get_loss(args.loss)
+    # compile (or load from the cache) on a small slice, untimed
+    bmrm.fit(X[:2000], y[:2000], loss, qid[:2000], lam=args.lam, max_iter=3)
+    with PeakRSS() as rss, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        start = time.perf_counter()
+        model = bmrm.fit(X, y, loss, qid, lam=args.lam, tol=args.tol, max_iter=args.max_iter)
+        seconds = time.perf_counter() - start
+    r = model.result_
+    return {
+        "backend": "local",
+        "loss": args.loss,
+        "threads": int(os.environ.get("NUMBA_NUM_THREADS", "0")),
+        "rows": len(y),
+        "X_MB": X.nbytes / 2**20,
+        "fit_s": seconds,
+        "iterations": int(r.nit),
+        "gap": float(r.gap),
+        "objective": float(r.fun),
+        "oracle_s": float(r.oracle_seconds),
+        "master_s": float(r.master_seconds),
+        "oracle_s_per_iter": float(r.oracle_seconds) / max(1, int(r.nfev)),
+        "rows_per_s": len(y) * int(r.nfev) / float(r.oracle_seconds),
+        "peak_rss_MB": max(rss.peak, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+        / 2**20,
+        "peak_over_X": rss.peak / X.nbytes,
+        "fit_growth_over_X": (rss.peak - rss.before) / X.nbytes,
+    }
+
+
+def child_dask(args) -> dict:
+    import dask
+    import dask.array as da
+    import psutil
+    from distributed import Client, LocalCluster
+
+    import bmrm
+
+    spec = make_spec(args.scale)
+    n_blocks = len(spec["blocks"])
+    with (
+        LocalCluster(
+            n_workers=args.workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",
+            env={"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"},
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        build = dask.delayed(make_block, pure=True)
+        blocks = [build(spec, b) for b in range(n_blocks)]
+        rows = spec["block_rows"]
+
+        def column(i, shape, dtype):
+            return da.concatenate(
+                [da.from_delayed(blk[i], shape=shape(r), dtype=dtype) for blk, r in zip(
+                    blocks, rows, strict=True)]
+            )  # fmt: skip
+
+        X = column(0, lambda r: (r, N_FEATURES), np.float32)
+        y = column(1, lambda r: (r,), np.int8)
+        qid = column(2, lambda r: (r,), np.int64)
+        loss = get_loss("ordinal")
+        times = []
+
+        def stamp(result):
+            times.append((time.perf_counter(), psutil.net_io_counters(pernic=True)["lo"]))
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            start = time.perf_counter()
+            model = bmrm.fit(
+                X, y, loss, qid, lam=args.lam, tol=1e-12, max_iter=args.dask_iter,
+                backend="dask", client=client, callback=stamp,
+            )  # fmt: skip
+            total = time.perf_counter() - start
+    r = model.result_
+    oracle_per_iter = np.diff(np.r_[0.0, r.history["oracle_seconds"]])
+    per_iter = np.diff([t for t, _ in times])
+    lo_bytes = np.diff([c.bytes_sent for _, c in times])
+    n_parts = n_blocks
+    w = np.zeros(N_FEATURES)
+    sent = n_parts * len(pickle.dumps(w))
+    returned = n_parts * len(pickle.dumps((0.0, np.zeros(N_FEATURES))))
+    n = sum(rows)
+    oracle_median = statistics.median(oracle_per_iter[1:])
+    return {
+        "backend": "dask",
+        "loss": "ordinal",
+        "workers": args.workers,
+        "rows": n,
+        "partitions": n_parts,
+        "setup_s": total - float(np.sum(r.history["elapsed"][-1:])),
+        "iterations": int(r.nit),
+        "s_per_iter": statistics.median(per_iter),
+        "oracle_s_per_iter": oracle_median,
+        "rows_per_s": n / oracle_median,
+        "payload_bytes_per_iter": sent + returned,
+        "loopback_bytes_per_iter": float(np.median(lo_bytes)),
+    }
+
+
+def run_child(args, kind: str, env: dict, **extra) -> dict:
+    argv = [sys.executable, __file__, "--child", kind, "--work", str(args.work)]
+    argv += ["--scale", str(args.scale), "--lam", str(args.lam), "--tol", str(args.tol)]
+    argv += ["--max-iter", str(args.max_iter), "--dask-iter", str(args.dask_iter)]
+    for key, value in extra.items():
+        argv += [f"--{key}", str(value)]
+    proc = subprocess.run(
+        argv, env={**os.environ, **env}, capture_output=True, text=True, check=False
+    )
+    if proc.returncode:
+        sys.exit(f"child {kind} {extra} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python experiments/bench_scale.py")
+    parser.add_argument("--scale", type=float, default=1.0, help="fraction of MSLR-WEB30K")
+    parser.add_argument("--lam", type=float, default=1e-2)
+    parser.add_argument("--tol", type=float, default=1e-3)
+    parser.add_argument("--max-iter", type=int, default=1000)
+    parser.add_argument("--dask-iter", type=int, default=12)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/bmrm_bench_scale"))
+    parser.add_argument("--out", type=Path, default=REPO / "results" / "bench_scale")
+    parser.add_argument(
+        "--losses", default="ordinal,ndcg@10", help="comma-separated losses of the local fits"
+    )
+    parser.add_argument("--skip-local", action="store_true")
+    parser.add_argument("--skip-dask", action="store_true")
+    parser.add_argument("--child", choices=["local", "dask"], help=argparse.SUPPRESS)
+    parser.add_argument("--loss", default="ordinal", help=argparse.SUPPRESS)
+    parser.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        result = child_local(args) if args.child == "local" else child_dask(args)
+        print(json.dumps(result))
+        return
+    spec = make_spec(args.scale)
+    args.work = args.work / f"scale{args.scale:g}"
+    if not (args.work / "qid.npy").exists():
+        progress(f"generating {sum(spec['block_rows'])} rows into {args.work}")
+        start = time.perf_counter()
+        write_set(spec, args.work)
+        progress(f"generated in {time.perf_counter() - start:.0f} s")
+    rows = []
+    if not args.skip_local:
+        for loss in args.losses.split(","):
+            for threads in (1, 2):
+                progress(f"local fit: {loss}, {threads} thread(s)")
+                rows.append(
+                    run_child(args, "local", {"NUMBA_NUM_THREADS": str(threads)}, loss=loss)
+                )
+                progress(str(rows[-1]))
+    if not args.skip_dask:
+        for workers in (1, 2):
+            progress(f"dask: {workers} worker process(es)")
+            rows.append(run_child(args, "dask", {}, workers=workers))
+            progress(str(rows[-1]))
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_csv(args.out / "results.csv", rows)
+    local = [r for r in rows if r["backend"] == "local"]
+    remote = [r for r in rows if r["backend"] == "dask"]
+    text = [f"# bench_scale (scale {args.scale:g}, lam {args.lam:g}, tol {args.tol:g})", ""]
+    if local:
+        text.append(markdown_table(
+            ["loss", "threads", "rows", "X MB", "fit s", "iterations", "oracle s/iter",
+             "peak RSS MB", "peak / X", "fit growth / X"],
+            [[r["loss"], r["threads"], r["rows"], round(r["X_MB"]), round(r["fit_s"], 1),
+              r["iterations"], round(r["oracle_s_per_iter"], 3), round(r["peak_rss_MB"]),
+              round(r["peak_over_X"], 3), round(r["fit_growth_over_X"], 3)] for r in local],
+        ))  # fmt: skip
+    if remote:
+        text += ["", markdown_table(
+            ["workers", "partitions", "setup s", "s/iter", "oracle s/iter", "rows/s",
+             "payload B/iter", "loopback B/iter"],
+            [[r["workers"], r["partitions"], round(r["setup_s"], 1), round(r["s_per_iter"], 3),
+              round(r["oracle_s_per_iter"], 3), round(r["rows_per_s"]),
+              r["payload_bytes_per_iter"], round(r["loopback_bytes_per_iter"])]
+             for r in remote],
+        )]  # fmt: skip
+        if len(remote) == 2:
+            text.append(
+                f"\noracle throughput, 2 workers / 1 worker: "
+                f"{remote[1]['rows_per_s'] / remote[0]['rows_per_s']:.2f}x"
+            )
+    (args.out / "results.md").write_text("\n".join(text) + "\n")
+    print("\n".join(text))
+
+
+if __name__ == "__main__":
+    main()

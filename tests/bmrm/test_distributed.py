@@ -1,0 +1,264 @@
+"""Tests of the Dask backend: ``bmrm.fit(..., backend="dask", client=...)``.
+
+Reference: the local fit on the same data (same solver, one process), which the distributed
+fit must reproduce to 1e-8 relative objective, for every built-in loss and a user's loss
+object, for NumPy, CSR, dask array and dask DataFrame input; and the same fit with a worker
+process killed mid-way.
+"""
+
+import os
+import signal
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import bmrm
+import losses
+
+distributed = pytest.importorskip("distributed", reason="needs the 'distributed' extra")
+da = pytest.importorskip("dask.array")
+dd = pytest.importorskip("dask.dataframe")
+pd = pytest.importorskip("pandas")
+
+RTOL = 1e-8
+# Fits stop within TOL·J of the optimum, so two fits agree to 2·TOL whatever their paths
+# (partial sums in another order move the iterates by rounding errors).
+TOL = 1e-10
+
+
+class QueryMeanSquared:
+    """A user's loss: per query, Σ_i (f_i − mean(f) − (y_i − mean(y)))², a plain object."""
+
+    pointwise = False
+    smooth = True
+
+    def validate(self, y, query_ptr):
+        return np.asarray(y, dtype=np.float64), np.asarray(query_ptr)
+
+    def loss_grad(self, f, targets):
+        y, ptr = targets
+        values = np.zeros(len(ptr) - 1)
+        grad = np.zeros_like(f)
+        for q in range(len(ptr) - 1):
+            rows = slice(ptr[q], ptr[q + 1])
+            r = (f[rows] - f[rows].mean()) - (y[rows] - y[rows].mean())
+            values[q] = r @ r
+            grad[rows] = 2 * r  # r sums to zero, so the centring's term vanishes
+        return values, grad
+
+
+@pytest.fixture(scope="module")
+def client():
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        yield c
+
+
+def ranking_data(seed, n_queries=40, d=6, shuffled=True):
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 12, n_queries)  # one-document queries included
+    qid = np.repeat(rng.permutation(n_queries) * 3 + 7, sizes)
+    n = len(qid)
+    X = rng.standard_normal((n, d))
+    y = np.clip(np.round(X[:, 0] + rng.standard_normal(n)), 0, 3).astype(int)
+    y[qid == qid[0]] = 1  # an all-equal-label query
+    if shuffled:
+        order = rng.permutation(n)  # queries not contiguous: the backend must group them
+        X, y, qid = X[order], y[order], qid[order]
+    return X, y, qid
+
+
+def targets_for(name, y):
+    return np.where(y > 1, 1, -1) if name in ("hinge", "logistic") else y
+
+
+def assert_same_fit(local, remote, w_atol=1e-12):
+    """Objectives equal to RTOL; weights as close as λ-strong convexity allows.
+
+    Both fits stop within their gaps of the optimum J*, and J(w) − J* ≥ (λ/2)‖w − w*‖², so
+    ‖w_local − w_remote‖ ≤ Σ √(2·gap/λ), plus ``w_atol`` for float32 data, whose products
+    (w rounded to float32) certify the gap only to float32 precision.
+    """
+    assert remote.result_.fun == pytest.approx(local.result_.fun, rel=RTOL, abs=0)
+    w_local = np.r_[local.coef_, local.intercept_]
+    w_remote = np.r_[remote.coef_, remote.intercept_]
+    radius = sum(np.sqrt(2 * max(r.result_.gap, 0.0) / r.lam) for r in (local, remote))
+    assert np.linalg.norm(w_local - w_remote) <= radius + w_atol
+
+
+def convex_losses():
+    """Every built-in convex loss (preference has its own test); the latent NDCG and NERU
+    losses are not convex, so their convex tie rule stands in for them."""
+    out = []
+    for name in losses.available():
+        loss = losses.get(name)
+        if name == "preference":
+            continue
+        if getattr(loss, "latent", False):
+            out.append((name, {"ties": "increasing"}))
+        elif loss.convex:
+            out.append((name, {}))
+    return out
+
+
+@pytest.mark.parametrize("name, params", convex_losses())
+@pytest.mark.parametrize("fit_intercept", [False, True])
+def test_numpy_input_matches_local_fit(client, name, params, fit_intercept):
+    X, y, qid = ranking_data(1)
+    y = targets_for(name, y)
+    kw = dict(lam=1e-2, tol=TOL, fit_intercept=fit_intercept, loss_params=params)
+    local = bmrm.fit(X, y, name, qid, **kw)
+    remote = bmrm.fit(X, y, name, qid, backend="dask", client=client, **kw)
+    assert_same_fit(local, remote)
+
+
+def test_preference_pairs_and_costs_travel_with_their_partition(client):
+    X, y, qid = ranking_data(2)
+    pairs, _ = losses.pairs_from_labels(y, qid)
+    costs = np.random.default_rng(0).uniform(0.5, 2.0, len(pairs))
+    kw = dict(lam=1e-2, tol=TOL, pairs=pairs, pair_costs=costs)
+    local = bmrm.fit(X, y, "preference", qid, **kw)
+    remote = bmrm.fit(X, y, "preference", qid, backend="dask", client=client, **kw)
+    assert_same_fit(local, remote)
+
+
+def test_user_loss_object(client):
+    X, y, qid = ranking_data(3)
+    loss = QueryMeanSquared()
+    local = bmrm.fit(X, y, loss, qid, lam=1e-2, tol=TOL)
+    remote = bmrm.fit(X, y, loss, qid, lam=1e-2, tol=TOL, backend="dask", client=client)
+    assert_same_fit(local, remote)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_csr_and_float32_input(client, dtype):
+    X, y, qid = ranking_data(4)
+    X[np.abs(X) < 0.7] = 0.0
+    X = sp.csr_matrix(X.astype(dtype))
+    local = bmrm.fit(X, y, "ordinal", qid, lam=1e-2, tol=TOL)
+    remote = bmrm.fit(X, y, "ordinal", qid, lam=1e-2, tol=TOL, backend="dask", client=client)
+    assert_same_fit(local, remote, w_atol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+def test_pointwise_without_qid(client):
+    X, y, _ = ranking_data(5)
+    y = X @ np.arange(X.shape[1]) + 0.1
+    local = bmrm.fit(X, y, "squared", lam=1e-2, tol=TOL)
+    remote = bmrm.fit(X, y, "squared", lam=1e-2, tol=TOL, backend="dask", client=client)
+    assert_same_fit(local, remote)
+
+
+def query_chunks(qid, n_chunks):
+    """Row chunk sizes of sorted rows that end at query boundaries."""
+    starts = np.flatnonzero(np.r_[True, qid[1:] != qid[:-1]])
+    cuts = starts[np.linspace(0, len(starts), n_chunks + 1).astype(int)[1:-1]]
+    return tuple(np.diff(np.r_[0, cuts, len(qid)]).tolist())
+
+
+def test_dask_array_input(client):
+    X, y, qid = ranking_data(6, shuffled=False)
+    chunks = query_chunks(qid, 3)
+    Xd = da.from_array(X, chunks=(chunks, 2))  # column chunks are joined
+    yd = da.from_array(y, chunks=(chunks,))
+    kw = dict(lam=1e-2, tol=TOL, loss_params={"ties": "increasing"})
+    local = bmrm.fit(X, y, "ndcg", qid, **kw)
+    remote = bmrm.fit(Xd, yd, "ndcg", qid, backend="dask", client=client, **kw)
+    assert_same_fit(local, remote)
+
+
+@pytest.mark.parametrize("loss", ["ndcg", "neru", "cosine", "warp"])
+def test_non_convex_losses_are_refused_before_any_work(loss):
+    X, y, qid = ranking_data(1)
+    # no client is needed to reach the check: it comes before any data is sent
+    with pytest.raises(ValueError, match="backend='dask' fits convex losses"):
+        bmrm.fit(X, y, loss, qid, backend="dask", client=object())
+
+
+def test_dask_array_splitting_a_query_is_an_error(client):
+    X, y, qid = ranking_data(7, shuffled=False)
+    split = int(np.flatnonzero(qid[1:] == qid[:-1])[0])  # a chunk ends inside this query
+    Xd = da.from_array(X, chunks=((split + 1, len(y) - split - 1), -1))
+    with pytest.raises(ValueError, match=rf"query {qid[split]} has rows in partitions 0 and 1"):
+        bmrm.fit(Xd, y, "ordinal", qid, backend="dask", client=client)
+
+
+def test_dask_dataframe_is_repartitioned_by_qid(client):
+    X, y, qid = ranking_data(8)  # rows shuffled: every partition cuts queries
+    frame = pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])])
+    frame["label"], frame["query"] = y, qid
+    ddf = dd.from_pandas(frame, npartitions=4)
+    local = bmrm.fit(X, y, "ordinal", qid, lam=1e-2, tol=TOL)
+    remote = bmrm.fit(
+        ddf, "label", "ordinal", "query", lam=1e-2, tol=TOL, backend="dask", client=client
+    )
+    assert_same_fit(local, remote)
+    # y and qid as Series of the same frame
+    features = ddf[[f"x{j}" for j in range(X.shape[1])]]
+    remote = bmrm.fit(
+        features, ddf["label"], "ordinal", ddf["query"], lam=1e-2, tol=TOL,
+        backend="dask", client=client,
+    )  # fmt: skip
+    assert_same_fit(local, remote)
+
+
+def test_result_does_not_depend_on_scheduling(client):
+    X, y, qid = ranking_data(9)
+    fits = [
+        bmrm.fit(X, y, "ordinal", qid, lam=1e-2, tol=TOL, backend="dask", client=client)
+        for _ in range(2)
+    ]
+    np.testing.assert_array_equal(fits[0].coef_, fits[1].coef_)
+    assert fits[0].result_.fun == fits[1].result_.fun
+
+
+def test_bad_arguments(client):
+    X, y, qid = ranking_data(10)
+    with pytest.raises(ValueError, match="backend must be 'local' or 'dask'"):
+        bmrm.fit(X, y, "ordinal", qid, backend="spark")
+    with pytest.raises(ValueError, match="needs a client"):
+        bmrm.fit(X, y, "ordinal", qid, backend="dask")
+    y_bad = y.astype(float)
+    y_bad[3] = np.nan
+    with pytest.raises(ValueError, match="y must not contain NaN"):
+        bmrm.fit(X, y_bad, "ordinal", qid, backend="dask", client=client)
+    with pytest.raises(ValueError, match="pairs holds row indices outside"):
+        bmrm.fit(
+            X, y, "preference", qid, backend="dask", client=client, pairs=np.array([[0, 10**6]])
+        )
+    Xd = da.from_array(X, chunks=(50, -1))
+    with pytest.raises(ValueError, match="loss data keywords .* need in-memory X"):
+        bmrm.fit(Xd, y, "preference", qid, backend="dask", client=client, pairs=[[0, 1]])
+    with pytest.raises(ValueError, match="qid=None makes all rows one query"):
+        bmrm.fit(Xd, y, "ordinal", backend="dask", client=client)
+
+
+def test_worker_killed_mid_fit_is_replaced(tmp_path):
+    """A worker process killed during the fit: Dask restarts it, rebuilds its partitions and
+    the fit ends where the local fit does."""
+    X, y, qid = ranking_data(11, n_queries=120)
+    kw = dict(lam=1e-3, tol=TOL)
+    local = bmrm.fit(X, y, "ordinal", qid, **kw)
+    killed = []
+
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
+
+        def kill_one(result):
+            if result.nit == 3 and not killed:
+                pid = next(iter(c.run(os.getpid).values()))
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+
+        remote = bmrm.fit(X, y, "ordinal", qid, backend="dask", client=c, callback=kill_one, **kw)
+        pids = set(c.run(os.getpid).values())
+    assert killed and killed[0] not in pids  # the worker was replaced
+    assert_same_fit(local, remote)
