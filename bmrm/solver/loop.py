@@ -112,6 +112,33 @@ def _make_master(master, regularizer, lam, n_features, capacity, l1_ratio, lower
     raise ValueError(f"master must be 'auto', 'qp' or 'cvxpy'; got {master!r}")
 
 
+class _AutoMaster:
+    """The dedicated QP master, handing over to the cvxpy model for the rest of the fit when
+    the QP misses its tolerance, even after its pair-step fallback, on ``patience``
+    consecutive solves (badly scaled problems, e.g. features ~1e6 with a small lam). Its
+    bounds stay valid either way; the cvxpy model keeps them progressing."""
+
+    name = "auto"
+
+    def __init__(self, qp: QPMaster, make_cvxpy: Callable, patience: int = 3):
+        self.qp = qp
+        self.make_cvxpy = make_cvxpy
+        self.patience = patience
+        self.cvxpy = None
+        self.streak = 0
+
+    def solve(self, bundle: Bundle, accuracy: float = 0.0):
+        if self.cvxpy is not None:
+            return self.cvxpy.solve(bundle, accuracy)
+        before = self.qp.misses
+        out = self.qp.solve(bundle, accuracy)
+        self.streak = self.streak + 1 if self.qp.misses > before else 0
+        if self.streak >= self.patience:
+            logger.info("the QP master keeps missing its tolerance: switching to master='cvxpy'")
+            self.cvxpy = self.make_cvxpy()
+        return out
+
+
 def minimize_bmrm(
     oracle: Callable,
     n_features: int,
@@ -190,6 +217,21 @@ def minimize_bmrm(
         master_obj = _make_master(
             master, regularizer, lam, n_features, bundle_size, l1_ratio, lower, upper, cvxpy_solver
         )
+        if master == "auto" and isinstance(master_obj, QPMaster):
+            master_obj = _AutoMaster(
+                master_obj,
+                lambda: _make_master(
+                    "cvxpy",
+                    regularizer,
+                    lam,
+                    n_features,
+                    bundle_size,
+                    l1_ratio,
+                    lower,
+                    upper,
+                    cvxpy_solver,
+                ),
+            )
         bundle = Bundle(n_features, bundle_size, max_idle)
         w = np.zeros(n_features) if w0 is None else np.array(w0, dtype=np.float64)
         bounded = lower is not None or upper is not None

@@ -114,6 +114,21 @@ class SolverState:
     def gap(self) -> float:
         return self.best_J - self.lower_bound
 
+    def check_risk(self, w: np.ndarray, R: float) -> None:
+        """Raise if the planes over-estimate the risk R at ``w``: every plane must lie below
+        R (the subgradient inequality), so this means a wrong subgradient. O(k·d)."""
+        bundle = self.bundle
+        k = bundle.size
+        values = bundle.A[:k] @ w + bundle.b[:k]
+        i = int(np.argmax(values))
+        scale = 1.0 + abs(R) + float(np.abs(values).max()) + float(np.abs(bundle.b[:k]).max())
+        if R < values[i] - 1e-8 * scale:
+            raise ValueError(
+                f"the risk {R:.6g} at an evaluated point lies below the cutting plane of an "
+                f"earlier point ({values[i]:.6g}): the oracle's gradient is not a subgradient "
+                "of its risk (check its sign and scale)"
+            )
+
     def record(self, w: np.ndarray, J: float) -> None:
         """Count an evaluated point for the best iterate."""
         self.last_J = J
@@ -128,6 +143,7 @@ class SolverState:
         self.oracle_seconds += time.perf_counter() - t0
         self.nfev += 1
         self.n_passes += 2
+        self.check_risk(w, R)
         J = self.J_of(w, R)
         self.record(w, J)
         if cut:
@@ -211,6 +227,7 @@ class _ScoreSegment:
         state.oracle_seconds += time.perf_counter() - t0
         state.nfev += 1
         w = self.w_a + t * self.d
+        state.check_risk(w, R)
         J = state.J_of(w, R)
         state.record(w, J)
         if state.regularizer == "l2":
@@ -230,6 +247,7 @@ class _ScoreSegment:
         state.nfev += 1
         state.n_passes += 1
         w = self.w_a + t * self.d
+        state.check_risk(w, R)
         J = state.J_of(w, R)
         state.record(w, J)
         state.bundle.add(a, R - float(a @ w))
@@ -282,6 +300,7 @@ def line_search(segment, J0: float, slope0: float, t_max: float, atol: float, ma
     t, evals = min(1.0, t_max), 0
     while evals < max_evals:
         J, s, g = segment.value(t)
+        _check_convexity(t, J, s, 0.0, J0, slope0)
         evals += 1
         if J < best_J:
             best_t, best_J, best_g = t, J, (None if g is None else g.copy())
@@ -300,6 +319,7 @@ def line_search(segment, J0: float, slope0: float, t_max: float, atol: float, ma
             break
         t = min(max(t_cross, lo + 0.1 * width), hi - 0.1 * width)
         J, s, g = segment.value(t)
+        _check_convexity(t, J, s, 0.0, J0, slope0)
         evals += 1
         if J < best_J:
             best_t, best_J, best_g = t, J, (None if g is None else g.copy())
@@ -310,6 +330,18 @@ def line_search(segment, J0: float, slope0: float, t_max: float, atol: float, ma
         else:
             break
     return best_t, best_J, best_g
+
+
+def _check_convexity(t, J, s, t0, J0, s0) -> None:
+    """Raise unless the tangents at t and t0 (slopes from the oracle's subgradients) lie
+    below J at the other point, as they must for a convex J and true subgradients."""
+    scale = 1.0 + abs(J) + abs(J0) + abs(s * (t - t0)) + abs(s0 * (t - t0))
+    if J0 < J + s * (t0 - t) - 1e-8 * scale or J < J0 + s0 * (t - t0) - 1e-8 * scale:
+        raise ValueError(
+            f"the objective along a line ({J0:.6g} at t={t0:g}, {J:.6g} at t={t:g}) "
+            f"contradicts its slopes ({s0:.3g}, {s:.3g}): the oracle's gradient is not a "
+            "subgradient of its risk (check its sign and scale)"
+        )
 
 
 class PlainBMRM:

@@ -227,3 +227,47 @@ def test_intermediate_results_are_cheap_views(method):
     # called after every iteration but a converged last one
     last = res.nit if res.status == 2 else res.nit - 1
     assert lengths == list(range(1, last + 1))
+
+
+@pytest.mark.parametrize("method", METHOD_NAMES)
+def test_features_scaled_by_1e6_still_converge(method):
+    """Q = G/lam ~ 1e15: the QP's tolerance follows Qα, not Q, and the default master hands
+    over to cvxpy if the QP keeps missing it."""
+    X, y = make_problem(0, "squared")
+    lam = 1e-3
+    res = bmrm.fit(X * 1e6, y, "squared", lam=lam, max_iter=3000, method=method).result_
+    assert res.success, res.message
+    J_star, _ = direct_optimum(X * 1e6, y, "squared", lam, "l2")
+    assert res.fun - J_star <= res.gap + 1e-9
+    assert res.lower_bound <= J_star + 1e-9
+    X, y = make_problem(0, "hinge")
+    res = bmrm.fit(X * 1e6, y, "hinge", lam=lam, max_iter=3000, method=method).result_
+    assert res.success, res.message
+    # w = 0 (J = 1) was the answer before; the data are separable, so J* is tiny
+    assert res.fun < 1e-12
+    assert 0 < res.lower_bound <= res.fun
+
+
+def test_overflowing_features_give_a_clear_error():
+    X, y = make_problem(0, "squared")
+    for loss in ("squared", "hinge"):
+        yl = y if loss == "squared" else np.sign(y)
+        with pytest.raises(FloatingPointError, match="rescale X"):
+            bmrm.fit(X * 1e300, yl, loss, lam=1e-3)
+
+
+class WrongSignSquared:
+    """½(f − y)² with the gradient's sign flipped."""
+
+    def validate(self, y, query_ptr):
+        return np.asarray(y, dtype=np.float64)
+
+    def loss_grad(self, f, targets):
+        return 0.5 * (f - targets) ** 2, -(f - targets)
+
+
+@pytest.mark.parametrize("method", METHOD_NAMES)
+def test_wrong_subgradient_raises_instead_of_converging(method):
+    X, y = make_problem(0, "squared")
+    with pytest.raises(ValueError, match="not a subgradient"):
+        bmrm.fit(X, y, WrongSignSquared(), lam=1e-2, method=method)
