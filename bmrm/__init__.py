@@ -4,6 +4,7 @@
 scorer, R the mean of a loss oracle from :mod:`losses` (or any object following its protocol).
 """
 
+from bmrm._path import path
 from bmrm._version import __version__
 from bmrm.estimators import BMRMClassifier, BMRMRanker, BMRMRegressor, OrdinalRegressor
 from bmrm.io.model_files import load_model as load
@@ -22,4 +23,5 @@ __all__ = [
     "fit",
     "load",
     "minimize_bmrm",
+    "path",
 ]

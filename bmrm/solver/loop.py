@@ -274,7 +274,7 @@ def minimize_bmrm(
                 elapsed,
                 state.oracle_seconds,
                 state.master_seconds,
-                bundle.size,
+                state.bundle.size,
                 state.nfev,
                 state.n_passes,
             )
@@ -293,7 +293,8 @@ def minimize_bmrm(
                 _show_progress(nit, gap, best_J, tol, atol, hist.first_gap, elapsed)
             if verbose:
                 logger.info(
-                    f"{nit:5d} {best_J:14.8g} {lower_bound:14.8g} {gap:11.4e} {bundle.size:6d} "
+                    f"{nit:5d} {best_J:14.8g} {lower_bound:14.8g} {gap:11.4e} "
+                    f"{state.bundle.size:6d} "
                     f"{elapsed:8.2f}"
                 )
             if gap <= tol * abs(best_J):

@@ -271,3 +271,36 @@ def test_wrong_subgradient_raises_instead_of_converging(method):
     X, y = make_problem(0, "squared")
     with pytest.raises(ValueError, match="not a subgradient"):
         bmrm.fit(X, y, WrongSignSquared(), lam=1e-2, method=method)
+
+
+@pytest.mark.parametrize("method", [None, "ocas"])
+def test_path_matches_independent_fits_and_the_direct_optimum(method):
+    X, y, qid = ranking_problem(7, n_queries=20, docs=6, d=5)
+    lams = [1.0, 1e-1, 1e-2, 1e-3]
+    loss = losses.get("ordinal", normalize="none")
+    models = bmrm.path(X, y, loss, qid, lams=lams, method=method, tol=1e-6, max_iter=5000)
+    total_path = 0
+    total_indep = 0
+    for lam, model in zip(lams, models, strict=True):
+        res = model.result_
+        assert res.success and model.lam == lam
+        ind = bmrm.fit(X, y, loss, qid, lam=lam, method=method, tol=1e-6, max_iter=5000).result_
+        assert abs(res.fun - ind.fun) <= res.gap + ind.gap
+        J_star, D, n_q = ordinal_direct(X, y, qid, lam)
+        J = lam / 2 * res.x @ res.x + np.maximum(0, 1 - D @ res.x).sum() / n_q
+        assert J == pytest.approx(res.fun, rel=1e-10)
+        assert J - J_star <= res.gap + 1e-8
+        assert res.lower_bound <= J_star + 1e-7
+        total_path += res.nfev
+        total_indep += ind.nfev
+    # the carried planes and warm starts save oracle calls on this path
+    assert total_path < total_indep
+
+
+def test_path_rejects_bad_lams():
+    X, y = make_problem(0, "squared")
+    for lams in ([], [1.0, -1.0], [[1.0]], [np.nan], 0.1):
+        with pytest.raises(ValueError, match="lams"):
+            bmrm.path(X, y, "squared", lams=lams)
+    with pytest.raises(ValueError, match="lams=, not lam="):
+        bmrm.path(X, y, "squared", lams=[1.0], lam=1.0)
