@@ -113,10 +113,12 @@ def _make_master(master, regularizer, lam, n_features, capacity, l1_ratio, lower
 
 
 class _AutoMaster:
-    """The dedicated QP master, handing over to the cvxpy model for the rest of the fit when
-    the QP misses its tolerance, even after its pair-step fallback, on ``patience``
-    consecutive solves (badly scaled problems, e.g. features ~1e6 with a small lam). Its
-    bounds stay valid either way; the cvxpy model keeps them progressing."""
+    """The dedicated QP master, handing over to the cvxpy model for the rest of the fit when,
+    on ``patience`` consecutive solves, the QP misses its tolerance even after its pair-step
+    fallback, or returns the same minimiser and bound though the model's value there went
+    up (badly scaled problems, e.g. features ~1e6 with lam = 1e-3: the QP's tolerance grows
+    with max ‖a_i‖²/lam and then accepts all weight on the zero plane). Its bounds stay
+    valid either way; the cvxpy model keeps them progressing."""
 
     name = "auto"
 
@@ -126,13 +128,24 @@ class _AutoMaster:
         self.patience = patience
         self.cvxpy = None
         self.streak = 0
+        self._last = None
 
     def solve(self, bundle: Bundle, accuracy: float = 0.0):
         if self.cvxpy is not None:
             return self.cvxpy.solve(bundle, accuracy)
         before = self.qp.misses
         out = self.qp.solve(bundle, accuracy)
-        self.streak = self.streak + 1 if self.qp.misses > before else 0
+        w, lower, _ = out
+        # the same minimiser and bound after new planes: the QP's tolerance, scaled by the
+        # largest ‖a_i‖²/lam, accepts a point the new planes should have moved
+        stalled = (
+            self._last is not None
+            and lower == self._last[1]
+            and lower < bundle.model_value(w) + 0.5 * self.qp.lam * float(w @ w)
+            and np.array_equal(w, self._last[0])
+        )
+        self._last = (w, lower)
+        self.streak = self.streak + 1 if self.qp.misses > before or stalled else 0
         if self.streak >= self.patience:
             logger.info("the QP master keeps missing its tolerance: switching to master='cvxpy'")
             self.cvxpy = self.make_cvxpy()

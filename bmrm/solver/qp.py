@@ -566,17 +566,8 @@ def master_step(G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S
             s_given = n_prev
     if s_given == 0:
         tau = max_diag if max_diag > 0.0 else 1.0
-    # P(w) − D(α) is at most the KKT violation; round-off in the gradient grows with the
-    # products Qα it sums, whose size at the warm start is |<a_i, w>| (not with Q itself:
-    # features scaled by 1e6 make Q ~ 1e15 while Qα stays of the order of b)
-    q_alpha = 0.0
-    for i in range(k):
-        s_i = 0.0
-        for j in range(k):
-            if alpha[j] > 0.0:
-                s_i += G[i, j] * alpha[j]
-        q_alpha = max(q_alpha, abs(s_i))
-    tol = max(rel_tol * (1.0 + max_b + 1e-3 * q_alpha / lam), accuracy)
+    # P(w) − D(α) is at most the KKT violation; round-off in the gradient grows with Q
+    tol = max(rel_tol * (1.0 + max_b + 1e-3 * max_diag / lam), accuracy)
     grad = np.empty(k)
     steps, violation, s = active_set(
         G, b, alpha, grad, lam * tol, 50 * k + 1000, L, S, s_given, tau
