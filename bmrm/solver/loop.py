@@ -48,9 +48,10 @@ HISTORY_FIELDS = (
     "oracle_seconds",
     "master_seconds",
     "bundle_size",
-    "nfev",
-    "n_passes",
 )
+# counters kept in the history too (not written to model files, which keep the columns above)
+COUNTER_FIELDS = ("nfev", "n_passes")
+_COLUMNS = HISTORY_FIELDS + COUNTER_FIELDS
 _INT_FIELDS = ("bundle_size", "nfev", "n_passes")
 
 
@@ -345,7 +346,7 @@ class _History:
     iteration and handing the history to a callback (as views) cost O(1)."""
 
     def __init__(self, capacity: int = 64):
-        self._data = np.empty((len(HISTORY_FIELDS), capacity))
+        self._data = np.empty((len(_COLUMNS), capacity))
         self.size = 0
 
     def append(self, *values) -> None:
@@ -363,7 +364,7 @@ class _History:
     def view(self) -> dict:
         """Read-only views of the recorded columns (integer columns as int64 copies)."""
         out = {}
-        for i, key in enumerate(HISTORY_FIELDS):
+        for i, key in enumerate(_COLUMNS):
             column = self._data[i, : self.size]
             if key in _INT_FIELDS:
                 column = column.astype(np.int64)
