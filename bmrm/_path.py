@@ -47,7 +47,7 @@ def path(X, y, loss="squared", qid=None, *, lams, method=None, **fit_params) -> 
         Regularization constants (> 0), fitted in the order given. From the largest to the
         smallest is usually cheapest: solutions change little and the bundle grows.
     method : str or None
-        A method name (see :mod:`bmrm.solver.methods`); each lam gets a fresh instance.
+        A method name (see :func:`bmrm.fit`); each lam gets a fresh instance.
     **fit_params :
         Any other keyword of :func:`bmrm.fit` but ``lam``, ``w0`` and ``method``.
 
@@ -59,13 +59,19 @@ def path(X, y, loss="squared", qid=None, *, lams, method=None, **fit_params) -> 
     for key in ("lam", "w0"):
         if key in fit_params:
             raise ValueError(f"path takes lams=, not {key}=")
-    if method is not None and method not in METHODS:
-        raise ValueError(f"method must be one of {sorted(METHODS)} or None; got {method!r}")
+    if method is not None and method != "auto" and method not in METHODS:
+        raise ValueError(
+            f"method must be 'auto', one of {sorted(METHODS)} or None; got {method!r}"
+        )
     lams_arr = np.asarray(lams, dtype=np.float64) if np.ndim(lams) == 1 else None
     if lams_arr is None or lams_arr.size == 0 or not np.all(np.isfinite(lams_arr)):
         raise ValueError(f"lams must be a non-empty 1-d sequence of finite numbers; got {lams!r}")
     if np.any(lams_arr <= 0):
         raise ValueError(f"lams must all be > 0; got {lams!r}")
+    if method is None or method == "auto":
+        bounded = fit_params.get("bounds") is not None or fit_params.get("nonneg", False)
+        l2 = fit_params.get("regularizer", "l2") == "l2"
+        method = "ocas" if l2 and not bounded else "bmrm"
     models: list[LinearModel] = []
     carrier = _CarriedBundle(method, None)
     w0 = None

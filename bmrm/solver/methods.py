@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -108,7 +108,6 @@ class SolverState:
     n_passes: int = 0
     oracle_seconds: float = 0.0
     master_seconds: float = 0.0
-    extra: dict = field(default_factory=dict)
 
     @property
     def gap(self) -> float:
@@ -119,7 +118,8 @@ class SolverState:
         R (the subgradient inequality), so this means a wrong subgradient. O(k·d)."""
         bundle = self.bundle
         k = bundle.size
-        values = bundle.A[:k] @ w + bundle.b[:k]
+        # einsum's own loop: a BLAS product would wake BLAS's thread pool (see products)
+        values = np.einsum("ij,j->i", bundle.A[:k], w) + bundle.b[:k]
         i = int(np.argmax(values))
         scale = 1.0 + abs(R) + float(np.abs(values).max()) + float(np.abs(bundle.b[:k]).max())
         if R < values[i] - 1e-8 * scale:
@@ -463,7 +463,8 @@ METHODS = {"bmrm": PlainBMRM, "ls-bmrm": LineSearchBMRM, "ocas": OCAS}
 
 def get_method(method) -> Method:
     """A method object from a name in :data:`METHODS`, an object with ``step``, or None
-    (the default, ``"bmrm"``)."""
+    (plain BMRM; :func:`~bmrm.solver.loop.minimize_bmrm` resolves its default ``"auto"``
+    before calling this)."""
     if method is None:
         return PlainBMRM()
     if isinstance(method, str):
