@@ -109,6 +109,15 @@ class SolverState:
     oracle_seconds: float = 0.0
     master_seconds: float = 0.0
 
+    def buffer(self, name: str, like: np.ndarray) -> np.ndarray:
+        """A work array shaped like ``like``, allocated once per fit (allocating n-sized
+        arrays on every call costs page faults comparable to a pass over X)."""
+        buffers = self.__dict__.setdefault("_buffers", {})
+        buf = buffers.get(name)
+        if buf is None or buf.shape != like.shape:
+            buf = buffers[name] = np.empty_like(like)
+        return buf
+
     @property
     def gap(self) -> float:
         return self.best_J - self.lower_bound
@@ -195,11 +204,12 @@ class _ScoreSegment:
         self.w_a, self.d = w_a, w_b - w_a
         t0 = time.perf_counter()
         self.f_a = f_a
-        self.df = state.oracle.scores(w_b) - f_a
+        self.df = state.oracle.scores(w_b, out=state.buffer("df", f_a))
+        self.df -= f_a
         state.oracle_seconds += time.perf_counter() - t0
         state.n_passes += 1
-        self.f = np.empty_like(f_a)
-        self._work = np.empty_like(f_a)
+        self.f = state.buffer("f", f_a)
+        self._work = state.buffer("work", f_a)
         self.slope_reg0 = state.regularizer_slope(w_a, self.d)
         self.dd = float(self.d @ self.d)
 
