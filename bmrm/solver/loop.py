@@ -79,7 +79,8 @@ class BMRMResult(OptimizeResult):
     bundle_size : int
         Planes held at the end.
     history : dict of ndarray
-        Per iteration: objective (at the last point evaluated), best_objective, lower_bound,
+        Per iteration: objective (the lowest J among the points the iteration evaluated,
+        so best_objective is its running minimum), best_objective, lower_bound,
         gap, elapsed (seconds since the fit began), oracle_seconds, master_seconds,
         bundle_size, nfev and n_passes (cumulative).
     n_passes : int
@@ -288,6 +289,7 @@ def minimize_bmrm(
             )
         for nit in range(1, max_iter + 1):
             state.nit = nit
+            state.last_J = math.inf
             method.step(state)
             best_J, lower_bound = state.best_J, state.lower_bound
             gap = best_J - lower_bound

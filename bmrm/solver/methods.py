@@ -82,7 +82,8 @@ class SolverState:
     w_master : ndarray or None
         The last master minimiser.
     last_J : float
-        The objective at the last evaluated point.
+        The lowest objective among the points evaluated in the current iteration (the
+        loop resets it to inf before each step).
     nit, nfev, n_passes : int
         Iterations, risk evaluations (with or without a subgradient) and passes over X
         (products X w and Xᵀ g).
@@ -102,7 +103,7 @@ class SolverState:
     best_J: float = math.inf
     lower_bound: float = -math.inf
     w_master: np.ndarray | None = None
-    last_J: float = math.nan
+    last_J: float = math.inf
     nit: int = 0
     nfev: int = 0
     n_passes: int = 0
@@ -140,7 +141,7 @@ class SolverState:
 
     def record(self, w: np.ndarray, J: float) -> None:
         """Count an evaluated point for the best iterate."""
-        self.last_J = J
+        self.last_J = min(self.last_J, J)
         if J < self.best_J:
             self.best_J, self.best_w = J, w
 
