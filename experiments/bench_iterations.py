@@ -220,6 +220,7 @@ def main(argv=None) -> int:
                 f"{med('oracle_s'):.2f}",
                 f"{med('master_s'):.2f}",
                 f"{med('other_s'):.2f}",
+                f"{med('rel_gap'):.1e}",
                 ref,
             )
         )
@@ -235,6 +236,7 @@ def main(argv=None) -> int:
         "oracle s",
         "master s",
         "other s",
+        "relative gap then",
         "SVM^rank",
     )
     md = markdown_table(header, table)
