@@ -167,7 +167,8 @@ class Bundle:
 
     def add(self, a: np.ndarray, b: float) -> None:
         """Append the plane ``(a, b)``, making room first if the bundle is full."""
-        sq = float(np.dot(a, a))
+        with np.errstate(over="ignore", invalid="ignore"):  # reported just below
+            sq = float(np.dot(a, a))
         if not (math.isfinite(sq) and math.isfinite(b)):
             raise FloatingPointError(
                 f"a cutting plane is not finite in float64 (‖a‖² = {sq:.3g}, b = {b:.3g}): "
