@@ -4,6 +4,7 @@
 scorer, R the mean of a loss oracle from :mod:`losses` (or any object following its protocol).
 """
 
+from bmrm._path import path
 from bmrm._version import __version__
 from bmrm.estimators import BMRMClassifier, BMRMRanker, BMRMRegressor, OrdinalRegressor
 from bmrm.model import LinearModel, fit, load
@@ -21,6 +22,7 @@ __all__ = [
     "fit",
     "load",
     "minimize_bmrm",
+    "path",
 ]
 
 

@@ -76,7 +76,7 @@ class Recorder(PlainBMRM):
         self.snapshots = []
 
     def next_point(self, w_master, state):
-        bundle = state["bundle"]
+        bundle = state.bundle
         k = bundle.size
         snapshot = (bundle.A[:k], bundle.G[:k, :k], bundle.b[:k], bundle.alpha[:k])
         self.snapshots.append(tuple(x.copy() for x in snapshot))

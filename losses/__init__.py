@@ -91,13 +91,18 @@ class Prepared:
             out = self.loss.loss_grad(f_internal, self.targets)
         return check_loss_output(self.loss, out, self.n_terms, len(f_internal))
 
-    def risk(self, f) -> tuple[float, np.ndarray]:
+    def risk(self, f, *, work=None, out=None) -> tuple[float, np.ndarray]:
         """R(f) = (1/n_terms) Σ values and ∂R/∂f, from and to the caller's row order.
 
         Parameters
         ----------
         f : ndarray of shape (n_samples,), float64
             Scores in the caller's row order.
+        work, out : ndarray of shape (n_samples,), float64, or None
+            Work arrays kept by a caller that evaluates many times (the solver's oracle):
+            ``work`` receives f in internal order when rows are reordered, and ``out`` the
+            returned gradient, which is then overwritten by the next call. Allocating them
+            per call costs page faults comparable to a pass over X.
 
         Returns
         -------
@@ -114,7 +119,13 @@ class Prepared:
         ValueError
             When the loss returns a negative value (bundle methods need R >= 0).
         """
-        f_internal = np.ascontiguousarray(self.groups.to_internal(f))
+        order = self.groups.order
+        if order is None:
+            f_internal = np.ascontiguousarray(f)
+        elif work is not None:
+            f_internal = np.take(f, order, out=work)
+        else:
+            f_internal = f[order]
         values, grad = self.loss_grad(f_internal)
         total = float(values.sum())
         if not np.isfinite(total) or not np.all(np.isfinite(grad)):
@@ -129,9 +140,16 @@ class Prepared:
                 "methods need non-negative losses"
             )
         n = self.n_terms
+        g = np.empty(len(f)) if out is None else out
         if n == 0:
-            return 0.0, np.zeros(len(f))
-        return total / n, self.groups.to_caller(grad) / n
+            g[:] = 0.0
+            return 0.0, g
+        if order is None:
+            np.divide(grad, n, out=g)
+        else:
+            g[order] = grad
+            g /= n
+        return total / n, g
 
 
 def prepare(loss, y, qid=None, *, n_samples: int | None = None, **data) -> Prepared:

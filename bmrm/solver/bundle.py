@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 from numba import njit
@@ -166,6 +167,13 @@ class Bundle:
 
     def add(self, a: np.ndarray, b: float) -> None:
         """Append the plane ``(a, b)``, making room first if the bundle is full."""
+        with np.errstate(over="ignore", invalid="ignore"):  # reported just below
+            sq = float(np.dot(a, a))
+        if not (math.isfinite(sq) and math.isfinite(b)):
+            raise FloatingPointError(
+                f"a cutting plane is not finite in float64 (‖a‖² = {sq:.3g}, b = {b:.3g}): "
+                "the features or the loss are too large; rescale X"
+            )
         if self.size == self.capacity:
             self._make_room()
         if self.size == self._alloc:

@@ -5,8 +5,10 @@ b_t = R(w_{t−1}) − <a_t, w_{t−1}> joins the bundle; the master problem min
 J_t(w) = lam·Ω(w) + max_{i≤t} (<a_i, w> + b_i), whose optimum lower-bounds min J. The gap
 ε_t = min_{i≤t} J(w_{i−1}) − J_t(w_t) is measured from the best iterate, which is returned.
 
-The loop asks a *method* object where to evaluate next and which extra cuts to add, so that
-variants (line search, proximal bundle, per-query cut caching) plug in without rewriting it.
+The loop hands each iteration to a *method* (:mod:`bmrm.solver.methods`): it decides where to
+evaluate, calls the master problem and keeps the certificate; the loop checks the gap, keeps
+the history and stops. Plain BMRM, line-search BMRM and OCAS are methods; any object with a
+``step(state)`` method is one.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from scipy.optimize import OptimizeResult
 from bmrm import exceptions
 from bmrm.solver.bundle import Bundle
 from bmrm.solver.masters import CvxpyMaster, QPMaster
-from bmrm.solver.regularizers import make_regularizer
+from bmrm.solver.methods import PlainBMRM, SolverState, get_method
+from bmrm.solver.regularizers import Box, make_regularizer
 
 __all__ = ["BMRMResult", "minimize_bmrm", "PlainBMRM"]
 
@@ -48,6 +51,10 @@ HISTORY_FIELDS = (
     "master_seconds",
     "bundle_size",
 )
+# counters kept in the history too (not written to model files, which keep the columns above)
+COUNTER_FIELDS = ("nfev", "n_passes")
+_COLUMNS = HISTORY_FIELDS + COUNTER_FIELDS
+_INT_FIELDS = ("bundle_size", "nfev", "n_passes")
 
 
 class BMRMResult(OptimizeResult):
@@ -70,20 +77,14 @@ class BMRMResult(OptimizeResult):
     bundle_size : int
         Planes held at the end.
     history : dict of ndarray
-        Per iteration: objective, best_objective, lower_bound, gap, elapsed (seconds since
-        the fit began), oracle_seconds, master_seconds, bundle_size.
+        Per iteration: objective (the lowest J among the points the iteration evaluated,
+        so best_objective is its running minimum), best_objective, lower_bound,
+        gap, elapsed (seconds since the fit began), oracle_seconds, master_seconds,
+        bundle_size, nfev and n_passes (cumulative).
+    n_passes : int
+        Passes over X (products X w and Xᵀ g); plain BMRM makes two per oracle call.
     oracle_seconds, master_seconds, total_seconds : float
     """
-
-
-class PlainBMRM:
-    """Plain BMRM: evaluate the risk at the master problem's minimiser."""
-
-    def next_point(self, w_master: np.ndarray, state: dict) -> np.ndarray:
-        return w_master
-
-    def extra_cuts(self, w: np.ndarray, state: dict):
-        return ()
 
 
 def _make_master(master, regularizer, lam, n_features, capacity, solver):
@@ -99,6 +100,52 @@ def _make_master(master, regularizer, lam, n_features, capacity, solver):
     if master == "cvxpy":
         return CvxpyMaster(n_features, capacity, lam, regularizer, solver=solver)
     raise ValueError(f"master must be 'auto', 'qp' or 'cvxpy'; got {master!r}")
+
+
+class _AutoMaster:
+    """The dedicated QP master, handing over to the cvxpy model for the rest of the fit when,
+    on ``patience`` consecutive solves, the QP misses its tolerance even after its pair-step
+    fallback, or returns the same minimiser and bound though the model's value there went
+    up (badly scaled problems, e.g. features ~1e6 with lam = 1e-3: the QP's tolerance grows
+    with max ‖a_i‖²/lam and then accepts all weight on the zero plane). Its bounds stay
+    valid either way; the cvxpy model keeps them progressing."""
+
+    name = "auto"
+
+    def __init__(self, qp: QPMaster, make_cvxpy: Callable, patience: int = 3):
+        self.qp = qp
+        self.make_cvxpy = make_cvxpy
+        self.patience = patience
+        self.cvxpy = None
+        self.streak = 0
+        self._last = None
+
+    def solve(self, bundle: Bundle, accuracy: float = 0.0):
+        if self.cvxpy is not None:
+            return self.cvxpy.solve(bundle, accuracy)
+        before = self.qp.misses
+        out = self.qp.solve(bundle, accuracy)
+        w, lower, _ = out
+        # the same minimiser and bound after new planes: the QP's tolerance, scaled by the
+        # largest ‖a_i‖²/lam, accepts a point the new planes should have moved
+        stalled = (
+            self._last is not None
+            and lower == self._last[1]
+            and lower < _model_value(bundle, w) + 0.5 * self.qp.lam * float(w @ w)
+            and np.array_equal(w, self._last[0])
+        )
+        self._last = (w, lower)
+        self.streak = self.streak + 1 if self.qp.misses > before or stalled else 0
+        if self.streak >= self.patience:
+            logger.info("the QP master keeps missing its tolerance: switching to master='cvxpy'")
+            self.cvxpy = self.make_cvxpy()
+        return out
+
+
+def _model_value(bundle: Bundle, w: np.ndarray) -> float:
+    """max_i <a_i, w> + b_i, by einsum's own loop (no BLAS thread pool)."""
+    k = bundle.size
+    return float(np.max(np.einsum("ij,j->i", bundle.A[:k], w) + bundle.b[:k]))
 
 
 def minimize_bmrm(
@@ -149,11 +196,23 @@ def minimize_bmrm(
         Bundle capacity and idle-plane pruning age (see :class:`bmrm.solver.bundle.Bundle`).
     w0 : ndarray or None
         Starting point (warm start); zero by default (projected onto the bounds).
-    method : object or None
-        ``next_point(w_master, state)`` and ``extra_cuts(w, state)``; plain BMRM if None.
+    method : str, object or None
+        ``"auto"`` (when None), ``"bmrm"``, ``"ls-bmrm"``, ``"ocas"``, or any object with a
+        ``step(state)`` method (see :mod:`bmrm.solver.methods`). ``"auto"`` is ``"ocas"``
+        for the L2 regularizer without bounds and an oracle that evaluates on scores (the
+        package's :class:`~bmrm.solver.oracle.RiskOracle`), else ``"bmrm"``.
     callback : callable or None
         ``callback(intermediate_result)`` after every iteration, with an
-        :class:`BMRMResult` of the current state; raise ``StopIteration`` to stop.
+        :class:`BMRMResult` of the current state (its history columns are read-only views,
+        so a call costs O(n_features), not O(iterations)); raise ``StopIteration`` to stop.
+
+    Raises
+    ------
+    ValueError
+        If the lower bound exceeds the objective of an evaluated point by more than the
+        tolerance: the oracle's gradient is then not a subgradient of its risk.
+    FloatingPointError
+        If the objective overflows.
     verbose : bool
         Log one line per iteration to stderr (iteration, J, lower bound, gap, bundle size,
         seconds).
@@ -162,7 +221,16 @@ def minimize_bmrm(
         the first gap to the requested one.
     """
     start = time.perf_counter()
-    method = PlainBMRM() if method is None else method
+    bounds = None if lower is None and upper is None else (lower, upper)
+    regularizer = make_regularizer(
+        regularizer, l1_ratio=l1_ratio, bounds=bounds, n_features=n_features
+    )
+    bounded = isinstance(regularizer, Box)
+    if method is None or method == "auto":
+        # OCAS wins where measured (L2; line searches on scores): see the README
+        scores = hasattr(oracle, "risk_at") and hasattr(oracle, "cut_at")
+        method = "ocas" if regularizer.qp and scores else "bmrm"
+    method = get_method(method)
     handler = None
     level = logger.level
     if verbose:
@@ -171,11 +239,14 @@ def minimize_bmrm(
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
     try:
-        bounds = None if lower is None and upper is None else (lower, upper)
-        regularizer = make_regularizer(
-            regularizer, l1_ratio=l1_ratio, bounds=bounds, n_features=n_features
-        )
         master_obj = _make_master(master, regularizer, lam, n_features, bundle_size, cvxpy_solver)
+        if master == "auto" and isinstance(master_obj, QPMaster):
+            master_obj = _AutoMaster(
+                master_obj,
+                lambda: _make_master(
+                    "cvxpy", regularizer, lam, n_features, bundle_size, cvxpy_solver
+                ),
+            )
         bundle = Bundle(n_features, bundle_size, max_idle)
         w = np.zeros(n_features) if w0 is None else np.array(w0, dtype=np.float64)
         w = regularizer.project(w)
@@ -183,52 +254,61 @@ def minimize_bmrm(
         def J_of(w, R):
             return lam * regularizer.value(w) + R
 
-        hist = {key: [] for key in HISTORY_FIELDS}
-        columns = [hist[key] for key in HISTORY_FIELDS]
-        best_J, best_w = np.inf, w
-        lower_bound = -np.inf
-        oracle_s = master_s = 0.0
-        status, nit, nfev = 2, 0, 0
-        state = {"bundle": bundle}
+        state = SolverState(
+            oracle=oracle,
+            lam=lam,
+            regularizer=regularizer,
+            l1_ratio=l1_ratio,
+            bundle=bundle,
+            master=master_obj,
+            J_of=J_of,
+            w0=w,
+            bounded=bounded,
+            best_w=w,
+        )
+        hist = _History()
+        status, nit = 2, 0
         if verbose:
             logger.info(
                 f"{'iter':>5} {'J(best)':>14} {'lower bound':>14} {'gap':>11} {'planes':>6} "
                 f"{'seconds':>8}"
             )
         for nit in range(1, max_iter + 1):
-            t0 = time.perf_counter()
-            R, a = oracle(w)
-            nfev += 1
-            cuts = [(w, R, a)]
-            for w_extra, R_extra, a_extra in method.extra_cuts(w, state):
-                cuts.append((w_extra, R_extra, a_extra))
-            oracle_s += time.perf_counter() - t0
-            J = J_of(w, R)
-            if J < best_J:
-                best_J, best_w = J, w
-            for w_c, R_c, a_c in cuts:
-                bundle.add(a_c, R_c - float(a_c @ w_c))
-            t1 = time.perf_counter()
-            # the master's own error need not be below a small fraction of the gap
-            accuracy = 1e-3 * (best_J - lower_bound) if math.isfinite(lower_bound) else 0.0
-            w_master, lb, alpha = master_obj.solve(bundle, accuracy)
-            bundle.set_weights(alpha)
-            bundle.prune_idle()
-            master_s += time.perf_counter() - t1
-            lower_bound = max(lower_bound, lb)
+            state.nit = nit
+            state.last_J = math.inf
+            method.step(state)
+            best_J, lower_bound = state.best_J, state.lower_bound
             gap = best_J - lower_bound
             elapsed = time.perf_counter() - start
-            for column, value in zip(
-                columns,
-                (J, best_J, lower_bound, gap, elapsed, oracle_s, master_s, bundle.size),
-                strict=True,
-            ):
-                column.append(value)
+            hist.append(
+                state.last_J,
+                best_J,
+                lower_bound,
+                gap,
+                elapsed,
+                state.oracle_seconds,
+                state.master_seconds,
+                state.bundle.size,
+                state.nfev,
+                state.n_passes,
+            )
+            if not math.isfinite(best_J):
+                raise FloatingPointError(
+                    f"the objective is not finite (J = {best_J}) at iteration {nit}: the "
+                    "features or targets are too large for float64; rescale them"
+                )
+            if gap < -max(tol * abs(best_J), atol, 1e-9 * (1.0 + abs(best_J))):
+                raise ValueError(
+                    f"the certified lower bound {lower_bound:.6g} exceeds the objective "
+                    f"{best_J:.6g} of an evaluated point (gap {gap:.3e}): the oracle's "
+                    "gradient is not a subgradient of its risk (check its sign and scale)"
+                )
             if progress:
-                _show_progress(nit, gap, best_J, tol, atol, hist["gap"][0], elapsed)
+                _show_progress(nit, gap, best_J, tol, atol, hist.first_gap, elapsed)
             if verbose:
                 logger.info(
-                    f"{nit:5d} {best_J:14.8g} {lower_bound:14.8g} {gap:11.4e} {bundle.size:6d} "
+                    f"{nit:5d} {best_J:14.8g} {lower_bound:14.8g} {gap:11.4e} "
+                    f"{state.bundle.size:6d} "
                     f"{elapsed:8.2f}"
                 )
             if gap <= tol * abs(best_J):
@@ -239,44 +319,61 @@ def minimize_bmrm(
                 status = 3
             if callback is not None and status == 2:
                 try:
-                    callback(
-                        _result(
-                            best_w,
-                            best_J,
-                            lower_bound,
-                            nit,
-                            nfev,
-                            2,
-                            bundle,
-                            hist,
-                            oracle_s,
-                            master_s,
-                            elapsed,
-                        )
-                    )
+                    callback(_result(state, 2, hist, elapsed))
                 except StopIteration:
                     status = 4
             if status != 2:
                 break
-            w = method.next_point(w_master, state)
         total = time.perf_counter() - start
         if progress:
             sys.stderr.write("\n")
         if status == 2:
+            gap = state.best_J - state.lower_bound
             warnings.warn(
-                f"BMRM reached max_iter={max_iter} with gap {best_J - lower_bound:.3e} "
-                f"(relative {(best_J - lower_bound) / max(abs(best_J), 1e-300):.3e}, "
-                f"tol={tol})",
+                f"BMRM reached max_iter={max_iter} with gap {gap:.3e} "
+                f"(relative {gap / max(abs(state.best_J), 1e-300):.3e}, tol={tol})",
                 exceptions.ConvergenceWarning,
                 stacklevel=3,
             )
-        return _result(
-            best_w, best_J, lower_bound, nit, nfev, status, bundle, hist, oracle_s, master_s, total
-        )
+        return _result(state, status, hist, total)
     finally:
         if handler is not None:
             logger.removeHandler(handler)
             logger.setLevel(level)
+
+
+class _History:
+    """Per-iteration columns in arrays that double when full, so that recording an
+    iteration and handing the history to a callback (as views) cost O(1)."""
+
+    def __init__(self, capacity: int = 64):
+        self._data = np.empty((len(_COLUMNS), capacity))
+        self.size = 0
+
+    def append(self, *values) -> None:
+        if self.size == self._data.shape[1]:
+            data = np.empty((self._data.shape[0], 2 * self.size))
+            data[:, : self.size] = self._data
+            self._data = data
+        self._data[:, self.size] = values
+        self.size += 1
+
+    @property
+    def first_gap(self) -> float:
+        return float(self._data[HISTORY_FIELDS.index("gap"), 0])
+
+    def view(self) -> dict:
+        """Read-only views of the recorded columns (integer columns as int64 copies)."""
+        out = {}
+        for i, key in enumerate(_COLUMNS):
+            column = self._data[i, : self.size]
+            if key in _INT_FIELDS:
+                column = column.astype(np.int64)
+            else:
+                column = column.view()
+                column.flags.writeable = False
+            out[key] = column
+        return out
 
 
 def _show_progress(nit, gap, best_J, tol, atol, first_gap, elapsed, width=30):
@@ -294,21 +391,23 @@ def _show_progress(nit, gap, best_J, tol, atol, first_gap, elapsed, width=30):
     sys.stderr.flush()
 
 
-def _result(w, J, lower_bound, nit, nfev, status, bundle, hist, oracle_s, master_s, total):
+def _result(state: SolverState, status: int, hist: _History, total: float) -> BMRMResult:
+    J, lower_bound = state.best_J, state.lower_bound
     return BMRMResult(
-        x=np.array(w, copy=True),
+        x=np.array(state.best_w, copy=True),
         fun=float(J),
         lower_bound=float(lower_bound),
         gap=float(J - lower_bound),
-        nit=nit,
-        nfev=nfev,
+        nit=state.nit,
+        nfev=state.nfev,
+        n_passes=state.n_passes,
         status=status,
         success=status in (0, 1),
         message=STATUS_MESSAGES[status],
-        bundle_size=bundle.size,
-        n_aggregations=bundle.n_aggregations,
-        history={key: np.asarray(v) for key, v in hist.items()},
-        oracle_seconds=oracle_s,
-        master_seconds=master_s,
+        bundle_size=state.bundle.size,
+        n_aggregations=state.bundle.n_aggregations,
+        history=hist.view(),
+        oracle_seconds=state.oracle_seconds,
+        master_seconds=state.master_seconds,
         total_seconds=total,
     )

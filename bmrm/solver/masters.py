@@ -29,7 +29,7 @@ class QPMaster:
     Should it ever stop short of the KKT tolerance, pair steps continue from its point, and
     an exact request (``accuracy = 0``) that still fails goes to an interior-point solver
     (Clarabel) before a final polish; ``fallbacks`` counts those hand-overs (none in the
-    tests, lam from 1e-8 to 1e6).
+    tests, lam from 1e-8 to 1e6) and ``misses`` those where the pair steps stopped short too.
     """
 
     name = "qp"
@@ -40,6 +40,7 @@ class QPMaster:
         self.max_steps = max_steps
         self.steps = 0
         self.fallbacks = 0
+        self.misses = 0  # fallbacks whose pair steps also stopped short of the tolerance
         # the active-set factor of the last solve, reused while its planes stay
         self._L = np.zeros((0, 0))
         self._S = np.zeros(0, dtype=np.int64)
@@ -92,6 +93,8 @@ class QPMaster:
         grad = np.empty(k)
         steps, violation = solve_simplex_qp(Q, b, alpha, grad, tol, self.max_steps)
         self.steps += steps
+        if violation > tol:
+            self.misses += 1
         # inside the bundle loop (accuracy > 0) the bound of an unfinished α is still valid
         # and an interior-point solve costs more than it saves
         if violation > tol and accuracy == 0.0:

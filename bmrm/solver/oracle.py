@@ -60,16 +60,27 @@ class RiskOracle:
             and X.dtype in (np.float32, np.float64)
             and X.flags.c_contiguous
         )
+        self._buffers: dict[str, np.ndarray] = {}
 
-    def scores(self, w: np.ndarray) -> np.ndarray:
-        """f = X w (plus the intercept), float64, in the caller's row order."""
+    def scores(self, w: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """f = X w (plus the intercept), float64, in the caller's row order.
+
+        Written into ``out`` (float64, n_samples) when given, else into a new array.
+        """
+        with serial_below(self.X.shape[0], PARALLEL_MIN_ROWS):
+            return self._scores(w, out)
+
+    def _scores(self, w: np.ndarray, out: np.ndarray | None) -> np.ndarray:
         d = self.X.shape[1]
         if self._own_products:
-            f = np.empty(self.X.shape[0])
+            f = np.empty(self.X.shape[0]) if out is None else out
             _products.matvec(self.X, np.ascontiguousarray(w[:d], dtype=np.float64), f)
         else:
             f = self.X @ w[:d].astype(self.dtype, copy=False)
             f = np.asarray(f, dtype=np.float64).ravel()
+            if out is not None:
+                out[:] = f
+                f = out
         if self.fit_intercept:
             f += w[d] * self.intercept_scaling
         return f
@@ -79,26 +90,51 @@ class RiskOracle:
         start = time.perf_counter()
         # small inputs run every kernel (products and loss) on the calling thread
         with serial_below(self.X.shape[0], PARALLEL_MIN_ROWS):
-            R, a = self._risk(w)
+            R, a = self._cut_at(self._scores(w, self._buffer("f")))
         self.calls += 1
         self.seconds += time.perf_counter() - start
         return R, a
 
-    def _risk(self, w: np.ndarray):
-        """The body of :meth:`__call__`: ``prepared.risk`` between the two products."""
-        f = self.scores(w)
+    def _buffer(self, name: str) -> np.ndarray:
+        """An n-sized float64 work array, allocated on first use and kept: allocating it
+        per call costs page faults comparable to a pass over X."""
+        buf = self._buffers.get(name)
+        if buf is None:
+            buf = self._buffers[name] = np.empty(self.X.shape[0])
+        return buf
+
+    def risk_at(self, f: np.ndarray):
+        """``(R, g)`` at scores ``f`` (caller order) without a pass over X: the risk and
+        g = ∂R/∂f (caller order, already divided by ``n_terms``), so that along a segment
+        f(t) = f_a + t·Δf the slope of R is <g, Δf>. ``g`` is a work array overwritten by
+        the next call."""
+        with serial_below(self.X.shape[0], PARALLEL_MIN_ROWS):
+            return self._risk_at(f)
+
+    def _risk_at(self, f: np.ndarray):
         if not np.all(np.isfinite(f)):
             raise FloatingPointError(
-                "the scores X @ w overflowed float64 (|w| reaches "
-                f"{np.abs(w).max(initial=0.0):.3g}): X"
+                "the scores X @ w overflowed float64: X"
                 + (" or intercept_scaling" if self.fit_intercept else "")
                 + " or the targets y are out of range; scale them down"
             )
-        R, g = self.prepared.risk(f)
+        return self.prepared.risk(f, work=self._buffer("f_internal"), out=self._buffer("g"))
+
+    def cut_at(self, f: np.ndarray):
+        """``(R, a)`` at scores ``f``: the risk and its subgradient a = Xᵀ g (one pass).
+
+        ``last_gradient`` then holds g = ∂R/∂f (a work array, overwritten by the next call).
+        """
+        with serial_below(self.X.shape[0], PARALLEL_MIN_ROWS):
+            return self._cut_at(f)
+
+    def _cut_at(self, f: np.ndarray):
+        R, g = self._risk_at(f)
+        self.last_gradient = g
         d = self.X.shape[1]
         a = np.empty(self.n_features)
         if self._own_products:
-            _products.rmatvec(self.X, np.ascontiguousarray(g), a[:d])
+            _products.rmatvec(self.X, g, a[:d])
         elif sp.issparse(self.X):
             a[:d] = self.X.T @ g.astype(self.dtype, copy=False)
         else:

@@ -1,0 +1,499 @@
+"""Solver methods: where to evaluate the risk next, behind one small protocol.
+
+A method is any object with a ``step(state)`` method; :func:`bmrm.solver.loop.minimize_bmrm`
+calls it once per iteration with a :class:`SolverState` and then checks the gap
+``state.best_J − state.lower_bound``. A step evaluates the risk where it wants
+(:meth:`SolverState.evaluate` for an oracle call with its cut, :meth:`SolverState.segment`
+for a line search), solves the master problem (:meth:`SolverState.solve_master`) and
+leaves the certificate in ``state.lower_bound``, a lower bound on min J. Every evaluated
+point counts for the best iterate and for ``nfev``, whatever the method does with it.
+
+Methods
+-------
+``"bmrm"`` (:class:`PlainBMRM`)
+    Evaluate at the master problem's minimiser (Teo, Vishwanathan, Smola & Le, JMLR 11,
+    2010, Algorithm 1).
+``"ls-bmrm"`` (:class:`LineSearchBMRM`)
+    Line search from the best point towards the master's minimiser, cut at the line-search
+    point (Teo et al. 2010, Section 5, "ls-bmrm").
+``"ocas"`` (:class:`OCAS`)
+    The optimized cutting plane algorithm (Franc & Sonnenburg, JMLR 10, 2009): the same
+    line search, then the cut at a point a fraction ``mu`` beyond it towards the master's
+    minimiser, which keeps the convergence guarantee of the cutting-plane method.
+
+Along a segment w(t) = w_a + t·(w_b − w_a) the scores are affine, f(t) = f_a + t·(f_b − f_a),
+so for the package's risk oracle the line search costs one product X w_b and loss
+evaluations on scores, with no further pass over X.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from bmrm.solver.bundle import Bundle
+from bmrm.solver.regularizers import L2, Box, ElasticNet, make_regularizer
+
+__all__ = [
+    "METHODS",
+    "LineSearchBMRM",
+    "Method",
+    "OCAS",
+    "PlainBMRM",
+    "SolverState",
+    "get_method",
+]
+
+
+class Method(Protocol):
+    """The solver-method protocol: one iteration per call of :meth:`step`."""
+
+    def step(self, state: SolverState) -> None:
+        """Evaluate the risk where the method wants, update the bundle and solve the master
+        problem, leaving a valid lower bound on min J in ``state.lower_bound``."""
+
+
+@dataclass(eq=False)
+class SolverState:
+    """Everything a method sees and changes during a fit.
+
+    Attributes
+    ----------
+    oracle : callable
+        ``oracle(w) -> (R, a)``; the package's :class:`~bmrm.solver.oracle.RiskOracle` also
+        offers ``scores``, ``risk_at`` and ``cut_at``, which the line searches use.
+    lam : float
+    regularizer, l1_ratio :
+        Ω, as in :func:`bmrm.fit`.
+    bundle : Bundle
+    master :
+        The master problem (``solve(bundle, accuracy) -> (w, lower, alpha)``).
+    J_of : callable
+        ``J_of(w, R) = lam·Ω(w) + R``.
+    w0 : ndarray
+        The starting point.
+    best_w, best_J :
+        The best evaluated point and its objective.
+    lower_bound : float
+        The largest master optimum so far (a lower bound on min J).
+    w_master : ndarray or None
+        The last master minimiser.
+    last_J : float
+        The lowest objective among the points evaluated in the current iteration (the
+        loop resets it to inf before each step).
+    nit, nfev, n_passes : int
+        Iterations, risk evaluations (with or without a subgradient) and passes over X
+        (products X w and Xᵀ g).
+    oracle_seconds, master_seconds : float
+    """
+
+    oracle: Any
+    lam: float
+    regularizer: Any
+    l1_ratio: float | None
+    bundle: Bundle
+    master: Any
+    J_of: Any
+    w0: np.ndarray
+    bounded: bool = False
+    best_w: np.ndarray | None = None
+    best_J: float = math.inf
+    lower_bound: float = -math.inf
+    w_master: np.ndarray | None = None
+    last_J: float = math.inf
+    nit: int = 0
+    nfev: int = 0
+    n_passes: int = 0
+    oracle_seconds: float = 0.0
+    master_seconds: float = 0.0
+
+    def __post_init__(self):
+        # a name or a callable becomes its Regularizer (:mod:`bmrm.solver.regularizers`)
+        self.regularizer = make_regularizer(self.regularizer, l1_ratio=self.l1_ratio)
+
+    def buffer(self, name: str, like: np.ndarray) -> np.ndarray:
+        """A work array shaped like ``like``, allocated once per fit (allocating n-sized
+        arrays on every call costs page faults comparable to a pass over X)."""
+        buffers = self.__dict__.setdefault("_buffers", {})
+        buf = buffers.get(name)
+        if buf is None or buf.shape != like.shape:
+            buf = buffers[name] = np.empty_like(like)
+        return buf
+
+    @property
+    def gap(self) -> float:
+        return self.best_J - self.lower_bound
+
+    def check_risk(self, w: np.ndarray, R: float) -> None:
+        """Raise if the planes over-estimate the risk R at ``w``: every plane must lie below
+        R (the subgradient inequality), so this means a wrong subgradient. O(k·d)."""
+        bundle = self.bundle
+        k = bundle.size
+        # einsum's own loop: a BLAS product would wake BLAS's thread pool (see products)
+        values = np.einsum("ij,j->i", bundle.A[:k], w) + bundle.b[:k]
+        i = int(np.argmax(values))
+        scale = 1.0 + abs(R) + float(np.abs(values).max()) + float(np.abs(bundle.b[:k]).max())
+        if R < values[i] - 1e-8 * scale:
+            raise ValueError(
+                f"the risk {R:.6g} at an evaluated point lies below the cutting plane of an "
+                f"earlier point ({values[i]:.6g}): the oracle's gradient is not a subgradient "
+                "of its risk (check its sign and scale)"
+            )
+
+    def record(self, w: np.ndarray, J: float) -> None:
+        """Count an evaluated point for the best iterate."""
+        self.last_J = min(self.last_J, J)
+        if J < self.best_J:
+            self.best_J, self.best_w = J, w
+
+    def evaluate(self, w: np.ndarray, cut: bool = True):
+        """One oracle call at ``w`` (two passes over X); adds its plane to the bundle when
+        ``cut``. Returns ``(J, R, a)``."""
+        t0 = time.perf_counter()
+        R, a = self.oracle(w)
+        self.oracle_seconds += time.perf_counter() - t0
+        self.nfev += 1
+        self.n_passes += 2
+        self.check_risk(w, R)
+        J = self.J_of(w, R)
+        self.record(w, J)
+        if cut:
+            self.bundle.add(a, R - float(a @ w))
+        return J, R, a
+
+    def solve_master(self) -> np.ndarray:
+        """Minimise the regularized cutting-plane model; raises the lower bound to its
+        optimum and returns its minimiser (also kept in ``w_master``)."""
+        t1 = time.perf_counter()
+        # the master's own error need not be below a small fraction of the gap
+        accuracy = 1e-3 * self.gap if math.isfinite(self.lower_bound) else 0.0
+        w_master, lb, alpha = self.master.solve(self.bundle, accuracy)
+        self.bundle.set_weights(alpha)
+        self.bundle.prune_idle()
+        self.master_seconds += time.perf_counter() - t1
+        self.lower_bound = max(self.lower_bound, lb)
+        self.w_master = w_master
+        return w_master
+
+    def segment(self, w_a: np.ndarray, w_b: np.ndarray, f_a: np.ndarray | None = None):
+        """The objective along w(t) = w_a + t·(w_b − w_a): a :class:`Segment`.
+
+        With an oracle that evaluates on scores (``risk_at`` and ``cut_at``) and ``f_a``
+        = X w_a given, it costs one product X w_b and then the loss alone per point.
+        """
+        if f_a is not None and hasattr(self.oracle, "risk_at"):
+            return _ScoreSegment(self, w_a, w_b, f_a)
+        return _PointSegment(self, w_a, w_b)
+
+    def regularizer_slope(self, w: np.ndarray, d: np.ndarray) -> float:
+        """The right derivative of Ω(w + s·d) at s = 0."""
+        reg = self.regularizer
+        base = reg.base if isinstance(reg, Box) else reg
+        if isinstance(base, ElasticNet):  # L2 and L1 included
+            r = base._ratio()
+            if r == 0.0:
+                return float(w @ d)
+            l1 = float(np.where(w != 0, np.sign(w) * d, np.abs(d)).sum())
+            return r * l1 + (1.0 - r) * float(w @ d)
+        h = 1e-7 * (1.0 + float(np.abs(w).max())) / max(float(np.abs(d).max()), 1e-300)
+        return (self.J_of(w + h * d, 0.0) - self.J_of(w, 0.0)) / (h * self.lam)
+
+
+class _ScoreSegment:
+    """A segment evaluated on scores: f(t) = f_a + t·Δf, no pass over X per point."""
+
+    def __init__(self, state: SolverState, w_a, w_b, f_a):
+        self.state = state
+        self.w_a, self.d = w_a, w_b - w_a
+        t0 = time.perf_counter()
+        self.f_a = f_a
+        self.df = state.oracle.scores(w_b, out=state.buffer("df", f_a))
+        self.df -= f_a
+        state.oracle_seconds += time.perf_counter() - t0
+        state.n_passes += 1
+        self.f = state.buffer("f", f_a)
+        self._work = state.buffer("work", f_a)
+        self.slope_reg0 = state.regularizer_slope(w_a, self.d)
+        self.dd = float(self.d @ self.d)
+
+    def start_slope(self, g_a: np.ndarray) -> float:
+        """dJ/dt at t = 0 from g_a = ∂R/∂f at f_a."""
+        return self.state.lam * self.slope_reg0 + self.slope_of(g_a)
+
+    def slope_of(self, g: np.ndarray) -> float:
+        """<g, Δf>, without BLAS: numpy's dot wakes BLAS's thread pool, which on a busy
+        machine costs far more than this product of n numbers."""
+        return float(np.multiply(g, self.df, out=self._work).sum())
+
+    def scores(self, t: float) -> np.ndarray:
+        """f(t), a fresh array."""
+        return self.f_a + t * self.df
+
+    def value(self, t: float):
+        """``(J(t), dJ/dt, g)`` with g = ∂R/∂f at f(t) (a work array)."""
+        state = self.state
+        t0 = time.perf_counter()
+        np.multiply(self.df, t, out=self.f)
+        self.f += self.f_a
+        R, g = state.oracle.risk_at(self.f)
+        slope_R = self.slope_of(g)
+        state.oracle_seconds += time.perf_counter() - t0
+        state.nfev += 1
+        w = self.w_a + t * self.d
+        state.check_risk(w, R)
+        J = state.J_of(w, R)
+        state.record(w, J)
+        if isinstance(state.regularizer, L2):
+            slope_reg = self.slope_reg0 + t * self.dd
+        else:
+            slope_reg = state.regularizer_slope(w, self.d)
+        return J, state.lam * slope_reg + slope_R, g
+
+    def cut(self, t: float):
+        """An oracle call with its plane at w(t) (one pass, Xᵀg). Returns ``(w, f, J, g)``."""
+        state = self.state
+        t0 = time.perf_counter()
+        f = self.scores(t)
+        R, a = state.oracle.cut_at(f)
+        g = state.oracle.last_gradient.copy()
+        state.oracle_seconds += time.perf_counter() - t0
+        state.nfev += 1
+        state.n_passes += 1
+        w = self.w_a + t * self.d
+        state.check_risk(w, R)
+        J = state.J_of(w, R)
+        state.record(w, J)
+        state.bundle.add(a, R - float(a @ w))
+        return w, f, J, g
+
+
+class _PointSegment:
+    """A segment for an oracle without scores: every point is a full oracle call, whose
+    plane joins the bundle (it is valid and already paid for)."""
+
+    def __init__(self, state: SolverState, w_a, w_b):
+        self.state = state
+        self.w_a, self.d = w_a, w_b - w_a
+
+    def value(self, t: float):
+        state = self.state
+        w = self.w_a + t * self.d
+        J, R, a = state.evaluate(w, cut=True)
+        slope = state.lam * state.regularizer_slope(w, self.d) + float(a @ self.d)
+        return J, slope, a
+
+    def start_slope(self, a_a: np.ndarray) -> float:
+        """dJ/dt at t = 0 from a subgradient a_a of R at w_a."""
+        return self.state.lam * self.state.regularizer_slope(self.w_a, self.d) + float(
+            a_a @ self.d
+        )
+
+    def cut(self, t: float):
+        w = self.w_a + t * self.d
+        J, _, a = self.state.evaluate(w, cut=True)
+        return w, None, J, a
+
+
+def line_search(segment, J0: float, slope0: float, t_max: float, atol: float, max_evals: int):
+    """Minimise the convex J(t) over [0, t_max] along ``segment``.
+
+    Brackets the minimum by doubling from t = 1, then shrinks the bracket [lo, hi] with
+    secant steps on the (sub)derivative, each kept at least a tenth of the bracket from its
+    ends. It stops when the best value found is within ``atol`` of the bracket's lower bound
+    (where the tangents at lo and hi cross; valid by convexity), or after ``max_evals``
+    points. Piecewise-linear risks make the slope a step function, which this tolerates.
+    Returns ``(t, J(t), g(t))`` for the best point evaluated (t = 0 if none is better than
+    t = 0, with g None).
+    """
+    best_t, best_J, best_g = 0.0, J0, None
+    if not slope0 < 0.0:
+        return best_t, best_J, best_g
+    lo, J_lo, s_lo = 0.0, J0, slope0
+    hi = J_hi = s_hi = None
+    t, evals = min(1.0, t_max), 0
+    while evals < max_evals:
+        J, s, g = segment.value(t)
+        _check_convexity(t, J, s, 0.0, J0, slope0)
+        evals += 1
+        if J < best_J:
+            best_t, best_J, best_g = t, J, (None if g is None else g.copy())
+        if s >= 0.0:
+            hi, J_hi, s_hi = t, J, s
+            break
+        lo, J_lo, s_lo = t, J, s
+        if t >= t_max:
+            return best_t, best_J, best_g
+        t = min(2.0 * t, t_max)
+    while hi is not None and evals < max_evals and s_hi > 0.0:
+        width = hi - lo
+        # where the tangents at lo and hi cross: a lower bound on J over the bracket
+        t_cross = (J_lo - J_hi + s_hi * hi - s_lo * lo) / (s_hi - s_lo)
+        if best_J - (J_lo + s_lo * (t_cross - lo)) <= atol:
+            break
+        t = min(max(t_cross, lo + 0.1 * width), hi - 0.1 * width)
+        J, s, g = segment.value(t)
+        _check_convexity(t, J, s, 0.0, J0, slope0)
+        evals += 1
+        if J < best_J:
+            best_t, best_J, best_g = t, J, (None if g is None else g.copy())
+        if s < 0.0:
+            lo, J_lo, s_lo = t, J, s
+        elif s > 0.0:
+            hi, J_hi, s_hi = t, J, s
+        else:
+            break
+    return best_t, best_J, best_g
+
+
+def _check_convexity(t, J, s, t0, J0, s0) -> None:
+    """Raise unless the tangents at t and t0 (slopes from the oracle's subgradients) lie
+    below J at the other point, as they must for a convex J and true subgradients."""
+    scale = 1.0 + abs(J) + abs(J0) + abs(s * (t - t0)) + abs(s0 * (t - t0))
+    if J0 < J + s * (t0 - t) - 1e-8 * scale or J < J0 + s0 * (t - t0) - 1e-8 * scale:
+        raise ValueError(
+            f"the objective along a line ({J0:.6g} at t={t0:g}, {J:.6g} at t={t:g}) "
+            f"contradicts its slopes ({s0:.3g}, {s:.3g}): the oracle's gradient is not a "
+            "subgradient of its risk (check its sign and scale)"
+        )
+
+
+class PlainBMRM:
+    """Plain BMRM: evaluate the risk at the master problem's minimiser (Teo et al., JMLR
+    2010, Algorithm 1). One oracle call (two passes over X) per iteration."""
+
+    name = "bmrm"
+
+    def step(self, state: SolverState) -> None:
+        w = state.w0 if state.w_master is None else self.next_point(state.w_master, state)
+        state.evaluate(w)
+        state.solve_master()
+
+    def next_point(self, w_master: np.ndarray, state: SolverState) -> np.ndarray:
+        """Where to evaluate after the master problem; its minimiser."""
+        return w_master
+
+
+class OCAS:
+    """The optimized cutting plane algorithm (Franc & Sonnenburg, JMLR 10, 2009, Alg. 2).
+
+    Keeps a best point w_b with g_b = ∂R/∂f at its scores (a subgradient of R at w_b for
+    an oracle without scores). Each iteration takes the master minimiser w_c, searches the
+    line w_b + t·(w_c − w_b) (t ≥ 0; t ≤ 1 under bounds) for the lowest J, moves w_b there,
+    and adds the cut at w_b + mu·(w_c − w_b), which Franc & Sonnenburg show keeps the
+    cutting-plane method's convergence (they use mu = 0.1). The line search runs on scores:
+    one product X w_c, the loss at a few points, then Xᵀg for the cut, so an iteration
+    costs two passes over X like plain BMRM's. The certificate is the master optimum.
+
+    Parameters
+    ----------
+    mu : float in (0, 1]
+        Where the cut is taken between the new best point (0) and the master minimiser (1).
+    line_search_tol : float
+        The line search stops when its best value is within this fraction of the current
+        gap of the minimum along the line (bounded by convexity).
+    max_evals : int
+        Loss evaluations per line search, at most.
+    """
+
+    name = "ocas"
+
+    def __init__(self, mu: float = 0.1, line_search_tol: float = 0.01, max_evals: int = 10):
+        if not 0.0 <= mu <= 1.0:
+            raise ValueError(f"mu must lie in [0, 1]; got {mu!r}")
+        self.mu = mu
+        self.line_search_tol = line_search_tol
+        self.max_evals = max_evals
+        self._w_b = self._f_b = self._g_b = None
+        self._J_b = math.inf
+
+    def step(self, state: SolverState) -> None:
+        if state.w_master is None:
+            self._start(state)
+            state.solve_master()
+            return
+        w_c = state.w_master
+        seg = state.segment(self._w_b, w_c, self._f_b)
+        slope0 = seg.start_slope(self._g_b)
+        t_max = 1.0 if state.bounded else math.inf
+        # a line search closer than this to its optimum would not change the gap visibly
+        atol = self.line_search_tol * state.gap
+        t, J_t, g_t = line_search(seg, self._J_b, slope0, t_max, atol, self.max_evals)
+        if t > 0.0:
+            self._set_best(seg, t, J_t, g_t)
+        t_cut = t + self._cut_fraction(t) * (1.0 - t)
+        w, f, J, g = seg.cut(t_cut)
+        if J < self._J_b:
+            self._w_b, self._f_b, self._g_b, self._J_b = w, f, g, J
+        state.solve_master()
+
+    def _cut_fraction(self, t: float) -> float:
+        return self.mu
+
+    def _start(self, state: SolverState) -> None:
+        w = state.w0
+        if hasattr(state.oracle, "cut_at"):
+            t0 = time.perf_counter()
+            f = state.oracle.scores(w)
+            R, a = state.oracle.cut_at(f)
+            self._g_b = state.oracle.last_gradient.copy()
+            state.oracle_seconds += time.perf_counter() - t0
+            state.nfev += 1
+            state.n_passes += 2
+            J = state.J_of(w, R)
+            state.record(w, J)
+            state.bundle.add(a, R - float(a @ w))
+            self._f_b = f
+        else:
+            J, _, self._g_b = state.evaluate(w)
+        self._w_b, self._J_b = w, J
+
+    def _set_best(self, seg, t, J_t, g_t) -> None:
+        self._w_b = seg.w_a + t * seg.d
+        self._f_b = seg.scores(t) if isinstance(seg, _ScoreSegment) else None
+        self._g_b = g_t
+        self._J_b = J_t
+
+
+class LineSearchBMRM(OCAS):
+    """Line-search BMRM (Teo et al., JMLR 2010, Section 5): the line search of
+    :class:`OCAS`, with the cut taken at the line-search point itself.
+
+    When the line search makes no progress (t = 0) the cut is taken at the master minimiser
+    instead, as plain BMRM would, so the method cannot stall on a repeated plane.
+    """
+
+    name = "ls-bmrm"
+
+    def __init__(self, line_search_tol: float = 0.01, max_evals: int = 10):
+        super().__init__(mu=0.0, line_search_tol=line_search_tol, max_evals=max_evals)
+
+    def _cut_fraction(self, t: float) -> float:
+        return 1.0 if t == 0.0 else 0.0
+
+
+METHODS = {"bmrm": PlainBMRM, "ls-bmrm": LineSearchBMRM, "ocas": OCAS}
+
+
+def get_method(method) -> Method:
+    """A method object from a name in :data:`METHODS`, an object with ``step``, or None
+    (plain BMRM; :func:`~bmrm.solver.loop.minimize_bmrm` resolves its default ``"auto"``
+    before calling this)."""
+    if method is None:
+        return PlainBMRM()
+    if isinstance(method, str):
+        if method not in METHODS:
+            raise ValueError(
+                f"method must be one of {sorted(METHODS)} or an object with a "
+                f"step(state) method; got {method!r}"
+            )
+        return METHODS[method]()
+    if not callable(getattr(method, "step", None)):
+        raise TypeError(
+            f"method must be one of {sorted(METHODS)} or an object with a step(state) method; "
+            f"got {type(method).__name__}"
+        )
+    return method

@@ -1,0 +1,252 @@
+"""Iterations to SVM^rank's objective: every solver method on the same objective.
+
+    python experiments/bench_iterations.py [--ltr /tmp/ltr] [--sets small medium demo]
+        [--C 1 100] [--methods bmrm ls-bmrm ocas] [--repeats 1] [--max-time 600]
+        [--out results/bench_iterations]
+
+SVM^rank's objective ½‖w‖² + C·(1/n_q)·Σ_q Σ_{y_i > y_j} max(0, 1 − (f_i − f_j)) is
+``bmrm.fit(X, y, losses.get("ordinal", normalize="none"), qid, lam=1/C)`` with J = pval / C.
+The small and medium sets are made by ``../shared/tools/gen_ltr.py`` (its README gives the
+commands and SVM^rank's final objective on each; the train part of ``NAME.npz`` is read as
+float64). For each set, C and method the script reports, at the first iteration where
+(a) the best objective is within 1e-6 (relative) of SVM^rank's and (b) the relative gap is
+at most 1e-3: iterations, oracle calls (risk evaluations with or without a subgradient),
+passes over X (products X w and Xᵀ g) and seconds, split into oracle, master and other.
+The demo data of :mod:`bmrm.demo` (NDCG@10 with truncated c, and ordinal, at lam 1e-2 and
+1e-4) has no SVM^rank figure: only (b) is reported there.
+
+Numba compilation is excluded: an untimed fit on a small slice runs first (its seconds are
+reported as the warm-up). Repetitions give medians. Writes ``results.csv`` (one row per set
+x setting x method x target x repetition) and ``results.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import losses  # noqa: E402
+from bmrm.demo import make_ranking_data  # noqa: E402
+from bmrm.solver.loop import minimize_bmrm  # noqa: E402
+from bmrm.solver.oracle import RiskOracle  # noqa: E402
+from experiments._common import REPO, markdown_table, progress, write_csv  # noqa: E402
+
+# SVM^rank's final objective J = pval / C (../shared/tools/README.md)
+SVMRANK_J = {
+    ("small", 1.0): 29.32915,
+    ("small", 100.0): 27.6464679,
+    ("medium", 1.0): 197.51080,
+    ("medium", 100.0): 195.6666287,
+}
+SVMRANK_ITER = {("small", 1.0): 48, ("small", 100.0): 631, ("medium", 1.0): 148}
+SVMRANK_ITER[("medium", 100.0)] = 2737
+SVMRANK_CPU = {("small", 1.0): 0.29, ("small", 100.0): 3.7, ("medium", 1.0): 32.5}
+SVMRANK_CPU[("medium", 100.0)] = 597.0
+GAP_TARGET = 1e-3
+
+
+def load_ltr(folder: Path, name: str):
+    path = folder / f"{name}.npz"
+    if not path.exists():
+        sys.exit(
+            f"error: {path} not found; make it with ../shared/tools/gen_ltr.py (see its README)"
+        )
+    z = np.load(path)
+    X = np.ascontiguousarray(z["X_train"], dtype=np.float64)
+    return X, z["y_train"].astype(np.int64), z["qid_train"]
+
+
+def problems(args):
+    """(set, setting label, X, y, qid, loss, lam, SVM^rank J or None)."""
+    for name in args.sets:
+        if name == "demo":
+            X, y, qid = make_ranking_data(2000, 40, 50)
+            split = X.shape[0] * 4 // 5
+            X, y, qid = X[:split], y[:split], qid[:split]
+            for loss_name, params in (("ndcg", {"truncate_c": True}), ("ordinal", {})):
+                for lam in (1e-2, 1e-4):
+                    loss = losses.get(loss_name, **params)
+                    yield name, f"{loss_name} lam={lam:g}", X, y, qid, loss, lam, None
+            continue
+        X, y, qid = load_ltr(args.ltr, name)
+        for C in args.C:
+            loss = losses.get("ordinal", normalize="none")
+            yield name, f"C={C:g}", X, y, qid, loss, 1.0 / C, SVMRANK_J.get((name, C))
+
+
+def run(X, y, qid, loss, lam, method, target_J, max_time, max_iter):
+    """One fit until both targets are met; the counters at each target."""
+    prepared = losses.prepare(loss, y, qid, n_samples=X.shape[0])
+    oracle = RiskOracle(X, prepared)
+    hits = {}
+    start = time.perf_counter()
+
+    def snapshot(r):
+        h = r.history
+        elapsed = time.perf_counter() - start
+        return {
+            "iterations": r.nit,
+            "oracle_calls": r.nfev,
+            "passes": r.n_passes,
+            "seconds": elapsed,
+            "oracle_s": r.oracle_seconds,
+            "master_s": r.master_seconds,
+            "other_s": elapsed - r.oracle_seconds - r.master_seconds,
+            "J": r.fun,
+            "rel_gap": float(h["gap"][-1]) / abs(r.fun),
+        }
+
+    def callback(r):
+        if target_J is not None and "svmrank" not in hits and r.fun <= target_J * (1 + 1e-6):
+            hits["svmrank"] = snapshot(r)
+        if "gap" not in hits and r.gap <= GAP_TARGET * abs(r.fun):
+            hits["gap"] = snapshot(r)
+        if "gap" in hits and (target_J is None or "svmrank" in hits):
+            raise StopIteration
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = minimize_bmrm(
+            oracle,
+            X.shape[1],
+            lam,
+            tol=1e-9,
+            max_iter=max_iter,
+            max_time=max_time,
+            method=method,
+            callback=callback,
+        )
+    return hits, res
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python experiments/bench_iterations.py", description=__doc__
+    )
+    parser.add_argument("--ltr", type=Path, default=Path("/tmp/ltr"), help="gen_ltr.py output")
+    parser.add_argument("--sets", nargs="+", default=["small", "medium", "demo"])
+    parser.add_argument("--C", nargs="+", type=float, default=[1.0, 100.0])
+    parser.add_argument("--methods", nargs="+", default=["bmrm", "ls-bmrm", "ocas"])
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--max-time", type=float, default=600.0)
+    parser.add_argument("--max-iter", type=int, default=20000)
+    parser.add_argument("--out", type=Path, default=REPO / "results" / "bench_iterations")
+    args = parser.parse_args(argv)
+
+    t = time.perf_counter()
+    Xw, yw, qw = make_ranking_data(20, 10, 5)
+    for method in args.methods:
+        for loss in (losses.get("ordinal", normalize="none"), losses.get("ndcg", truncate_c=True)):
+            run(Xw, yw, qw, loss, 1e-2, method, None, 10.0, 20)
+    warmup = time.perf_counter() - t
+    progress(f"warm-up (numba compilation, untimed): {warmup:.1f} s")
+
+    rows = []
+    for name, setting, X, y, qid, loss, lam, target_J in problems(args):
+        for method in args.methods:
+            for rep in range(args.repeats):
+                progress(f"{name} {setting} {method} repetition {rep + 1}")
+                hits, res = run(
+                    X, y, qid, loss, lam, method, target_J, args.max_time, args.max_iter
+                )
+                for target in ("svmrank", "gap"):
+                    if target == "svmrank" and target_J is None:
+                        continue
+                    row = {
+                        "set": name,
+                        "setting": setting,
+                        "method": method,
+                        "target": target,
+                        "repetition": rep,
+                        "reached": target in hits,
+                    }
+                    row.update(
+                        hits.get(
+                            target,
+                            {
+                                "iterations": res.nit,
+                                "seconds": res.total_seconds,
+                                "oracle_calls": res.nfev,
+                                "passes": res.n_passes,
+                                "oracle_s": res.oracle_seconds,
+                                "master_s": res.master_seconds,
+                                "other_s": res.total_seconds
+                                - res.oracle_seconds
+                                - res.master_seconds,
+                                "J": res.fun,
+                                "rel_gap": res.gap / abs(res.fun),
+                            },
+                        )
+                    )
+                    rows.append(row)
+                    progress(f"  {target}: {row}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_csv(args.out / "results.csv", rows)
+
+    groups = {}
+    for row in rows:
+        groups.setdefault((row["set"], row["setting"], row["target"], row["method"]), []).append(
+            row
+        )
+    table = []
+    for (name, setting, target, method), group in groups.items():
+
+        def med(key, group=group):
+            return statistics.median(r[key] for r in group)
+
+        reached = all(r["reached"] for r in group)
+        ref = ""
+        if target == "svmrank":
+            key = (name, float(setting.split("=")[1]))
+            ref = f"{SVMRANK_ITER.get(key, '')} it, {SVMRANK_CPU.get(key, '')} s"
+        table.append(
+            (
+                name,
+                setting,
+                "SVM^rank J" if target == "svmrank" else "gap 1e-3",
+                method,
+                ("" if reached else "not reached: ") + f"{med('iterations'):.0f}",
+                f"{med('oracle_calls'):.0f}",
+                f"{med('passes'):.0f}",
+                f"{med('seconds'):.2f}",
+                f"{med('oracle_s'):.2f}",
+                f"{med('master_s'):.2f}",
+                f"{med('other_s'):.2f}",
+                f"{med('rel_gap'):.1e}",
+                ref,
+            )
+        )
+    header = (
+        "set",
+        "setting",
+        "target",
+        "method",
+        "iterations",
+        "oracle calls",
+        "passes over X",
+        "seconds",
+        "oracle s",
+        "master s",
+        "other s",
+        "relative gap then",
+        "SVM^rank",
+    )
+    md = markdown_table(header, table)
+    (args.out / "results.md").write_text(
+        f"Warm-up (numba compilation, excluded): {warmup:.1f} s. Medians of {args.repeats} "
+        f"repetition(s).\n\n{md}\n"
+    )
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

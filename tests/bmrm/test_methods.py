@@ -1,0 +1,309 @@
+"""Solver methods (bmrm, ls-bmrm, ocas) against the whole problem solved directly by cvxpy."""
+
+import warnings
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+import bmrm
+import losses
+from bmrm.solver.methods import METHODS, PlainBMRM, SolverState, line_search
+from bmrm.solver.oracle import RiskOracle
+from tests.bmrm.test_solver import direct_optimum, make_problem, objective
+
+METHOD_NAMES = sorted(METHODS)
+
+
+def ranking_problem(seed, n_queries=6, docs=5, d=4):
+    rng = np.random.default_rng(seed)
+    n = n_queries * docs
+    X = rng.normal(size=(n, d)) * rng.uniform(0.3, 2.0, size=d)
+    y = rng.integers(0, 3, size=n)
+    y[:docs] = 1  # an all-equal-label query
+    qid = np.repeat(np.arange(n_queries), docs)
+    perm = rng.permutation(n)  # queries not contiguous in the caller's order
+    return X[perm], y[perm], qid[perm]
+
+
+def ordinal_direct(X, y, qid, lam):
+    """min lam/2 ‖w‖² + (1/n_q) Σ_q Σ_{y_i > y_j} max(0, 1 − (f_i − f_j)) by cvxpy."""
+    d = X.shape[1]
+    rows_i, rows_j = [], []
+    for q in np.unique(qid):
+        rows = np.flatnonzero(qid == q)
+        for i in rows:
+            for j in rows:
+                if y[i] > y[j]:
+                    rows_i.append(i)
+                    rows_j.append(j)
+    D = X[rows_i] - X[rows_j]
+    w = cp.Variable(d)
+    risk = cp.sum(cp.pos(1 - D @ w)) / len(np.unique(qid))
+    prob = cp.Problem(cp.Minimize(lam / 2 * cp.sum_squares(w) + risk))
+    prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    return prob.value, D, len(np.unique(qid))
+
+
+@pytest.mark.parametrize("method", METHOD_NAMES)
+@pytest.mark.parametrize("loss", ["squared", "hinge", "logistic"])
+@pytest.mark.parametrize("seed", range(4))
+def test_pointwise_losses_reach_the_direct_optimum(method, loss, seed):
+    X, y = make_problem(seed, loss)
+    lam = [1e-3, 1e-2, 1e-1, 1.0][seed]
+    tol = 1e-5
+    res = bmrm.fit(X, y, loss, lam=lam, tol=tol, max_iter=3000, method=method).result_
+    assert res.success, res.message
+    J_star, _ = direct_optimum(X, y, loss, lam, "l2")
+    J = objective(X, y, loss, lam, "l2", res.x)
+    assert J == pytest.approx(res.fun, rel=1e-10, abs=1e-12)
+    # the reported gap bounds the true suboptimality (to the reference's accuracy)
+    assert J - J_star <= res.gap + 1e-8
+    assert res.gap <= tol * abs(res.fun)
+    assert res.lower_bound <= J_star + 1e-7
+    hist = res.history
+    assert len(hist["gap"]) == res.nit
+    assert np.all(np.diff(hist["lower_bound"]) >= 0)
+    assert np.all(np.diff(hist["best_objective"]) <= 0)
+    np.testing.assert_array_equal(hist["best_objective"], np.minimum.accumulate(hist["objective"]))
+    assert hist["nfev"][-1] == res.nfev
+
+
+@pytest.mark.parametrize("method", METHOD_NAMES)
+@pytest.mark.parametrize("seed", range(3))
+def test_ordinal_loss_reaches_the_direct_optimum(method, seed):
+    X, y, qid = ranking_problem(seed)
+    lam = [1e-3, 1e-1, 1.0][seed]
+    loss = losses.get("ordinal", normalize="none")
+    res = bmrm.fit(X, y, loss, qid, lam=lam, tol=1e-6, max_iter=3000, method=method).result_
+    assert res.success, res.message
+    J_star, D, n_q = ordinal_direct(X, y, qid, lam)
+    J = lam / 2 * res.x @ res.x + np.maximum(0, 1 - D @ res.x).sum() / n_q
+    assert J == pytest.approx(res.fun, rel=1e-10)
+    assert J - J_star <= res.gap + 1e-8
+    assert res.lower_bound <= J_star + 1e-7
+
+
+@pytest.mark.parametrize("method", ["ocas", "ls-bmrm"])
+def test_line_search_methods_count_every_evaluation(method):
+    X, y = make_problem(2, "hinge", n=200, d=10)
+    res = bmrm.fit(X, y, "hinge", lam=1e-4, tol=1e-6, max_iter=3000, method=method).result_
+    assert res.success
+    # one oracle call plus at least one loss evaluation per iteration after the first
+    assert res.nfev > res.nit
+    # a product X w_c and Xᵀg per iteration, two passes for the first
+    assert res.n_passes == 2 * res.nit
+
+
+def test_line_search_needs_fewer_iterations_than_plain_bmrm_at_small_lam():
+    X, y = make_problem(4, "hinge", n=400, d=20)
+    its = {}
+    for method in ("bmrm", "ocas"):
+        res = bmrm.fit(X, y, "hinge", lam=1e-5, tol=1e-4, max_iter=5000, method=method).result_
+        assert res.success
+        its[method] = res.nit
+    assert its["ocas"] < its["bmrm"]
+
+
+@pytest.mark.parametrize("method", ["ocas", "ls-bmrm"])
+def test_callable_oracle_without_scores(method):
+    """A plain callable oracle: the line search calls it (and keeps its planes)."""
+    X, y = make_problem(6, "squared")
+    lam = 1e-2
+    n = len(y)
+
+    def oracle(w):
+        r = X @ w - y
+        return 0.5 * float(r @ r) / n, X.T @ r / n
+
+    res = bmrm.minimize_bmrm(oracle, X.shape[1], lam, tol=1e-7, method=method)
+    assert res.success
+    J_star, _ = direct_optimum(X, y, "squared", lam, "l2")
+    assert res.fun - J_star <= res.gap + 1e-9
+    assert res.n_passes == 2 * res.nfev
+
+
+@pytest.mark.parametrize("method", ["ocas", "ls-bmrm"])
+def test_bounds_and_l1_with_line_search(method):
+    X, y = make_problem(3, "squared", n=50, d=5)
+    lam = 1e-2
+    res = bmrm.fit(X, y, "squared", lam=lam, bounds=(-0.3, 0.5), tol=1e-6, method=method)
+    r = res.result_
+    assert r.success
+    assert np.all(r.x >= -0.3 - 1e-9) and np.all(r.x <= 0.5 + 1e-9)
+    J_star, _ = direct_optimum(X, y, "squared", lam, "l2", lower=-0.3, upper=0.5)
+    assert r.fun - J_star <= r.gap + 1e-7
+    res = bmrm.fit(X, y, "squared", lam=lam, regularizer="l1", tol=1e-6, method=method)
+    J_star, _ = direct_optimum(X, y, "squared", lam, "l1")
+    assert res.result_.fun - J_star <= res.result_.gap + 1e-7
+
+
+def test_a_method_object_following_the_protocol():
+    class Recorder(PlainBMRM):
+        def __init__(self):
+            self.seen = []
+
+        def step(self, state: SolverState) -> None:
+            super().step(state)
+            self.seen.append((state.nit, state.nfev, state.lower_bound))
+
+    X, y = make_problem(1, "hinge")
+    rec = Recorder()
+    res = bmrm.fit(X, y, "hinge", lam=1e-2, tol=1e-6, method=rec).result_
+    assert [s[0] for s in rec.seen] == list(range(1, res.nit + 1))
+    assert [s[1] for s in rec.seen] == list(range(1, res.nit + 1))
+    np.testing.assert_array_equal([s[2] for s in rec.seen], res.history["lower_bound"])
+
+
+def test_unknown_method_is_rejected():
+    X, y = make_problem(1, "hinge")
+    with pytest.raises(ValueError, match="method must be one of"):
+        bmrm.fit(X, y, "hinge", method="newton")
+    with pytest.raises(TypeError, match="step"):
+        bmrm.fit(X, y, "hinge", method=object())
+
+
+def test_line_search_finds_the_minimum_of_a_convex_piecewise_function():
+    class Segment:
+        """J(t) = |t − 2.7| + 0.1 (t − 1)² on t ≥ 0."""
+
+        def value(self, t):
+            J = abs(t - 2.7) + 0.1 * (t - 1) ** 2
+            s = (1.0 if t >= 2.7 else -1.0) + 0.2 * (t - 1)
+            return J, s, None
+
+    J0, s0 = Segment().value(0.0)[:2]
+    t, J, _ = line_search(Segment(), J0, s0, np.inf, atol=1e-9, max_evals=60)
+    assert t == pytest.approx(2.7, abs=1e-6)
+    # bounded by t_max
+    t, J, _ = line_search(Segment(), J0, s0, 1.0, atol=1e-9, max_evals=60)
+    assert t == 1.0
+    # a slope that is not negative at 0: stays put
+    assert line_search(Segment(), 1.0, 0.0, np.inf, atol=0.0, max_evals=5)[0] == 0.0
+
+
+def test_segment_scores_are_affine_and_match_the_oracle():
+    X, y, qid = ranking_problem(4)
+    prepared = losses.prepare(losses.get("ordinal"), y, qid, n_samples=len(y))
+    oracle = RiskOracle(X, prepared)
+    rng = np.random.default_rng(0)
+    w_a, w_b = rng.normal(size=4), rng.normal(size=4)
+    from bmrm.solver.bundle import Bundle
+
+    state = SolverState(
+        oracle=oracle,
+        lam=0.1,
+        regularizer="l2",
+        l1_ratio=0.5,
+        bundle=Bundle(4),
+        master=None,
+        J_of=lambda w, R: 0.05 * float(w @ w) + R,
+        w0=w_a,
+    )
+    seg = state.segment(w_a, w_b, oracle.scores(w_a))
+    for t in (0.0, 0.3, 1.0, 2.5):
+        J, slope, _ = seg.value(t)
+        w = w_a + t * (w_b - w_a)
+        R, a = oracle(w)
+        assert J == pytest.approx(0.05 * w @ w + R, rel=1e-12)
+        # the slope is a directional subgradient: (a + lam w)·(w_b − w_a) where R is smooth
+        assert slope == pytest.approx((a + 0.1 * w) @ (w_b - w_a), rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("method", METHOD_NAMES)
+def test_intermediate_results_are_cheap_views(method):
+    X, y = make_problem(0, "hinge")
+    lengths = []
+
+    def callback(r):
+        lengths.append(len(r.history["gap"]))
+        assert not r.history["gap"].flags.writeable
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bmrm.ConvergenceWarning)
+        res = bmrm.fit(
+            X, y, "hinge", lam=1e-3, tol=1e-12, max_iter=150, callback=callback, method=method
+        ).result_
+    # called after every iteration but a converged last one
+    last = res.nit if res.status == 2 else res.nit - 1
+    assert lengths == list(range(1, last + 1))
+
+
+@pytest.mark.parametrize("method", METHOD_NAMES)
+def test_features_scaled_by_1e6_still_converge(method):
+    """Q = G/lam ~ 1e15: the QP's tolerance (scaled by max Q) accepts w = 0; the default
+    master sees the stall and hands over to cvxpy."""
+    X, y = make_problem(0, "squared")
+    lam = 1e-3
+    res = bmrm.fit(X * 1e6, y, "squared", lam=lam, max_iter=3000, method=method).result_
+    assert res.success, res.message
+    J_star, _ = direct_optimum(X * 1e6, y, "squared", lam, "l2")
+    assert res.fun - J_star <= res.gap + 1e-9
+    assert res.lower_bound <= J_star + 1e-9
+    X, y = make_problem(0, "hinge")
+    res = bmrm.fit(X * 1e6, y, "hinge", lam=lam, atol=1e-12, max_iter=3000, method=method)
+    res = res.result_
+    assert res.success, res.message
+    # w = 0 (J = 1) was the answer before; the data are separable, so J* is tiny
+    assert res.fun < 1e-12
+    assert 0 <= res.lower_bound <= res.fun
+
+
+def test_overflowing_features_give_a_clear_error():
+    X, y = make_problem(0, "squared")
+    for loss in ("squared", "hinge"):
+        yl = y if loss == "squared" else np.sign(y)
+        with pytest.raises(FloatingPointError, match="overflowed float64.*X.*scale them down"):
+            bmrm.fit(X * 1e300, yl, loss, lam=1e-3)
+
+
+class WrongSignSquared:
+    """½(f − y)² with the gradient's sign flipped."""
+
+    pointwise = True
+
+    def validate(self, y, query_ptr):
+        return np.asarray(y, dtype=np.float64)
+
+    def loss_grad(self, f, targets):
+        return 0.5 * (f - targets) ** 2, -(f - targets)
+
+
+@pytest.mark.parametrize("method", METHOD_NAMES)
+def test_wrong_subgradient_raises_instead_of_converging(method):
+    X, y = make_problem(0, "squared")
+    with pytest.raises(ValueError, match="not a subgradient"):
+        bmrm.fit(X, y, WrongSignSquared(), lam=1e-2, method=method)
+
+
+@pytest.mark.parametrize("method", [None, "ocas"])
+def test_path_matches_independent_fits_and_the_direct_optimum(method):
+    X, y, qid = ranking_problem(7, n_queries=20, docs=6, d=5)
+    lams = [1.0, 1e-1, 1e-2, 1e-3]
+    loss = losses.get("ordinal", normalize="none")
+    models = bmrm.path(X, y, loss, qid, lams=lams, method=method, tol=1e-6, max_iter=5000)
+    total_path = 0
+    total_indep = 0
+    for lam, model in zip(lams, models, strict=True):
+        res = model.result_
+        assert res.success and model.lam == lam
+        ind = bmrm.fit(X, y, loss, qid, lam=lam, method=method, tol=1e-6, max_iter=5000).result_
+        assert abs(res.fun - ind.fun) <= res.gap + ind.gap
+        J_star, D, n_q = ordinal_direct(X, y, qid, lam)
+        J = lam / 2 * res.x @ res.x + np.maximum(0, 1 - D @ res.x).sum() / n_q
+        assert J == pytest.approx(res.fun, rel=1e-10)
+        assert J - J_star <= res.gap + 1e-8
+        assert res.lower_bound <= J_star + 1e-7
+        total_path += res.nfev
+        total_indep += ind.nfev
+    # the carried planes and warm starts save oracle calls on this path
+    assert total_path < total_indep
+
+
+def test_path_rejects_bad_lams():
+    X, y = make_problem(0, "squared")
+    for lams in ([], [1.0, -1.0], [[1.0]], [np.nan], 0.1):
+        with pytest.raises(ValueError, match="lams"):
+            bmrm.path(X, y, "squared", lams=lams)
+    with pytest.raises(ValueError, match="lams=, not lam="):
+        bmrm.path(X, y, "squared", lams=[1.0], lam=1.0)
