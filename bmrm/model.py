@@ -8,6 +8,7 @@ import numpy as np
 
 import losses
 from bmrm._validation import check_int, check_positive, check_X
+from bmrm.solver.compile_clock import CompileClock
 from bmrm.solver.loop import BMRMResult, minimize_bmrm
 from bmrm.solver.oracle import RiskOracle
 
@@ -156,7 +157,10 @@ def fit(
     max_iter : int
         Iteration cap; reaching it warns with :class:`bmrm.ConvergenceWarning`.
     max_time : float or None
-        Time budget in seconds.
+        Time budget in seconds, not counting time spent in numba's compiler: the first fit
+        in a new environment compiles the loss and solver kernels (or, later, loads them
+        from numba's cache), and ``result_.compile_seconds`` reports how long that took.
+        So a budget buys the same iterations on a first run as on later runs.
     bundle_size : int
         Bundle capacity (zero plane included); a full bundle prunes or aggregates planes.
     w0 : array-like or None
@@ -211,7 +215,8 @@ def fit(
         if w0.shape != (d,) or not np.all(np.isfinite(w0)):
             raise ValueError(f"w0 must be a finite array of shape ({d},); got shape {w0.shape}")
     loss_obj = losses.get(loss, **(loss_params or {}))
-    prepared = losses.prepare(loss_obj, y, qid, n_samples=n_samples, **loss_data)
+    with CompileClock() as clock:
+        prepared = losses.prepare(loss_obj, y, qid, n_samples=n_samples, **loss_data)
     oracle = RiskOracle(X, prepared, fit_intercept, intercept_scaling)
     result: BMRMResult = minimize_bmrm(
         oracle,
@@ -234,6 +239,7 @@ def fit(
         progress=progress,
         cvxpy_solver=cvxpy_solver,
     )
+    result.compile_seconds += clock.seconds
     w = result.x
     coef = w[:n_features]
     intercept = w[n_features] * intercept_scaling if fit_intercept else 0.0

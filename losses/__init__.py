@@ -13,7 +13,6 @@ import numpy as np
 
 from losses._base import Loss, check_protocol
 from losses._query import QueryGroups, group_queries
-from losses._threads import PARALLEL_MIN_ROWS, serial_below
 
 __all__ = [
     "Loss",
@@ -73,11 +72,10 @@ class Prepared:
     def loss_grad(self, f_internal):
         """Per-term losses and ∂(sum)/∂f, both in internal order.
 
-        Inputs below ``PARALLEL_MIN_ROWS`` rows run the kernels on the calling thread: waking
-        a thread pool costs more than such a kernel, and far more on a busy machine.
+        The kernels spread queries over threads only for inputs of
+        :data:`losses._threads.PARALLEL_MIN_ROWS` rows or more (see :mod:`losses._threads`).
         """
-        with serial_below(len(f_internal), PARALLEL_MIN_ROWS):
-            return self.loss.loss_grad(f_internal, self.targets)
+        return self.loss.loss_grad(f_internal, self.targets)
 
 
 def prepare(loss, y, qid=None, *, n_samples: int | None = None, **data) -> Prepared:

@@ -115,11 +115,11 @@ from __future__ import annotations
 import numbers
 from typing import Any, NamedTuple
 
-import numba
 import numpy as np
 
 from losses._base import Loss, check_finite_targets, check_graded_labels
 from losses._kernels import listwise as _k
+from losses._threads import run_queries
 
 __all__ = ["NDCGLoss", "NERULoss"]
 
@@ -281,7 +281,9 @@ class _StructuredRankingLoss(Loss):
         f = np.ascontiguousarray(f, dtype=np.float64)
         values = np.empty(targets.inv_norm.size)
         grad = np.empty_like(f)
-        _k.structured_loss(
+        run_queries(
+            _k.structured_loss,
+            targets.query_ptr,
             f,
             targets.query_ptr,
             targets.gain,
@@ -294,7 +296,6 @@ class _StructuredRankingLoss(Loss):
             targets.c,
             targets.n_top,
             targets.truncated,
-            numba.get_num_threads(),
             values,
             grad,
         )
@@ -308,8 +309,15 @@ class _StructuredRankingLoss(Loss):
         """
         f = np.ascontiguousarray(f, dtype=np.float64)
         values = np.empty(targets.inv_norm.size)
-        _k.pessimistic_metric(
-            f, targets.query_ptr, targets.gain, targets.inv_norm, targets.a, values
+        run_queries(
+            _k.pessimistic_metric,
+            targets.query_ptr,
+            f,
+            targets.query_ptr,
+            targets.gain,
+            targets.inv_norm,
+            targets.a,
+            values,
         )
         return values
 

@@ -31,7 +31,6 @@ from typing import IO, Literal
 import numpy as np
 import scipy.sparse as sp
 from numpy.typing import DTypeLike
-from sklearn.datasets import load_svmlight_file
 
 __all__ = [
     "dump_query_file",
@@ -252,6 +251,9 @@ def load_svmlight(
         raise ValueError(f"n_features must be an integer >= 1 or None; got {n_features!r}")
     one_based = zero_based is False
     try:
+        # imported here: scikit-learn takes a second or more to import
+        from sklearn.datasets import load_svmlight_file
+
         X, y, qid = load_svmlight_file(path, dtype=dtype, zero_based=zero_based, query_id=True)
     except (ValueError, OverflowError) as exc:
         raise _bad_file(path, one_based, str(exc)) from exc

@@ -3,7 +3,8 @@
 The loss only sees scores ``f = X w``; the oracle computes ``f`` and maps ∂l/∂f back with
 ``Xᵀ g``, so dense, CSR and float32 data share every loss. X is never copied or converted; f and g
 are float64. Dense C-ordered X goes through the numba products of :mod:`bmrm.solver.products`
-(one thread pool with the loss kernels); other layouts and CSR use numpy and scipy.
+(one thread pool with the loss kernels, :mod:`losses._threads`); other layouts and CSR use
+numpy and scipy.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from bmrm.solver import products as _products
-from losses import PARALLEL_MIN_ROWS
-from losses._threads import serial_below
 
 __all__ = ["RiskOracle"]
 
@@ -65,9 +64,9 @@ class RiskOracle:
     def __call__(self, w: np.ndarray):
         """Return ``(R(w), a)`` with ``a`` a subgradient of R at ``w``."""
         start = time.perf_counter()
-        # small inputs run every kernel (products and loss) on the calling thread
-        with serial_below(self.X.shape[0], PARALLEL_MIN_ROWS):
-            R, a = self._risk(w)
+        # every kernel (products and loss) decides from its input size whether to use the
+        # thread pool: small inputs stay on the calling thread (losses._threads)
+        R, a = self._risk(w)
         self.calls += 1
         self.seconds += time.perf_counter() - start
         return R, a

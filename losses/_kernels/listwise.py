@@ -24,14 +24,15 @@ documents by score, descending, ties by index):
    rank order fills the top ``K`` positions; the other documents follow in rank order;
 5. the loss and subgradient are evaluated from that permutation and σ.
 
-Queries are processed in parallel; each thread owns one workspace sized for the largest
-query.
+The kernels take a range of queries, so that :mod:`losses._threads` can run blocks of
+queries on several threads; each block owns one workspace sized for its largest query.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from losses._kernels.assignment import solve_assignment
+from losses._kernels.fenwick import fenwick_add, fenwick_prefix
 from losses._kernels.sorting import argsort_stable, sorted_copy
 
 # Rows of the per-thread integer workspace (each of length max_m + 1).
@@ -117,24 +118,16 @@ def _candidates(lq, order, m, n_top, n_levels, tree, cand, cand_rank):
     A dominator of document d is a document earlier in the rank order whose gain level is
     not above d's. A Fenwick tree over levels counts them in ``O(m log L)``.
     """
-    for level in range(n_levels + 1):
-        tree[level] = 0
+    levels = tree[:n_levels]
+    levels[:] = 0
     n_cand = 0
     for r in range(m):
         d = order[r]
-        i = lq[d] + 1
-        dominators = 0
-        while i > 0:
-            dominators += tree[i]
-            i -= i & (-i)
-        if dominators < n_top:
+        if fenwick_prefix(levels, lq[d] + 1) < n_top:
             cand[n_cand] = d
             cand_rank[n_cand] = r
             n_cand += 1
-        i = lq[d] + 1
-        while i <= n_levels:
-            tree[i] += 1
-            i += i & (-i)
+        fenwick_add(levels, lq[d], 1)
     return n_cand
 
 
@@ -520,8 +513,10 @@ def _query_loss(
     return value
 
 
-@njit(parallel=True, cache=True)
+@njit(cache=True, nogil=True)
 def structured_loss(
+    q_start,
+    q_stop,
     f,
     query_ptr,
     gain,
@@ -534,14 +529,16 @@ def structured_loss(
     c,
     k,
     truncated,
-    n_threads,
     values,
     grad,
 ):
-    """Per-query structured loss and its subgradient for all queries.
+    """Per-query structured loss and its subgradient for the queries ``q_start:q_stop``.
 
     Parameters
     ----------
+    q_start, q_stop : int
+        The range of queries to process (a block of :mod:`losses._threads`); one workspace,
+        sized for the block's largest query, serves all of them.
     f : float64 array of shape (n,)
         Scores, query-contiguous.
     query_ptr : int64 array of shape (n_queries + 1,)
@@ -564,70 +561,64 @@ def structured_loss(
         Number of positions with a non-zero discount.
     truncated : bool
         Whether ``c`` is zero beyond position k (only the top k positions need assigning).
-    n_threads : int
-        Number of workspaces (chunks of queries processed in parallel).
     values : float64 array of shape (n_queries,)
         Output: per-query losses.
     grad : float64 array of shape (n,)
         Output: subgradient of ``values.sum()`` with respect to ``f``.
     """
-    n_queries = query_ptr.shape[0] - 1
-    grad[:] = 0.0
+    grad[query_ptr[q_start] : query_ptr[q_stop]] = 0.0
     max_m = 0
-    for q in range(n_queries):
+    for q in range(q_start, q_stop):
         max_m = max(max_m, query_ptr[q + 1] - query_ptr[q])
-    n_chunks = min(n_queries, n_threads)
     top = min(k, max_m)
     chain = (not truncated) and max_m > k
     n_level_buf = max_m * top if truncated else 0
     n_chain = top + 2 * max_m if chain else 0
     n_heap = top * max_m + 4 * max_m + top + 1 if chain else 0
-    for chunk in prange(n_chunks):
-        iw = np.empty((_N_INT, max_m + 1), dtype=np.int64)
-        fw = np.empty((_N_FLOAT, max_m))
-        bw = np.empty((2, max_m), dtype=np.bool_)
-        top_idx = np.empty(n_level_buf, dtype=np.int64)
-        top_val = np.empty(n_level_buf)
-        cost_buf = np.empty(top * max_m)
-        cw = _chain_workspace(n_chain, n_heap)
-        for q in range(chunk, n_queries, n_chunks):
-            start = query_ptr[q]
-            stop = query_ptr[q + 1]
-            if inv_norm[q] == 0.0 or stop - start < 2:
-                values[q] = 0.0
-                continue
-            values[q] = _query_loss(
-                f[start:stop],
-                gain[start:stop],
-                level[start:stop],
-                n_levels[q],
-                cut_level[q],
-                n_above[q],
-                inv_norm[q],
-                a,
-                c,
-                k,
-                truncated,
-                grad[start:stop],
-                iw,
-                fw,
-                bw,
-                top_idx,
-                top_val,
-                cost_buf,
-                cw,
-            )
+    iw = np.empty((_N_INT, max_m + 1), dtype=np.int64)
+    fw = np.empty((_N_FLOAT, max_m))
+    bw = np.empty((2, max_m), dtype=np.bool_)
+    top_idx = np.empty(n_level_buf, dtype=np.int64)
+    top_val = np.empty(n_level_buf)
+    cost_buf = np.empty(top * max_m)
+    cw = _chain_workspace(n_chain, n_heap)
+    for q in range(q_start, q_stop):
+        start = query_ptr[q]
+        stop = query_ptr[q + 1]
+        if inv_norm[q] == 0.0 or stop - start < 2:
+            values[q] = 0.0
+            continue
+        values[q] = _query_loss(
+            f[start:stop],
+            gain[start:stop],
+            level[start:stop],
+            n_levels[q],
+            cut_level[q],
+            n_above[q],
+            inv_norm[q],
+            a,
+            c,
+            k,
+            truncated,
+            grad[start:stop],
+            iw,
+            fw,
+            bw,
+            top_idx,
+            top_val,
+            cost_buf,
+            cw,
+        )
 
 
-@njit(parallel=True, cache=True)
-def pessimistic_metric(f, query_ptr, gain, inv_norm, a, values):
+@njit(cache=True, nogil=True)
+def pessimistic_metric(q_start, q_stop, f, query_ptr, gain, inv_norm, a, values):
     """Per-query ``1 − (1/Z) Σ_i a_i b_{π(i)}`` for π sorting ``f`` descending.
 
     Documents with equal scores are placed in increasing gain (the worst order, since
     ``a`` is non-increasing). Degenerate queries (``inv_norm == 0``) get 0.
     """
-    n_queries = query_ptr.shape[0] - 1
-    for q in prange(n_queries):
+    for q in range(q_start, q_stop):
         start = query_ptr[q]
         stop = query_ptr[q + 1]
         if inv_norm[q] == 0.0:
