@@ -96,3 +96,15 @@ def test_first_fit_equals_second_fit_and_a_fit_from_the_warm_cache(tmp_path):
         assert second["compile_seconds"] == 0.0, loss
     # the first fit of the process compiled the solver and its loss
     assert cold[LOSSES[0]][0]["compile_seconds"] > 0.0
+
+
+def test_the_cvxpy_master_without_cvxpy_names_the_extra(monkeypatch):
+    import numpy as np
+    import pytest
+
+    import bmrm
+
+    monkeypatch.setitem(sys.modules, "cvxpy", None)  # import cvxpy now raises ImportError
+    X = np.eye(4)
+    with pytest.raises(ImportError, match=r'pip install "bmrm\[cvxpy\]"'):
+        bmrm.fit(X, np.arange(4.0), "squared", regularizer="l1", lam=0.1)

@@ -17,6 +17,19 @@ from bmrm.solver.qp import master_step, solve_simplex_qp
 __all__ = ["QPMaster", "CvxpyMaster", "regularizer_value"]
 
 
+def _cvxpy():
+    """The cvxpy module, or an ImportError that says which extra installs it."""
+    try:
+        import cvxpy
+    except ImportError as exc:
+        raise ImportError(
+            "the cvxpy master (regularizer 'l1', 'elastic_net' or a callable, bounds, nonneg, "
+            "master='cvxpy') needs cvxpy, which the core install leaves out: "
+            'python -m pip install "bmrm[cvxpy]"'
+        ) from exc
+    return cvxpy
+
+
 def regularizer_value(regularizer, w: np.ndarray, l1_ratio: float = 0.5) -> float:
     """Ω(w) for a named regularizer (``"l2"``: ½‖w‖², ``"l1"``: ‖w‖₁, ``"elastic_net"``:
     l1_ratio·‖w‖₁ + (1 − l1_ratio)·½‖w‖²) or a callable returning a cvxpy expression."""
@@ -26,8 +39,7 @@ def regularizer_value(regularizer, w: np.ndarray, l1_ratio: float = 0.5) -> floa
         return float(np.abs(w).sum())
     if regularizer == "elastic_net":
         return l1_ratio * float(np.abs(w).sum()) + (1 - l1_ratio) * 0.5 * float(w @ w)
-    import cvxpy as cp
-
+    cp = _cvxpy()
     return float(regularizer(cp.Constant(w)).value)
 
 
@@ -173,7 +185,7 @@ class CvxpyMaster:
         upper=None,
         solver: str | None = None,
     ):
-        import cvxpy as cp
+        cp = _cvxpy()
 
         self.capacity = capacity
         self.solver = solver
@@ -232,7 +244,7 @@ class CvxpyMaster:
         bundle (many almost identical planes) still returns a usable point; the lower bound
         of the named regularizers is recomputed from its weights and stays valid.
         """
-        import cvxpy as cp
+        cp = _cvxpy()
 
         usable = (cp.OPTIMAL, cp.OPTIMAL_INACCURATE, cp.USER_LIMIT)
         for solver in (self.solver or "CLARABEL", "SCS"):

@@ -331,11 +331,12 @@ def active_set(Q, b, alpha, grad, tol, max_iter, L, S, s_given, tau):
     tmp = np.empty(k)
     lrow = np.empty(k)
     dep = 1e-12  # relative size of a pivot that marks affine dependence
-    # typed int64, not as literals: a literal argument compiles a callee once per value
+    # int64 rather than integer literals: numba compiles a callee once more for every literal
+    # type an argument takes during type inference, even a passing one
     zero = np.int64(0)
     one = np.int64(1)
 
-    s = 0
+    s = zero
     if s_given > 0:
         s = s_given
         for r in range(s):
@@ -365,7 +366,7 @@ def active_set(Q, b, alpha, grad, tol, max_iter, L, S, s_given, tau):
             s += 1
     if s == 0:
         # no usable warm start: the best vertex
-        best = 0
+        best = zero
         for j in range(1, k):
             if 0.5 * Q[j, j] - b[j] < 0.5 * Q[best, best] - b[best]:
                 best = j
@@ -419,7 +420,7 @@ def active_set(Q, b, alpha, grad, tol, max_iter, L, S, s_given, tau):
         for r in range(s):
             if aS[r] > 0.0 and grad[S[r]] > gmax:
                 gmax = grad[S[r]]
-        j = 0
+        j = zero
         for i in range(1, k):
             if grad[i] < grad[j]:
                 j = i
@@ -544,7 +545,7 @@ def master_step(G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S
     # bundle numbers its planes in increasing order)
     n_prev = int(meta[1])
     tau = meta[0]
-    s_given = 0
+    s_given = np.int64(0)
     if n_prev > 0 and 1e-4 * max_diag <= tau <= 1e4 * max_diag:
         found = 0
         for r in range(n_prev):
@@ -581,7 +582,7 @@ def master_step(G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S
         # an inherited factor of an ill-conditioned working set (tiny lam) can leave the
         # answer short of the tolerance: once more from a factor built afresh
         tau = max_diag if max_diag > 0.0 else 1.0
-        s_given = 0
+        s_given = np.int64(0)
     for r in range(s):
         S_ids[r] = ids[S[r]]
     meta[0] = tau
