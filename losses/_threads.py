@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
-__all__ = ["PARALLEL_MIN_ROWS", "block_bounds", "n_threads_for", "run_blocks"]
+__all__ = ["PARALLEL_MIN_ROWS", "block_bounds", "n_threads_for", "run_blocks", "run_queries"]
 
 # Below this many rows the kernels run on the calling thread.
 PARALLEL_MIN_ROWS = 20_000
