@@ -16,6 +16,7 @@ small input takes.
 
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -28,6 +29,7 @@ __all__ = ["PARALLEL_MIN_ROWS", "block_bounds", "n_threads_for", "run_blocks", "
 PARALLEL_MIN_ROWS = 20_000
 
 _pool: ThreadPoolExecutor | None = None
+_pool_pid = -1
 _pool_lock = threading.Lock()
 
 
@@ -51,13 +53,16 @@ def block_bounds(ptr: np.ndarray, n_blocks: int) -> np.ndarray:
 
 
 def _executor() -> ThreadPoolExecutor:
-    global _pool
+    """The process's pool; a new one after a fork (the child has none of the parent's
+    threads, so work handed to the inherited pool would never run)."""
+    global _pool, _pool_pid
     with _pool_lock:
-        if _pool is None:
+        if _pool is None or _pool_pid != os.getpid():
             _pool = ThreadPoolExecutor(
                 max_workers=max(1, numba.config.NUMBA_NUM_THREADS - 1),
                 thread_name_prefix="losses",
             )
+            _pool_pid = os.getpid()
         return _pool
 
 

@@ -108,3 +108,89 @@ def test_the_cvxpy_master_without_cvxpy_names_the_extra(monkeypatch):
     X = np.eye(4)
     with pytest.raises(ImportError, match=r'pip install "bmrm\[cvxpy\]"'):
         bmrm.fit(X, np.arange(4.0), "squared", regularizer="l1", lam=0.1)
+
+
+READ_ONLY_SCRIPT = r"""
+import gc, json
+import numpy as np
+import bmrm
+from numba.core.dispatcher import Dispatcher
+
+rng = np.random.default_rng(1)
+X = rng.normal(size=(300, 6))
+y = rng.integers(0, 3, size=300).astype(float)
+res = bmrm.fit(X, y, "ordinal", np.repeat(np.arange(30), 10), lam=1e-2).result_
+hits = misses = 0
+for obj in gc.get_objects():
+    if isinstance(obj, Dispatcher) and obj.py_func.__module__.split(".")[0] in ("bmrm", "losses"):
+        hits += sum(obj.stats.cache_hits.values())
+        misses += sum(obj.stats.cache_misses.values())
+print(json.dumps({"file": bmrm.__file__, "fun": res.fun, "hits": hits, "misses": misses}))
+"""
+
+
+def _make_read_only(path, stack):
+    """Make ``path`` unwritable for this process: a read-only bind mount for root (whom
+    permissions do not stop), else ``chmod a-w``."""
+    if os.geteuid() != 0:
+        for root, dirs, files in os.walk(path):
+            for name in dirs + files:
+                os.chmod(os.path.join(root, name), 0o555)
+        os.chmod(path, 0o555)
+        return True
+    mount = subprocess.run(["mount", "--bind", str(path), str(path)], capture_output=True)
+    if mount.returncode != 0:
+        return False
+    stack.callback(subprocess.run, ["umount", str(path)], check=True)
+    remount = subprocess.run(
+        ["mount", "-o", "remount,ro,bind", str(path)], capture_output=True, check=False
+    )
+    return remount.returncode == 0
+
+
+def test_a_wheel_in_a_read_only_folder_caches_its_kernels_in_the_user_cache(tmp_path):
+    """pip installs the wheel into a folder this process cannot write; numba then keeps its
+    cache in the user's cache folder, and a second process loads every kernel from there."""
+    import contextlib
+
+    import pytest
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    wheels, target, home = tmp_path / "wheels", tmp_path / "site", tmp_path / "home"
+    home.mkdir()
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run(
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), repo],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = wheels.glob("bmrm-*.whl")
+    subprocess.run(
+        [*pip, "install", "--no-deps", "--target", str(target), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME")}
+    env.update(HOME=str(home), PYTHONPATH=str(target))
+    with contextlib.ExitStack() as stack:
+        if not _make_read_only(target, stack):
+            pytest.skip("cannot make a folder read-only here (no bind mount for root)")
+        runs = []
+        for _ in range(2):
+            out = subprocess.run(
+                [sys.executable, "-c", READ_ONLY_SCRIPT],
+                env=env,
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
+            assert out.returncode == 0, out.stderr[-3000:]
+            runs.append(json.loads(out.stdout))
+        assert not list(target.rglob("*.nbi"))  # nothing written beside the package
+    first, second = runs
+    assert first["file"] == str(target / "bmrm" / "__init__.py")
+    assert first["misses"] > 0 and first["hits"] == 0
+    assert second["misses"] == 0 and second["hits"] > 0
+    assert second["fun"] == first["fun"]
+    assert list((home / ".cache" / "numba").rglob("*.nbi"))
