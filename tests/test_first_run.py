@@ -160,7 +160,7 @@ def test_a_wheel_in_a_read_only_folder_caches_its_kernels_in_the_user_cache(tmp_
     home.mkdir()
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     subprocess.run(
-        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), repo],
+        [*pip, "wheel", "--no-deps", "-w", str(wheels), repo],
         check=True,
         capture_output=True,
     )
