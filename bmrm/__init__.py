@@ -2,13 +2,19 @@
 
 ``bmrm.fit(X, y, loss=..., qid=..., lam=...)`` minimises lam·Ω(w) + R(w) for a linear
 scorer, R the mean of a loss oracle from :mod:`losses` (or any object following its protocol).
+
+The scikit-learn estimators are imported on first use (``bmrm.BMRMRanker`` and the others),
+so that ``import bmrm`` does not pay for importing scikit-learn.
 """
+
+import importlib
 
 from bmrm._path import path
 from bmrm._version import __version__
-from bmrm.estimators import BMRMClassifier, BMRMRanker, BMRMRegressor, OrdinalRegressor
 from bmrm.model import LinearModel, fit, load
 from bmrm.solver.loop import BMRMResult, minimize_bmrm
+
+_ESTIMATORS = ("BMRMClassifier", "BMRMRanker", "BMRMRegressor", "OrdinalRegressor")
 
 __all__ = [
     "__version__",
@@ -27,9 +33,17 @@ __all__ = [
 
 
 def __getattr__(name: str):
+    if name in _ESTIMATORS:
+        value = getattr(importlib.import_module("bmrm.estimators"), name)
+        globals()[name] = value
+        return value
     # created on first use, see bmrm.exceptions
     if name == "ConvergenceWarning":
         from bmrm import exceptions
 
         return exceptions.ConvergenceWarning
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    raise AttributeError(f"module 'bmrm' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit, prange
 
 from losses.validation import check_positive
 
@@ -18,21 +17,24 @@ __all__ = ["all_finite", "check_X", "check_intercept_scaling", "check_w0"]
 MAX_INTERCEPT_SCALING = 1e150
 
 
-@njit(parallel=True, cache=True)
-def _count_nonfinite(a):
-    count = 0
-    for i in prange(a.shape[0]):
-        if not np.isfinite(a[i]):
-            count += 1
-    return count
+_FINITE_CHUNK = 1 << 20
 
 
 def all_finite(a: np.ndarray) -> bool:
-    """Whether every entry is finite, without allocating a mask (one parallel pass)."""
+    """Whether every entry is finite, without allocating a mask of the whole array.
+
+    A sum is finite when every entry is (a NaN or an infinity propagates), so one reduction
+    answers for almost every input; only when the sum is not finite (a non-finite entry, or
+    an overflow of large finite ones) are the entries checked, by chunks.
+    """
     flat = a.ravel(order="K")
-    if not flat.flags.c_contiguous:
-        return bool(np.all(np.isfinite(a)))
-    return _count_nonfinite(flat) == 0
+    with np.errstate(over="ignore", invalid="ignore"):
+        if np.isfinite(np.add.reduce(flat, dtype=np.float64)):
+            return True
+    return all(
+        bool(np.isfinite(flat[i : i + _FINITE_CHUNK]).all())
+        for i in range(0, flat.size, _FINITE_CHUNK)
+    )
 
 
 def check_X(X, *, name: str = "X", n_features: int | None = None):

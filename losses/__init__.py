@@ -13,7 +13,7 @@ import numpy as np
 
 from losses._base import Loss, check_loss_output, check_protocol
 from losses._query import QueryGroups, group_queries
-from losses._threads import PARALLEL_MIN_ROWS, serial_below
+from losses._threads import PARALLEL_MIN_ROWS
 
 __all__ = [
     "PARALLEL_MIN_ROWS",
@@ -27,7 +27,6 @@ __all__ = [
     "pairs_from_labels",
     "prepare",
     "risk",
-    "serial_below",
 ]
 
 
@@ -83,12 +82,11 @@ class Prepared:
         """Per-term losses and ∂(sum)/∂f, both in internal order.
 
         A user's loss that returns anything but two float arrays of those shapes raises
-        ``TypeError`` naming its class (:func:`losses._base.check_loss_output`). Inputs below
-        ``PARALLEL_MIN_ROWS`` rows run the kernels on the calling thread: waking
-        a thread pool costs more than such a kernel, and far more on a busy machine.
+        ``TypeError`` naming its class (:func:`losses._base.check_loss_output`). The built-in
+        kernels spread queries over threads only for inputs of :data:`PARALLEL_MIN_ROWS` rows
+        or more (see :mod:`losses._threads`).
         """
-        with serial_below(len(f_internal), PARALLEL_MIN_ROWS):
-            out = self.loss.loss_grad(f_internal, self.targets)
+        out = self.loss.loss_grad(f_internal, self.targets)
         return check_loss_output(self.loss, out, self.n_terms, len(f_internal))
 
     def risk(self, f, *, work=None, out=None) -> tuple[float, np.ndarray]:

@@ -1,27 +1,89 @@
-"""Running numba's parallel kernels on the calling thread when the input is small."""
+"""Serial numba kernels run over blocks of queries (or rows) on a pool of Python threads.
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+The kernels are compiled without ``parallel=True``: numba's parallel loops (parfors) take
+several times longer to compile than the same loop written serially, and that compilation is
+what a new user waits for on the first fit. Instead every kernel that is worth spreading takes
+a half-open range ``[start, stop)`` of queries as its first two arguments, is compiled with
+``nogil=True``, and :func:`run_blocks` calls it on contiguous blocks from a thread pool. Each
+query's outputs depend on that query alone, so results are bit-for-bit the same for any number
+of threads.
+
+The number of threads is numba's (``NUMBA_NUM_THREADS``, :func:`numba.set_num_threads`).
+Inputs below :data:`PARALLEL_MIN_ROWS` rows run on the calling thread: handing work to a pool
+costs tens of microseconds per call (far more on a loaded machine), more than a kernel on a
+small input takes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numba
+import numpy as np
 
-# Below this many rows the loss kernels run on the calling thread.
+__all__ = ["PARALLEL_MIN_ROWS", "block_bounds", "n_threads_for", "run_blocks", "run_queries"]
+
+# Below this many rows the kernels run on the calling thread.
 PARALLEL_MIN_ROWS = 20_000
 
+_pool: ThreadPoolExecutor | None = None
+_pool_pid = -1
+_pool_lock = threading.Lock()
 
-@contextmanager
-def serial_below(n_rows: int, min_rows: int) -> Iterator[None]:
-    """Within this context, parallel kernels use one thread if ``n_rows < min_rows``.
 
-    Waking the thread pool costs from tens of microseconds to milliseconds per call (far more
-    on a loaded machine), more than a kernel on a small input takes.
+def n_threads_for(n_rows: int, min_rows: int = PARALLEL_MIN_ROWS) -> int:
+    """Threads for a kernel over ``n_rows`` rows: 1 below ``min_rows``, else numba's count."""
+    if n_rows < min_rows:
+        return 1
+    return max(1, numba.get_num_threads())
+
+
+def block_bounds(ptr: np.ndarray, n_blocks: int) -> np.ndarray:
+    """Split the items of a CSR pointer ``ptr`` into at most ``n_blocks`` contiguous blocks of
+    about equal row counts; returns the item boundaries (starting at 0, ending at the number
+    of items, strictly increasing)."""
+    n_items = len(ptr) - 1
+    if n_blocks <= 1 or n_items <= 1:
+        return np.array([0, max(n_items, 0)], dtype=np.int64)
+    targets = np.linspace(0, ptr[-1], n_blocks + 1)[1:-1]
+    cuts = np.searchsorted(ptr, targets, side="left")
+    return np.unique(np.concatenate([[0], np.clip(cuts, 1, n_items - 1), [n_items]]))
+
+
+def _executor() -> ThreadPoolExecutor:
+    """The process's pool; a new one after a fork (the child has none of the parent's
+    threads, so work handed to the inherited pool would never run)."""
+    global _pool, _pool_pid
+    with _pool_lock:
+        if _pool is None or _pool_pid != os.getpid():
+            _pool = ThreadPoolExecutor(
+                max_workers=max(1, numba.config.NUMBA_NUM_THREADS - 1),
+                thread_name_prefix="losses",
+            )
+            _pool_pid = os.getpid()
+        return _pool
+
+
+def run_blocks(kernel, bounds: np.ndarray, *args) -> list:
+    """Call ``kernel(bounds[i], bounds[i + 1], *args)`` for every block; returns the results
+    in block order.
+
+    The first block runs on the calling thread, the others on the pool (so one block never
+    touches the pool). ``kernel`` must release the GIL (``nogil=True``) for the blocks to run
+    at the same time, and blocks must write disjoint outputs.
     """
-    if n_rows >= min_rows:
-        yield
-        return
-    previous = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
-        yield
-    finally:
-        numba.set_num_threads(previous)
+    n = len(bounds) - 1
+    if n <= 1:
+        return [kernel(int(bounds[0]), int(bounds[-1]), *args)]
+    pool = _executor()
+    futures = [pool.submit(kernel, int(bounds[i]), int(bounds[i + 1]), *args) for i in range(1, n)]
+    first = kernel(int(bounds[0]), int(bounds[1]), *args)
+    return [first] + [f.result() for f in futures]
+
+
+def run_queries(kernel, query_ptr: np.ndarray, *args, min_rows: int = PARALLEL_MIN_ROWS) -> list:
+    """:func:`run_blocks` over the queries of ``query_ptr``, blocks balanced by rows."""
+    bounds = block_bounds(query_ptr, n_threads_for(int(query_ptr[-1]), min_rows))
+    return run_blocks(kernel, bounds, *args)

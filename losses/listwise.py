@@ -167,11 +167,11 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import numba
 import numpy as np
 
 from losses._base import Loss
 from losses._kernels import listwise as _k
+from losses._threads import run_queries
 from losses.validation import check_finite_targets, check_graded_labels, check_k, check_real
 
 __all__ = ["NDCGLoss", "NERULoss"]
@@ -378,14 +378,15 @@ class _StructuredRankingLoss(Loss):
         """
         f = np.ascontiguousarray(f, dtype=np.float64)
         out = np.empty_like(f)
-        _k.latent_ideal_weights(
+        run_queries(
+            _k.latent_ideal_weights,
+            targets.query_ptr,
             f,
             targets.query_ptr,
             targets.level,
             targets.n_levels,
             targets.inv_norm,
             targets.c,
-            numba.get_num_threads(),
             out,
         )
         return out
@@ -426,7 +427,9 @@ class _StructuredRankingLoss(Loss):
         values = np.empty(targets.inv_norm.size)
         grad = np.empty_like(f)
         if targets.pair_scale is not None:
-            _k.pairs_loss(
+            run_queries(
+                _k.pairs_loss,
+                targets.query_ptr,
                 f,
                 targets.query_ptr,
                 targets.gain,
@@ -444,7 +447,9 @@ class _StructuredRankingLoss(Loss):
             ideal_c = targets.ideal_c
             if ideal_c is None:
                 ideal_c = self.ideal_weights(f, targets)
-            _k.structured_loss_given_ideal(
+            run_queries(
+                _k.structured_loss_given_ideal,
+                targets.query_ptr,
                 f,
                 targets.query_ptr,
                 targets.gain,
@@ -458,12 +463,13 @@ class _StructuredRankingLoss(Loss):
                 targets.n_top,
                 targets.truncated,
                 ideal_c,
-                numba.get_num_threads(),
                 values,
                 grad,
             )
             return values, grad
-        _k.structured_loss(
+        run_queries(
+            _k.structured_loss,
+            targets.query_ptr,
             f,
             targets.query_ptr,
             targets.gain,
@@ -476,7 +482,6 @@ class _StructuredRankingLoss(Loss):
             targets.c,
             targets.n_top,
             targets.truncated,
-            numba.get_num_threads(),
             values,
             grad,
         )
@@ -490,8 +495,15 @@ class _StructuredRankingLoss(Loss):
         """
         f = np.ascontiguousarray(f, dtype=np.float64)
         values = np.empty(targets.inv_norm.size)
-        _k.pessimistic_metric(
-            f, targets.query_ptr, targets.gain, targets.inv_norm, targets.a, values
+        run_queries(
+            _k.pessimistic_metric,
+            targets.query_ptr,
+            f,
+            targets.query_ptr,
+            targets.gain,
+            targets.inv_norm,
+            targets.a,
+            values,
         )
         return values
 

@@ -65,7 +65,7 @@ import numpy as np
 
 from losses._kernels import metrics as _k
 from losses._query import QueryGroups, group_queries
-from losses._threads import serial_below
+from losses._threads import run_queries
 from losses.validation import check_int, check_k, check_real
 
 __all__ = [
@@ -103,7 +103,7 @@ _KENDALL_WEIGHTS = (None, "uniform", "label", "gain")
 
 Gain = str | Callable[[np.ndarray], np.ndarray]
 
-# Below this many rows the kernels run on one thread (see losses._threads).
+# Below this many rows the metric kernels run on the calling thread (see losses._threads).
 _PARALLEL_MIN_ROWS = 100_000
 
 
@@ -254,8 +254,16 @@ def ideal_dcg(
     n_max = int(np.diff(query_ptr).max(initial=0))
     cutoff = n_max if k is None else int(min(k, n_max))
     out = np.empty(query_ptr.shape[0] - 1)
-    with serial_below(g.shape[0], _PARALLEL_MIN_ROWS):
-        _k.ideal_linear_measure(g, query_ptr, discount_values(n_max, discount), cutoff, out)
+    run_queries(
+        _k.ideal_linear_measure,
+        query_ptr,
+        g,
+        query_ptr,
+        discount_values(n_max, discount),
+        cutoff,
+        out,
+        min_rows=_PARALLEL_MIN_ROWS,
+    )
     return out
 
 
@@ -287,8 +295,8 @@ class _Ranked:
         self.call(_k.sort_by_score, self.f, self.ptr, self.order)
 
     def call(self, kernel, *args) -> None:
-        with serial_below(self.y.shape[0], _PARALLEL_MIN_ROWS):
-            kernel(*args)
+        """``kernel(q_start, q_stop, *args)`` over blocks of queries (see losses._threads)."""
+        run_queries(kernel, self.ptr, *args, min_rows=_PARALLEL_MIN_ROWS)
 
     def per_query_sum(self, a: np.ndarray) -> np.ndarray:
         return np.add.reduceat(a, self.ptr[:-1])

@@ -15,7 +15,7 @@ import numpy as np
 
 from losses._base import Loss
 from losses._kernels import ordinal as _k
-from losses._threads import PARALLEL_MIN_ROWS, serial_below
+from losses._threads import run_queries
 from losses.validation import check_graded_labels
 
 __all__ = ["OrdinalLoss"]
@@ -138,17 +138,22 @@ class OrdinalLoss(Loss):
             )
         n_queries = query_ptr.shape[0] - 1
         sizes = np.diff(query_ptr)
-        n_levels = np.empty(n_queries, dtype=np.int64)
-        order = np.empty(n, dtype=np.int64)
+        # rows by (query, label), stable: each query's levels in increasing order
+        query_of_row = np.repeat(np.arange(n_queries), sizes)
+        order = np.lexsort((y, query_of_row))
+        y_sorted = y[order]
+        first = np.ones(n, dtype=bool)
+        first[1:] = y_sorted[1:] != y_sorted[:-1]
+        first[query_ptr[:-1][sizes > 0]] = True
+        level_of_sorted = np.cumsum(first) - 1
         level_ptr = np.zeros(n_queries + 1, dtype=np.int64)
-        with serial_below(n, PARALLEL_MIN_ROWS):
-            _k.query_levels(y, query_ptr, n_levels, order)
-            np.cumsum(n_levels, out=level_ptr[1:])
-            levels = np.empty(level_ptr[-1], dtype=np.int64)
-            level_count = np.empty(level_ptr[-1])
-            rank = np.empty(n, dtype=np.int64)
-            sq = np.empty(n_queries)
-            _k.fill_levels(y, query_ptr, order, level_ptr, levels, level_count, rank, sq)
+        np.cumsum(np.bincount(query_of_row[first], minlength=n_queries), out=level_ptr[1:])
+        levels = y_sorted[first]
+        starts = np.flatnonzero(first)
+        level_count = np.diff(np.append(starts, n)).astype(np.float64)
+        rank = np.empty(n, dtype=np.int64)
+        rank[order] = level_of_sorted - level_ptr[query_of_row[order]]
+        sq = np.bincount(query_of_row[starts], weights=level_count**2, minlength=n_queries)
         n_pairs = 0.5 * (sizes.astype(np.float64) ** 2 - sq)
         weight = np.zeros(n_queries)
         has_pairs = n_pairs > 0
@@ -160,7 +165,16 @@ class OrdinalLoss(Loss):
         f = np.ascontiguousarray(f, dtype=np.float64)
         values = np.empty(targets.weight.shape[0])
         grad = np.empty_like(f)
-        _k.ordinal_hinge(f, *targets, *self._kernel_cost(), values, grad)
+        run_queries(
+            _k.ordinal_pairs,
+            targets.query_ptr,
+            f,
+            *targets,
+            *self._kernel_cost(),
+            True,
+            values,
+            grad,
+        )
         return values, grad
 
     def metric(self, f, targets: _OrdinalTargets) -> np.ndarray:
@@ -171,5 +185,14 @@ class OrdinalLoss(Loss):
         """
         f = np.ascontiguousarray(f, dtype=np.float64)
         values = np.empty(targets.weight.shape[0])
-        _k.ordinal_misordered(f, *targets, *self._kernel_cost(), values)
+        run_queries(
+            _k.ordinal_pairs,
+            targets.query_ptr,
+            f,
+            *targets,
+            *self._kernel_cost(),
+            False,
+            values,
+            np.empty(0),
+        )
         return values

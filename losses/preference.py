@@ -15,6 +15,7 @@ import numpy as np
 from losses._base import Loss
 from losses._kernels import preference as _k
 from losses._query import group_queries
+from losses._threads import run_queries
 from losses.validation import check_finite_targets
 
 __all__ = ["PAIR_COSTS", "PreferenceLoss", "pairs_from_labels"]
@@ -159,14 +160,15 @@ class PreferenceLoss(Loss):
         f = np.ascontiguousarray(f, dtype=np.float64)
         values = np.empty(targets.weight.shape[0])
         grad = np.zeros_like(f)
-        _k.preference_hinge(f, *targets, values, grad)
+        # blocks of queries balanced by their number of pairs, the kernel's work
+        run_queries(_k.preference_hinge, targets.pref_ptr, f, *targets, values, grad)
         return values, grad
 
     def metric(self, f, targets: _PreferenceTargets) -> np.ndarray:
         """Per-query weighted count of violated preferences (f_i >= f_j), normalised."""
         f = np.ascontiguousarray(f, dtype=np.float64)
         values = np.empty(targets.weight.shape[0])
-        _k.preference_violations(f, *targets, values)
+        run_queries(_k.preference_violations, targets.pref_ptr, f, *targets, values)
         return values
 
 
@@ -202,12 +204,14 @@ def pairs_from_labels(y, qid=None, *, cost: str = "zero_one") -> tuple[np.ndarra
     groups = group_queries(qid, y.shape[0])
     y_int = np.ascontiguousarray(groups.to_internal(y))
     counts = np.empty(groups.n_queries, dtype=np.int64)
-    _k.count_label_pairs(y_int, groups.query_ptr, counts)
+    run_queries(_k.count_label_pairs, groups.query_ptr, y_int, groups.query_ptr, counts)
     pref_ptr = np.zeros(groups.n_queries + 1, dtype=np.int64)
     np.cumsum(counts, out=pref_ptr[1:])
     pair_i = np.empty(pref_ptr[-1], dtype=np.int64)
     pair_j = np.empty(pref_ptr[-1], dtype=np.int64)
-    _k.fill_label_pairs(y_int, groups.query_ptr, pref_ptr, pair_i, pair_j)
+    run_queries(
+        _k.fill_label_pairs, groups.query_ptr, y_int, groups.query_ptr, pref_ptr, pair_i, pair_j
+    )
     if cost == "zero_one":
         costs = np.ones(pair_i.shape[0])
     elif cost == "linear":

@@ -17,6 +17,19 @@ from bmrm.solver.regularizers import Regularizer, make_regularizer
 __all__ = ["QPMaster", "CvxpyMaster"]
 
 
+def _cvxpy():
+    """The cvxpy module, or an ImportError that says which extra installs it."""
+    try:
+        import cvxpy
+    except ImportError as exc:
+        raise ImportError(
+            "the cvxpy master (regularizer 'l1', 'elastic_net' or a callable, bounds, nonneg, "
+            "master='cvxpy') needs cvxpy, which the core install leaves out: "
+            'python -m pip install "bmrm[cvxpy]"'
+        ) from exc
+    return cvxpy
+
+
 class QPMaster:
     """The L2 master through its dual QP over the simplex (see :mod:`bmrm.solver.qp`).
 
@@ -160,7 +173,7 @@ class CvxpyMaster:
         *,
         solver: str | None = None,
     ):
-        import cvxpy as cp
+        cp = _cvxpy()
 
         regularizer = make_regularizer(regularizer, n_features=n_features)
         self.capacity = capacity
@@ -207,7 +220,7 @@ class CvxpyMaster:
         of a regularizer with a closed-form dual term is recomputed from its weights and
         stays valid.
         """
-        import cvxpy as cp
+        cp = _cvxpy()
 
         usable = (cp.OPTIMAL, cp.OPTIMAL_INACCURATE, cp.USER_LIMIT)
         for solver in (self.solver or "CLARABEL", "SCS"):

@@ -3,7 +3,8 @@
 The loss only sees scores ``f = X w``; the oracle computes ``f`` and maps ∂l/∂f back with
 ``Xᵀ g``, so dense, CSR and float32 data share every loss. X is never copied or converted; f and g
 are float64. Dense C-ordered X goes through the numba products of :mod:`bmrm.solver.products`
-(one thread pool with the loss kernels); other layouts and CSR use numpy and scipy.
+(one thread pool with the loss kernels, :mod:`losses._threads`); other layouts and CSR use
+numpy and scipy.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from bmrm.solver import products as _products
-from losses import PARALLEL_MIN_ROWS, serial_below
 
 __all__ = ["RiskOracle"]
 
@@ -67,8 +67,7 @@ class RiskOracle:
 
         Written into ``out`` (float64, n_samples) when given, else into a new array.
         """
-        with serial_below(self.X.shape[0], PARALLEL_MIN_ROWS):
-            return self._scores(w, out)
+        return self._scores(w, out)
 
     def _scores(self, w: np.ndarray, out: np.ndarray | None) -> np.ndarray:
         d = self.X.shape[1]
@@ -88,9 +87,9 @@ class RiskOracle:
     def __call__(self, w: np.ndarray):
         """Return ``(R(w), a)`` with ``a`` a subgradient of R at ``w``."""
         start = time.perf_counter()
-        # small inputs run every kernel (products and loss) on the calling thread
-        with serial_below(self.X.shape[0], PARALLEL_MIN_ROWS):
-            R, a = self._cut_at(self._scores(w, self._buffer("f")))
+        # every kernel (products and loss) decides from its input size whether to use the
+        # thread pool: small inputs stay on the calling thread (losses._threads)
+        R, a = self._cut_at(self._scores(w, self._buffer("f")))
         self.calls += 1
         self.seconds += time.perf_counter() - start
         return R, a
@@ -108,8 +107,7 @@ class RiskOracle:
         g = ∂R/∂f (caller order, already divided by ``n_terms``), so that along a segment
         f(t) = f_a + t·Δf the slope of R is <g, Δf>. ``g`` is a work array overwritten by
         the next call."""
-        with serial_below(self.X.shape[0], PARALLEL_MIN_ROWS):
-            return self._risk_at(f)
+        return self._risk_at(f)
 
     def _risk_at(self, f: np.ndarray):
         if not np.all(np.isfinite(f)):
@@ -125,8 +123,7 @@ class RiskOracle:
 
         ``last_gradient`` then holds g = ∂R/∂f (a work array, overwritten by the next call).
         """
-        with serial_below(self.X.shape[0], PARALLEL_MIN_ROWS):
-            return self._cut_at(f)
+        return self._cut_at(f)
 
     def _cut_at(self, f: np.ndarray):
         R, g = self._risk_at(f)

@@ -116,10 +116,11 @@ def solve_simplex_qp(Q, b, alpha, grad, tol, max_steps):
 # ---------------------------------------------------------------------------------------
 # Exact active-set solver
 # ---------------------------------------------------------------------------------------
-# The helpers are inlined into the solver, which is compiled and cached as one unit.
+# The helpers are compiled (and cached) as functions of their own: inlining them into the
+# solver made its first compilation several times slower.
 
 
-@njit(inline="always")
+@njit(cache=True)
 def _backward(L, s, rhs, out):
     """Solve L[:s, :s]ᵀ out = rhs (back substitution, by columns of L)."""
     for i in range(s):
@@ -131,7 +132,7 @@ def _backward(L, s, rhs, out):
             out[j] -= L[i, j] * x
 
 
-@njit(inline="always")
+@njit(cache=True)
 def _delete(L, s, r, zb, z1):
     """Remove row and column ``r`` from the Cholesky factor L[:s, :s] of P_SS, in place.
 
@@ -169,7 +170,7 @@ def _delete(L, s, r, zb, z1):
         L[s - 1, j] = 0.0
 
 
-@njit(inline="always")
+@njit(cache=True)
 def _pivot(Q, tau, S, s, L, j, lrow):
     """Row of the factor for coordinate j entering S: L lrow = P_Sj; returns the pivot δ²."""
     for r in range(s):
@@ -183,7 +184,7 @@ def _pivot(Q, tau, S, s, L, j, lrow):
     return d2
 
 
-@njit(inline="always")
+@njit(cache=True)
 def _append(L, s, lrow, d, S, j, zb, z1, bj):
     for r in range(s):
         L[s, r] = lrow[r]
@@ -198,7 +199,7 @@ def _append(L, s, lrow, d, S, j, zb, z1, bj):
     z1[s] = v1 / d
 
 
-@njit(inline="always")
+@njit(cache=True)
 def _drop_zeros(L, s, zb, z1, S, aS, inS, keep):
     """Remove from the working set every coordinate whose weight is at zero, keeping at
     least ``keep`` of them; returns the new size."""
@@ -213,7 +214,7 @@ def _drop_zeros(L, s, zb, z1, S, aS, inS, keep):
     return s
 
 
-@njit(inline="always")
+@njit(cache=True)
 def _gradient(Q, b, S, aS, s, grad):
     """grad = Qα − b for α with weights aS[:s] on S[:s] (rows of the symmetric Q are
     contiguous)."""
@@ -226,7 +227,6 @@ def _gradient(Q, b, S, aS, s, grad):
             grad[i] += Q[j, i] * a
 
 
-@njit(cache=True)
 def solve_simplex_qp_active_set(Q, b, alpha, grad, tol, max_iter):
     """Minimise ½αᵀQα − bᵀα over {α ≥ 0, Σα = 1} exactly, in place, by an active-set method.
 
@@ -275,15 +275,13 @@ def solve_simplex_qp_active_set(Q, b, alpha, grad, tol, max_iter):
     gradient and O(s²) for the rest.
     """
     k = b.shape[0]
-    tau = 0.0
-    for i in range(k):
-        tau = max(tau, Q[i, i])
+    tau = float(np.max(np.diagonal(Q)[:k], initial=0.0))
     if tau <= 0.0:
         tau = 1.0
     L = np.zeros((k, k))
     S = np.empty(k, dtype=np.int64)
     iterations, violation, _ = active_set(Q, b, alpha, grad, tol, max_iter, L, S, 0, tau)
-    return iterations, violation
+    return int(iterations), float(violation)
 
 
 @njit(cache=True)
@@ -323,8 +321,12 @@ def active_set(Q, b, alpha, grad, tol, max_iter, L, S, s_given, tau):
     tmp = np.empty(k)
     lrow = np.empty(k)
     dep = 1e-12  # relative size of a pivot that marks affine dependence
+    # int64 rather than integer literals: numba compiles a callee once more for every literal
+    # type an argument takes during type inference, even a passing one
+    zero = np.int64(0)
+    one = np.int64(1)
 
-    s = 0
+    s = zero
     if s_given > 0:
         s = s_given
         for r in range(s):
@@ -354,11 +356,11 @@ def active_set(Q, b, alpha, grad, tol, max_iter, L, S, s_given, tau):
             s += 1
     if s == 0:
         # no usable warm start: the best vertex
-        best = 0
+        best = zero
         for j in range(1, k):
             if 0.5 * Q[j, j] - b[j] < 0.5 * Q[best, best] - b[best]:
                 best = j
-        _append(L, 0, lrow, np.sqrt(Q[best, best] + tau), S, best, zb, z1, b[best])
+        _append(L, s, lrow, np.sqrt(Q[best, best] + tau), S, best, zb, z1, b[best])
         inS[best] = True
         aS[0] = 1.0
         s = 1
@@ -401,14 +403,14 @@ def active_set(Q, b, alpha, grad, tol, max_iter, L, S, s_given, tau):
             for r in range(s):
                 aS[r] += theta * (y[r] - aS[r])
             aS[block] = 0.0
-            s = _drop_zeros(L, s, zb, z1, S, aS, inS, 1)
+            s = _drop_zeros(L, s, zb, z1, S, aS, inS, one)
         # major cycle: gradient (rows of the symmetric Q are contiguous), KKT test, entry
         _gradient(Q, b, S, aS, s, grad)
         gmax = -np.inf
         for r in range(s):
             if aS[r] > 0.0 and grad[S[r]] > gmax:
                 gmax = grad[S[r]]
-        j = 0
+        j = zero
         for i in range(1, k):
             if grad[i] < grad[j]:
                 j = i
@@ -463,7 +465,7 @@ def active_set(Q, b, alpha, grad, tol, max_iter, L, S, s_given, tau):
                 s += 1
                 break
             aS[block] = 0.0
-            s = _drop_zeros(L, s, zb, z1, S, aS, inS, 0)
+            s = _drop_zeros(L, s, zb, z1, S, aS, inS, zero)
             iterations += 1
             if iterations >= max_iter:
                 break
@@ -533,7 +535,7 @@ def master_step(G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S
     # bundle numbers its planes in increasing order)
     n_prev = int(meta[1])
     tau = meta[0]
-    s_given = 0
+    s_given = np.int64(0)
     if n_prev > 0 and 1e-4 * max_diag <= tau <= 1e4 * max_diag:
         found = 0
         for r in range(n_prev):
@@ -559,15 +561,18 @@ def master_step(G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S
     # P(w) − D(α) is at most the KKT violation; round-off in the gradient grows with Q
     tol = max(rel_tol * (1.0 + max_b + 1e-3 * max_diag / lam), accuracy)
     grad = np.empty(k)
-    steps, violation, s = active_set(
-        G, b, alpha, grad, lam * tol, 50 * k + 1000, L, S, s_given, tau
-    )
-    if violation > lam * tol and s_given > 0:
+    steps = 0
+    while True:
+        more, violation, s = active_set(
+            G, b, alpha, grad, lam * tol, 50 * k + 1000, L, S, s_given, tau
+        )
+        steps += more
+        if violation <= lam * tol or s_given == 0:
+            break
         # an inherited factor of an ill-conditioned working set (tiny lam) can leave the
         # answer short of the tolerance: once more from a factor built afresh
         tau = max_diag if max_diag > 0.0 else 1.0
-        more, violation, s = active_set(G, b, alpha, grad, lam * tol, 50 * k + 1000, L, S, 0, tau)
-        steps += more
+        s_given = np.int64(0)
     for r in range(s):
         S_ids[r] = ids[S[r]]
     meta[0] = tau

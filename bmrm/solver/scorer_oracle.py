@@ -16,7 +16,6 @@ import time
 import numpy as np
 from scipy.optimize import OptimizeResult, minimize
 
-from losses import PARALLEL_MIN_ROWS, serial_below
 from losses.validation import check_graded_labels
 
 __all__ = ["ScorerOracle", "check_nonconvex", "fit_nonconvex", "minimize_lbfgs"]
@@ -48,8 +47,7 @@ class ScorerOracle:
     def __call__(self, theta: np.ndarray):
         """Return ``(R(θ), ∂R/∂θ)``."""
         start = time.perf_counter()
-        with serial_below(self.X.shape[0], PARALLEL_MIN_ROWS):
-            R, a = self._risk(np.asarray(theta, dtype=np.float64))
+        R, a = self._risk(np.asarray(theta, dtype=np.float64))
         self.calls += 1
         self.seconds += time.perf_counter() - start
         return R, a

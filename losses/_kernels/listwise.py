@@ -24,8 +24,8 @@ documents by score, descending, ties by index):
    rank order fills the top ``K`` positions; the other documents follow in rank order;
 5. the loss and subgradient are evaluated from that permutation and σ.
 
-Queries are processed in parallel; each thread owns one workspace sized for the largest
-query.
+The kernels take a range of queries, so that :mod:`losses._threads` can run blocks of
+queries on several threads; each block owns one workspace sized for its largest query.
 
 Latent ties (σ with equal gains in *decreasing* score, chosen for the scores):
 :func:`latent_ideal_weights` gives each document the weight ``c`` of its position in that σ
@@ -34,9 +34,10 @@ evaluates the loss with σ's part given as such per-document weights.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from losses._kernels.assignment import solve_assignment
+from losses._kernels.fenwick import fenwick_add, fenwick_prefix
 from losses._kernels.sorting import argsort_stable, sorted_copy
 
 # Rows of the per-thread integer workspace (each of length max_m + 1).
@@ -122,24 +123,16 @@ def _candidates(lq, order, m, n_top, n_levels, tree, cand, cand_rank):
     A dominator of document d is a document earlier in the rank order whose gain level is
     not above d's. A Fenwick tree over levels counts them in ``O(m log L)``.
     """
-    for level in range(n_levels + 1):
-        tree[level] = 0
+    levels = tree[:n_levels]
+    levels[:] = 0
     n_cand = 0
     for r in range(m):
         d = order[r]
-        i = lq[d] + 1
-        dominators = 0
-        while i > 0:
-            dominators += tree[i]
-            i -= i & (-i)
-        if dominators < n_top:
+        if fenwick_prefix(levels, lq[d] + 1) < n_top:
             cand[n_cand] = d
             cand_rank[n_cand] = r
             n_cand += 1
-        i = lq[d] + 1
-        while i <= n_levels:
-            tree[i] += 1
-            i += i & (-i)
+        fenwick_add(levels, lq[d], 1)
     return n_cand
 
 
@@ -525,8 +518,10 @@ def _query_loss(
     return value
 
 
-@njit(parallel=True, cache=True)
+@njit(cache=True, nogil=True)
 def structured_loss(
+    q_start,
+    q_stop,
     f,
     query_ptr,
     gain,
@@ -539,14 +534,16 @@ def structured_loss(
     c,
     k,
     truncated,
-    n_threads,
     values,
     grad,
 ):
-    """Per-query structured loss and its subgradient for all queries.
+    """Per-query structured loss and its subgradient for the queries ``q_start:q_stop``.
 
     Parameters
     ----------
+    q_start, q_stop : int
+        The range of queries to process (a block of :mod:`losses._threads`); one workspace,
+        sized for the block's largest query, serves all of them.
     f : float64 array of shape (n,)
         Scores, query-contiguous.
     query_ptr : int64 array of shape (n_queries + 1,)
@@ -569,70 +566,64 @@ def structured_loss(
         Number of positions with a non-zero discount.
     truncated : bool
         Whether ``c`` is zero beyond position k (only the top k positions need assigning).
-    n_threads : int
-        Number of workspaces (chunks of queries processed in parallel).
     values : float64 array of shape (n_queries,)
         Output: per-query losses.
     grad : float64 array of shape (n,)
         Output: subgradient of ``values.sum()`` with respect to ``f``.
     """
-    n_queries = query_ptr.shape[0] - 1
-    grad[:] = 0.0
+    grad[query_ptr[q_start] : query_ptr[q_stop]] = 0.0
     max_m = 0
-    for q in range(n_queries):
+    for q in range(q_start, q_stop):
         max_m = max(max_m, query_ptr[q + 1] - query_ptr[q])
-    n_chunks = min(n_queries, n_threads)
     top = min(k, max_m)
     chain = (not truncated) and max_m > k
     n_level_buf = max_m * top if truncated else 0
     n_chain = top + 2 * max_m if chain else 0
     n_heap = top * max_m + 4 * max_m + top + 1 if chain else 0
-    for chunk in prange(n_chunks):
-        iw = np.empty((_N_INT, max_m + 1), dtype=np.int64)
-        fw = np.empty((_N_FLOAT, max_m))
-        bw = np.empty((2, max_m), dtype=np.bool_)
-        top_idx = np.empty(n_level_buf, dtype=np.int64)
-        top_val = np.empty(n_level_buf)
-        cost_buf = np.empty(top * max_m)
-        cw = _chain_workspace(n_chain, n_heap)
-        for q in range(chunk, n_queries, n_chunks):
-            start = query_ptr[q]
-            stop = query_ptr[q + 1]
-            if inv_norm[q] == 0.0 or stop - start < 2:
-                values[q] = 0.0
-                continue
-            values[q] = _query_loss(
-                f[start:stop],
-                gain[start:stop],
-                level[start:stop],
-                n_levels[q],
-                cut_level[q],
-                n_above[q],
-                inv_norm[q],
-                a,
-                c,
-                k,
-                truncated,
-                grad[start:stop],
-                iw,
-                fw,
-                bw,
-                top_idx,
-                top_val,
-                cost_buf,
-                cw,
-            )
+    iw = np.empty((_N_INT, max_m + 1), dtype=np.int64)
+    fw = np.empty((_N_FLOAT, max_m))
+    bw = np.empty((2, max_m), dtype=np.bool_)
+    top_idx = np.empty(n_level_buf, dtype=np.int64)
+    top_val = np.empty(n_level_buf)
+    cost_buf = np.empty(top * max_m)
+    cw = _chain_workspace(n_chain, n_heap)
+    for q in range(q_start, q_stop):
+        start = query_ptr[q]
+        stop = query_ptr[q + 1]
+        if inv_norm[q] == 0.0 or stop - start < 2:
+            values[q] = 0.0
+            continue
+        values[q] = _query_loss(
+            f[start:stop],
+            gain[start:stop],
+            level[start:stop],
+            n_levels[q],
+            cut_level[q],
+            n_above[q],
+            inv_norm[q],
+            a,
+            c,
+            k,
+            truncated,
+            grad[start:stop],
+            iw,
+            fw,
+            bw,
+            top_idx,
+            top_val,
+            cost_buf,
+            cw,
+        )
 
 
-@njit(parallel=True, cache=True)
-def pessimistic_metric(f, query_ptr, gain, inv_norm, a, values):
+@njit(cache=True, nogil=True)
+def pessimistic_metric(q_start, q_stop, f, query_ptr, gain, inv_norm, a, values):
     """Per-query ``1 − (1/Z) Σ_i a_i b_{π(i)}`` for π sorting ``f`` descending.
 
     Documents with equal scores are placed in increasing gain (the worst order, since
     ``a`` is non-increasing). Degenerate queries (``inv_norm == 0``) get 0.
     """
-    n_queries = query_ptr.shape[0] - 1
-    for q in prange(n_queries):
+    for q in range(q_start, q_stop):
         start = query_ptr[q]
         stop = query_ptr[q + 1]
         if inv_norm[q] == 0.0:
@@ -697,43 +688,45 @@ def _latent_ideal_weights(lq, tq, n_levels, c, counts, sigma, out):
         p = e
 
 
-@njit(parallel=True, cache=True)
-def latent_ideal_weights(tie_scores, query_ptr, level, n_levels, inv_norm, c, n_threads, out):
-    """Per-document weight ``c`` of its position in the ideal ordering best for the scores.
+@njit(cache=True, nogil=True)
+def latent_ideal_weights(
+    q_start, q_stop, tie_scores, query_ptr, level, n_levels, inv_norm, c, out
+):
+    """Per-document weight ``c`` of its position in the ideal ordering best for the scores,
+    for the queries ``q_start:q_stop`` (a block of :mod:`losses._threads`).
 
     For every query σ sorts documents by gain level descending and, within a level, by
     ``tie_scores`` descending; ``out[d]`` is ``c`` at d's position in σ, averaged over the
     documents tied in both level and score. Degenerate queries (``inv_norm == 0``) get 0.
     ``O(m log m)`` per query.
     """
-    n_queries = query_ptr.shape[0] - 1
     max_m = 0
-    for q in range(n_queries):
+    for q in range(q_start, q_stop):
         max_m = max(max_m, query_ptr[q + 1] - query_ptr[q])
-    n_chunks = min(n_queries, n_threads)
-    for chunk in prange(n_chunks):
-        counts = np.empty(max_m + 1, dtype=np.int64)
-        sigma = np.empty(max_m, dtype=np.int64)
-        for q in range(chunk, n_queries, n_chunks):
-            start = query_ptr[q]
-            stop = query_ptr[q + 1]
-            if inv_norm[q] == 0.0 or stop - start < 2:
-                for d in range(start, stop):
-                    out[d] = 0.0
-                continue
-            _latent_ideal_weights(
-                level[start:stop],
-                tie_scores[start:stop],
-                n_levels[q],
-                c,
-                counts,
-                sigma,
-                out[start:stop],
-            )
+    counts = np.empty(max_m + 1, dtype=np.int64)
+    sigma = np.empty(max_m, dtype=np.int64)
+    for q in range(q_start, q_stop):
+        start = query_ptr[q]
+        stop = query_ptr[q + 1]
+        if inv_norm[q] == 0.0 or stop - start < 2:
+            for d in range(start, stop):
+                out[d] = 0.0
+            continue
+        _latent_ideal_weights(
+            level[start:stop],
+            tie_scores[start:stop],
+            n_levels[q],
+            c,
+            counts,
+            sigma,
+            out[start:stop],
+        )
 
 
-@njit(parallel=True, cache=True)
+@njit(cache=True, nogil=True)
 def structured_loss_given_ideal(
+    q_start,
+    q_stop,
     f,
     query_ptr,
     gain,
@@ -747,77 +740,74 @@ def structured_loss_given_ideal(
     k,
     truncated,
     ideal_c,
-    n_threads,
     values,
     grad,
 ):
     """``max_π [Δ(π) + Σ_i c_i f_{π(i)}] − Σ_d ideal_c[d] f_d`` per query and its subgradient.
 
-    As :func:`structured_loss`, whose arguments it shares, but σ's part is given: ``ideal_c``
-    holds, per document, the weight an ideal ordering (or a mean of ideal orderings) places
-    on it (:func:`latent_ideal_weights`). The maximisation runs through ``_query_loss``,
-    which leaves its own σ (equal gains in increasing score) in the workspace row ``_SIGMA``;
-    that σ's part is added back and ``ideal_c``'s subtracted.
+    As :func:`structured_loss` (a block ``q_start:q_stop`` of queries), whose arguments it
+    shares, but σ's part is given: ``ideal_c`` holds, per document, the weight an ideal
+    ordering (or a mean of ideal orderings) places on it (:func:`latent_ideal_weights`).
+    The maximisation runs through ``_query_loss``, which leaves its own σ (equal gains in
+    increasing score) in the workspace row ``_SIGMA``; that σ's part is added back and
+    ``ideal_c``'s subtracted.
     """
-    n_queries = query_ptr.shape[0] - 1
-    grad[:] = 0.0
+    grad[query_ptr[q_start] : query_ptr[q_stop]] = 0.0
     max_m = 0
-    for q in range(n_queries):
+    for q in range(q_start, q_stop):
         max_m = max(max_m, query_ptr[q + 1] - query_ptr[q])
-    n_chunks = min(n_queries, n_threads)
     top = min(k, max_m)
     chain = (not truncated) and max_m > k
     n_level_buf = max_m * top if truncated else 0
     n_chain = top + 2 * max_m if chain else 0
     n_heap = top * max_m + 4 * max_m + top + 1 if chain else 0
-    for chunk in prange(n_chunks):
-        iw = np.empty((_N_INT, max_m + 1), dtype=np.int64)
-        fw = np.empty((_N_FLOAT, max_m))
-        bw = np.empty((2, max_m), dtype=np.bool_)
-        top_idx = np.empty(n_level_buf, dtype=np.int64)
-        top_val = np.empty(n_level_buf)
-        cost_buf = np.empty(top * max_m)
-        cw = _chain_workspace(n_chain, n_heap)
-        for q in range(chunk, n_queries, n_chunks):
-            start = query_ptr[q]
-            stop = query_ptr[q + 1]
-            m = stop - start
-            if inv_norm[q] == 0.0 or m < 2:
-                values[q] = 0.0
-                continue
-            fq = f[start:stop]
-            gq = grad[start:stop]
-            value = _query_loss(
-                fq,
-                gain[start:stop],
-                level[start:stop],
-                n_levels[q],
-                cut_level[q],
-                n_above[q],
-                inv_norm[q],
-                a,
-                c,
-                k,
-                truncated,
-                gq,
-                iw,
-                fw,
-                bw,
-                top_idx,
-                top_val,
-                cost_buf,
-                cw,
-            )
-            # value 0 means π = that σ (gq untouched): the same correction applies.
-            sigma = iw[_SIGMA]
-            n_pos = min(k, m) if truncated and k < m else m
-            for p in range(n_pos):
-                value += c[p] * fq[sigma[p]]
-                gq[sigma[p]] += c[p]
-            for d in range(m):
-                value -= ideal_c[start + d] * fq[d]
-                gq[d] -= ideal_c[start + d]
-            values[q] = max(value, 0.0)
+    iw = np.empty((_N_INT, max_m + 1), dtype=np.int64)
+    fw = np.empty((_N_FLOAT, max_m))
+    bw = np.empty((2, max_m), dtype=np.bool_)
+    top_idx = np.empty(n_level_buf, dtype=np.int64)
+    top_val = np.empty(n_level_buf)
+    cost_buf = np.empty(top * max_m)
+    cw = _chain_workspace(n_chain, n_heap)
+    for q in range(q_start, q_stop):
+        start = query_ptr[q]
+        stop = query_ptr[q + 1]
+        m = stop - start
+        if inv_norm[q] == 0.0 or m < 2:
+            values[q] = 0.0
+            continue
+        fq = f[start:stop]
+        gq = grad[start:stop]
+        value = _query_loss(
+            fq,
+            gain[start:stop],
+            level[start:stop],
+            n_levels[q],
+            cut_level[q],
+            n_above[q],
+            inv_norm[q],
+            a,
+            c,
+            k,
+            truncated,
+            gq,
+            iw,
+            fw,
+            bw,
+            top_idx,
+            top_val,
+            cost_buf,
+            cw,
+        )
+        # value 0 means π = that σ (gq untouched): the same correction applies.
+        sigma = iw[_SIGMA]
+        n_pos = min(k, m) if truncated and k < m else m
+        for p in range(n_pos):
+            value += c[p] * fq[sigma[p]]
+            gq[sigma[p]] += c[p]
+        for d in range(m):
+            value -= ideal_c[start + d] * fq[d]
+            gq[d] -= ideal_c[start + d]
+        values[q] = max(value, 0.0)
 
 
 # ------------------------------------------------------------------------------------------
@@ -967,18 +957,20 @@ def _pairs_query(fq, bq, lq, n_levels, inv_norm, a, k, scale, gq):
     return total
 
 
-@njit(parallel=True, cache=True)
-def pairs_loss(f, query_ptr, gain, level, n_levels, inv_norm, pair_scale, a, k, values, grad):
-    """Per-query loss with the pair joint feature map, and its subgradient.
+@njit(cache=True, nogil=True)
+def pairs_loss(
+    q_start, q_stop, f, query_ptr, gain, level, n_levels, inv_norm, pair_scale, a, k, values, grad
+):
+    """Per-query loss with the pair joint feature map, and its subgradient, for the queries
+    ``q_start:q_stop`` (a block of :mod:`losses._threads`).
 
     ``l(f) = max_π [Δ(π) − pair_scale Σ_{b_i > b_j, π puts j above i} (f_i − f_j)]``, with
     ``pair_scale = 2 / (number of pairs of different gain)`` per query. Degenerate queries
     (``inv_norm == 0``) get 0. Cost per query: the states of the programme,
     ``Π_l (min(m_l, K) + 1)``, times the number of levels, plus ``O(m L)`` per final state.
     """
-    n_queries = query_ptr.shape[0] - 1
-    grad[:] = 0.0
-    for q in prange(n_queries):
+    grad[query_ptr[q_start] : query_ptr[q_stop]] = 0.0
+    for q in range(q_start, q_stop):
         start = query_ptr[q]
         stop = query_ptr[q + 1]
         if inv_norm[q] == 0.0 or stop - start < 2:

@@ -5,19 +5,21 @@ equal scores keep their row order), as produced by :func:`sort_by_score`. With
 ``average=True`` a run of equal scores is a tie group and the kernel returns the expected
 value of the measure when the group's documents are put in uniformly random order; with
 ``average=False`` the order is taken as it is. ``k`` is the cutoff (the longest query length
-for no cutoff). Queries are independent, so the loops over queries run in parallel.
+for no cutoff). Queries are independent: every kernel takes a range ``q_start:q_stop`` of
+queries, so :mod:`losses._threads` can run blocks of queries on several threads.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
+from losses._kernels.fenwick import fenwick_add, fenwick_prefix
 from losses._kernels.sorting import argsort_stable, sorted_copy
 
 
-@njit(parallel=True, cache=True)
-def sort_by_score(f, query_ptr, order):
+@njit(cache=True, nogil=True)
+def sort_by_score(q_start, q_stop, f, query_ptr, order):
     """order[a:b] = the rows a..b-1 of each query by descending f; equal f keep row order."""
-    for q in prange(query_ptr.shape[0] - 1):
+    for q in range(q_start, q_stop):
         a = query_ptr[q]
         b = query_ptr[q + 1]
         local = argsort_stable(-f[a:b])
@@ -34,14 +36,14 @@ def _group_end(f, order, i, b):
     return j
 
 
-@njit(parallel=True, cache=True)
-def linear_measure(f, gain, query_ptr, order, weight, k, average, out):
+@njit(cache=True, nogil=True)
+def linear_measure(q_start, q_stop, f, gain, query_ptr, order, weight, k, average, out):
     """out[q] = Σ_{i<k} weight[i] gain[order[a + i]]: DCG, hits at k, ERU.
 
     With ``average`` a tie group's mean gain multiplies the sum of its positions' weights
     (the expectation over random orders of the group, since the measure is linear).
     """
-    for q in prange(query_ptr.shape[0] - 1):
+    for q in range(q_start, q_stop):
         a = query_ptr[q]
         b = query_ptr[q + 1]
         stop = a + min(k, b - a)
@@ -64,13 +66,13 @@ def linear_measure(f, gain, query_ptr, order, weight, k, average, out):
         out[q] = s
 
 
-@njit(parallel=True, cache=True)
-def ideal_linear_measure(gain, query_ptr, weight, k, out):
+@njit(cache=True, nogil=True)
+def ideal_linear_measure(q_start, q_stop, gain, query_ptr, weight, k, out):
     """out[q] = Σ_{i<k} weight[i] g_(i) with the query's gains sorted descending.
 
     The largest value over all orderings when ``weight`` is non-increasing.
     """
-    for q in prange(query_ptr.shape[0] - 1):
+    for q in range(q_start, q_stop):
         a = query_ptr[q]
         b = query_ptr[q + 1]
         g = sorted_copy(gain[a:b])
@@ -81,8 +83,8 @@ def ideal_linear_measure(gain, query_ptr, weight, k, out):
         out[q] = s
 
 
-@njit(parallel=True, cache=True)
-def precision_sum(f, rel, query_ptr, order, k, average, out):
+@njit(cache=True, nogil=True)
+def precision_sum(q_start, q_stop, f, rel, query_ptr, order, k, average, out):
     """out[q] = Σ_{i<=k, doc at i relevant} P@i, the numerator of average precision.
 
     A tie group at positions t+1..t+m with r relevant documents, c relevant before it:
@@ -90,7 +92,7 @@ def precision_sum(f, rel, query_ptr, order, k, average, out):
     the group's other relevant documents before it is (j−1)(r−1)/(m−1), so the group adds
     (r/m) Σ_j (c + 1 + (j−1)(r−1)/(m−1)) / (t + j) over the positions j within the cutoff.
     """
-    for q in prange(query_ptr.shape[0] - 1):
+    for q in range(q_start, q_stop):
         a = query_ptr[q]
         b = query_ptr[q + 1]
         stop = a + min(k, b - a)
@@ -116,15 +118,15 @@ def precision_sum(f, rel, query_ptr, order, k, average, out):
         out[q] = s
 
 
-@njit(parallel=True, cache=True)
-def reciprocal_rank(f, rel, query_ptr, order, k, average, out):
+@njit(cache=True, nogil=True)
+def reciprocal_rank(q_start, q_stop, f, rel, query_ptr, order, k, average, out):
     """out[q] = 1 / (position of the first relevant document), 0 if none within k.
 
     In the first tie group holding relevant documents (m documents, r relevant, starting
     after position t) the first relevant one is at t+j with probability
     C(m−j, r−1) / C(m, r); P(1) = r/m and P(j+1) = P(j) (m−j−r+1) / (m−j).
     """
-    for q in prange(query_ptr.shape[0] - 1):
+    for q in range(q_start, q_stop):
         a = query_ptr[q]
         b = query_ptr[q + 1]
         stop = a + min(k, b - a)
@@ -166,8 +168,8 @@ def _subset_mean_products(x, skip, degree, h):
         s += 1
 
 
-@njit(parallel=True, cache=True)
-def expected_reciprocal_rank(f, stop_prob, query_ptr, order, k, average, out):
+@njit(cache=True, nogil=True)
+def expected_reciprocal_rank(q_start, q_stop, f, stop_prob, query_ptr, order, k, average, out):
     """out[q] = Σ_{i<=k} (1/i) R_i Π_{j<i} (1 − R_j) with R = ``stop_prob`` (ERR).
 
     A tie group of m documents after position t, reached with probability P: its document
@@ -175,7 +177,7 @@ def expected_reciprocal_rank(f, stop_prob, query_ptr, order, k, average, out):
     where h_{j−1} is the mean product of 1 − R over the (j−1)-subsets of the group's other
     documents. Documents with equal R share one h, so a group costs O(L m k) for L levels.
     """
-    for q in prange(query_ptr.shape[0] - 1):
+    for q in range(q_start, q_stop):
         a = query_ptr[q]
         b = query_ptr[q + 1]
         stop = a + min(k, b - a)
@@ -217,26 +219,23 @@ def expected_reciprocal_rank(f, stop_prob, query_ptr, order, k, average, out):
         out[q] = s
 
 
-@njit(cache=True)
-def _fenwick_add(tree, pos, value):
-    pos += 1
-    while pos < tree.shape[0]:
-        tree[pos] += value
-        pos += pos & (-pos)
-
-
-@njit(cache=True)
-def _fenwick_prefix(tree, pos):
-    """Sum of the entries at levels 0..pos-1."""
-    s = 0.0
-    while pos > 0:
-        s += tree[pos]
-        pos -= pos & (-pos)
-    return s
-
-
-@njit(parallel=True, cache=True)
-def concordance(f, y, g, query_ptr, order, average, weighted, conc, disc, total, ties_f, ties_y):
+@njit(cache=True, nogil=True)
+def concordance(
+    q_start,
+    q_stop,
+    f,
+    y,
+    g,
+    query_ptr,
+    order,
+    average,
+    weighted,
+    conc,
+    disc,
+    total,
+    ties_f,
+    ties_y,
+):
     """Pair statistics of each query for Kendall's tau, in O(n log n).
 
     conc / disc: over pairs ranked apart (by position, or by score when ``average``) whose
@@ -246,7 +245,7 @@ def concordance(f, y, g, query_ptr, order, average, weighted, conc, disc, total,
     increasing in ``y``. Documents are visited from the top; a Fenwick tree over label levels
     holds the count and the sum of g of the documents ranked above the current group.
     """
-    for q in prange(query_ptr.shape[0] - 1):
+    for q in range(q_start, q_stop):
         a = query_ptr[q]
         b = query_ptr[q + 1]
         n = b - a
@@ -278,12 +277,12 @@ def concordance(f, y, g, query_ptr, order, average, weighted, conc, disc, total,
             j = _group_end(f, order, i, b) if average else i + 1
             for t in range(i, j):
                 lv = level[order[t] - a]
-                below_n = _fenwick_prefix(count_tree, lv)
-                above_n = n_above - _fenwick_prefix(count_tree, lv + 1)
+                below_n = fenwick_prefix(count_tree, lv)
+                above_n = n_above - fenwick_prefix(count_tree, lv + 1)
                 if weighted:
                     gv = g[order[t]]
-                    below_g = _fenwick_prefix(sum_tree, lv)
-                    above_g = g_above - _fenwick_prefix(sum_tree, lv + 1)
+                    below_g = fenwick_prefix(sum_tree, lv)
+                    above_g = g_above - fenwick_prefix(sum_tree, lv + 1)
                     c += above_g - above_n * gv
                     d += below_n * gv - below_g
                 else:
@@ -291,8 +290,8 @@ def concordance(f, y, g, query_ptr, order, average, weighted, conc, disc, total,
                     d += below_n
             for t in range(i, j):
                 lv = level[order[t] - a]
-                _fenwick_add(count_tree, lv, 1.0)
-                _fenwick_add(sum_tree, lv, g[order[t]])
+                fenwick_add(count_tree, lv, 1.0)
+                fenwick_add(sum_tree, lv, g[order[t]])
                 n_above += 1.0
                 g_above += g[order[t]]
             tied_f += (j - i) * (j - i - 1) / 2

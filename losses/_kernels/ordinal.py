@@ -22,8 +22,9 @@ memory in order even for a query of millions of rows.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
+from losses._kernels.fenwick import fenwick_add, fenwick_init, fenwick_prefix
 from losses._kernels.sorting import argsort_stable
 
 # queries at least this long are sorted by radix sort, shorter ones by comparison sort
@@ -77,32 +78,14 @@ def _argsort(x):
 
 
 @njit(cache=True)
-def _tree_add(tree, r, delta):
-    while r < tree.shape[0]:
-        tree[r] += delta
-        r |= r + 1
-
-
-@njit(cache=True)
-def _tree_prefix(tree, r):
-    """Sum over ranks 0 .. r − 1."""
-    total = 0.0
-    k = r - 1
-    while k >= 0:
-        total += tree[k]
-        k = (k & (k + 1)) - 1
-    return total
-
-
-@njit(cache=True)
 def _sweep(fs, rs, lev, count, alpha, beta, cost, margin, ties_active, work, as_lower, as_upper):
     """Summed cost of the active pairs of each row of one query, rows sorted by score.
 
     ``fs`` / ``rs`` are the scores / level ranks in ascending score order. ``as_lower[k]``
     sums C over the active pairs where the k-th row is the less relevant member,
-    ``as_upper[k]`` where it is the more relevant one. ``work`` is a zeroed (4, L_q) block:
+    ``as_upper[k]`` where it is the more relevant one. ``work`` is a (4, L_q) block:
     remaining upper endpoints and passed lower endpoints per level (counts, and
-    level-weighted sums for the structured costs).
+    level-weighted sums for the structured costs), overwritten.
     """
     m = fs.shape[0]
     n_lev = lev.shape[0]
@@ -112,13 +95,13 @@ def _sweep(fs, rs, lev, count, alpha, beta, cost, margin, ties_active, work, as_
     lo_n = work[2]
     lo_v = work[3]
     for r in range(n_lev):
-        up_n[r] += count[r]
-        if not use_matrix:
-            up_v[r] += count[r] * lev[r]
-            parent = r | (r + 1)
-            if parent < n_lev:
-                up_n[parent] += up_n[r]
-                up_v[parent] += up_v[r]
+        up_n[r] = count[r]
+        up_v[r] = count[r] * lev[r]
+        lo_n[r] = 0.0
+        lo_v[r] = 0.0
+    if not use_matrix:
+        fenwick_init(up_n, n_lev)
+        fenwick_init(up_v, n_lev)
     lo_total_n = 0.0
     lo_total_v = 0.0
     pa = 0
@@ -137,11 +120,11 @@ def _sweep(fs, rs, lev, count, alpha, beta, cost, margin, ties_active, work, as_
                 up_n[z] -= 1.0
             else:
                 vz = float(lev[z])
-                n_above = lo_total_n - _tree_prefix(lo_n, z + 1)
-                v_above = lo_total_v - _tree_prefix(lo_v, z + 1)
+                n_above = lo_total_n - fenwick_prefix(lo_n, z + 1)
+                v_above = lo_total_v - fenwick_prefix(lo_v, z + 1)
                 total = alpha * n_above + beta * (v_above - vz * n_above)
-                _tree_add(up_n, z, -1.0)
-                _tree_add(up_v, z, -vz)
+                fenwick_add(up_n, z, -1.0)
+                fenwick_add(up_v, z, -vz)
             as_lower[pb] = total
             pb += 1
         else:
@@ -153,11 +136,11 @@ def _sweep(fs, rs, lev, count, alpha, beta, cost, margin, ties_active, work, as_
                 lo_n[z] += 1.0
             else:
                 vz = float(lev[z])
-                n_below = _tree_prefix(up_n, z)
-                v_below = _tree_prefix(up_v, z)
+                n_below = fenwick_prefix(up_n, z)
+                v_below = fenwick_prefix(up_v, z)
                 total = alpha * n_below + beta * (vz * n_below - v_below)
-                _tree_add(lo_n, z, 1.0)
-                _tree_add(lo_v, z, vz)
+                fenwick_add(lo_n, z, 1.0)
+                fenwick_add(lo_v, z, vz)
                 lo_total_n += 1.0
                 lo_total_v += vz
             as_upper[pa] = total
@@ -166,142 +149,87 @@ def _sweep(fs, rs, lev, count, alpha, beta, cost, margin, ties_active, work, as_
     as_upper[pa:] = 0.0
 
 
-@njit(cache=True)
-def _gather_sorted(f, rank, s, e, fs, rs):
-    """Sort rows s:e by score; write their scores and level ranks in that order."""
-    order = _argsort(f[s:e])
-    for k in range(e - s):
-        fs[s + k] = f[s + order[k]]
-        rs[s + k] = rank[s + order[k]]
-    return order
-
-
-@njit(parallel=True, cache=True)
-def ordinal_hinge(
-    f, query_ptr, rank, level_ptr, levels, level_count, weight, alpha, beta, cost, values, grad
+@njit(cache=True, nogil=True)
+def ordinal_pairs(
+    q_start,
+    q_stop,
+    f,
+    query_ptr,
+    rank,
+    level_ptr,
+    levels,
+    level_count,
+    weight,
+    alpha,
+    beta,
+    cost,
+    hinge,
+    values,
+    grad,
 ):
-    """Per query w_q Σ_{y_i<y_j} C(y_i, y_j) max(0, 1 + f_i − f_j) and its subgradient.
+    """Queries ``q_start:q_stop``: the hinge loss and its subgradient, or the misordering count.
 
-    ``weight[q]`` is the normalisation w_q (0 for a query without comparable pairs, which
-    gets loss 0 and gradient 0). The subgradient is w_q Σ C (e_i − e_j) over the pairs with
-    1 + f_i − f_j > 0. The value is accumulated from the row sums with f centred at its
-    median, so the cancellation error scales with the spread of f, not its offset.
+    With ``hinge``: per query w_q Σ_{y_i<y_j} C(y_i, y_j) max(0, 1 + f_i − f_j) into
+    ``values`` and its subgradient w_q Σ C (e_i − e_j), over the pairs with
+    1 + f_i − f_j > 0, into ``grad``. ``weight[q]`` is the normalisation w_q (0 for a query
+    without comparable pairs, which gets loss 0 and gradient 0). The value is accumulated from
+    the row sums with f centred at its median, so the cancellation error scales with the spread
+    of f, not its offset.
+
+    Without ``hinge``: per query w_q Σ_{y_i<y_j} C(y_i, y_j) [f_i >= f_j] (ties count as
+    misordered) into ``values``; ``grad`` is not touched (it may be empty).
+
+    One kernel serves both, so one compilation does (see :mod:`losses._threads`).
     """
-    n = f.shape[0]
+    s0 = query_ptr[q_start]
+    n = query_ptr[q_stop] - s0
     fs = np.empty(n)
     rs = np.empty(n, dtype=np.int64)
     as_lower = np.empty(n)
     as_upper = np.empty(n)
-    work = np.zeros((4, level_ptr[-1]))
-    for q in prange(query_ptr.shape[0] - 1):
+    work = np.empty((4, level_ptr[q_stop] - level_ptr[q_start]))
+    margin = 1.0 if hinge else 0.0
+    for q in range(q_start, q_stop):
         s = query_ptr[q]
         e = query_ptr[q + 1]
         w = weight[q]
         if w == 0.0:
             values[q] = 0.0
-            grad[s:e] = 0.0
+            if hinge:
+                grad[s:e] = 0.0
             continue
-        order = _gather_sorted(f, rank, s, e, fs, rs)
-        lp = level_ptr[q]
-        lq = level_ptr[q + 1]
-        _sweep(
-            fs[s:e],
-            rs[s:e],
-            levels[lp:lq],
-            level_count[lp:lq],
-            alpha,
-            beta,
-            cost,
-            1.0,
-            False,
-            work[:, lp:lq],
-            as_lower[s:e],
-            as_upper[s:e],
-        )
-        center = fs[s + (e - s) // 2]
-        total = 0.0
+        a = s - s0
+        b = e - s0
+        order = _argsort(f[s:e])
         for k in range(e - s):
-            d = fs[s + k] - center
-            total += as_lower[s + k] * (d + 1.0) - as_upper[s + k] * d
-            grad[s + order[k]] = w * (as_lower[s + k] - as_upper[s + k])
-        # a sum of non-negative pair terms; clip the rounding of the centred form
-        values[q] = w * max(total, 0.0)
-
-
-@njit(parallel=True, cache=True)
-def ordinal_misordered(
-    f, query_ptr, rank, level_ptr, levels, level_count, weight, alpha, beta, cost, values
-):
-    """Per query w_q Σ_{y_i<y_j} C(y_i, y_j) [f_i >= f_j] (ties count as misordered)."""
-    n = f.shape[0]
-    fs = np.empty(n)
-    rs = np.empty(n, dtype=np.int64)
-    as_lower = np.empty(n)
-    as_upper = np.empty(n)
-    work = np.zeros((4, level_ptr[-1]))
-    for q in prange(query_ptr.shape[0] - 1):
-        s = query_ptr[q]
-        e = query_ptr[q + 1]
-        w = weight[q]
-        if w == 0.0:
-            values[q] = 0.0
-            continue
-        _gather_sorted(f, rank, s, e, fs, rs)
+            fs[a + k] = f[s + order[k]]
+            rs[a + k] = rank[s + order[k]]
         lp = level_ptr[q]
         lq = level_ptr[q + 1]
         _sweep(
-            fs[s:e],
-            rs[s:e],
+            fs[a:b],
+            rs[a:b],
             levels[lp:lq],
             level_count[lp:lq],
             alpha,
             beta,
             cost,
-            0.0,
-            True,
-            work[:, lp:lq],
-            as_lower[s:e],
-            as_upper[s:e],
+            margin,
+            not hinge,
+            work[:, lp - level_ptr[q_start] : lq - level_ptr[q_start]],
+            as_lower[a:b],
+            as_upper[a:b],
         )
         total = 0.0
-        for k in range(s, e):
-            total += as_lower[k]
+        if hinge:
+            center = fs[a + (e - s) // 2]
+            for k in range(e - s):
+                d = fs[a + k] - center
+                total += as_lower[a + k] * (d + 1.0) - as_upper[a + k] * d
+                grad[s + order[k]] = w * (as_lower[a + k] - as_upper[a + k])
+            # a sum of non-negative pair terms; clip the rounding of the centred form
+            total = max(total, 0.0)
+        else:
+            for k in range(a, b):
+                total += as_lower[k]
         values[q] = w * total
-
-
-@njit(parallel=True, cache=True)
-def query_levels(y, query_ptr, n_levels, order):
-    """Per query: its rows by increasing label (stable) into ``order``, and its number of
-    distinct labels into ``n_levels``."""
-    for q in prange(query_ptr.shape[0] - 1):
-        a = query_ptr[q]
-        b = query_ptr[q + 1]
-        local = argsort_stable(y[a:b])
-        count = 0
-        for i in range(b - a):
-            order[a + i] = a + local[i]
-            if i == 0 or y[a + local[i]] != y[a + local[i - 1]]:
-                count += 1
-        n_levels[q] = count
-
-
-@njit(parallel=True, cache=True)
-def fill_levels(y, query_ptr, order, level_ptr, levels, level_count, rank, sum_sq):
-    """From :func:`query_levels`' ``order``: each query's distinct labels (increasing) and
-    their counts, each row's level rank within its query, and Σ count² per query."""
-    for q in prange(query_ptr.shape[0] - 1):
-        a = query_ptr[q]
-        b = query_ptr[q + 1]
-        t = level_ptr[q] - 1
-        s = 0.0
-        for i in range(a, b):
-            row = order[i]
-            if i == a or y[row] != y[order[i - 1]]:
-                t += 1
-                levels[t] = y[row]
-                level_count[t] = 0.0
-            level_count[t] += 1.0
-            rank[row] = t - level_ptr[q]
-        for u in range(level_ptr[q], level_ptr[q + 1]):
-            s += level_count[u] * level_count[u]
-        sum_sq[q] = s

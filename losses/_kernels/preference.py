@@ -5,18 +5,20 @@ The pairs of query ``q`` are ``pref_ptr[q]:pref_ptr[q + 1]``; pair p says row
 in query q, so queries touch disjoint rows and run in parallel.
 """
 
-from numba import njit, prange
+from numba import njit
 
 
-@njit(parallel=True, cache=True)
-def preference_hinge(f, pref_ptr, pair_i, pair_j, pair_cost, weight, values, grad):
+@njit(cache=True, nogil=True)
+def preference_hinge(
+    q_start, q_stop, f, pref_ptr, pair_i, pair_j, pair_cost, weight, values, grad
+):
     """Per query w_q Σ_p c_p max(0, 1 + f_i − f_j) and its subgradient (``grad`` zeroed).
 
     A pair exactly at the hinge (1 + f_i − f_j = 0) contributes subgradient 0. An empty
     ``pair_cost`` means every cost is 1 (a uniform cost is folded into ``weight``).
     """
     has_costs = pair_cost.shape[0] > 0
-    for q in prange(pref_ptr.shape[0] - 1):
+    for q in range(q_start, q_stop):
         w = weight[q]
         total = 0.0
         for p in range(pref_ptr[q], pref_ptr[q + 1]):
@@ -31,14 +33,14 @@ def preference_hinge(f, pref_ptr, pair_i, pair_j, pair_cost, weight, values, gra
         values[q] = w * total
 
 
-@njit(parallel=True, cache=True)
-def preference_violations(f, pref_ptr, pair_i, pair_j, pair_cost, weight, values):
+@njit(cache=True, nogil=True)
+def preference_violations(q_start, q_stop, f, pref_ptr, pair_i, pair_j, pair_cost, weight, values):
     """Per query w_q Σ_p c_p [f_i >= f_j] (a tie counts as a violated preference).
 
     An empty ``pair_cost`` means every cost is 1.
     """
     has_costs = pair_cost.shape[0] > 0
-    for q in prange(pref_ptr.shape[0] - 1):
+    for q in range(q_start, q_stop):
         total = 0.0
         for p in range(pref_ptr[q], pref_ptr[q + 1]):
             if f[pair_i[p]] >= f[pair_j[p]]:
@@ -46,10 +48,10 @@ def preference_violations(f, pref_ptr, pair_i, pair_j, pair_cost, weight, values
         values[q] = weight[q] * total
 
 
-@njit(parallel=True, cache=True)
-def count_label_pairs(y, query_ptr, counts):
+@njit(cache=True, nogil=True)
+def count_label_pairs(q_start, q_stop, y, query_ptr, counts):
     """Number of pairs y_i < y_j within each query."""
-    for q in prange(query_ptr.shape[0] - 1):
+    for q in range(q_start, q_stop):
         total = 0
         for i in range(query_ptr[q], query_ptr[q + 1]):
             for j in range(query_ptr[q], query_ptr[q + 1]):
@@ -58,10 +60,10 @@ def count_label_pairs(y, query_ptr, counts):
         counts[q] = total
 
 
-@njit(parallel=True, cache=True)
-def fill_label_pairs(y, query_ptr, pref_ptr, pair_i, pair_j):
+@njit(cache=True, nogil=True)
+def fill_label_pairs(q_start, q_stop, y, query_ptr, pref_ptr, pair_i, pair_j):
     """Write the pairs y_i < y_j of each query at ``pref_ptr[q]:``, ordered by (i, j)."""
-    for q in prange(query_ptr.shape[0] - 1):
+    for q in range(q_start, q_stop):
         p = pref_ptr[q]
         for i in range(query_ptr[q], query_ptr[q + 1]):
             for j in range(query_ptr[q], query_ptr[q + 1]):

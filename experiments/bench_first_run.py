@@ -1,0 +1,248 @@
+"""First-run benchmark: compile time, cache loading and import time, as a new user meets them.
+
+    python experiments/bench_first_run.py [--losses ordinal ndcg ...] [--repeats 1]
+                                          [--no-demo] [--out results/bench_first_run]
+
+Every measurement runs in a fresh interpreter (``sys.executable``), so nothing compiled or
+imported by this script can help it:
+
+1. ``import bmrm``: wall-clock time of the import alone (median of ``--repeats`` + 2 processes).
+2. Per built-in loss, on the demo's data (:func:`bmrm.demo.make_ranking_data`, 2,000 queries of
+   40 documents, 50 features, training on 80 %; hinge and logistic on the labels binarised at
+   2; preference on all graded pairs; NDCG@10 with truncated c), lam = 0.01, tol = 1e-3, at
+   most 300 iterations (plain BMRM reaches that cap on NDCG and NERU):
+
+   * ``cold``: the first fit in a process whose ``NUMBA_CACHE_DIR`` is a new empty folder;
+   * ``second``: a second, identical fit in that same process;
+   * ``warm``: the first fit in a new process with the cache the cold process left.
+
+   Also recorded: the seconds numba spent compiling during the cold fit (wall-clock time
+   inside numba's compiler, from its ``numba:compile`` events; a loaded cache entry is not
+   compiled and not counted), the objective and the iterations of each fit.
+3. ``python -m bmrm.demo`` in a fresh process with an empty cache: wall-clock time and the
+   printed table, and again with the cache it left.
+
+Writes ``results.csv`` (one row per measurement and repetition) and ``results.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import REPO, markdown_table, progress, write_csv  # noqa: E402
+
+LOSSES = ["squared", "hinge", "logistic", "ordinal", "preference", "ndcg", "neru"]
+
+# Runs in the child process: argv[1] is a loss name, argv[2] the number of fits.
+FIT_SCRIPT = r"""
+import json, sys, time, threading
+t_import = time.perf_counter()
+from numba.core import event
+
+compile_seconds = [0.0]
+class _Clock(event.Listener):
+    depth = 0
+    def on_start(self, ev):
+        if self.depth == 0:
+            self.t = time.perf_counter()
+        self.depth += 1
+    def on_end(self, ev):
+        self.depth -= 1
+        if self.depth == 0:
+            compile_seconds[0] += time.perf_counter() - self.t
+event.register("numba:compile", _Clock())
+
+import numpy as np
+import bmrm
+import losses
+from bmrm.demo import make_ranking_data
+t_import = time.perf_counter() - t_import
+
+loss, n_fits = sys.argv[1], int(sys.argv[2])
+# plain BMRM needs thousands of iterations on NDCG and NERU: an iteration cap (not a time
+# budget) keeps every fit the same, whatever the machine's load
+MAX_ITER = 300
+X, y, qid = make_ranking_data(2000, 40, 50)
+split = X.shape[0] * 4 // 5
+X, y, qid = X[:split], y[:split], qid[:split]
+params, data = {}, {}
+if loss in ("hinge", "logistic"):
+    y = np.where(y >= 2, 1.0, -1.0)
+if loss == "ndcg":
+    params = {"truncate_c": True}
+if loss == "preference":
+    pairs, costs = losses.pairs_from_labels(y, qid)
+    data = {"pairs": pairs, "pair_costs": costs}
+rows = []
+for i in range(n_fits):
+    before = compile_seconds[0]
+    cpu = time.process_time()
+    start = time.perf_counter()
+    model = bmrm.fit(
+        X, y, loss, qid, lam=1e-2, tol=1e-3, max_iter=MAX_ITER, loss_params=params, **data
+    )
+    seconds = time.perf_counter() - start
+    cpu = time.process_time() - cpu
+    res = model.result_
+    rows.append({
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "numba_compile_seconds": compile_seconds[0] - before,
+        "reported_compile_seconds": float(res.get("compile_seconds", float("nan"))),
+        "objective": res.fun,
+        "iterations": int(res.nit),
+        "status": res.message,
+    })
+print(json.dumps({"import_seconds": t_import, "fits": rows}))
+"""
+
+
+def run(args, cache_dir, timeout=1800):
+    """Run ``python *args`` with ``NUMBA_CACHE_DIR=cache_dir``.
+
+    Returns (wall-clock seconds, CPU seconds of the child, its stdout).
+    """
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache_dir))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
+    seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    if out.returncode != 0:
+        raise RuntimeError(f"{args}: exit {out.returncode}\n{out.stderr[-3000:]}")
+    return seconds, cpu, out.stdout
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python experiments/bench_first_run.py")
+    parser.add_argument("--losses", nargs="+", default=LOSSES, choices=LOSSES)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--no-demo", action="store_true", help="skip the whole-demo runs")
+    parser.add_argument("--out", type=Path, default=REPO / "results" / "bench_first_run")
+    args = parser.parse_args(argv)
+    rows = []
+
+    progress("import bmrm")
+    with tempfile.TemporaryDirectory() as cache:
+        for rep in range(args.repeats + 2):
+            _, _, out = run(
+                [
+                    "-c",
+                    "import time; t = time.perf_counter(); c = time.process_time(); "
+                    "import bmrm; print(time.perf_counter() - t, time.process_time() - c)",
+                ],
+                cache,
+            )
+            seconds, cpu = map(float, out.split())
+            rows.append(
+                {
+                    "what": "import bmrm",
+                    "loss": "",
+                    "rep": rep,
+                    "seconds": seconds,
+                    "cpu_seconds": cpu,
+                }
+            )
+
+    for loss in args.losses:
+        for rep in range(args.repeats):
+            with tempfile.TemporaryDirectory() as cache:
+                progress(f"{loss}: cold and second fit (rep {rep})")
+                _, _, out = run(["-c", FIT_SCRIPT, loss, "2"], cache)
+                cold, second = json.loads(out)["fits"]
+                progress(f"{loss}: warm fit")
+                _, _, out = run(["-c", FIT_SCRIPT, loss, "1"], cache)
+                (warm,) = json.loads(out)["fits"]
+            for what, fit in (("cold", cold), ("second", second), ("warm", warm)):
+                rows.append({"what": what, "loss": loss, "rep": rep, **fit})
+            progress(
+                f"{loss}: cold {cold['seconds']:.2f} s (CPU {cold['cpu_seconds']:.2f} s, numba "
+                "compiling "
+                f"{cold['numba_compile_seconds']:.2f} s), second {second['seconds']:.2f} s, "
+                f"warm {warm['seconds']:.2f} s"
+            )
+
+    demo_text = {}
+    if not args.no_demo:
+        with tempfile.TemporaryDirectory() as cache:
+            for what in ("demo, empty cache", "demo, warm cache"):
+                progress(what)
+                seconds, cpu, out = run(["-m", "bmrm.demo"], cache)
+                rows.append(
+                    {"what": what, "loss": "", "rep": 0, "seconds": seconds, "cpu_seconds": cpu}
+                )
+                demo_text[what] = out
+                progress(f"{what}: {seconds:.1f} s (CPU {cpu:.1f} s)")
+
+    write_csv(args.out / "results.csv", rows)
+
+    def med(what, loss, key="seconds"):
+        values = [r[key] for r in rows if r["what"] == what and r["loss"] == loss]
+        return statistics.median(values)
+
+    lines = [
+        "# First run",
+        "",
+        f"`import bmrm`: {med('import bmrm', ''):.2f} s, CPU "
+        f"{med('import bmrm', '', 'cpu_seconds'):.2f} s (median of {args.repeats + 2} processes)",
+        "",
+        "Per loss, on the demo data (medians over repetitions, seconds):",
+        "",
+        markdown_table(
+            [
+                "loss",
+                "cold fit",
+                "cold CPU",
+                "numba compiling",
+                "second fit",
+                "warm-cache fit",
+                "warm CPU",
+                "iterations",
+                "objective",
+            ],
+            [
+                (
+                    loss,
+                    med("cold", loss),
+                    med("cold", loss, "cpu_seconds"),
+                    med("cold", loss, "numba_compile_seconds"),
+                    med("second", loss),
+                    med("warm", loss),
+                    med("warm", loss, "cpu_seconds"),
+                    int(med("cold", loss, "iterations")),
+                    f"{med('cold', loss, 'objective'):.6f}",
+                )
+                for loss in args.losses
+            ],
+        ),
+    ]
+    for what, text in demo_text.items():
+        lines += [
+            "",
+            f"`python -m bmrm.demo`, {what}: {med(what, ''):.1f} s, CPU "
+            f"{med(what, '', 'cpu_seconds'):.1f} s",
+            "",
+            "```",
+            text.rstrip(),
+            "```",
+        ]
+    (args.out / "results.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

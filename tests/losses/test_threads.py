@@ -1,0 +1,55 @@
+"""Blocks of queries for the thread pool: boundaries, order of results, forked children."""
+
+import os
+
+import numpy as np
+import pytest
+
+from losses._threads import block_bounds, n_threads_for, run_blocks
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_block_bounds_cover_every_item_once_in_order(seed):
+    rng = np.random.default_rng(seed)
+    n_items = int(rng.integers(0, 50))
+    sizes = rng.integers(0, 30, size=n_items) * (rng.random(n_items) < 0.8)
+    ptr = np.concatenate([[0], np.cumsum(sizes)])
+    n_blocks = int(rng.integers(1, 9))
+    bounds = block_bounds(ptr, n_blocks)
+    assert bounds[0] == 0 and bounds[-1] == n_items
+    assert len(bounds) - 1 <= max(n_blocks, 1)
+    if n_items:
+        assert np.all(np.diff(bounds) > 0)
+    if n_blocks > 1 and n_items > 1 and ptr[-1] > 0:
+        # balanced by rows: no block holds more than its share plus the largest item
+        rows = ptr[bounds[1:]] - ptr[bounds[:-1]]
+        assert rows.max() <= ptr[-1] / n_blocks + sizes.max()
+
+
+def test_run_blocks_returns_every_block_in_order():
+    bounds = np.array([0, 3, 4, 9, 10])
+    assert run_blocks(lambda a, b, c: (a, b, c), bounds, "x") == [
+        (0, 3, "x"),
+        (3, 4, "x"),
+        (4, 9, "x"),
+        (9, 10, "x"),
+    ]
+
+
+def test_small_inputs_stay_on_one_thread():
+    assert n_threads_for(10, 20) == 1
+    assert n_threads_for(20, 20) >= 1
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_gets_a_pool_of_its_own():
+    bounds = np.array([0, 1, 2, 3])
+    run_blocks(lambda a, b: a, bounds)  # the parent's pool exists
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            ok = run_blocks(lambda a, b: a, bounds) == [0, 1, 2]
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
