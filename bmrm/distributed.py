@@ -363,6 +363,9 @@ class DaskRiskOracle:
         self.n_samples = sum(info[i][0] for i in keep)
         self.n_terms = sum(info[i][1] for i in keep)
         self.n_features = widths.pop() + int(fit_intercept)
+        # the precision of the products, which bounds how well planes and values agree
+        dtypes = list(getattr(X, "dtypes", [])) or [getattr(X, "dtype", np.float64)]
+        self.dtype = np.result_type(*dtypes)
         self.calls = 0
         self.seconds = 0.0
 

@@ -217,7 +217,9 @@ def minimize_bmrm(
     ------
     ValueError
         If the lower bound exceeds the objective of an evaluated point by more than the
-        tolerance: the oracle's gradient is then not a subgradient of its risk.
+        tolerance (tol·J, atol, or rounding: 1e-9·(1 + J), or 100 ε·(1 + J) for an oracle
+        whose ``dtype`` has a machine epsilon ε above that, e.g. float32 data): the oracle's
+        gradient is then not a subgradient of its risk.
     FloatingPointError
         If the objective overflows.
     verbose : bool
@@ -239,6 +241,9 @@ def minimize_bmrm(
         method = "ocas" if regularizer.qp and scores else "bmrm"
     method = get_method(method)
     clock = CompileClock().__enter__()
+    # how far values and planes may disagree by rounding alone (float32 products: ~1e-5)
+    dtype = np.dtype(getattr(oracle, "dtype", np.float64))
+    rounding = max(1e-9, 100.0 * float(np.finfo(dtype).eps) if dtype.kind == "f" else 0.0)
     handler = None
     level = logger.level
     if verbose:
@@ -305,7 +310,7 @@ def minimize_bmrm(
                     f"the objective is not finite (J = {best_J}) at iteration {nit}: the "
                     "features or targets are too large for float64; rescale them"
                 )
-            if gap < -max(tol * abs(best_J), atol, 1e-9 * (1.0 + abs(best_J))):
+            if gap < -max(tol * abs(best_J), atol, rounding * (1.0 + abs(best_J))):
                 raise ValueError(
                     f"the certified lower bound {lower_bound:.6g} exceeds the objective "
                     f"{best_J:.6g} of an evaluated point (gap {gap:.3e}): the oracle's "
