@@ -37,7 +37,24 @@ def n_threads_for(n_rows: int, min_rows: int = PARALLEL_MIN_ROWS) -> int:
     """Threads for a kernel over ``n_rows`` rows: 1 below ``min_rows``, else numba's count."""
     if n_rows < min_rows:
         return 1
-    return max(1, numba.get_num_threads())
+    return max(1, _numba_threads())
+
+
+def _numba_threads() -> int:
+    """numba's thread count, without launching numba's own thread pool.
+
+    These kernels never run on that pool, and launching it pins ``NUMBA_NUM_THREADS`` for the
+    life of the process: numba then raises on the next compilation if the variable has
+    changed since (as in Dask worker processes started with ``env={"NUMBA_NUM_THREADS": ...}``,
+    where the first fit failed with "Cannot set NUMBA_NUM_THREADS to a different value once
+    the threads have been launched"). Once the pool is up (after
+    :func:`numba.set_num_threads`), its current setting is used.
+    """
+    from numba.np.ufunc import parallel
+
+    if parallel._is_initialized:
+        return numba.get_num_threads()
+    return numba.config.NUMBA_NUM_THREADS
 
 
 def block_bounds(ptr: np.ndarray, n_blocks: int) -> np.ndarray:

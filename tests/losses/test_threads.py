@@ -53,3 +53,25 @@ def test_a_forked_child_gets_a_pool_of_its_own():
             os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.WEXITSTATUS(status) == 0
+
+
+def test_the_thread_decision_does_not_launch_numbas_pool():
+    """The kernels never run on numba's own thread pool, and launching it pins
+    NUMBA_NUM_THREADS for the process (numba then refuses to compile if the variable has
+    changed since, as it can in Dask worker processes). Checked in a fresh interpreter."""
+    import subprocess
+    import sys
+
+    code = (
+        "import numba\n"
+        "from numba.np.ufunc import parallel\n"
+        "from losses._threads import n_threads_for\n"
+        "k = n_threads_for(10**6)\n"
+        "assert k == numba.config.NUMBA_NUM_THREADS, k\n"
+        "assert not parallel._is_initialized\n"
+        "numba.set_num_threads(1)\n"  # once the pool is up, its setting rules
+        "assert n_threads_for(10**6) == 1\n"
+    )
+    env = {**os.environ, "NUMBA_NUM_THREADS": "2"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
