@@ -176,6 +176,9 @@ from losses.validation import check_finite_targets, check_graded_labels, check_k
 
 __all__ = ["NDCGLoss", "NERULoss"]
 
+# σ chosen by the kernel (equal gains in increasing score): no per-document ideal weights
+_NO_IDEAL = np.empty(0)
+
 _NAMED_C = ("power", "dcg")
 TIES = ("latent", "increasing", "pairs")
 # Largest dynamic programme of ties="pairs" per query (states Π_l (min(m_l, k) + 1)).
@@ -443,30 +446,11 @@ class _StructuredRankingLoss(Loss):
                 grad,
             )
             return values, grad
+        ideal_c = _NO_IDEAL
         if targets.latent:
             ideal_c = targets.ideal_c
             if ideal_c is None:
                 ideal_c = self.ideal_weights(f, targets)
-            run_queries(
-                _k.structured_loss_given_ideal,
-                targets.query_ptr,
-                f,
-                targets.query_ptr,
-                targets.gain,
-                targets.level,
-                targets.n_levels,
-                targets.cut_level,
-                targets.n_above,
-                targets.inv_norm,
-                targets.a,
-                targets.c,
-                targets.n_top,
-                targets.truncated,
-                ideal_c,
-                values,
-                grad,
-            )
-            return values, grad
         run_queries(
             _k.structured_loss,
             targets.query_ptr,
@@ -482,6 +466,7 @@ class _StructuredRankingLoss(Loss):
             targets.c,
             targets.n_top,
             targets.truncated,
+            ideal_c,
             values,
             grad,
         )

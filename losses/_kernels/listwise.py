@@ -29,8 +29,8 @@ queries on several threads; each block owns one workspace sized for its largest 
 
 Latent ties (σ with equal gains in *decreasing* score, chosen for the scores):
 :func:`latent_ideal_weights` gives each document the weight ``c`` of its position in that σ
-(averaged over documents tied in gain and score), and :func:`structured_loss_given_ideal`
-evaluates the loss with σ's part given as such per-document weights.
+(averaged over documents tied in gain and score), and :func:`structured_loss` evaluates the
+loss with σ's part given as such per-document weights.
 """
 
 import numpy as np
@@ -534,6 +534,7 @@ def structured_loss(
     c,
     k,
     truncated,
+    ideal_c,
     values,
     grad,
 ):
@@ -566,6 +567,13 @@ def structured_loss(
         Number of positions with a non-zero discount.
     truncated : bool
         Whether ``c`` is zero beyond position k (only the top k positions need assigning).
+    ideal_c : float64 array of shape (n,) or (0,)
+        Empty: σ puts equal gains in increasing score (the convex rule). Otherwise σ's part
+        is given per document, the weight an ideal ordering (or a mean of ideal orderings)
+        places on it (:func:`latent_ideal_weights`): the loss is then
+        ``max_π [Δ(π) + Σ_i c_i f_{π(i)}] − Σ_d ideal_c[d] f_d``, clipped at 0. The
+        maximisation leaves its own σ in the workspace row ``_SIGMA``; that σ's part is added
+        back and ``ideal_c``'s subtracted.
     values : float64 array of shape (n_queries,)
         Output: per-query losses.
     grad : float64 array of shape (n,)
@@ -593,8 +601,10 @@ def structured_loss(
         if inv_norm[q] == 0.0 or stop - start < 2:
             values[q] = 0.0
             continue
-        values[q] = _query_loss(
-            f[start:stop],
+        fq = f[start:stop]
+        gq = grad[start:stop]
+        value = _query_loss(
+            fq,
             gain[start:stop],
             level[start:stop],
             n_levels[q],
@@ -605,7 +615,7 @@ def structured_loss(
             c,
             k,
             truncated,
-            grad[start:stop],
+            gq,
             iw,
             fw,
             bw,
@@ -614,6 +624,20 @@ def structured_loss(
             cost_buf,
             cw,
         )
+        if ideal_c.size == 0:
+            values[q] = value
+            continue
+        # value 0 means π = that σ (gq untouched): the same correction applies.
+        m = stop - start
+        sigma = iw[_SIGMA]
+        n_pos = min(k, m) if truncated and k < m else m
+        for p in range(n_pos):
+            value += c[p] * fq[sigma[p]]
+            gq[sigma[p]] += c[p]
+        for d in range(m):
+            value -= ideal_c[start + d] * fq[d]
+            gq[d] -= ideal_c[start + d]
+        values[q] = max(value, 0.0)
 
 
 @njit(cache=True, nogil=True)
@@ -721,93 +745,6 @@ def latent_ideal_weights(
             sigma,
             out[start:stop],
         )
-
-
-@njit(cache=True, nogil=True)
-def structured_loss_given_ideal(
-    q_start,
-    q_stop,
-    f,
-    query_ptr,
-    gain,
-    level,
-    n_levels,
-    cut_level,
-    n_above,
-    inv_norm,
-    a,
-    c,
-    k,
-    truncated,
-    ideal_c,
-    values,
-    grad,
-):
-    """``max_π [Δ(π) + Σ_i c_i f_{π(i)}] − Σ_d ideal_c[d] f_d`` per query and its subgradient.
-
-    As :func:`structured_loss` (a block ``q_start:q_stop`` of queries), whose arguments it
-    shares, but σ's part is given: ``ideal_c`` holds, per document, the weight an ideal
-    ordering (or a mean of ideal orderings) places on it (:func:`latent_ideal_weights`).
-    The maximisation runs through ``_query_loss``, which leaves its own σ (equal gains in
-    increasing score) in the workspace row ``_SIGMA``; that σ's part is added back and
-    ``ideal_c``'s subtracted.
-    """
-    grad[query_ptr[q_start] : query_ptr[q_stop]] = 0.0
-    max_m = 0
-    for q in range(q_start, q_stop):
-        max_m = max(max_m, query_ptr[q + 1] - query_ptr[q])
-    top = min(k, max_m)
-    chain = (not truncated) and max_m > k
-    n_level_buf = max_m * top if truncated else 0
-    n_chain = top + 2 * max_m if chain else 0
-    n_heap = top * max_m + 4 * max_m + top + 1 if chain else 0
-    iw = np.empty((_N_INT, max_m + 1), dtype=np.int64)
-    fw = np.empty((_N_FLOAT, max_m))
-    bw = np.empty((2, max_m), dtype=np.bool_)
-    top_idx = np.empty(n_level_buf, dtype=np.int64)
-    top_val = np.empty(n_level_buf)
-    cost_buf = np.empty(top * max_m)
-    cw = _chain_workspace(n_chain, n_heap)
-    for q in range(q_start, q_stop):
-        start = query_ptr[q]
-        stop = query_ptr[q + 1]
-        m = stop - start
-        if inv_norm[q] == 0.0 or m < 2:
-            values[q] = 0.0
-            continue
-        fq = f[start:stop]
-        gq = grad[start:stop]
-        value = _query_loss(
-            fq,
-            gain[start:stop],
-            level[start:stop],
-            n_levels[q],
-            cut_level[q],
-            n_above[q],
-            inv_norm[q],
-            a,
-            c,
-            k,
-            truncated,
-            gq,
-            iw,
-            fw,
-            bw,
-            top_idx,
-            top_val,
-            cost_buf,
-            cw,
-        )
-        # value 0 means π = that σ (gq untouched): the same correction applies.
-        sigma = iw[_SIGMA]
-        n_pos = min(k, m) if truncated and k < m else m
-        for p in range(n_pos):
-            value += c[p] * fq[sigma[p]]
-            gq[sigma[p]] += c[p]
-        for d in range(m):
-            value -= ideal_c[start + d] * fq[d]
-            gq[d] -= ideal_c[start + d]
-        values[q] = max(value, 0.0)
 
 
 # ------------------------------------------------------------------------------------------
