@@ -7,10 +7,11 @@ import os
 from collections.abc import Callable
 
 import numpy as np
+from scipy.optimize import OptimizeResult
 
 import losses
 from bmrm._validation import check_intercept_scaling, check_w0, check_X
-from bmrm.io.model_files import ModelRecord, read_model_file, write_model_file
+from bmrm.io.model_files import BMRM_RESULT, ModelRecord, read_model_file, write_model_file
 from bmrm.scorers import LinearScorer, get_scorer
 from bmrm.solver.cccp import minimize_cccp
 from bmrm.solver.compile_clock import CompileClock
@@ -41,7 +42,8 @@ class LinearModel:
     result_ : BMRMResult or scipy OptimizeResult
         The solver's certificate and history (an L-BFGS result for non-convex objectives).
     scorer_ : scorer object or None
-        A non-linear scorer of :mod:`bmrm.scorers`; None for f = Xw.
+        A non-linear scorer of :mod:`bmrm.scorers`; None for f = Xw (a
+        :class:`~bmrm.scorers.LinearScorer` given to the constructor is stored as None).
     n_features_in_ : int
     """
 
@@ -52,7 +54,7 @@ class LinearModel:
         self.lam = lam
         self.regularizer = make_regularizer(regularizer)
         self.result_ = result
-        self.scorer_ = scorer
+        self.scorer_ = None if type(scorer) is LinearScorer else scorer
         self.n_features_in_ = self.coef_.shape[-1]
 
     def decision_function(self, X) -> np.ndarray:
@@ -70,39 +72,32 @@ class LinearModel:
     def save(self, path) -> None:
         """Write a portable model file (arrays plus JSON metadata, no pickle).
 
-        See :mod:`bmrm.io.model_files` for the format; the file is replaced atomically.
+        See :mod:`bmrm.io.model_files` for the format; the file is replaced atomically. The
+        file holds the weights (K × d for the expected-gain scorer), the intercept, the
+        loss, lam, the regularizer, the scorer (name, version, parameters, and its gains)
+        and the solver's result whatever the method that made it (a :class:`BMRMResult`, or
+        scipy's result of L-BFGS or of another method, with its ``method`` field), so that
+        :func:`bmrm.load` gives a model with the same predictions, bit for bit.
 
         Raises
         ------
         ValueError
-            For a callable regularizer, a loss that ``losses.get(name, **params)`` cannot
-            rebuild, a non-linear scorer, an L-BFGS result, or non-finite weights; nothing
-            is written then.
+            For a callable regularizer, a loss or scorer that cannot be rebuilt from its
+            name and parameters (a user's own loss or scorer object), non-finite weights, or
+            a result that is not a scipy ``OptimizeResult``; nothing is written then.
         OSError
             When the file cannot be written; ``path`` is then left as it was.
         """
-        if self.scorer_ is not None:
-            raise ValueError(
-                f"cannot save a model with scorer {self.scorer_!r}: model files store linear "
-                "models only"
-            )
-        if self.result_ is not None and not isinstance(self.result_, BMRMResult):
-            raise ValueError(
-                "cannot save a model fitted by L-BFGS (a non-convex loss): model files store "
-                "bundle-method results only"
-            )
         write_model_file(self._record(), path)
 
     def _record(self) -> ModelRecord:
         """The plain values a model file holds."""
         spec = self.regularizer.spec()
         name, params = _loss_spec(self.loss)
-        result = self.result_
         record = ModelRecord(self.coef_, self.intercept_, self.lam, spec, name, params)
-        if result is not None:
-            record.summary = dict(result)
-            record.x = result["x"]
-            record.history = {field: result["history"][field] for field in HISTORY_FIELDS}
+        _scorer_values(self.scorer_, self.coef_, record)
+        if self.result_ is not None:
+            _result_values(self.result_, record)
         return record
 
     def __repr__(self) -> str:
@@ -136,6 +131,92 @@ def _loss_spec(loss) -> tuple[str, dict]:
     return name, params
 
 
+# values a scorer derives from its parameters, stored so that a reader can check them
+_SCORER_ARRAYS = ("gains",)
+
+
+def _scorer_values(scorer, coef: np.ndarray, record: ModelRecord) -> None:
+    """Store the scorer's name, version, parameters and derived arrays in ``record``."""
+    if scorer is None:
+        scorer = LinearScorer()
+    name = getattr(scorer, "name", None)
+    try:
+        builtin = type(get_scorer(name)) if isinstance(name, str) else None
+    except ValueError:
+        builtin = None
+    if builtin is None or type(scorer) is not builtin:
+        raise ValueError(
+            f"cannot save a model with scorer {scorer!r}: only the built-in scorers "
+            "'linear' and 'expected_gain' are stored (by name and parameters)"
+        )
+    try:
+        params = json.loads(json.dumps(scorer.get_params(), allow_nan=False))
+        rebuilt = builtin(**params)
+        n_params = scorer.n_params(coef.shape[-1])
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"cannot save a model with scorer {scorer!r}: {exc}") from exc
+    if rebuilt.get_params() != params:
+        raise ValueError(
+            f"cannot save a model with scorer {scorer!r}: {builtin.__name__}(**{params!r}) "
+            "does not rebuild it"
+        )
+    expected = (n_params,) if name == "linear" else (n_params // coef.shape[-1], coef.shape[-1])
+    if coef.shape != expected:
+        raise ValueError(
+            f"cannot save a model whose coef_ has shape {coef.shape}: scorer {scorer!r} "
+            f"takes shape {expected}"
+        )
+    record.scorer_name = name
+    record.scorer_version = int(builtin.version)
+    record.scorer_params = params
+    record.scorer_arrays = {
+        key: np.asarray(getattr(scorer, key)) for key in _SCORER_ARRAYS if hasattr(scorer, key)
+    }
+
+
+def _result_values(result, record: ModelRecord) -> None:
+    """Store the fields of a solver result in ``record``, whatever the method.
+
+    Scalars (numbers, strings, booleans, None), numeric arrays and dicts of numeric arrays
+    (the history) are stored; other fields (scipy's ``hess_inv`` operator) are listed as
+    omitted.
+    """
+    if not isinstance(result, OptimizeResult):
+        raise ValueError(
+            f"cannot save a model whose result_ is a {type(result).__name__}: model files "
+            "store a BMRMResult or a scipy OptimizeResult"
+        )
+
+    def numeric(value) -> bool:
+        return isinstance(value, np.ndarray) and value.dtype.kind in "biuf"
+
+    fields, arrays, omitted = {}, {}, []
+    for key, value in result.items():
+        if not isinstance(key, str) or "." in key:
+            omitted.append(str(key))
+        elif value is None or isinstance(value, bool | str | int | float | np.number | np.bool_):
+            fields[key] = value
+        elif numeric(value):
+            arrays[key] = value
+        elif (
+            isinstance(value, dict)
+            and all(isinstance(k, str) and "." not in k and numeric(v) for k, v in value.items())
+        ):  # fmt: skip
+            arrays[key] = dict(value)
+        else:
+            omitted.append(key)
+    if isinstance(result, BMRMResult):
+        record.result_type = BMRM_RESULT
+        missing = [f for f in HISTORY_FIELDS if f not in arrays.get("history", {})]
+        if missing:
+            raise ValueError(f"cannot save a model whose result_.history lacks {missing}")
+    else:
+        record.result_type = "OptimizeResult"
+    record.result_fields = fields
+    record.result_arrays = arrays
+    record.result_omitted = omitted
+
+
 def save(model: LinearModel, path) -> None:
     """Write ``model`` to ``path``; the same as ``model.save(path)``."""
     model.save(path)
@@ -151,16 +232,19 @@ def load(path, *, n_features: int | None = None) -> LinearModel:
     -------
     LinearModel
         ``coef_`` and ``intercept_`` bit for bit as saved, ``loss`` rebuilt with
-        ``losses.get(name, **params)``, ``lam``, ``regularizer``, and ``result_``: a
-        :class:`bmrm.BMRMResult` with the saved summary (status, message, fun, lower_bound,
-        gap, nit, nfev, bundle size, timings), ``x`` and ``history`` (None if the model was
-        saved without a result).
+        ``losses.get(name, **params)``, ``lam``, ``regularizer``, ``scorer_`` (None for the
+        linear scorer, else the scorer rebuilt from its name and parameters), and
+        ``result_``: a :class:`bmrm.BMRMResult` or scipy ``OptimizeResult`` with every field
+        the file holds (for a bundle-method fit: status, message, fun, lower_bound, gap, nit,
+        nfev, bundle size, timings, ``x`` and ``history``; for other methods such as
+        L-BFGS, their fields and ``method``), or None if the model was saved without one.
 
     Raises
     ------
     ValueError
         Naming ``path``: those of :func:`~bmrm.io.model_files.read_model_file`, and for a
-        regularizer spec or loss that cannot be rebuilt or a malformed history.
+        regularizer spec, loss or scorer that cannot be rebuilt (a scorer name this bmrm
+        does not know, or a newer version of a scorer), or a malformed result.
     OSError
         When the file cannot be read.
     """
@@ -177,16 +261,75 @@ def load(path, *, n_features: int | None = None) -> LinearModel:
             f"{where}: cannot rebuild loss {record.loss_name!r} with parameters "
             f"{record.loss_params}: {exc}"
         ) from None
-    result = None
-    if record.summary is not None:
-        if set(record.history) != set(HISTORY_FIELDS):
+    scorer = _load_scorer(record, where)
+    result = _load_result(record, where)
+    return LinearModel(
+        record.coef, record.intercept, loss, record.lam, regularizer, result, scorer
+    )
+
+
+def _load_scorer(record: ModelRecord, where: str):
+    """The scorer a record names (None for the linear one), checked against the weights."""
+    name, version, params = record.scorer_name, record.scorer_version, record.scorer_params
+    try:
+        builtin = type(get_scorer(name))
+    except ValueError:
+        raise ValueError(
+            f"{where}: the model uses scorer {name!r}, which this bmrm does not know (it "
+            "knows 'linear' and 'expected_gain'); load it with the bmrm that wrote it"
+        ) from None
+    if version > builtin.version or version < 1:
+        raise ValueError(
+            f"{where}: the model uses version {version} of scorer {name!r}, but this bmrm "
+            f"has version {builtin.version}; "
+            + ("upgrade bmrm to load it" if version > 1 else "malformed model file")
+        )
+    try:
+        scorer = builtin(**params)
+        d = record.coef.shape[-1]
+        n_params = scorer.n_params(d)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"{where}: cannot rebuild scorer {name!r} with parameters {params}: {exc}"
+        ) from None
+    expected = (n_params,) if name == "linear" else (n_params // d, d)
+    if record.coef.shape != expected:
+        raise ValueError(
+            f"{where}: malformed model file: coef has shape {list(record.coef.shape)}, but "
+            f"scorer {name!r} with parameters {params} takes {list(expected)}"
+        )
+    for key, stored in record.scorer_arrays.items():
+        if key not in _SCORER_ARRAYS or not hasattr(scorer, key):
+            raise ValueError(f"{where}: malformed model file: scorer {name!r} has no {key!r}")
+        own = np.asarray(getattr(scorer, key))
+        if own.shape != stored.shape or not np.array_equal(own, stored):
             raise ValueError(
-                f"{where}: malformed model file: the history holds {sorted(record.history)}, "
-                f"not {sorted(HISTORY_FIELDS)}"
+                f"{where}: the file's scorer {key} {stored.tolist()} differ from those of "
+                f"scorer {name!r} with parameters {params}: {own.tolist()}"
             )
-        history = {field: record.history[field] for field in HISTORY_FIELDS}
-        result = BMRMResult(x=record.x, history=history, **record.summary)
-    return LinearModel(record.coef, record.intercept, loss, record.lam, regularizer, result)
+    return None if name == "linear" else scorer
+
+
+def _load_result(record: ModelRecord, where: str):
+    """The solver result a record holds, or None."""
+    if record.result_type is None:
+        return None
+    fields, arrays = record.result_fields, record.result_arrays
+    if record.result_type == BMRM_RESULT:
+        history = arrays.get("history")
+        if not isinstance(history, dict) or not set(HISTORY_FIELDS) <= set(history):
+            raise ValueError(
+                f"{where}: malformed model file: the history holds "
+                f"{sorted(history) if isinstance(history, dict) else None}, not "
+                f"{sorted(HISTORY_FIELDS)}"
+            )
+        return BMRMResult(**fields, **arrays)
+    if record.result_type == "OptimizeResult":
+        return OptimizeResult(**fields, **arrays)
+    raise ValueError(
+        f"{where}: malformed model file: result type {record.result_type!r} is neither "
+        f"{BMRM_RESULT!r} nor 'OptimizeResult'"
+    )
 
 
 def fit(

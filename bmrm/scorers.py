@@ -12,6 +12,11 @@ scorer. A scorer has
     The scores the training objective sees and ``vjp(g) = (∂f/∂θ)ᵀ g``, the map from
     ∂l/∂f to ∂l/∂θ at θ.
 
+The built-in scorers also have a ``name``, ``get_params()`` and a class attribute
+``version``: model files store the three (:mod:`bmrm.io.model_files`), and ``version`` goes
+up whenever a change would give saved parameters other scores, so that a file is never
+read with another definition than the one it was trained with.
+
 :class:`LinearScorer` is f = Xw; :class:`ExpectedGainScorer` is the expected gain under a
 multiclass logistic model of the relevance level (Yang, Ravikumar & Lease).
 """
@@ -68,6 +73,7 @@ class LinearScorer:
     """
 
     name = "linear"
+    version = 1
 
     def n_params(self, n_features: int) -> int:
         return int(n_features)
@@ -139,6 +145,7 @@ class ExpectedGainScorer:
     """
 
     name = "expected_gain"
+    version = 1
 
     def __init__(
         self,

@@ -7,35 +7,58 @@ records: ``model.save(path)`` (:meth:`bmrm.LinearModel.save`) writes, and ``bmrm
 (:func:`bmrm.model.load`, also ``bmrm.io.load_model``) reads back, a
 :class:`bmrm.LinearModel`.
 
-File format (version 1)
+File format (version 2)
 -----------------------
 A UTF-8 JSON object::
 
     {
      "format": "bmrm-linear-model",
-     "format_version": 1,
+     "format_version": 2,
      "bmrm_version": "0.1.0",
      "created": "2025-01-31T12:00:00+00:00",
      "n_features": 46,
+     "scorer": {"name": "expected_gain", "version": 1,
+                "params": {"n_levels": 3, "gain": "exp", "eps": 0.8, "clip_training": false}},
      "intercept": 0.0,
      "lam": 0.001,
      "regularizer": "l2",
-     "loss": {"name": "ndcg", "params": {"k": 10, "gain": "exp", ...}},
-     "result": {"status": 0, "success": true, "message": "...", "fun": ..., "gap": ...,
-                "lower_bound": ..., "nit": ..., "nfev": ..., ...} or null,
-     "arrays": {"coef": {"dtype": "<f8", "shape": [46], "data": "<base64>"},
-                "x": {...}, "history.gap": {...}, ...},
+     "loss": {"name": "listnet", "params": {"alpha": 1.0, ...}},
+     "result": {"type": "OptimizeResult",
+                "fields": {"fun": ..., "nit": ..., "message": "...", "method": "L-BFGS-B",
+                           "gap": {"float": "inf"}, "linear_start": null, ...},
+                "omitted": ["hess_inv"]} or null,
+     "arrays": {"coef": {"dtype": "<f8", "shape": [3, 46], "data": "<base64>"},
+                "scorer.gains": {...}, "result.x": {...}, "result.jac": {...},
+                "result.history.gap": {...}, ...},
      "sha256": "<64 hex digits>"
     }
 
-Arrays are the raw little-endian bytes (``"<f8"`` IEEE-754 float64 or ``"<i8"`` int64) in
-base64, so weights survive bit for bit. ``coef`` holds the weights; with a result, ``x`` is
-the solver's best iterate and ``history.<field>`` its per-iteration history (see
-:class:`bmrm.BMRMResult`). ``loss`` rebuilds the loss as ``losses.get(name, **params)``.
-``regularizer`` is the regularizer's JSON spec (:mod:`bmrm.solver.regularizers`): ``"l2"``,
-``"l1"``, ``{"name": "elastic_net", "l1_ratio": r}``, or ``{"name": "box", "base": <spec>,
-"lower": .., "upper": ..}`` with bounds null, a number or one number per weight (null for an
-open side); the bare name ``"elastic_net"`` of earlier files loads with the mixing unknown.
+Arrays are the raw little-endian bytes (``"<f8"`` IEEE-754 float64, ``"<i8"`` int64 or
+``"|b1"`` bool) in base64, so weights survive bit for bit. ``coef`` holds the weights: one
+per feature for the linear scorer f = Xw, a (K, n_features) array for the expected-gain
+scorer. ``scorer`` names the ranking function of :mod:`bmrm.scorers` with its parameters
+and the version of its definition; ``scorer.<name>`` arrays are values the scorer derives
+from its parameters (the expected-gain scorer's gains G(j)), kept so that a reader can
+check that it computes the same function. ``loss`` rebuilds the loss as
+``losses.get(name, **params)``. ``regularizer`` is the regularizer's JSON spec
+(:mod:`bmrm.solver.regularizers`): ``"l2"``, ``"l1"``, ``{"name": "elastic_net",
+"l1_ratio": r}``, or ``{"name": "box", "base": <spec>, "lower": .., "upper": ..}`` with
+bounds null, a number or one number per weight (null for an open side); the bare name
+``"elastic_net"`` of earlier files loads with the mixing unknown.
+
+``result`` is the solver's result (a :class:`bmrm.BMRMResult` or, for other methods such
+as L-BFGS, a :class:`scipy.optimize.OptimizeResult`), stored field by field, whatever the
+method that made it: numbers, strings, booleans and nulls in ``fields`` (a float that is
+not finite as ``{"float": "nan" | "inf" | "-inf"}``, since JSON has no such numbers);
+numeric arrays as ``result.<field>``; a field holding a dict of arrays (the per-iteration
+``history``) as ``result.<field>.<key>``. Fields of other kinds (scipy's
+``LbfgsInvHessProduct`` operator ``hess_inv``) are not stored; ``omitted`` lists them. A
+``BMRMResult`` always holds the fields of ``SUMMARY_FIELDS``, ``x`` and a history with the
+columns of :data:`bmrm.solver.loop.HISTORY_FIELDS`.
+
+Version 1 (still read): no ``scorer`` (the linear scorer), ``coef`` 1-d, and ``result`` the
+``SUMMARY_FIELDS`` of a :class:`bmrm.BMRMResult` (finite numbers), with its arrays named
+``x`` and ``history.<field>``.
 
 ``sha256`` is the SHA-256 of the UTF-8 bytes of
 ``json.dumps(document_without_sha256, sort_keys=True, separators=(",", ":"),
@@ -51,13 +74,16 @@ Why JSON and base64 rather than ``.npz``
   weights decode with any JSON parser and base64 decoder, in any language, without numpy's
   ``.npy`` / zip layout.
 * A truncated file is invalid JSON, so truncation is caught even before the checksum.
-* The cost, base64's 4/3 of the raw bytes, is irrelevant for a linear model of d weights.
+* The cost, base64's 4/3 of the raw bytes, is irrelevant for models of d or K·d weights.
 
 Compatibility
 -------------
-Files of an unknown ``format_version`` are refused, and so are files written by a newer
-bmrm than the one installed (versions compared on their numeric release part, ``0.2.0rc1``
-counting as ``0.2.0``). Saving is atomic: the document goes to a temporary file in the target
+Files of versions 1 and 2 are read (version 2 is written); files of an unknown
+``format_version`` are refused, and so are files written by a newer bmrm than the one
+installed (versions compared on their numeric release part, ``0.2.0rc1`` counting as
+``0.2.0``). Which scorer names and versions a file may hold is for the model layer
+(:func:`bmrm.load`) to check: it refuses a scorer it does not know, or a newer version of
+one, naming the file. Saving is atomic: the document goes to a temporary file in the target
 folder, which then replaces ``path`` (:func:`os.replace`), so a failure leaves no partial
 file and never damages an existing one. A symbolic link ``path`` is followed (its target is
 replaced, the link stays); a device or FIFO is written in place, never replaced by a file.
@@ -77,7 +103,7 @@ import re
 import secrets
 import stat
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -87,6 +113,7 @@ from bmrm._version import __version__
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
+    "READ_VERSIONS",
     "SUMMARY_FIELDS",
     "ModelRecord",
     "read_model_file",
@@ -94,9 +121,10 @@ __all__ = [
 ]
 
 FORMAT = "bmrm-linear-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READ_VERSIONS = (1, 2)
 
-# The solver summary kept in "result", with the JSON type of each field.
+# The solver summary every BMRMResult holds, with the JSON type of each field.
 SUMMARY_FIELDS: dict[str, type] = {
     "status": int,
     "success": bool,
@@ -112,8 +140,10 @@ SUMMARY_FIELDS: dict[str, type] = {
     "master_seconds": float,
     "total_seconds": float,
 }
+BMRM_RESULT = "BMRMResult"
 _FLOAT_MAX = sys.float_info.max
-_DTYPES = {"<f8": np.float64, "<i8": np.int64}
+_DTYPES = {"<f8": np.float64, "<i8": np.int64, "|b1": np.bool_}
+_NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 _JSON_KINDS = {
     float: "a finite number",
     int: "an integer",
@@ -130,7 +160,7 @@ class ModelRecord:
 
     Attributes
     ----------
-    coef : ndarray of shape (n_features,)
+    coef : ndarray of shape (n_features,) or (K, n_features)
     intercept : float
     lam : float
     regularizer : str or dict
@@ -138,13 +168,19 @@ class ModelRecord:
     loss_name : str
     loss_params : dict
         JSON-serialisable; the loss is ``losses.get(loss_name, **loss_params)``.
-    summary : dict or None
-        The solver summary, one entry per field of ``SUMMARY_FIELDS``; None for a model
-        without a result (``x`` and ``history`` are then None too).
-    x : ndarray or None
-        The solver's best iterate.
-    history : dict of ndarray or None
-        Per-iteration history, by field, in the order written.
+    scorer_name, scorer_version, scorer_params :
+        The ranking function: a name of :mod:`bmrm.scorers`, the version of its
+        definition, and its JSON-serialisable parameters.
+    scorer_arrays : dict of ndarray
+        Values the scorer derives from its parameters (``"gains"``), for checking.
+    result_type : str or None
+        ``"BMRMResult"``, ``"OptimizeResult"``, or None for a model without a result.
+    result_fields : dict
+        The result's scalar fields (numbers, strings, booleans, None).
+    result_arrays : dict
+        The result's array fields, and its dicts of arrays (``"history"``) as dicts.
+    result_omitted : list of str
+        Fields of the result that the file does not hold (objects of other kinds).
     """
 
     coef: np.ndarray
@@ -153,9 +189,14 @@ class ModelRecord:
     regularizer: str | dict
     loss_name: str
     loss_params: dict
-    summary: dict | None = None
-    x: np.ndarray | None = None
-    history: dict[str, np.ndarray] | None = None
+    scorer_name: str = "linear"
+    scorer_version: int = 1
+    scorer_params: dict = field(default_factory=dict)
+    scorer_arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    result_type: str | None = None
+    result_fields: dict[str, Any] = field(default_factory=dict)
+    result_arrays: dict[str, Any] = field(default_factory=dict)
+    result_omitted: list[str] = field(default_factory=list)
 
 
 def _package_version() -> str:
@@ -229,7 +270,8 @@ def _write_atomic(path, data: bytes) -> None:
 
 
 def _encode_array(a: np.ndarray) -> dict[str, Any]:
-    code = "<i8" if a.dtype.kind in "iu" else "<f8"
+    kind = np.asarray(a).dtype.kind
+    code = "|b1" if kind == "b" else "<i8" if kind in "iu" else "<f8"
     a = np.ascontiguousarray(a, dtype=code)
     return {
         "dtype": code,
@@ -255,19 +297,41 @@ def _json_value(value, name: str):
         ) from exc
 
 
-def _summary_entry(record: ModelRecord, arrays: dict[str, dict]) -> dict[str, Any] | None:
-    if record.summary is None:
+def _encode_field(value, name: str):
+    """A result field as JSON: a non-finite float as {"float": "nan" | "inf" | "-inf"}."""
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, int | np.integer):
+        return int(value)
+    if isinstance(value, float | np.floating):
+        value = float(value)
+        return value if math.isfinite(value) else {"float": repr(value)}
+    raise ValueError(f"cannot save a model whose result_.{name} is {value!r}")
+
+
+def _result_entry(record: ModelRecord, arrays: dict[str, dict]) -> dict[str, Any] | None:
+    if record.result_type is None:
         return None
-    summary = {}
-    for key, kind in SUMMARY_FIELDS.items():
-        if key not in record.summary:
-            raise ValueError(f"cannot save a model whose result_ has no field {key!r}")
-        value = record.summary[key]
-        summary[key] = _finite_float(value, f"result_.{key}") if kind is float else kind(value)
-    arrays["x"] = _encode_array(np.asarray(record.x, dtype=np.float64))
-    for field, values in record.history.items():
-        arrays[f"history.{field}"] = _encode_array(np.asarray(values))
-    return summary
+    fields = {key: _encode_field(v, key) for key, v in record.result_fields.items()}
+    if record.result_type == BMRM_RESULT:
+        for key in SUMMARY_FIELDS:
+            if key not in fields:
+                raise ValueError(f"cannot save a model whose result_ has no field {key!r}")
+    if "x" not in record.result_arrays:
+        raise ValueError("cannot save a model whose result_ has no x")
+    for key, value in record.result_arrays.items():
+        if isinstance(value, dict):
+            for column, values in value.items():
+                arrays[f"result.{key}.{column}"] = _encode_array(np.asarray(values))
+        else:
+            arrays[f"result.{key}"] = _encode_array(np.asarray(value))
+    return {
+        "type": record.result_type,
+        "fields": fields,
+        "omitted": [str(name) for name in record.result_omitted],
+    }
 
 
 def write_model_file(record: ModelRecord, path) -> None:
@@ -276,21 +340,29 @@ def write_model_file(record: ModelRecord, path) -> None:
     Raises
     ------
     ValueError
-        For non-finite weights, lam or summary values, or a regularizer spec or loss
-        parameters that JSON cannot hold; nothing is written then.
+        For non-finite weights or lam, a result without its required fields, or a
+        regularizer spec, loss or scorer parameters that JSON cannot hold; nothing is
+        written then.
     OSError
         When the file cannot be written; ``path`` is then left as it was.
     """
     coef = np.asarray(record.coef, dtype=np.float64)
-    if coef.ndim != 1 or not np.all(np.isfinite(coef)):
-        raise ValueError("cannot save a model whose coef_ is not a finite 1-d array")
+    if coef.ndim not in (1, 2) or not np.all(np.isfinite(coef)):
+        raise ValueError("cannot save a model whose coef_ is not a finite 1-d or 2-d array")
     arrays = {"coef": _encode_array(coef)}
+    for name, values in record.scorer_arrays.items():
+        arrays[f"scorer.{name}"] = _encode_array(np.asarray(values))
     document = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "bmrm_version": _package_version(),
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "n_features": int(coef.shape[0]),
+        "n_features": int(coef.shape[-1]),
+        "scorer": {
+            "name": str(record.scorer_name),
+            "version": int(record.scorer_version),
+            "params": _json_value(record.scorer_params, "scorer parameters"),
+        },
         "intercept": _finite_float(record.intercept, "intercept_"),
         "lam": _finite_float(record.lam, "lam"),
         "regularizer": _json_value(record.regularizer, "regularizer"),
@@ -298,7 +370,7 @@ def write_model_file(record: ModelRecord, path) -> None:
             "name": record.loss_name,
             "params": _json_value(record.loss_params, "loss parameters"),
         },
-        "result": _summary_entry(record, arrays),
+        "result": _result_entry(record, arrays),
         "arrays": arrays,
     }
     document["sha256"] = _checksum(document)
@@ -398,16 +470,19 @@ def _parse(path: str, raw: bytes) -> dict:
     return document
 
 
-def _check_versions(reader: _Reader) -> None:
+def _check_versions(reader: _Reader) -> int:
+    """The file's format version, after checking versions and checksum."""
     document = reader.document
     version = document.get("format_version")
-    if version != FORMAT_VERSION or isinstance(version, bool):
+    if version not in READ_VERSIONS or isinstance(version, bool):
         newer = isinstance(version, int) and not isinstance(version, bool)
         newer = newer and version > FORMAT_VERSION
         raise reader.error(
             f"model format version {version!r} is "
             + ("newer than this bmrm reads" if newer else "unknown")
-            + f" (bmrm {_package_version()} reads version {FORMAT_VERSION})"
+            + f" (bmrm {_package_version()} reads versions "
+            + ", ".join(map(str, READ_VERSIONS))
+            + ")"
         )
     written_by = document.get("bmrm_version")
     if not isinstance(written_by, str) or _version_tuple(written_by) is None:
@@ -422,13 +497,15 @@ def _check_versions(reader: _Reader) -> None:
         raise reader.error(
             "checksum mismatch: the model file was modified or corrupted after it was written"
         )
+    return version
 
 
-def _read_summary(reader: _Reader, arrays: dict):
+def _read_result_v1(reader: _Reader, arrays: dict, record: ModelRecord) -> None:
     entry = reader.document.get("result")
     if entry is None:
-        return None, None, None
-    summary = {
+        return
+    record.result_type = BMRM_RESULT
+    record.result_fields = {
         key: reader.field(entry, key, kind, "result.") for key, kind in SUMMARY_FIELDS.items()
     }
     prefix = "history."
@@ -437,13 +514,87 @@ def _read_summary(reader: _Reader, arrays: dict):
         for name in arrays
         if name.startswith(prefix)
     }
-    return summary, reader.array(arrays, "x"), history
+    record.result_arrays = {"x": reader.array(arrays, "x"), "history": history}
+
+
+def _decode_field(reader: _Reader, key: str, value):
+    if isinstance(value, dict):
+        if set(value) == {"float"} and value["float"] in _NONFINITE:
+            return _NONFINITE[value["float"]]
+    elif value is None or isinstance(value, bool | int | str):
+        return value
+    elif isinstance(value, float) and math.isfinite(value):
+        return value
+    raise reader.error(f"malformed model file: field 'result.fields.{key}' is {value!r}")
+
+
+def _read_result_v2(reader: _Reader, arrays: dict, record: ModelRecord) -> None:
+    if reader.document.get("result", ...) is None:
+        return
+    entry = reader.field(reader.document, "result", dict)
+    record.result_type = reader.field(entry, "type", str, "result.")
+    fields = reader.field(entry, "fields", dict, "result.")
+    record.result_fields = {key: _decode_field(reader, key, v) for key, v in fields.items()}
+    omitted = reader.field(entry, "omitted", list, "result.")
+    if not all(isinstance(name, str) for name in omitted):
+        raise reader.error(f"malformed model file: field 'result.omitted' is {omitted!r}")
+    record.result_omitted = omitted
+    if record.result_type == BMRM_RESULT:
+        for key, kind in SUMMARY_FIELDS.items():
+            value = record.result_fields.get(key, ...)
+            ok = value is not ... and (
+                isinstance(value, kind) if kind is not float else isinstance(value, int | float)
+            )
+            if not ok or (kind is not bool and isinstance(value, bool)):
+                raise reader.error(
+                    f"malformed model file: field 'result.fields.{key}' should be "
+                    f"{_JSON_KINDS[kind].replace('a finite', 'a')}; got "
+                    f"{'nothing' if value is ... else repr(value)}"
+                )
+            if kind is float:
+                record.result_fields[key] = float(value)
+    prefix = "result."
+    result_arrays: dict[str, Any] = {}
+    for name in arrays:
+        if not name.startswith(prefix):
+            continue
+        key, _, column = name[len(prefix) :].partition(".")
+        values = reader.array(arrays, name)
+        if column:
+            group = result_arrays.setdefault(key, {})
+            if not isinstance(group, dict):
+                raise reader.error(f"malformed model file: array {name!r} and 'result.{key}'")
+            group[column] = values
+        elif key in result_arrays:
+            raise reader.error(f"malformed model file: array {name!r} and 'result.{key}.*'")
+        else:
+            result_arrays[key] = values
+    if "x" not in result_arrays or isinstance(result_arrays["x"], dict):
+        raise reader.error("malformed model file: array 'result.x' is missing")
+    both = sorted(set(result_arrays) & set(record.result_fields))
+    if both:
+        raise reader.error(f"malformed model file: result field {both[0]!r} is given twice")
+    record.result_arrays = result_arrays
+
+
+def _read_scorer(reader: _Reader, arrays: dict, record: ModelRecord) -> None:
+    entry = reader.field(reader.document, "scorer", dict)
+    record.scorer_name = reader.field(entry, "name", str, "scorer.")
+    record.scorer_version = reader.field(entry, "version", int, "scorer.")
+    record.scorer_params = reader.field(entry, "params", dict, "scorer.")
+    prefix = "scorer."
+    record.scorer_arrays = {
+        name[len(prefix) :]: reader.array(arrays, name)
+        for name in arrays
+        if name.startswith(prefix)
+    }
 
 
 def read_model_file(path, *, n_features: int | None = None) -> ModelRecord:
     """Read the plain values of a model file written by :func:`write_model_file`.
 
-    Never unpickles: only :func:`json.loads` and base64 decoding run.
+    Reads format versions 1 and 2. Never unpickles: only :func:`json.loads` and base64
+    decoding run.
 
     Parameters
     ----------
@@ -455,8 +606,8 @@ def read_model_file(path, *, n_features: int | None = None) -> ModelRecord:
     Returns
     -------
     ModelRecord
-        ``coef`` and ``intercept`` bit for bit as saved; ``regularizer`` and the loss as
-        their JSON values (the model layer rebuilds them).
+        ``coef`` and ``intercept`` bit for bit as saved; ``regularizer``, the loss and the
+        scorer as their JSON values (the model layer rebuilds and checks them).
 
     Raises
     ------
@@ -472,12 +623,17 @@ def read_model_file(path, *, n_features: int | None = None) -> ModelRecord:
     with open(path_text, "rb") as f:
         raw = f.read()
     reader = _Reader(path_text, _parse(path_text, raw))
-    _check_versions(reader)
+    version = _check_versions(reader)
     document = reader.document
     reader.field(document, "created", str)
     d = reader.field(document, "n_features", int)
     arrays = reader.field(document, "arrays", dict)
-    coef = reader.array(arrays, "coef", (d,))
+    coef = reader.array(arrays, "coef", (d,) if version == 1 else None)
+    if coef.ndim not in (1, 2) or coef.shape[-1] != d:
+        raise reader.error(
+            f"malformed model file: array 'coef' has shape {list(coef.shape)}, not [{d}] "
+            f"or [K, {d}]"
+        )
     intercept = reader.field(document, "intercept", float)
     lam = reader.field(document, "lam", float)
     if not np.all(np.isfinite(coef)) or lam <= 0:
@@ -489,9 +645,12 @@ def read_model_file(path, *, n_features: int | None = None) -> ModelRecord:
     loss_entry = reader.field(document, "loss", dict)
     name = reader.field(loss_entry, "name", str, "loss.")
     params = reader.field(loss_entry, "params", dict, "loss.")
-    summary, x, history = _read_summary(reader, arrays)
+    record = ModelRecord(coef, intercept, lam, document["regularizer"], name, params)
+    if version == 1:
+        _read_result_v1(reader, arrays, record)
+    else:
+        _read_scorer(reader, arrays, record)
+        _read_result_v2(reader, arrays, record)
     if n_features is not None and n_features != d:
         raise reader.error(f"the model has {d} features but the data has {n_features}")
-    return ModelRecord(
-        coef, intercept, lam, document["regularizer"], name, params, summary, x, history
-    )
+    return record

@@ -23,11 +23,13 @@ import losses
 from bmrm import LinearModel
 from bmrm.io import load_model, save_model
 from bmrm.io.model_files import FORMAT_VERSION
+from bmrm.scorers import ExpectedGainScorer, LinearScorer
 from bmrm.solver.loop import HISTORY_FIELDS
 from bmrm.solver.regularizers import Box, ElasticNet
 from losses.preference import pairs_from_labels
 
 pytestmark = pytest.mark.filterwarnings("ignore::bmrm.ConvergenceWarning")
+DATA = os.path.join(os.path.dirname(__file__), "data")
 
 SUMMARY = (
     "status",
@@ -93,6 +95,7 @@ def decode(spec):
 
 def assert_same_model(loaded, model, X):
     assert isinstance(loaded, LinearModel)
+    assert loaded.coef_.shape == model.coef_.shape
     np.testing.assert_array_equal(loaded.coef_.view(np.int64), model.coef_.view(np.int64))
     assert loaded.intercept_ == model.intercept_
     assert loaded.n_features_in_ == model.n_features_in_
@@ -108,35 +111,153 @@ def assert_same_model(loaded, model, X):
 # ----------------------------------------------------------------------------- round trips
 
 
-CONVEX = [name for name in losses.available() if losses.get(name).convex]
+def fitted_by(name):
+    """How bmrm.fit trains a built-in loss: "bmrm" (convex or latent), "lbfgs" (smooth), None."""
+    loss = losses.get(name)
+    if loss.convex or getattr(loss, "latent", False):
+        return "bmrm"
+    return "lbfgs" if loss.smooth else None
 
 
-@pytest.mark.parametrize("loss", CONVEX)
+FITTABLE = [name for name in losses.available() if fitted_by(name)]
+
+
+def assert_same_result(result, original):
+    """Every field of ``original`` read back with its value and type, bit for bit."""
+    assert type(result) is type(original)
+    for key, value in original.items():
+        if key == "hess_inv" and not isinstance(value, np.ndarray):
+            assert key not in result  # an operator, not stored
+            continue
+        got = result[key]
+        if isinstance(value, dict):
+            assert set(got) == set(value), key
+            for column in value:
+                np.testing.assert_array_equal(got[column], value[column])
+                assert got[column].dtype.kind == value[column].dtype.kind, (key, column)
+        elif isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(got, value)
+            assert got.dtype.kind == value.dtype.kind, key
+        else:
+            assert got == value or (value != value and got != got), key
+            assert type(got) is type(value) or isinstance(value, np.generic), key
+
+
+@pytest.mark.parametrize("loss", FITTABLE)
 def test_round_trip_every_builtin_loss(tmp_path, loss):
-    """Every convex built-in loss; see below for the non-convex ones (fitted by L-BFGS)."""
+    """Every built-in loss bmrm.fit trains: bundle-method results and L-BFGS results."""
     model, X = fit_model(loss)
     path = tmp_path / "model.json"
     model.save(path)
     loaded = load_model(path)
     assert_same_model(loaded, model, X)
+    assert loaded.scorer_ is None
     result, original = loaded.result_, model.result_
-    assert isinstance(result, bmrm.BMRMResult)
-    for key in SUMMARY:
-        assert result[key] == original[key], key
-        assert type(result[key]) is type(original[key]), key
-    np.testing.assert_array_equal(result.x, original.x)
-    assert set(result.history) == set(HISTORY_FIELDS)
-    for field in HISTORY_FIELDS:
-        np.testing.assert_array_equal(result.history[field], original.history[field])
-        assert result.history[field].dtype.kind == original.history[field].dtype.kind
+    if fitted_by(loss) == "bmrm":
+        assert isinstance(result, bmrm.BMRMResult)
+        for key in SUMMARY:
+            assert result[key] == original[key], key
+            assert type(result[key]) is type(original[key]), key
+        assert set(HISTORY_FIELDS) <= set(result.history)
+    else:
+        assert not isinstance(result, bmrm.BMRMResult)
+        assert result.method == original.method == "L-BFGS-B"
+    assert_same_result(result, original)
 
 
-def test_a_model_fitted_by_lbfgs_is_refused_before_writing(tmp_path):
-    model, _ = fit_model("cosine")
+@pytest.mark.parametrize("loss", ["listnet", "cosine", "listwise_squared"])
+@pytest.mark.parametrize(
+    "scorer",
+    [
+        ExpectedGainScorer(),
+        ExpectedGainScorer(eps=0.7),
+        ExpectedGainScorer(gain="linear", eps=0.6, clip_training=True),
+    ],
+)
+def test_round_trip_expected_gain_scorer(tmp_path, loss, scorer):
+    """Predictions identical after loading, with the clipping threshold and the gains."""
+    model, X = fit_model(loss, scorer=scorer, max_iter=30)
+    K = model.scorer_.n_levels
+    assert model.coef_.shape == (K, X.shape[1])
     path = tmp_path / "model.json"
-    with pytest.raises(ValueError, match="fitted by L-BFGS"):
-        model.save(path)
-    assert not path.exists()
+    model.save(path)
+    loaded = load_model(path)
+    assert_same_model(loaded, model, X)
+    assert type(loaded.scorer_) is ExpectedGainScorer
+    assert loaded.scorer_.get_params() == model.scorer_.get_params()
+    assert loaded.scorer_.eps == scorer.eps
+    assert_same_result(loaded.result_, model.result_)
+    assert loaded.result_.method == "L-BFGS-B"
+    # predictions against a reference computed here from the stored values
+    W = loaded.coef_
+    Z = X @ W.T
+    P = np.exp(Z - Z.max(axis=1, keepdims=True))
+    P /= P.sum(axis=1, keepdims=True)
+    gains = 2.0 ** np.arange(K) - 1 if scorer.gain == "exp" else np.arange(K, dtype=float)
+    if scorer.eps is not None:
+        top = P.max(axis=1) > scorer.eps
+        P[top] = np.eye(K)[P[top].argmax(axis=1)]
+    np.testing.assert_allclose(loaded.predict(X), P @ gains, rtol=1e-12, atol=1e-12)
+    document = read_document(path)
+    assert document["scorer"] == {
+        "name": "expected_gain",
+        "version": 1,
+        "params": {"n_levels": K, "gain": scorer.gain, "eps": scorer.eps,
+                   "clip_training": scorer.clip_training},
+    }  # fmt: skip
+    assert decode(document["arrays"]["coef"]).shape == (K, X.shape[1])
+    np.testing.assert_array_equal(decode(document["arrays"]["scorer.gains"]), gains)
+    assert document["result"]["omitted"] == ["hess_inv"]
+
+
+def test_a_linear_scorer_object_is_the_linear_model(tmp_path):
+    model = LinearModel([1.0, -2.0], 0.5, losses.get("squared"), 0.1, "l2", None, LinearScorer())
+    assert model.scorer_ is None
+    model.save(tmp_path / "m.json")
+    document = read_document(tmp_path / "m.json")
+    assert document["scorer"] == {"name": "linear", "version": 1, "params": {}}
+    assert load_model(tmp_path / "m.json").scorer_ is None
+
+
+def test_any_method_result_round_trips(tmp_path):
+    """A result of another method (as a non-convex bundle method returns) is stored by field:
+    its method name, non-finite numbers, arrays, and a history; other objects are omitted."""
+    from scipy.optimize import OptimizeResult
+
+    result = OptimizeResult(
+        x=np.array([0.25, -1.0]),
+        fun=0.5,
+        nit=7,
+        success=False,
+        status=2,
+        message="iteration limit",
+        method="nrbm",
+        gap=float("inf"),
+        lower_bound=float("-inf"),
+        curvature=float("nan"),
+        note=None,
+        n_serious=np.int64(4),
+        history={"objective": np.array([1.0, 0.5]), "serious": np.array([True, False])},
+        callback=print,
+    )
+    model = LinearModel([0.25, -1.0], 0.0, losses.get("squared"), 0.1, "l2", result)
+    path = tmp_path / "m.json"
+    model.save(path)
+    document = read_document(path)
+    assert document["result"]["type"] == "OptimizeResult"
+    assert document["result"]["omitted"] == ["callback"]
+    assert document["result"]["fields"]["method"] == "nrbm"
+    assert document["result"]["fields"]["gap"] == {"float": "inf"}
+    assert document["result"]["fields"]["lower_bound"] == {"float": "-inf"}
+    loaded = load_model(path).result_
+    assert set(loaded) == set(result) - {"callback"}
+    assert loaded.method == "nrbm"
+    assert loaded.gap == np.inf and loaded.lower_bound == -np.inf and np.isnan(loaded.curvature)
+    assert loaded.note is None and loaded.n_serious == 4 and type(loaded.n_serious) is int
+    assert loaded.history["serious"].dtype == bool
+    np.testing.assert_array_equal(loaded.history["serious"], [True, False])
+    np.testing.assert_array_equal(loaded.history["objective"], [1.0, 0.5])
+    np.testing.assert_array_equal(loaded.x, result.x)
 
 
 @pytest.mark.parametrize(
@@ -235,20 +356,26 @@ def test_file_layout_matches_the_documented_format(tmp_path):
     model.save(path)
     document = read_document(path)
     assert document["format"] == "bmrm-linear-model"
-    assert document["format_version"] == FORMAT_VERSION == 1
+    assert document["format_version"] == FORMAT_VERSION == 2
     assert document["bmrm_version"] == bmrm.__version__
     assert document["created"].endswith("+00:00")
     assert document["n_features"] == model.n_features_in_
     assert document["lam"] == model.lam
     assert document["regularizer"] == "l2"
     assert document["loss"] == {"name": "ndcg", "params": model.loss.get_params()}
-    assert document["result"]["nit"] == model.result_.nit
-    assert document["result"]["message"] == model.result_.message
+    assert document["scorer"] == {"name": "linear", "version": 1, "params": {}}
+    assert document["result"]["type"] == "BMRMResult"
+    assert document["result"]["omitted"] == []
+    assert document["result"]["fields"]["nit"] == model.result_.nit
+    assert document["result"]["fields"]["message"] == model.result_.message
     assert document["arrays"]["coef"]["dtype"] == "<f8"
     np.testing.assert_array_equal(decode(document["arrays"]["coef"]), model.coef_)
-    np.testing.assert_array_equal(decode(document["arrays"]["x"]), model.result_.x)
+    np.testing.assert_array_equal(decode(document["arrays"]["result.x"]), model.result_.x)
+    bundle_size = decode(document["arrays"]["result.history.bundle_size"])
+    assert bundle_size.dtype == np.dtype("<i8")
+    np.testing.assert_array_equal(bundle_size, model.result_.history["bundle_size"])
     np.testing.assert_array_equal(
-        decode(document["arrays"]["history.bundle_size"]), model.result_.history["bundle_size"]
+        decode(document["arrays"]["result.outer_objective"]), model.result_.outer_objective
     )
     assert document["sha256"] == canonical_sha256(document)
 
@@ -372,7 +499,8 @@ def test_edited_weight_fails_checksum(saved):
         lambda doc: doc.update(lam=doc["lam"] * 2),
         lambda doc: doc.update(intercept=1.0),
         lambda doc: doc["loss"]["params"].update(normalize="none"),
-        lambda doc: doc["result"].update(gap=0.0),
+        lambda doc: doc["result"]["fields"].update(gap=0.0),
+        lambda doc: doc["scorer"]["params"].update(eps=0.9),
         lambda doc: doc.pop("created"),
     ],
 )
@@ -388,7 +516,7 @@ def test_newer_format_version(saved):
     document = read_document(saved)
     document["format_version"] = FORMAT_VERSION + 1
     write_document(saved, document)
-    with pytest.raises(ValueError, match=r"model\.json: model format version 2 is newer"):
+    with pytest.raises(ValueError, match=r"model\.json: model format version 3 is newer"):
         load_model(saved)
     document["format_version"] = "1"
     write_document(saved, document)
@@ -421,8 +549,19 @@ def test_older_or_same_package_version_loads(saved, version):
         (lambda doc: doc.update(n_features=doc["n_features"] + 1), "shape"),
         (lambda doc: doc.pop("arrays"), "field 'arrays' is missing"),
         (lambda doc: doc.update(intercept=10**400), "'intercept' should be a finite number"),
-        (lambda doc: doc["arrays"]["x"].update(shape=[2**70]), "holds 40 bytes for shape"),
-        (lambda doc: doc["result"].update(nit="many"), r"'result\.nit' should be an integer"),
+        (lambda doc: doc["arrays"]["result.x"].update(shape=[2**70]), "holds 40 bytes for"),
+        (
+            lambda doc: doc["result"]["fields"].update(nit="many"),
+            r"'result\.fields\.nit' should be an integer",
+        ),
+        (lambda doc: doc["result"]["fields"].pop("gap"), r"'result\.fields\.gap' should be"),
+        (lambda doc: doc["result"]["fields"].update(fun=[1]), r"'result\.fields\.fun' is \[1\]"),
+        (lambda doc: doc["result"]["fields"].update(x=1.0), "result field 'x' is given twice"),
+        (lambda doc: doc["arrays"].pop("result.x"), "array 'result.x' is missing"),
+        (lambda doc: doc["result"].update(type="Pickle"), "result type 'Pickle' is neither"),
+        (lambda doc: doc["scorer"].update(version="1"), r"'scorer\.version' should be an int"),
+        (lambda doc: doc.pop("scorer"), "field 'scorer' is missing"),
+        (lambda doc: doc["arrays"].pop("result.history.gap"), "the history holds"),
         (lambda doc: doc["arrays"]["coef"].update(data="!!"), "not base64"),
         (lambda doc: doc["arrays"]["coef"].update(dtype="|O"), r"dtype '\|O'"),
         (lambda doc: doc["loss"].update(name="unknown"), "cannot rebuild loss 'unknown'"),
@@ -474,3 +613,165 @@ def test_not_model_files(tmp_path):
             load_model(tmp_path / name)
     with pytest.raises(FileNotFoundError):
         load_model(tmp_path / "absent.json")
+
+
+# ----------------------------------------------------------------------------- scorers
+
+
+@pytest.fixture
+def saved_expected_gain(tmp_path):
+    model, X = fit_model("listnet", scorer=ExpectedGainScorer(eps=0.8), max_iter=20)
+    path = tmp_path / "model.json"
+    model.save(path)
+    return path, model, X
+
+
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (
+            lambda doc: doc["scorer"].update(name="neural_net"),
+            "uses scorer 'neural_net', which this bmrm does not know",
+        ),
+        (
+            lambda doc: doc["scorer"].update(version=2),
+            "version 2 of scorer 'expected_gain', but this bmrm has version 1; upgrade",
+        ),
+        (lambda doc: doc["scorer"].update(version=0), "version 0 of scorer .* malformed"),
+        (
+            lambda doc: doc["scorer"]["params"].update(eps=2.0),
+            "cannot rebuild scorer 'expected_gain' .* eps must be",
+        ),
+        (
+            lambda doc: doc["scorer"]["params"].update(depth=3),
+            "cannot rebuild scorer 'expected_gain'",
+        ),
+        (
+            lambda doc: doc["scorer"]["params"].update(n_levels=5),
+            r"coef has shape \[\d+, 5\], but scorer 'expected_gain'",
+        ),
+        (
+            lambda doc: doc["scorer"]["params"].update(gain="linear"),
+            "the file's scorer gains .* differ",
+        ),
+        (
+            lambda doc: doc.update(scorer={"name": "linear", "version": 1, "params": {}}),
+            r"coef has shape \[\d+, 5\], but scorer 'linear'",
+        ),
+    ],
+)
+def test_scorer_that_cannot_be_rebuilt_is_refused(saved_expected_gain, edit, match):
+    path = saved_expected_gain[0]
+    document = read_document(path)
+    edit(document)
+    write_document(path, document)
+    with pytest.raises(ValueError, match=r"model\.json: .*" + match):
+        load_model(path)
+
+
+def test_linear_file_with_gains_is_refused(tmp_path):
+    model, _ = fit_model("squared")
+    path = tmp_path / "model.json"
+    model.save(path)
+    document = read_document(path)
+    document["arrays"]["scorer.gains"] = document["arrays"]["coef"]
+    write_document(path, document)
+    with pytest.raises(ValueError, match=r"model\.json: malformed .* scorer 'linear' has no"):
+        load_model(path)
+
+
+class OwnScorer(LinearScorer):
+    name = "own"
+
+
+@pytest.mark.parametrize(
+    "scorer, coef, match",
+    [
+        (OwnScorer(), np.ones(3), "only the built-in scorers"),
+        (ExpectedGainScorer(), np.ones((3, 3)), "n_levels is not set"),
+        (ExpectedGainScorer(n_levels=4), np.ones((3, 3)), r"takes shape \(4, 3\)"),
+        (ExpectedGainScorer(n_levels=3), np.ones(9), r"has shape \(9,\)"),
+    ],
+)
+def test_unsavable_scorer_writes_nothing(tmp_path, scorer, coef, match):
+    path = tmp_path / "m.json"
+    path.write_text("previous content")
+    model = LinearModel(coef, 0.0, losses.get("listnet"), 0.1, "l2", None, scorer)
+    with pytest.raises(ValueError, match=match):
+        model.save(path)
+    assert os.listdir(tmp_path) == ["m.json"]
+    assert path.read_text() == "previous content"
+
+
+def test_result_of_another_kind_writes_nothing(tmp_path):
+    model = LinearModel([1.0], 0.0, losses.get("squared"), 0.1, "l2", {"x": np.ones(1)})
+    with pytest.raises(ValueError, match="result_ is a dict"):
+        model.save(tmp_path / "m.json")
+    assert os.listdir(tmp_path) == []
+
+
+def test_failed_write_of_a_scorer_model_leaves_the_old_file(saved_expected_gain, monkeypatch):
+    path, model, _ = saved_expected_gain
+    before = path.read_bytes()
+
+    def failing_replace(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(OSError, match="disk full"):
+        model.save(path)
+    assert os.listdir(path.parent) == [path.name]
+    assert path.read_bytes() == before
+
+
+# ----------------------------------------------------------------------------- version 1 files
+
+
+def test_version_1_file_with_result_loads(tmp_path):
+    """A file written by the version-1 writer (bmrm before scorers were stored)."""
+    path = os.path.join(DATA, "model_v1_ordinal.json")
+    document = read_document(path)
+    assert document["format_version"] == 1 and "scorer" not in document
+    model = load_model(path)
+    coef = decode(document["arrays"]["coef"])
+    np.testing.assert_array_equal(model.coef_.view(np.int64), coef.view(np.int64))
+    assert model.scorer_ is None
+    assert model.loss.name == "ordinal" and model.loss.get_params()["cost"] == "linear"
+    assert model.lam == document["lam"] == 0.05
+    result = model.result_
+    assert isinstance(result, bmrm.BMRMResult)
+    for key in SUMMARY:
+        assert result[key] == document["result"][key], key
+        assert type(result[key]) is type(document["result"][key]), key
+    np.testing.assert_array_equal(result.x, decode(document["arrays"]["x"]))
+    assert set(result.history) == set(HISTORY_FIELDS)
+    for field in HISTORY_FIELDS:
+        np.testing.assert_array_equal(
+            result.history[field], decode(document["arrays"][f"history.{field}"])
+        )
+    X = np.random.default_rng(1).normal(size=(8, coef.shape[0]))
+    np.testing.assert_array_equal(model.predict(X), X @ coef)
+    # saved again, it is a version-2 file of the same model
+    model.save(tmp_path / "again.json")
+    again = load_model(tmp_path / "again.json")
+    assert read_document(tmp_path / "again.json")["format_version"] == 2
+    assert_same_model(again, model, X)
+    assert_same_result(again.result_, result)
+
+
+def test_version_1_file_without_result_loads():
+    path = os.path.join(DATA, "model_v1_no_result.json")
+    model = load_model(path)
+    np.testing.assert_array_equal(model.coef_, [0.5, -1.25, 2.0])
+    assert model.intercept_ == 0.75
+    assert model.result_ is None and model.scorer_ is None
+    assert model.regularizer == ElasticNet(0.5)
+    np.testing.assert_array_equal(model.predict(np.eye(3)), [1.25, -0.5, 2.75])
+
+
+def test_version_1_checks_still_apply(tmp_path):
+    document = read_document(os.path.join(DATA, "model_v1_ordinal.json"))
+    document["result"]["nit"] = "many"
+    write_document(tmp_path / "model.json", document)
+    with pytest.raises(ValueError, match=r"model\.json: .*'result\.nit' should be an integer"):
+        load_model(tmp_path / "model.json")
