@@ -1,15 +1,18 @@
-"""The ``bmrm`` command: train, predict and evaluate linear rankers on svmlight files.
+"""The ``bmrm`` command: train, predict and evaluate rankers on svmlight files.
 
 In the spirit of SVM^rank's ``svm_rank_learn`` and ``svm_rank_classify``::
 
-    bmrm train TRAIN.svmlight MODEL [--loss ordinal] [--lam L | -c C] [...]
+    bmrm train TRAIN.svmlight MODEL [--loss ordinal] [--lam L | -c C]
+               [--scorer expected_gain [--clip-eps EPS]] [...]
     bmrm predict TEST.svmlight MODEL PREDICTIONS
     bmrm evaluate TEST.svmlight PREDICTIONS|MODEL [--metric ndcg@10 ...] [--convention exp]
 
 Data files are svmlight / LETOR files (``<label> qid:<q> <index>:<value> ... # comment``)
 with one-based feature indices, as SVM^rank and LETOR write them; a file without ``qid:``
 takes its query groups from ``--query-file`` (or ``<file>.query`` when it exists) and is
-otherwise one query. Model files are the portable files of :mod:`bmrm.io.model_files`.
+otherwise one query. Model files are the portable files of :mod:`bmrm.io.model_files`; they
+store the ranking function (``--scorer``), so ``predict`` and ``evaluate`` apply a model
+trained with the expected-gain scorer as they apply a linear one.
 
 Progress and the final summary go to stderr, results (predictions, metric values) to files or
 stdout. Bad input (a missing or malformed file, an unknown loss, an invalid option value, a
@@ -41,6 +44,8 @@ from bmrm.io import load_query_file, load_svmlight, qid_from_groups
 from bmrm.io.model_files import _write_atomic
 from bmrm.model import LinearModel, fit
 from bmrm.model import load as load_model
+from bmrm.scorers import ExpectedGainScorer
+from bmrm.solver.scorer_oracle import check_nonconvex
 from losses.metrics import CONVENTIONS, METRICS
 from losses.preference import PAIR_COSTS, pairs_from_labels
 from losses.validation import check_int, check_positive
@@ -77,6 +82,16 @@ losses:
   preference  the same pairwise hinge on pairs built from the labels, with --pair-cost
   ndcg, neru  structured max-margin bounds on 1 - NDCG@k and 1 - NERU (--k sets the cut-off)
   squared, hinge, logistic  pointwise (hinge and logistic need labels in {0, 1} or {-1, 1})
+
+ranking function (--scorer):
+  linear         f(x) = <w, x>, trained by the bundle method (the default)
+  expected_gain  h_W(x) = sum_j (2^j - 1) P_W(r = j | x), P_W the softmax of W x over the
+                 relevance levels 0..K-1 (K = largest training label + 1), warm-started
+                 from the linear fit and trained by L-BFGS on a smooth loss (listnet,
+                 cosine, listwise_squared, ranknet, softmax, ...) with --regularizer l2;
+                 --clip-eps EPS in [0.5, 1] ranks a document whose largest level
+                 probability exceeds EPS by that level's gain alone (Yang, Ravikumar &
+                 Lease); the model file stores W, the gains and EPS
 
 --loss-param values are read as JSON when they parse (k=5, truncate_c=true,
 cost=[[0,1],[0,0]]) and as plain strings otherwise (cost=linear).
@@ -148,6 +163,19 @@ def _parser() -> argparse.ArgumentParser:
         help="cost of a label pair for the preference loss (default zero_one)",
     )
     train.add_argument("--regularizer", choices=("l2", "l1"), default="l2", help="default: l2")
+    train.add_argument(
+        "--scorer",
+        choices=("linear", "expected_gain"),
+        default="linear",
+        help="the ranking function (default: linear; see below)",
+    )
+    train.add_argument(
+        "--clip-eps",
+        type=float,
+        default=None,
+        metavar="EPS",
+        help="clipping threshold in [0.5, 1] of the expected_gain scorer (default: none)",
+    )
     train.add_argument(
         "--query-file",
         default=None,
@@ -335,6 +363,26 @@ def _build_loss(args):
         raise ValueError(f"bad --loss-param for the {args.loss} loss: {exc}") from None
 
 
+def _build_scorer(args, loss):
+    """The scorer of ``--scorer`` and ``--clip-eps`` (None for the linear one), checked
+    against the loss and regularizer before any data is read."""
+    if args.scorer != "expected_gain":
+        if args.clip_eps is not None:
+            raise ValueError(f"--clip-eps applies to --scorer expected_gain, not {args.scorer}")
+        return None
+    eps = args.clip_eps
+    if eps is not None and not 0.5 <= eps <= 1:
+        raise ValueError(f"--clip-eps must be a number in [0.5, 1]; got {eps!r}")
+    scorer = ExpectedGainScorer(eps=eps)
+    try:  # what the non-convex fit supports; n_levels is set from the labels later
+        check_nonconvex(
+            scorer.set_params(n_levels=2), loss, None, args.regularizer, None, False, False, None
+        )
+    except ValueError as exc:
+        raise ValueError(f"--scorer expected_gain: {exc}") from None
+    return scorer
+
+
 def _train(args) -> None:
     if args.C is not None:
         lam = 1.0 / check_positive(args.C, "-c")
@@ -347,6 +395,7 @@ def _train(args) -> None:
     if args.pair_cost is not None and args.loss != "preference":
         raise ValueError(f"--pair-cost applies to the preference loss, not {args.loss!r}")
     loss = _build_loss(args)
+    scorer = _build_scorer(args, loss)
     inputs = {"TRAIN": args.train_file, "--query-file": args.query_file}
     _check_output(args.model_file, "MODEL", inputs)
     X, y, qid = _load_data(args.train_file, args.query_file)
@@ -355,7 +404,8 @@ def _train(args) -> None:
         _note(
             "train",
             f"{args.train_file}: {X.shape[0]} rows, {X.shape[1]} features, "
-            f"{n_queries} queries; loss {loss!r}, lam {lam!r}",
+            f"{n_queries} queries; loss {loss!r}, lam {lam!r}"
+            + ("" if scorer is None else f", scorer {scorer!r}"),
         )
     loss_data = {}
     if args.loss == "preference":
@@ -373,18 +423,28 @@ def _train(args) -> None:
             tol=tol,
             max_iter=max_iter,
             verbose=not args.quiet,
+            scorer=scorer,
             **loss_data,
         )
     for warning in caught:
         _note("train", f"warning: {warning.message}")
     model.save(args.model_file)
     if not args.quiet:
-        r = model.result_
-        _note(
-            "train",
+        _note("train", f"{_summary(model.result_)}; model written to {args.model_file}")
+
+
+def _summary(r) -> str:
+    """The final line: a bundle-method certificate, or another method's own figures."""
+    if "gap" in r and "total_seconds" in r:
+        return (
             f"objective {r.fun:.10g}, gap {r.gap:.3e}, {r.nit} iterations, "
-            f"{r.total_seconds:.2f} seconds ({r.message}); model written to {args.model_file}",
+            f"{r.total_seconds:.2f} seconds ({r.message})"
         )
+    seconds = r.get("elapsed", r.get("total_seconds", float("nan")))
+    return (
+        f"objective {r.fun:.10g}, {r.nit} iterations of {r.get('method', 'the solver')}, "
+        f"{seconds:.2f} seconds ({r.message})"
+    )
 
 
 # ----------------------------------------------------------------------------- predict

@@ -19,6 +19,7 @@ import bmrm
 from bmrm import cli
 from bmrm.io import dump_query_file, dump_svmlight, groups_from_qid, load_svmlight
 from bmrm.model import load as load_model
+from bmrm.scorers import ExpectedGainScorer
 from losses import metrics
 from losses.preference import pairs_from_labels
 
@@ -181,6 +182,62 @@ def test_quiet_converged_training_prints_nothing(folder, tmp_path):
     assert model.result_.success
 
 
+@pytest.mark.parametrize("eps", [None, 0.5])
+def test_train_predict_evaluate_with_the_expected_gain_scorer(folder, tmp_path, run_here, eps):
+    """--scorer expected_gain is bmrm.fit with the scorer; the model file keeps it, so
+    predict and evaluate apply h_W (clipped at --clip-eps) as the fitted model does."""
+    clip = [] if eps is None else ["--clip-eps", eps]
+    args = ["--loss", "listnet", "--scorer", "expected_gain", *clip, "--lam", "0.01"]
+    proc = run("train", folder / "train.svm", "model.json", *args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    model = load_model(tmp_path / "model.json")
+    reference = reference_fit(
+        folder / "train.svm", "listnet", lam=0.01, scorer=ExpectedGainScorer(eps=eps)
+    )
+    np.testing.assert_array_equal(model.coef_, reference.coef_)
+    assert model.coef_.shape == (4, D)  # labels 0..3
+    assert model.scorer_.get_params() == reference.scorer_.get_params()
+    assert model.scorer_.eps == eps
+    for key in ("fun", "nit", "status", "message", "method"):
+        assert model.result_[key] == reference.result_[key], key
+    summary = proc.stderr.strip().splitlines()[-1]
+    r = reference.result_
+    assert summary.startswith(f"bmrm train: objective {r.fun:.10g}, {r.nit} iterations of L-BFGS")
+    assert summary.endswith("model written to model.json")
+
+    proc = run_here("predict", folder / "test.svm", "model.json", "p.txt", cwd=tmp_path)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    X, y, qid = load_svmlight(folder / "test.svm", n_features=D, zero_based=False)
+    expected = reference.predict(X)
+    lines = (tmp_path / "p.txt").read_text().splitlines()
+    assert lines == [repr(value) for value in expected.tolist()]
+    # h_W computed here from the stored W: softmax over the levels, clipped at eps
+    Xd = X.toarray()
+    P = np.exp(Xd @ model.coef_.T)
+    P /= P.sum(axis=1, keepdims=True)
+    clipped = P.max(axis=1) > (eps or 1.0)
+    P[clipped] = np.eye(4)[P[clipped].argmax(axis=1)]
+    np.testing.assert_allclose(expected, P @ [0.0, 1.0, 3.0, 7.0], rtol=1e-12)
+    assert clipped.any() == (eps is not None)
+
+    proc = run_here(
+        "evaluate", folder / "test.svm", "model.json", "--metric", "ndcg@3", cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert parse_metrics(proc.stdout) == [("ndcg@3", metrics.ndcg_score(y, expected, qid, k=3))]
+
+
+def test_train_non_convex_loss_with_the_linear_scorer(folder, tmp_path, run_here):
+    """A loss fitted by L-BFGS (cosine) trains, saves and summarises without a gap."""
+    proc = run_here("train", folder / "train.svm", "m.json", "--loss", "cosine", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    model = load_model(tmp_path / "m.json")
+    reference = reference_fit(folder / "train.svm", "cosine")
+    np.testing.assert_array_equal(model.coef_, reference.coef_)
+    assert model.scorer_ is None and model.result_.method == "L-BFGS-B"
+    assert " iterations of L-BFGS-B, " in proc.stderr.strip().splitlines()[-1]
+
+
 # ----------------------------------------------------------------------------- predict, evaluate
 
 
@@ -288,6 +345,7 @@ def test_version(tmp_path):
     [
         ("train", ["--loss", "--lam", "-c C", "--tol", "--max-iter", "--k K", "--loss-param"]),
         ("train", ["--regularizer", "--query-file", "--quiet", "lam = 1/C", 'normalize="none"']),
+        ("train", ["--scorer {linear,expected_gain}", "--clip-eps EPS", "P_W(r = j | x)"]),
         ("predict", ["TEST", "MODEL", "PREDICTIONS"]),
         ("evaluate", ["--metric", "--convention", "ndcg@1 ndcg@3 ndcg@5 ndcg@10 map", "letor"]),
     ],
@@ -383,6 +441,22 @@ def test_tampered_model(trained, tmp_path, run_here):
         (["train", "{train}", "m.json", "--loss", "ndcg", "--k", "0"], "k must be an integer"),
         (["train", "{train}", "m.json", "--loss", "hinge", "--quiet"], "binary labels"),
         (["train", "{train}", "m.json", "--query-file", "{train}"], "would conflict"),
+        (["train", "{train}", "m.json", "--clip-eps", "0.8"], "--clip-eps applies to --scorer"),
+        (
+            ["train", "{train}", "m.json", "--loss", "listnet", "--scorer", "expected_gain"]
+            + ["--clip-eps", "0.4"],
+            "--clip-eps must be a number in [0.5, 1]; got 0.4",
+        ),
+        (
+            ["train", "{train}", "m.json", "--scorer", "expected_gain"],
+            "--scorer expected_gain: loss 'ordinal' is not smooth",
+        ),
+        (
+            ["train", "{train}", "m.json", "--loss", "listnet", "--scorer", "expected_gain"]
+            + ["--regularizer", "l1"],
+            "--scorer expected_gain: regularizer='l1' is not supported",
+        ),
+        (["train", "{train}", "m.json", "--scorer", "mlp"], "argument --scorer: invalid choice"),
         (["predict", "{test}", "{model}", "missing/p.txt"], "missing/p.txt: folder "),
         (["evaluate", "{test}", "{model}", "--metric", "foo@3"], "unknown metric 'foo@3'"),
         (["evaluate", "{test}", "{model}", "--metric", "ndcg@0"], "must be an integer >= 1"),

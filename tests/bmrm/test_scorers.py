@@ -266,12 +266,14 @@ def test_fit_rejects_what_lbfgs_cannot_do(kwargs, match):
         bmrm.fit(X, y, qid=qid, **kwargs)
 
 
-def test_a_model_with_a_scorer_is_not_saved(tmp_path):
+def test_a_model_with_a_scorer_is_saved(tmp_path):
+    """Model files store the scorer (tests/bmrm/test_model_io.py tests the format)."""
     X, y, qid = ranking_data()
     model = bmrm.fit(X, y, "listnet", qid, lam=1e-2, scorer="expected_gain", max_iter=3)
-    with pytest.raises(ValueError, match="model files store linear models only"):
-        model.save(tmp_path / "m.json")
-    assert not (tmp_path / "m.json").exists()
+    model.save(tmp_path / "m.json")
+    loaded = bmrm.load(tmp_path / "m.json")
+    assert loaded.scorer_.get_params() == model.scorer_.get_params()
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
 
 
 def test_ranker_with_the_expected_gain_scorer():
