@@ -24,12 +24,28 @@ enable metadata routing and request it, so that each split gets its rows' ids::
     )
 
 Split by query (``GroupKFold`` with ``groups=qid``) so that no query straddles a split.
+
+Dask
+----
+``BMRMRanker``, ``BMRMRegressor`` and ``BMRMClassifier`` take ``backend="dask"`` and
+``client=`` (a :class:`distributed.Client`; None uses Dask's current default client), which
+they pass to ``bmrm.fit(..., backend="dask", client=...)`` (:mod:`bmrm.distributed`): the
+risk is evaluated on the workers, the master problem here. ``fit`` then also takes a dask
+array (``y`` and ``qid`` dask arrays, or arrays, with X's row chunks holding whole queries)
+or a dask DataFrame (``y`` and ``qid`` dask Series or column names of X, repartitioned by
+qid when a query spans two partitions); in-memory X is cut at query boundaries and sent to
+the workers. ``predict`` (and ``decision_function``) of dask input return a dask array of
+scores, one task per row block (``map_blocks``), so nothing is computed until asked;
+in-memory input gives NumPy scores as usual. Cloning (``sklearn.base.clone``, grid search)
+shares the client, it is never copied: a client holds connections, not data. A pickled
+estimator drops its client (``client=None`` after unpickling, the default client then).
 """
 
 from __future__ import annotations
 
 import warnings
 from numbers import Integral, Real
+from typing import Any
 
 import numpy as np
 from scipy.special import expit, log_expit
@@ -49,6 +65,43 @@ from losses.preference import pairs_from_labels
 __all__ = ["BMRMClassifier", "BMRMRanker", "BMRMRegressor"]
 
 _DTYPES = [np.float64, np.float32]
+# the Dask options of the estimators that take them (see "Dask" in the module docstring)
+_DASK_CONSTRAINTS: dict = {
+    "backend": [StrOptions({"local", "dask"})],
+    "client": [HasMethods(["submit", "gather"]), None],
+}
+
+
+def _is_dask(X) -> bool:
+    """Whether X is a dask collection (array or DataFrame), fitted on the workers as is."""
+    return type(X).__module__.startswith(("dask.", "dask_expr"))
+
+
+def _dask_array():
+    import dask.array
+
+    return dask.array
+
+
+def _block_scores(block, model: LinearModel) -> np.ndarray:
+    return model.decision_function(block)
+
+
+def _dask_scores(model: LinearModel, X, feature_names) -> Any:
+    """The model's scores of a dask array or DataFrame as a dask array, one task per block."""
+    if hasattr(X, "columns"):  # a dask DataFrame: the fitted feature columns, in order
+        if feature_names is not None:
+            missing = [name for name in feature_names if name not in X.columns]
+            if missing:
+                raise ValueError(f"X lacks the feature columns {missing[:5]} seen in fit")
+            X = X[list(feature_names)]
+        X = X.to_dask_array(lengths=True)
+    if X.ndim != 2 or X.shape[1] != model.n_features_in_:
+        raise ValueError(
+            f"X has shape {X.shape}, but the model has {model.n_features_in_} features"
+        )
+    X = X.rechunk({1: -1})
+    return X.map_blocks(_block_scores, model, drop_axis=1, dtype=np.float64)
 
 
 class _BMRMEstimator(BaseEstimator):
@@ -87,7 +140,7 @@ class _BMRMEstimator(BaseEstimator):
         **loss_data,
     ) -> LinearModel:
         """Run :func:`bmrm.fit` and store ``coef_``, ``result_`` and ``n_iter_``."""
-        n_weights = X.shape[1] + int(fit_intercept)
+        n_weights = self.n_features_in_ + int(fit_intercept)
         w0 = self._warm_start_point(n_weights, fit_intercept, intercept_scaling) if warm else None
         model = fit(
             X,
@@ -104,6 +157,7 @@ class _BMRMEstimator(BaseEstimator):
             bundle_size=self.bundle_size,
             w0=w0,
             verbose=self.verbose,
+            **self._backend_options(X),
             **loss_data,
         )
         self.model_ = model
@@ -112,11 +166,75 @@ class _BMRMEstimator(BaseEstimator):
         self.n_iter_ = int(model.result_.nit)
         return model
 
-    def _scores(self, X) -> np.ndarray:
-        """The fitted model's scores X @ coef_ + intercept_ (float64)."""
+    def _backend_options(self, X) -> dict:
+        """``backend`` and ``client`` for :func:`bmrm.fit` (nothing for a local fit)."""
+        backend = getattr(self, "backend", "local")
+        if backend == "local":
+            if _is_dask(X):
+                raise ValueError(
+                    f"X is a dask {type(X).__name__}: set backend='dask' (and client=...) to "
+                    "fit it on the Dask workers, or pass NumPy or SciPy data"
+                )
+            return {}
+        client = self.client
+        if client is None:
+            from distributed import default_client
+
+            try:
+                client = default_client()
+            except ValueError:
+                raise ValueError(
+                    "backend='dask' needs a client: pass client=distributed.Client(...), or "
+                    "create one first (it becomes Dask's default client)"
+                ) from None
+        return {"backend": "dask", "client": client}
+
+    def _check_dask_input(self, X, y, names=()):
+        """Checks of dask input before any work; sets ``n_features_in_`` (and
+        ``feature_names_in_`` for a DataFrame), which ``validate_data`` sets otherwise."""
+        if getattr(self, "backend", "local") != "dask":
+            self._backend_options(X)  # the error saying to set backend='dask'
+        if y is None:
+            raise ValueError(f"{type(self).__name__}.fit needs y")
+        if hasattr(X, "columns"):
+            columns = {name for name in names if isinstance(name, str)}  # y, qid by name
+            features = [c for c in X.columns if c not in columns]
+            self.feature_names_in_ = np.asarray(features, dtype=object)
+        else:
+            if X.ndim != 2:
+                raise ValueError(f"X must be 2-d; got shape {X.shape}")
+            features = list(range(X.shape[1]))
+            if hasattr(self, "feature_names_in_"):
+                del self.feature_names_in_
+        self.n_features_in_ = len(features)
+
+    def _scores(self, X):
+        """The fitted model's scores X @ coef_ + intercept_ (float64); a dask array of
+        them for dask input."""
         check_is_fitted(self)
+        if _is_dask(X):
+            return _dask_scores(self.model_, X, getattr(self, "feature_names_in_", None))
         X = validate_data(self, X, accept_sparse="csr", dtype=_DTYPES, reset=False)
         return self.model_.decision_function(X)
+
+    def __sklearn_clone__(self):
+        """A clone sharing this estimator's Dask client (a client cannot be deep-copied)."""
+        client = getattr(self, "client", None)
+        if client is None:
+            return super().__sklearn_clone__()
+        self.client = None
+        try:
+            new = super().__sklearn_clone__()
+        finally:
+            self.client = client
+        new.client = client
+        return new
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        if state.get("client") is not None:
+            state = {**state, "client": None}  # connections do not travel
+        return state
 
     def save(self, path) -> None:
         """Write the fitted linear model (``model_``) as a portable model file.
@@ -189,6 +307,12 @@ class BMRMRanker(_BMRMEstimator):
     scorer : None, "linear", "expected_gain" or a scorer object, default=None
         The ranking function (:mod:`bmrm.scorers`); None is f = Xw. A non-linear scorer is
         trained by L-BFGS from the linear fit (see :func:`bmrm.fit`).
+    backend : {"local", "dask"}, default="local"
+        "dask" evaluates the risk on the workers of ``client`` (see "Dask" in
+        :mod:`bmrm.estimators.linear`); convex losses and the linear scorer only.
+    client : distributed.Client or None, default=None
+        The Dask client of ``backend="dask"``; None uses Dask's default client. Shared by
+        clones, never copied, and not pickled.
 
     Attributes
     ----------
@@ -219,6 +343,7 @@ class BMRMRanker(_BMRMEstimator):
         "loss_params": [dict, None],
         "score_k": [Interval(Integral, 1, None, closed="left"), None],
         "scorer": [StrOptions({"linear", "expected_gain"}), HasMethods(["linearize"]), None],
+        **_DASK_CONSTRAINTS,
     }
 
     def __init__(
@@ -236,6 +361,8 @@ class BMRMRanker(_BMRMEstimator):
         score_k: int | None = 10,
         verbose: bool = False,
         scorer=None,
+        backend: str = "local",
+        client=None,
     ):
         self.loss = loss
         self.lam = lam
@@ -249,6 +376,8 @@ class BMRMRanker(_BMRMEstimator):
         self.score_k = score_k
         self.verbose = verbose
         self.scorer = scorer
+        self.backend = backend
+        self.client = client
 
     def fit(self, X, y, qid=None, **fit_params) -> BMRMRanker:
         """Fit the ranker.
@@ -256,10 +385,12 @@ class BMRMRanker(_BMRMEstimator):
         Parameters
         ----------
         X : array-like or sparse matrix of shape (n_samples, n_features)
+            Or, with ``backend="dask"``, a dask array or dask DataFrame.
         y : array-like of shape (n_samples,)
-            Relevance labels (non-negative integers for the ranking losses).
+            Relevance labels (non-negative integers for the ranking losses); for dask X
+            also a dask array or Series, or a column name of a dask DataFrame X.
         qid : array-like of shape (n_samples,) or None
-            Query id of each row; None makes all rows one query.
+            Query id of each row; None makes all rows one query. For dask X like ``y``.
         **fit_params
             Loss data, for example ``pairs`` and ``pair_costs`` for "preference" (row
             indices of this X; not splittable by cross-validation, so leave them out
@@ -270,9 +401,21 @@ class BMRMRanker(_BMRMEstimator):
         self
         """
         self._validate_params()
+        loss = losses.get(self.loss, **(self.loss_params or {}))
+        if _is_dask(X):
+            self._check_dask_input(X, y, names=(y, qid))
+            if getattr(loss, "name", None) == "preference" and fit_params.get("pairs") is None:
+                raise ValueError(
+                    "loss='preference' builds its pairs from in-memory labels; with dask X "
+                    "use loss='ordinal', the same loss on all pairs of different labels"
+                )
+            model = self._solve(X, y, loss, qid, **fit_params)
+            self.scorer_ = model.scorer_
+            self.loss_ = loss
+            self._fitted_with_qid = qid is not None
+            return self
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES, y_numeric=True)
         qid = _check_qid(qid, X.shape[0])
-        loss = losses.get(self.loss, **(self.loss_params or {}))
         if getattr(loss, "name", None) == "preference" and fit_params.get("pairs") is None:
             pairs, costs = pairs_from_labels(y, qid)
             fit_params = {**fit_params, "pairs": pairs, "pair_costs": costs}
@@ -285,12 +428,11 @@ class BMRMRanker(_BMRMEstimator):
         return self
 
     def predict(self, X) -> np.ndarray:
-        """Scores X @ coef_ or the scorer's (float64); rank by decreasing score."""
-        if getattr(self, "scorer_", None) is None:
-            return self._scores(X)
-        check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse="csr", dtype=_DTYPES, reset=False)
-        return self.scorer_.scores(X, self.coef_.ravel())
+        """Scores X @ coef_ or the scorer's (float64); rank by decreasing score.
+
+        For a dask array or DataFrame X, a dask array of the scores (one task per row
+        block, computed when asked)."""
+        return self._scores(X)
 
     def score(self, X, y, qid=None, sample_weight=None) -> float:
         """Mean over queries of NDCG@score_k of the ranking by :meth:`predict`.
@@ -364,7 +506,7 @@ class BMRMRegressor(RegressorMixin, _BMRMEstimator):
         weight is regularized like the others (as in liblinear), so raise
         ``intercept_scaling`` to weaken the shrinkage of b.
     intercept_scaling : float in (0, 1e150], default=1.0
-    regularizer, l1_ratio, tol, max_iter, bundle_size, warm_start, verbose :
+    regularizer, l1_ratio, tol, max_iter, bundle_size, warm_start, verbose, backend, client :
         As in :class:`BMRMRanker`.
 
     Attributes
@@ -382,6 +524,7 @@ class BMRMRegressor(RegressorMixin, _BMRMEstimator):
         **_BMRMEstimator._parameter_constraints,
         "fit_intercept": ["boolean"],
         "intercept_scaling": [Interval(Real, 0, MAX_INTERCEPT_SCALING, closed="right")],
+        **_DASK_CONSTRAINTS,
     }
 
     def __init__(
@@ -397,6 +540,8 @@ class BMRMRegressor(RegressorMixin, _BMRMEstimator):
         bundle_size: int = 200,
         warm_start: bool = False,
         verbose: bool = False,
+        backend: str = "local",
+        client=None,
     ):
         self.lam = lam
         self.fit_intercept = fit_intercept
@@ -408,11 +553,19 @@ class BMRMRegressor(RegressorMixin, _BMRMEstimator):
         self.bundle_size = bundle_size
         self.warm_start = warm_start
         self.verbose = verbose
+        self.backend = backend
+        self.client = client
 
     def fit(self, X, y) -> BMRMRegressor:
-        """Fit on X (array or sparse, n_samples × n_features) and real targets y."""
+        """Fit on X (array or sparse, n_samples × n_features) and real targets y.
+
+        With ``backend="dask"``, X may be a dask array or DataFrame (``y`` a dask array or
+        Series, or a column name of the DataFrame)."""
         self._validate_params()
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES, y_numeric=True)
+        if _is_dask(X):
+            self._check_dask_input(X, y, names=(y,))
+        else:
+            X, y = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES, y_numeric=True)
         model = self._solve(
             X,
             y,
@@ -424,7 +577,7 @@ class BMRMRegressor(RegressorMixin, _BMRMEstimator):
         return self
 
     def predict(self, X) -> np.ndarray:
-        """X @ coef_ + intercept_."""
+        """X @ coef_ + intercept_ (a dask array for dask X)."""
         return self._scores(X)
 
 
@@ -448,7 +601,7 @@ class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
         Fit b as the weight of a constant feature of value ``intercept_scaling``,
         regularized like the other weights (as in liblinear).
     intercept_scaling : float in (0, 1e150], default=1.0
-    regularizer, l1_ratio, tol, max_iter, bundle_size, warm_start, verbose :
+    regularizer, l1_ratio, tol, max_iter, bundle_size, warm_start, verbose, backend, client :
         As in :class:`BMRMRanker`. A warm start needs the same classes and features.
 
     Attributes
@@ -469,6 +622,7 @@ class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
         "loss": [StrOptions({"hinge", "logistic"})],
         "fit_intercept": ["boolean"],
         "intercept_scaling": [Interval(Real, 0, MAX_INTERCEPT_SCALING, closed="right")],
+        **_DASK_CONSTRAINTS,
     }
 
     def __init__(
@@ -485,6 +639,8 @@ class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
         bundle_size: int = 200,
         warm_start: bool = False,
         verbose: bool = False,
+        backend: str = "local",
+        client=None,
     ):
         self.loss = loss
         self.lam = lam
@@ -497,6 +653,8 @@ class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
         self.bundle_size = bundle_size
         self.warm_start = warm_start
         self.verbose = verbose
+        self.backend = backend
+        self.client = client
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -504,18 +662,32 @@ class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
         return tags
 
     def fit(self, X, y) -> BMRMClassifier:
-        """Fit on X and binary labels y (any two values)."""
+        """Fit on X and binary labels y (any two values).
+
+        With ``backend="dask"``, X may be a dask array or DataFrame (``y`` a dask array or
+        Series, or a column name of the DataFrame); the classes are computed first."""
         self._validate_params()
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES)
-        check_classification_targets(y)
-        classes = np.unique(y)
+        if _is_dask(X):
+            self._check_dask_input(X, y, names=(y,))
+            if isinstance(y, str):
+                X, y = X.drop(columns=[y]), X[y]
+            client = self._backend_options(X)["client"]
+            unique = y.unique() if hasattr(y, "to_frame") else _dask_array().unique(y)
+            classes = np.unique(np.asarray(client.compute(unique).result()))
+        else:
+            X, y = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES)
+            check_classification_targets(y)
+            classes = np.unique(y)
         if classes.shape[0] != 2:
             raise ValueError(
                 "Only binary classification is supported: y must hold exactly 2 classes; "
                 f"got {classes.shape[0]} class(es) {classes[:5].tolist()}"
             )
         same_classes = hasattr(self, "classes_") and np.array_equal(self.classes_, classes)
-        y_signed = np.where(y == classes[1], 1.0, -1.0)
+        if _is_dask(y):
+            y_signed = (y == classes[1]).astype(np.float64) * 2.0 - 1.0
+        else:
+            y_signed = np.where(y == classes[1], 1.0, -1.0)
         model = self._solve(
             X,
             y_signed,
@@ -529,13 +701,15 @@ class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
         return self
 
     def decision_function(self, X) -> np.ndarray:
-        """X @ coef_ + intercept_; positive means ``classes_[1]``."""
+        """X @ coef_ + intercept_; positive means ``classes_[1]`` (a dask array for dask X)."""
         return self._scores(X)
 
     def predict(self, X) -> np.ndarray:
         """``classes_[1]`` where the decision function is > 0, else ``classes_[0]``."""
-        positive = self.decision_function(X) > 0
-        return self.classes_[positive.astype(np.intp)]
+        f = self.decision_function(X)
+        if _is_dask(f):
+            return _dask_array().where(f > 0, self.classes_[1], self.classes_[0])
+        return self.classes_[(f > 0).astype(np.intp)]
 
     @available_if(_is_logistic)
     def predict_proba(self, X) -> np.ndarray:
