@@ -208,6 +208,22 @@ class _BMRMEstimator(BaseEstimator):
                 del self.feature_names_in_
         self.n_features_in_ = len(features)
 
+    def _compute(self, *values):
+        """``values`` with the dask collections among them computed (on the client of
+        ``backend="dask"``, else with Dask's default scheduler) and gathered here."""
+        lazy = [i for i, v in enumerate(values) if _is_dask(v)]
+        if getattr(self, "backend", "local") == "dask":
+            client = self._backend_options(values[lazy[0]])["client"]
+            done = client.gather(client.compute([values[i] for i in lazy]))
+        else:
+            import dask
+
+            done = dask.compute(*[values[i] for i in lazy])
+        out = list(values)
+        for i, value in zip(lazy, done, strict=True):
+            out[i] = np.asarray(value)
+        return out
+
     def _scores(self, X):
         """The fitted model's scores X @ coef_ + intercept_ (float64); a dask array of
         them for dask input."""
@@ -237,12 +253,13 @@ class _BMRMEstimator(BaseEstimator):
         return state
 
     def save(self, path) -> None:
-        """Write the fitted linear model (``model_``) as a portable model file.
+        """Write the fitted model (``model_``) as a portable model file.
 
         ``bmrm.load(path)`` reads it back as a :class:`bmrm.LinearModel` (weights,
-        intercept, loss, regularization and the solver's result) whose ``predict`` gives
-        this estimator's scores (``decision_function``); estimator-specific attributes
-        such as ``classes_`` or ``thresholds_`` are not stored.
+        intercept, loss, regularization, scorer and the solver's result) whose ``predict``
+        gives this estimator's scores (``decision_function``); estimator-specific
+        attributes such as ``classes_`` or ``thresholds_`` are not stored, nor are
+        ``backend`` and ``client``.
         """
         check_is_fitted(self)
         self.model_.save(path)
@@ -324,8 +341,9 @@ class BMRMRanker(_BMRMEstimator):
         The fitted non-linear scorer (None for f = Xw).
     loss_ : loss object
         The loss that was minimised.
-    result_ : bmrm.BMRMResult
-        The solver's result (objective, lower bound, gap, history).
+    result_ : bmrm.BMRMResult or scipy OptimizeResult
+        The solver's result (objective, lower bound, gap, history; scipy's result for an
+        objective trained by L-BFGS).
     n_iter_ : int
     n_features_in_ : int
     feature_names_in_ : ndarray of str
@@ -402,25 +420,24 @@ class BMRMRanker(_BMRMEstimator):
         """
         self._validate_params()
         loss = losses.get(self.loss, **(self.loss_params or {}))
+        if self.scorer is not None:
+            fit_params = {**fit_params, "scorer": self.scorer}
+        pairs_needed = (
+            getattr(loss, "name", None) == "preference" and fit_params.get("pairs") is None
+        )
         if _is_dask(X):
             self._check_dask_input(X, y, names=(y, qid))
-            if getattr(loss, "name", None) == "preference" and fit_params.get("pairs") is None:
+            if pairs_needed:
                 raise ValueError(
                     "loss='preference' builds its pairs from in-memory labels; with dask X "
                     "use loss='ordinal', the same loss on all pairs of different labels"
                 )
-            model = self._solve(X, y, loss, qid, **fit_params)
-            self.scorer_ = model.scorer_
-            self.loss_ = loss
-            self._fitted_with_qid = qid is not None
-            return self
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES, y_numeric=True)
-        qid = _check_qid(qid, X.shape[0])
-        if getattr(loss, "name", None) == "preference" and fit_params.get("pairs") is None:
-            pairs, costs = pairs_from_labels(y, qid)
-            fit_params = {**fit_params, "pairs": pairs, "pair_costs": costs}
-        if self.scorer is not None:
-            fit_params = {**fit_params, "scorer": self.scorer}
+        else:
+            X, y = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES, y_numeric=True)
+            qid = _check_qid(qid, X.shape[0])
+            if pairs_needed:
+                pairs, costs = pairs_from_labels(y, qid)
+                fit_params = {**fit_params, "pairs": pairs, "pair_costs": costs}
         model = self._solve(X, y, loss, qid, **fit_params)
         self.scorer_ = model.scorer_
         self.loss_ = loss
@@ -444,8 +461,10 @@ class BMRMRanker(_BMRMEstimator):
         Parameters
         ----------
         X : array-like or sparse matrix of shape (n_samples, n_features)
+            Or a dask array or DataFrame (scores, labels and ids are then computed and
+            gathered here: the metric needs each query's rows in memory).
         y : array-like of shape (n_samples,)
-            Non-negative integer relevance labels.
+            Non-negative integer relevance labels (dask input: as in :meth:`fit`).
         qid : array-like of shape (n_samples,) or None
             Query id of each row; None makes all rows one query. Scoring without qid a ranker
             fitted with qid warns (``UserWarning``): that is what a cross-validation loop
@@ -459,6 +478,9 @@ class BMRMRanker(_BMRMEstimator):
         float
         """
         f = self.predict(X)
+        if _is_dask(X):  # the scores, labels and ids are gathered here for the metric
+            y, qid = (X[v] if isinstance(v, str) else v for v in (y, qid))
+            f, y, qid = self._compute(f, y, qid)
         qid = _check_qid(qid, f.shape[0])
         if qid is None and getattr(self, "_fitted_with_qid", False) and f.shape[0] > 1:
             warnings.warn(

@@ -1,11 +1,11 @@
 """Portable model files: one JSON document with the weights in base64, never a pickle.
 
 This module reads and writes plain values, a :class:`ModelRecord` (weights, loss name and
-parameters, lam, the regularizer's JSON spec, the solver's summary and history arrays), with
-:func:`write_model_file` and :func:`read_model_file`. The model layer builds and consumes the
-records: ``model.save(path)`` (:meth:`bmrm.LinearModel.save`) writes, and ``bmrm.load(path)``
-(:func:`bmrm.model.load`, also ``bmrm.io.load_model``) reads back, a
-:class:`bmrm.LinearModel`.
+parameters, lam, the regularizer's JSON spec, the scorer's name, version and parameters, the
+solver's result field by field), with :func:`write_model_file` and :func:`read_model_file`.
+The model layer builds and consumes the records: ``model.save(path)``
+(:meth:`bmrm.LinearModel.save`) writes, and ``bmrm.load(path)`` (:func:`bmrm.model.load`,
+also ``bmrm.io.load_model``) reads back, a :class:`bmrm.LinearModel`.
 
 File format (version 2)
 -----------------------

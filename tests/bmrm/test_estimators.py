@@ -400,3 +400,15 @@ def test_unfitted_estimator_cannot_save(tmp_path):
     with pytest.raises(sklearn.exceptions.NotFittedError):
         BMRMRanker().save(tmp_path / "m.json")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_ranker_with_the_expected_gain_scorer_saves_it(tmp_path):
+    """The model file keeps the scorer: the loaded model ranks as the estimator does."""
+    X, y, qid = make_ranking(5)
+    ranker = BMRMRanker(loss="listnet", lam=1e-2, scorer="expected_gain").fit(X, y, qid)
+    assert ranker.coef_.shape == (4, X.shape[1])
+    ranker.save(tmp_path / "m.json")
+    loaded = bmrm.load(tmp_path / "m.json")
+    assert loaded.scorer_.get_params() == ranker.scorer_.get_params()
+    np.testing.assert_array_equal(loaded.coef_, ranker.coef_)
+    np.testing.assert_array_equal(loaded.predict(X), ranker.predict(X))

@@ -113,6 +113,10 @@ def test_ranker_on_a_dask_dataframe_with_column_names(client):
     np.testing.assert_allclose(client.compute(scores).result(), expected, rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match=r"lacks the feature columns \['f1'\]"):
         remote.predict(ddf.drop(columns=["f1"]))
+    # score gathers the scores, labels and ids: the same as on the in-memory rows
+    expected_ndcg = remote.score(X[order], y[order], qid[order])
+    assert remote.score(ddf, "label", "query") == expected_ndcg
+    assert remote.score(ddf, ddf["label"], ddf["query"]) == expected_ndcg
 
 
 def test_regressor_and_classifier_on_dask_arrays(client):
@@ -179,10 +183,11 @@ def test_errors_name_the_option(client):
         BMRMRanker(loss="preference", backend="dask", client=client).fit(Xd, y, qid)
     with pytest.raises(ValueError, match="backend='dask' fits convex losses"):
         BMRMRanker(loss="ndcg", backend="dask", client=client).fit(X, y, qid)
-    with pytest.raises(ValueError, match="backend='dask' fits the linear scorer only"):
-        BMRMRanker(loss="listnet", scorer="expected_gain", backend="dask", client=client).fit(
-            X, y, qid
-        )
+    for data in ((X, y, qid), (Xd, y, qid)):
+        with pytest.raises(ValueError, match="backend='dask' fits the linear scorer only"):
+            BMRMRanker(loss="listnet", scorer="expected_gain", backend="dask", client=client).fit(
+                *data
+            )
     with pytest.raises(ValueError, match="has rows in partitions"):
         BMRMRanker(loss="ordinal", backend="dask", client=client).fit(
             da.from_array(X, chunks=(7, -1)), da.from_array(y, chunks=7), qid
