@@ -87,8 +87,9 @@ ranking function (--scorer):
   linear         f(x) = <w, x>, trained by the bundle method (the default)
   expected_gain  h_W(x) = sum_j (2^j - 1) P_W(r = j | x), P_W the softmax of W x over the
                  relevance levels 0..K-1 (K = largest training label + 1), warm-started
-                 from the linear fit and trained by L-BFGS on a smooth loss (listnet,
-                 cosine, listwise_squared, ranknet, softmax, ...) with --regularizer l2;
+                 from the linear fit and trained as bmrm.fit trains a non-linear scorer
+                 (a non-convex objective: L-BFGS on a smooth loss such as listnet,
+                 cosine, listwise_squared, ranknet or softmax), with --regularizer l2;
                  --clip-eps EPS in [0.5, 1] ranks a document whose largest level
                  probability exceeds EPS by that level's gain alone (Yang, Ravikumar &
                  Lease); the model file stores W, the gains and EPS
@@ -436,8 +437,9 @@ def _train(args) -> None:
 def _summary(r) -> str:
     """The final line: a bundle-method certificate, or another method's own figures."""
     if "gap" in r and "total_seconds" in r:
+        method = f" of {r.method}" if "method" in r else ""
         return (
-            f"objective {r.fun:.10g}, gap {r.gap:.3e}, {r.nit} iterations, "
+            f"objective {r.fun:.10g}, gap {r.gap:.3e}, {r.nit} iterations{method}, "
             f"{r.total_seconds:.2f} seconds ({r.message})"
         )
     seconds = r.get("elapsed", r.get("total_seconds", float("nan")))

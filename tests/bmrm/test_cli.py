@@ -448,10 +448,6 @@ def test_tampered_model(trained, tmp_path, run_here):
             "--clip-eps must be a number in [0.5, 1]; got 0.4",
         ),
         (
-            ["train", "{train}", "m.json", "--scorer", "expected_gain"],
-            "--scorer expected_gain: loss 'ordinal' is not smooth",
-        ),
-        (
             ["train", "{train}", "m.json", "--loss", "listnet", "--scorer", "expected_gain"]
             + ["--regularizer", "l1"],
             "--scorer expected_gain: regularizer='l1' is not supported",
