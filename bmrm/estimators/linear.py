@@ -323,7 +323,7 @@ class BMRMRanker(_BMRMEstimator):
         Log one line per solver iteration.
     scorer : None, "linear", "expected_gain" or a scorer object, default=None
         The ranking function (:mod:`bmrm.scorers`); None is f = Xw. A non-linear scorer is
-        trained by L-BFGS from the linear fit (see :func:`bmrm.fit`).
+        trained from the linear fit by the non-convex methods of :func:`bmrm.fit`.
     backend : {"local", "dask"}, default="local"
         "dask" evaluates the risk on the workers of ``client`` (see "Dask" in
         :mod:`bmrm.estimators.linear`); convex losses and the linear scorer only.
@@ -343,7 +343,7 @@ class BMRMRanker(_BMRMEstimator):
         The loss that was minimised.
     result_ : bmrm.BMRMResult or scipy OptimizeResult
         The solver's result (objective, lower bound, gap, history; scipy's result for an
-        objective trained by L-BFGS).
+        objective trained by L-BFGS, with ``method``).
     n_iter_ : int
     n_features_in_ : int
     feature_names_in_ : ndarray of str
