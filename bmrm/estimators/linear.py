@@ -212,13 +212,12 @@ class _BMRMEstimator(BaseEstimator):
         """``values`` with the dask collections among them computed (on the client of
         ``backend="dask"``, else with Dask's default scheduler) and gathered here."""
         lazy = [i for i, v in enumerate(values) if _is_dask(v)]
+        # one compute per collection: arrays and DataFrames build their graphs differently
         if getattr(self, "backend", "local") == "dask":
             client = self._backend_options(values[lazy[0]])["client"]
-            done = client.gather(client.compute([values[i] for i in lazy]))
+            done = client.gather([client.compute(values[i]) for i in lazy])
         else:
-            import dask
-
-            done = dask.compute(*[values[i] for i in lazy])
+            done = [values[i].compute() for i in lazy]
         out = list(values)
         for i, value in zip(lazy, done, strict=True):
             out[i] = np.asarray(value)
