@@ -182,7 +182,7 @@ def test_errors_name_the_option(client):
     with pytest.raises(ValueError, match="use loss='ordinal'"):
         BMRMRanker(loss="preference", backend="dask", client=client).fit(Xd, y, qid)
     with pytest.raises(ValueError, match="backend='dask' fits convex losses"):
-        BMRMRanker(loss="ndcg", backend="dask", client=client).fit(X, y, qid)
+        BMRMRanker(loss="cosine", backend="dask", client=client).fit(X, y, qid)
     for data in ((X, y, qid), (Xd, y, qid)):
         with pytest.raises(ValueError, match="backend='dask' fits the linear scorer only"):
             BMRMRanker(loss="listnet", scorer="expected_gain", backend="dask", client=client).fit(
