@@ -190,8 +190,17 @@ class NRBM:
         """The master problem; the loop's ``lower_bound`` is min J_t (the model minimum),
         so the loop's gap is the model gap J(w_b) − min J_t."""
         t1 = time.perf_counter()
-        accuracy = 1e-3 * state.gap if math.isfinite(state.lower_bound) else 0.0
-        w_master, lb, alpha = state.master.solve(state.bundle, max(accuracy, 0.0))
+        # the master's error need not be below a small fraction of the model gap (not of
+        # the stationarity gap, whose gradient term the master cannot lower)
+        gap = state.gap if self.convex else self.model_gap
+        accuracy = 1e-3 * gap if math.isfinite(state.lower_bound) and math.isfinite(gap) else 0.0
+        master = state.master
+        if not self.convex and getattr(master, "cvxpy", True) is None:
+            # the automatic master's QP directly: its stall test (the same minimiser after
+            # new planes) presumes planes that cut, and NRBM's lowered planes or restarts
+            # may legitimately leave the minimiser where it was
+            master = master.qp
+        w_master, lb, alpha = master.solve(state.bundle, max(accuracy, 0.0))
         state.bundle.set_weights(alpha)
         state.bundle.prune_idle()
         state.master_seconds += time.perf_counter() - t1
