@@ -9,7 +9,7 @@ of min J. NRBM keeps the bundle method's master problem, with the regularizer ex
 
 and adds what makes the model J_t useful around the best point w_b (the *serious* point):
 
-* **serious and null steps** (Do & Artières, Sec. 4): the master minimiser w* is
+* **serious and null steps**: the master minimiser w* is
   evaluated; if J(w*) < J(w_b) the step is serious and w_b moves to w*, otherwise the
   step is null and w_b stays (the plane at w* still enriches the model);
 * **lowering of conflicting planes** (their "conflict" between a plane and the best
@@ -31,8 +31,9 @@ and adds what makes the model J_t useful around the best point w_b (the *serious
   w_b and the zero plane is dropped, once per serious point, and the stationarity gap
   is ε_t alone until the next serious step: the model is then rebuilt from planes taken
   after the restart, at points the master finds from w_b (our addition to the paper's
-  method). None of these figures bounds J(w_b) − min J: the problem is not convex and
-  other local minima may be lower;
+  method). With ``smooth=True`` the gradient term always counts, so a stop certifies
+  ‖∇J(w_b)‖ ≤ √(2 lam·tol·J(w_b)). None of these figures bounds J(w_b) − min J: the
+  problem is not convex and other local minima may be lower;
 * **backtracking** (our variant of the paper's line search between w_b and w*): when
   the lowered plane of a null step no longer cuts the master minimiser w* (it removes
   less than half of R(w*) − max_i c_i(w*)), the master would return w* again; the
@@ -57,7 +58,7 @@ ValueError naming ``regularizer`` otherwise.
 References
 ----------
 T.-M.-T. Do and T. Artières, "Regularized bundle methods for convex and non-convex risks",
-JMLR 13 (2012), 3539–3583, Section 4 (NRBM).
+JMLR 13 (2012), 3539–3583 (the non-convex method, NRBM).
 C. H. Teo, S. V. N. Vishwanathan, A. J. Smola and Q. V. Le, "Bundle methods for regularized
 risk minimization", JMLR 11 (2010).
 """
