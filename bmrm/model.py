@@ -190,19 +190,21 @@ def load(path, *, n_features: int | None = None) -> LinearModel:
     return LinearModel(record.coef, record.intercept, loss, record.lam, regularizer, result)
 
 
-def _latent_start(oracle, d, lam, regularizer, tol, max_iter, max_time) -> np.ndarray | None:
+def _latent_start(oracle, d, lam, regularizer, tol, max_iter, max_time):
     """The start of NRBM on a latent loss: the minimiser of the loss's convex
-    ``initial_loss`` (as :func:`~bmrm.solver.cccp.minimize_cccp` starts), else None (0)."""
+    ``initial_loss`` (as :func:`~bmrm.solver.cccp.minimize_cccp` starts) and the oracle
+    calls it took, else ``(None, 0)`` (start at 0)."""
     prepared = oracle.prepared
     if not hasattr(prepared.loss, "initial_loss"):
-        return None
+        return None, 0
     init_loss, init_targets = prepared.loss.initial_loss(prepared.targets)
     init = losses.Prepared(init_loss, prepared.groups, init_targets, prepared.n_terms)
     init_oracle = RiskOracle(oracle.X, init, oracle.fit_intercept, oracle.intercept_scaling)
-    return minimize_bmrm(
+    res = minimize_bmrm(
         init_oracle, d, lam, regularizer=regularizer, tol=tol, max_iter=max_iter,
         max_time=max_time,
-    ).x  # fmt: skip
+    )  # fmt: skip
+    return res.x, res.nfev
 
 
 def fit(
@@ -441,13 +443,16 @@ def fit(
     # unless NRBM is asked for: it then trains the latent loss directly.
     latent = getattr(loss_obj, "latent", False)
     solve = minimize_cccp if latent else minimize_bmrm
+    start_nfev = 0
     if method == "nrbm" or isinstance(method, NRBM):
         # on a convex loss NRBM lowers no plane and keeps the certified gap
         method = NRBM(convex=not latent)
         if latent:
             solve = minimize_bmrm
             if w0 is None:
-                w0 = _latent_start(oracle, d, lam, regularizer, tol, max_iter, max_time)
+                w0, start_nfev = _latent_start(
+                    oracle, d, lam, regularizer, tol, max_iter, max_time
+                )
     result: BMRMResult = solve(
         oracle,
         d,
@@ -468,6 +473,8 @@ def fit(
     )
     # compilation while preparing the targets, outside the solver's own clock
     result.compile_seconds = result.get("compile_seconds", 0.0) + clock.seconds
+    # the oracle calls of NRBM's starting problem count, as CCCP counts those of its own
+    result.nfev += start_nfev
     w = result.x
     coef = w[:n_features]
     intercept = w[n_features] * intercept_scaling if fit_intercept else 0.0
