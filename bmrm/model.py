@@ -16,6 +16,7 @@ from bmrm.scorers import LinearScorer, get_scorer
 from bmrm.solver.cccp import minimize_cccp
 from bmrm.solver.compile_clock import CompileClock
 from bmrm.solver.loop import HISTORY_FIELDS, BMRMResult, minimize_bmrm
+from bmrm.solver.nrbm import NRBM
 from bmrm.solver.oracle import RiskOracle
 from bmrm.solver.regularizers import Regularizer, from_spec, make_regularizer
 from bmrm.solver.scorer_oracle import check_nonconvex, fit_nonconvex
@@ -332,6 +333,23 @@ def _load_result(record: ModelRecord, where: str):
     )
 
 
+def _latent_start(oracle, d, lam, regularizer, tol, max_iter, max_time):
+    """The start of NRBM on a latent loss: the minimiser of the loss's convex
+    ``initial_loss`` (as :func:`~bmrm.solver.cccp.minimize_cccp` starts) and the oracle
+    calls it took, else ``(None, 0)`` (start at 0)."""
+    prepared = oracle.prepared
+    if not hasattr(prepared.loss, "initial_loss"):
+        return None, 0
+    init_loss, init_targets = prepared.loss.initial_loss(prepared.targets)
+    init = losses.Prepared(init_loss, prepared.groups, init_targets, prepared.n_terms)
+    init_oracle = RiskOracle(oracle.X, init, oracle.fit_intercept, oracle.intercept_scaling)
+    res = minimize_bmrm(
+        init_oracle, d, lam, regularizer=regularizer, tol=tol, max_iter=max_iter,
+        max_time=max_time,
+    )  # fmt: skip
+    return res.x, res.nfev
+
+
 def fit(
     X,
     y,
@@ -412,11 +430,17 @@ def fit(
         Bundle capacity (zero plane included); a full bundle prunes or aggregates planes.
     w0 : array-like or None
         Warm start (with the intercept last when ``fit_intercept``).
-    method : {"auto", "bmrm", "ls-bmrm", "ocas"}, object or None
+    method : {"auto", "bmrm", "ls-bmrm", "ocas", "nrbm", "lbfgs"}, object or None
         The solver method (:mod:`bmrm.solver.methods`): plain BMRM, line-search BMRM, or the
         optimized cutting plane algorithm (OCAS), or any object with a ``step(state)``
         method. ``"auto"`` (also None) is OCAS for ``regularizer="l2"`` without bounds (it
         needs far fewer passes over X, most of all at small lam) and plain BMRM otherwise.
+        For a non-convex objective (a non-linear scorer, or a loss with ``convex = False``
+        such as "warp" or "cosine") only ``"nrbm"`` (:mod:`bmrm.solver.nrbm`, any loss) and
+        ``"lbfgs"`` (smooth objectives) are valid; ``"auto"`` is L-BFGS where the objective
+        is smooth and NRBM otherwise (see ``experiments/bench_nonconvex.py``). For a latent
+        loss ("ndcg", "neru" with ``ties="latent"``) ``"nrbm"`` replaces the concave-convex
+        procedure; for a convex loss it runs as a certified bundle method.
     callback : callable or None
         Called with an intermediate :class:`bmrm.BMRMResult` after each iteration; raise
         ``StopIteration`` to stop.
@@ -429,10 +453,13 @@ def fit(
     scorer : None, "linear", "expected_gain" or a scorer object
         The ranking function (:mod:`bmrm.scorers`); None is f = Xw. With a non-linear
         scorer, or a loss declaring ``convex = False``, the objective lam/2‖θ‖² + R(θ) is not
-        convex: it is minimised by L-BFGS (:func:`bmrm.solver.scorer_oracle.fit_nonconvex`,
-        smooth losses only, ``regularizer="l2"``, no bounds or intercept), warm-started from
-        the linear model of the same loss; ``result_`` is then scipy's result, without a
-        gap, and ``tol`` is L-BFGS's gradient tolerance.
+        convex: it is minimised by L-BFGS or NRBM (see ``method``;
+        :func:`bmrm.solver.scorer_oracle.fit_nonconvex`, ``regularizer="l2"``, no bounds or
+        intercept), warm-started from the linear model of the same loss. ``result_`` is
+        then scipy's result (L-BFGS; ``tol`` its gradient tolerance) or a
+        :class:`BMRMResult` with status 5 at a stationary point (NRBM; ``tol`` its relative
+        model gap, reported as ``model_gap``; ``lower_bound`` is the trivial 0): neither
+        certifies a global optimum.
     backend : {"local", "dask"}
         "dask" evaluates the risk on the workers of ``client`` (see
         :class:`bmrm.distributed.DaskRiskOracle`): X may then also be a dask array or dask
@@ -512,6 +539,11 @@ def fit(
             "master='qp' solves the unconstrained L2 problem only; use master='cvxpy' "
             f"for regularizer={regularizer!r}"
         )
+    if (method == "nrbm" or isinstance(method, NRBM)) and not regularizer.qp:
+        raise ValueError(
+            f"method='nrbm' supports regularizer='l2' without bounds only; got "
+            f"regularizer={regularizer!r}"
+        )
     scorer_obj = None if scorer is None else get_scorer(scorer)
     if getattr(scorer_obj, "name", None) == "linear":
         scorer_obj = None
@@ -520,7 +552,7 @@ def fit(
         getattr(loss_obj, "convex", True) or getattr(loss_obj, "latent", False)
     )
     if nonconvex:
-        scorer_obj = check_nonconvex(
+        scorer_obj, solver = check_nonconvex(
             scorer_obj, loss_obj, y, regularizer_arg, bounds, nonneg, fit_intercept, method
         )
     if w0 is not None:
@@ -539,8 +571,9 @@ def fit(
             prepared = losses.prepare(loss_obj, y, qid, n_samples=n_samples, **loss_data)
         if nonconvex:
             theta, res = fit_nonconvex(
-                X, y, prepared, scorer_obj, lam, w0=w0, tol=tol, max_iter=max_iter,
-                max_time=max_time, callback=callback,
+                X, y, prepared, scorer_obj, lam, solver=solver, w0=w0, tol=tol,
+                max_iter=max_iter, max_time=max_time, callback=callback,
+                bundle_size=bundle_size, verbose=verbose,
             )  # fmt: skip
             linear = isinstance(scorer_obj, LinearScorer)
             coef = theta if linear else theta.reshape(-1, n_features)
@@ -549,8 +582,20 @@ def fit(
             )
         oracle = RiskOracle(X, prepared, fit_intercept, intercept_scaling)
     # A latent loss (a difference of convex functions) goes through the concave-convex
-    # procedure, which calls the bundle method on one convex surrogate after another.
-    solve = minimize_cccp if getattr(loss_obj, "latent", False) else minimize_bmrm
+    # procedure, which calls the bundle method on one convex surrogate after another,
+    # unless NRBM is asked for: it then trains the latent loss directly.
+    latent = getattr(loss_obj, "latent", False)
+    solve = minimize_cccp if latent else minimize_bmrm
+    start_nfev = 0
+    if method == "nrbm" or isinstance(method, NRBM):
+        # on a convex loss NRBM lowers no plane and keeps the certified gap
+        method = NRBM(convex=not latent)
+        if latent:
+            solve = minimize_bmrm
+            if w0 is None:
+                w0, start_nfev = _latent_start(
+                    oracle, d, lam, regularizer, tol, max_iter, max_time
+                )
     result: BMRMResult = solve(
         oracle,
         d,
@@ -571,6 +616,8 @@ def fit(
     )
     # compilation while preparing the targets, outside the solver's own clock
     result.compile_seconds = result.get("compile_seconds", 0.0) + clock.seconds
+    # the oracle calls of NRBM's starting problem count, as CCCP counts those of its own
+    result.nfev += start_nfev
     w = result.x
     coef = w[:n_features]
     intercept = w[n_features] * intercept_scaling if fit_intercept else 0.0

@@ -20,7 +20,9 @@ Protocol
   (Σ_j (r_j − h_j)²), all from :mod:`losses.surrogate`.
 * Training: the linear model by the bundle method (ListNet, squared: convex) or L-BFGS
   (cosine: scale invariant, so lam has no effect and the unit-norm direction is kept);
-  the expected-gain model by L-BFGS on lam/2‖W‖² + R(W) from W_j = (j − (K−1)/2) w.
+  the expected-gain model by L-BFGS on lam/2‖W‖² + R(W) from W_j = (j − (K−1)/2) w
+  (``--solver nrbm``: the non-convex bundle method instead; with ``--clip-training`` the
+  objective is discontinuous and the automatic choice is NRBM).
   The seed used plain gradient descent without regularization and a fixed iteration budget.
 * Selection on the validation fold by NDCG@10: lam from ``--lams``, α from
   {0.1, 0.3, 0.5, 0.7, 1, 2, 5, 10} (ListNet only: the other losses have no α), and for the
@@ -129,7 +131,7 @@ def query_ndcg(y, s, qid) -> dict[str, np.ndarray]:
     }
 
 
-def fit(loss, params, X, y, qid, lam, scorer, w0, max_iter):
+def fit(loss, params, X, y, qid, lam, scorer, w0, max_iter, method=None):
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", bmrm.ConvergenceWarning)
@@ -144,6 +146,7 @@ def fit(loss, params, X, y, qid, lam, scorer, w0, max_iter):
             w0=w0,
             tol=1e-3 if scorer is None and loss != "cosine" else 1e-5,
             max_iter=max_iter,
+            method=method,
         )
     return model, time.perf_counter() - start, int(model.result_.nit)
 
@@ -154,7 +157,7 @@ def settings(loss: str, alphas, lams):
     return list(itertools.product(lams, params))
 
 
-def run_fold(name, fold, splits, loss, grid, epsilons, max_iter, clip_training, rows):
+def run_fold(name, fold, splits, loss, grid, epsilons, max_iter, clip_training, rows, method=None):
     """Fit every setting of the grid; return the selected test measures per scorer."""
     X, y, qid = splits["train"]
     Xv, yv, qv = splits["vali"]
@@ -172,11 +175,14 @@ def run_fold(name, fold, splits, loss, grid, epsilons, max_iter, clip_training, 
             for eps in epsilons:
                 scorer = ExpectedGainScorer(eps=eps, clip_training=True)
                 eps_models.append(
-                    (eps, *fit(loss, params, X, y, qid, lam, scorer, linear.coef_, max_iter))
+                    (
+                        eps,
+                        *fit(loss, params, X, y, qid, lam, scorer, linear.coef_, max_iter, method),
+                    )
                 )
         else:
             model, secs_eg, nit_eg = fit(
-                loss, params, X, y, qid, lam, "expected_gain", linear.coef_, max_iter
+                loss, params, X, y, qid, lam, "expected_gain", linear.coef_, max_iter, method
             )
             for eps in epsilons:
                 clipped = bmrm.LinearModel(
@@ -312,6 +318,12 @@ def main(argv=None) -> int:
     parser.add_argument("--flips", type=int, default=None, help="randomization-test flips")
     parser.add_argument("--clip-training", action="store_true", help="clip at ε in training")
     parser.add_argument(
+        "--solver",
+        choices=("auto", "lbfgs", "nrbm"),
+        default="auto",
+        help="method for the expected-gain fits (bmrm.fit's method; auto: L-BFGS where smooth)",
+    )
+    parser.add_argument(
         "--no-constant", action="store_true", help="no constant feature (see the docstring)"
     )
     args = parser.parse_args(argv)
@@ -357,7 +369,16 @@ def main(argv=None) -> int:
             for loss in losses_run:
                 grid = settings(loss, alphas, lams)
                 best = run_fold(
-                    name, fold, splits, loss, grid, epsilons, max_iter, args.clip_training, rows
+                    name,
+                    fold,
+                    splits,
+                    loss,
+                    grid,
+                    epsilons,
+                    max_iter,
+                    args.clip_training,
+                    rows,
+                    None if args.solver == "auto" else args.solver,
                 )
                 picks = []
                 for scorer in SCORERS:

@@ -204,10 +204,14 @@ def minimize_bmrm(
     w0 : ndarray or None
         Starting point (warm start); zero by default (projected onto the bounds).
     method : str, object or None
-        ``"auto"`` (when None), ``"bmrm"``, ``"ls-bmrm"``, ``"ocas"``, or any object with a
-        ``step(state)`` method (see :mod:`bmrm.solver.methods`). ``"auto"`` is ``"ocas"``
-        for the L2 regularizer without bounds and an oracle that evaluates on scores (the
-        package's :class:`~bmrm.solver.oracle.RiskOracle`), else ``"bmrm"``.
+        ``"auto"`` (when None), ``"bmrm"``, ``"ls-bmrm"``, ``"ocas"``, ``"nrbm"`` (for
+        non-convex risks, :mod:`bmrm.solver.nrbm`: its result certifies a stationary
+        point, not a global optimum), or any object with a ``step(state)`` method (see
+        :mod:`bmrm.solver.methods`; an optional ``finish(result)`` may rename the result's
+        figures, an optional ``set_tolerance(tol, atol)`` receives the tolerances).
+        ``"auto"`` is ``"ocas"`` for the L2 regularizer without bounds and an oracle that
+        evaluates on scores (the package's :class:`~bmrm.solver.oracle.RiskOracle`), else
+        ``"bmrm"``.
     callback : callable or None
         ``callback(intermediate_result)`` after every iteration, with an
         :class:`BMRMResult` of the current state (its history columns are read-only views,
@@ -240,6 +244,8 @@ def minimize_bmrm(
         scores = hasattr(oracle, "risk_at") and hasattr(oracle, "cut_at")
         method = "ocas" if regularizer.qp and scores else "bmrm"
     method = get_method(method)
+    if hasattr(method, "set_tolerance"):
+        method.set_tolerance(tol, atol)
     clock = CompileClock().__enter__()
     # how far values and planes may disagree by rounding alone (float32 products: ~1e-5)
     dtype = np.dtype(getattr(oracle, "dtype", np.float64))
@@ -350,7 +356,9 @@ def minimize_bmrm(
             )
         result = _result(state, status, hist, total)
         result.compile_seconds = clock.seconds
-        return result
+        # a method without a certified bound names its figures (bmrm.solver.nrbm)
+        finish = getattr(method, "finish", None)
+        return result if finish is None else finish(result)
     finally:
         clock.__exit__(None, None, None)
         if handler is not None:

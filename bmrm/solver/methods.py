@@ -20,6 +20,11 @@ Methods
     The optimized cutting plane algorithm (Franc & Sonnenburg, JMLR 10, 2009): the same
     line search, then the cut at a point a fraction ``mu`` beyond it towards the master's
     minimiser, which keeps the convergence guarantee of the cutting-plane method.
+``"nrbm"`` (:class:`bmrm.solver.nrbm.NRBM`)
+    The non-convex regularized bundle method (Do & Artières, JMLR 13, 2012) for risks
+    that are not convex: serious and null steps, planes lowered where they conflict with
+    the serious point, and a stationary point (not a certified optimum) at the end. Kept
+    out of :data:`METHODS`, the methods with a certified gap on convex risks.
 
 Along a segment w(t) = w_a + t·(w_b − w_a) the scores are affine, f(t) = f_a + t·(f_b − f_a),
 so for the package's risk oracle the line search costs one product X w_b and loss
@@ -36,10 +41,12 @@ from typing import Any, Protocol
 import numpy as np
 
 from bmrm.solver.bundle import Bundle
+from bmrm.solver.nrbm import NRBM
 from bmrm.solver.regularizers import L2, Box, ElasticNet, make_regularizer
 
 __all__ = [
     "METHODS",
+    "NONCONVEX_METHODS",
     "LineSearchBMRM",
     "Method",
     "OCAS",
@@ -476,6 +483,8 @@ class LineSearchBMRM(OCAS):
 
 
 METHODS = {"bmrm": PlainBMRM, "ls-bmrm": LineSearchBMRM, "ocas": OCAS}
+# methods without a certified lower bound on a non-convex risk
+NONCONVEX_METHODS = {"nrbm": NRBM}
 
 
 def get_method(method) -> Method:
@@ -484,16 +493,19 @@ def get_method(method) -> Method:
     before calling this)."""
     if method is None:
         return PlainBMRM()
+    names = sorted(METHODS) + sorted(NONCONVEX_METHODS)
     if isinstance(method, str):
+        if method in NONCONVEX_METHODS:
+            return NONCONVEX_METHODS[method]()
         if method not in METHODS:
             raise ValueError(
-                f"method must be one of {sorted(METHODS)} or an object with a "
-                f"step(state) method; got {method!r}"
+                f"method must be one of {names} or an object with a step(state) method; "
+                f"got {method!r}"
             )
         return METHODS[method]()
     if not callable(getattr(method, "step", None)):
         raise TypeError(
-            f"method must be one of {sorted(METHODS)} or an object with a step(state) method; "
+            f"method must be one of {names} or an object with a step(state) method; "
             f"got {type(method).__name__}"
         )
     return method

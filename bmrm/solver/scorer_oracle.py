@@ -4,18 +4,21 @@
 replaced by a scorer (:mod:`bmrm.scorers`): R(θ) = (1/n_terms) Σ_q l(h_θ(X_q), y_q) and its
 gradient, the scorer's vector-Jacobian product of ∂l/∂f. With a scorer that is not linear,
 or with a loss that is not convex, R is not convex and the bundle method's cutting planes
-are not lower bounds. :func:`minimize_lbfgs` then minimises the smooth objective
-lam/2‖θ‖² + R(θ) with scipy's L-BFGS-B, which needs only a differentiable R and finds a
+are not lower bounds. :func:`fit_nonconvex` then minimises lam/2‖θ‖² + R(θ) either with
+scipy's L-BFGS-B (:func:`minimize_lbfgs`, a differentiable R) or with the non-convex
+regularized bundle method (:mod:`bmrm.solver.nrbm`, smooth or not). Both find a
 stationary point (a local minimum in practice), certifying nothing about the global one.
 """
 
 from __future__ import annotations
 
 import time
+import warnings
 
 import numpy as np
 from scipy.optimize import OptimizeResult, minimize
 
+from bmrm import exceptions
 from losses.validation import check_graded_labels
 
 __all__ = ["ScorerOracle", "check_nonconvex", "fit_nonconvex", "minimize_lbfgs"]
@@ -140,6 +143,16 @@ def ridge_start(X, y, lam: float) -> np.ndarray:
     return np.linalg.solve(gram / n + max(lam, 1e-6) * np.eye(d), rhs / n)
 
 
+def _smooth(loss, scorer) -> bool:
+    """Whether lam/2‖θ‖² + R(θ) is differentiable: a smooth loss, and a scorer that does not
+    clip during training (a clipped expected gain jumps where a probability crosses ε)."""
+    clipped = getattr(scorer, "clip_training", False) and getattr(scorer, "eps", None) not in (
+        None,
+        1.0,
+    )
+    return bool(getattr(loss, "smooth", False)) and not clipped
+
+
 def fit_nonconvex(
     X,
     y,
@@ -147,40 +160,58 @@ def fit_nonconvex(
     scorer,
     lam: float,
     *,
+    solver: str = "lbfgs",
     w0=None,
     tol: float = 1e-6,
     max_iter: int = 1000,
     max_time: float | None = None,
     callback=None,
     linear_tol: float = 1e-3,
+    bundle_size: int = 200,
+    verbose: bool = False,
 ):
-    """Train ``scorer`` on a smooth loss by L-BFGS from a warm start; return ``(theta, res)``.
+    """Train ``scorer`` on a non-convex objective from a warm start; return ``(theta, res)``.
+
+    ``solver`` is ``"lbfgs"`` (:func:`minimize_lbfgs`; smooth objectives only) or
+    ``"nrbm"`` (the non-convex regularized bundle method, :mod:`bmrm.solver.nrbm`, for
+    smooth and non-smooth risks; ``tol`` is then its relative model gap and ``res`` a
+    :class:`~bmrm.solver.loop.BMRMResult` with status 5 at a stationary point).
 
     The start is, in order: ``w0`` when it has one entry per parameter; the warm start of a
     linear ``w0`` (``scorer.from_linear``); else the linear model fitted first with the same
-    loss and lam (the bundle method for a convex loss, L-BFGS from :func:`ridge_start`
-    otherwise), mapped by ``scorer.from_linear`` for a non-linear scorer, as Yang et al.
-    warm-start from the linear ranking function (§6.2). ``res.linear_start`` is that
-    linear model's weights (None when ``w0`` gave the start).
+    loss and lam (the bundle method for a convex loss; for a non-convex one the same
+    ``solver`` from :func:`ridge_start`), mapped by ``scorer.from_linear`` for a non-linear
+    scorer, as Yang et al. warm-start from the linear ranking function (§6.2).
+    ``res.linear_start`` is that linear model's weights (None when ``w0`` gave the start)
+    and ``res.fun0`` the objective at the start.
 
     A loss declaring ``scale_invariant = True`` (the cosine loss) with the linear scorer
     has R(t w) = R(w) for t > 0, so lam/2‖w‖² + R(w) has no minimiser: its infimum is
     approached as w → 0 along the best direction, whatever lam. The fit then minimises R
-    alone (lam is ignored) and returns that direction with ‖w‖ = 1; ``res.fun`` is R there.
+    alone by L-BFGS (lam is ignored) and returns that direction with ‖w‖ = 1; ``res.fun``
+    is R there. ``solver="nrbm"`` is refused for it (its master needs lam > 0).
 
-    Raises ``ValueError`` for a loss that is not smooth: a non-convex, non-smooth objective
-    needs a non-convex bundle method, which this package does not provide yet.
+    Raises ``ValueError`` for ``solver="lbfgs"`` with an objective that is not smooth.
     """
     from bmrm.scorers import LinearScorer
     from bmrm.solver.loop import minimize_bmrm
+    from bmrm.solver.nrbm import NRBM
     from bmrm.solver.oracle import RiskOracle
 
     loss = prepared.loss
-    if not getattr(loss, "smooth", False):
+    if solver not in ("lbfgs", "nrbm"):
+        raise ValueError(f"solver must be 'lbfgs' or 'nrbm'; got {solver!r}")
+    if solver == "lbfgs" and not _smooth(loss, scorer):
         raise ValueError(
-            f"loss {getattr(loss, 'name', loss)!r} is neither convex nor smooth, or is used "
-            "with a non-linear scorer while not smooth: training it needs a non-convex bundle "
-            "method, which is not available yet; use a smooth loss"
+            f"loss {getattr(loss, 'name', loss)!r} with scorer {scorer!r} is not smooth: "
+            "L-BFGS needs a differentiable objective; use method='nrbm'"
+        )
+    invariant = scorer.name == "linear" and getattr(loss, "scale_invariant", False)
+    if invariant and solver == "nrbm":
+        raise ValueError(
+            f"loss {getattr(loss, 'name', loss)!r} is scale invariant: with the linear scorer "
+            "lam/2‖w‖² + R(w) has no minimiser and the fit minimises R alone by L-BFGS; "
+            "method='nrbm' needs lam > 0 in its master problem"
         )
     d = X.shape[1]
     n_params = scorer.n_params(d)
@@ -205,12 +236,34 @@ def fit_nonconvex(
             linear_start = ridge_start(X, y, lam)
             if scorer.name != "linear":
                 linear_start = fit_nonconvex(
-                    X, y, prepared, LinearScorer(), lam, w0=linear_start, tol=tol,
-                    max_iter=max_iter,
+                    X, y, prepared, LinearScorer(), lam, solver=solver, w0=linear_start,
+                    tol=tol, max_iter=max_iter, bundle_size=bundle_size,
                 )[0]  # fmt: skip
         theta0 = linear_start if scorer.name == "linear" else scorer.from_linear(linear_start)
+    if solver == "nrbm":
+        # the linear oracle's own products for f = Xw (also float32-aware)
+        oracle = RiskOracle(X, prepared) if scorer.name == "linear" else None
+        oracle = oracle or ScorerOracle(X, prepared, scorer)
+        fun0 = lam * 0.5 * float(theta0 @ theta0) + float(oracle(theta0)[0])
+        with warnings.catch_warnings():
+            # the loop's max_iter warning speaks of a certified gap; ours is re-issued below
+            warnings.simplefilter("ignore", exceptions.ConvergenceWarning)
+            res = minimize_bmrm(
+                oracle, n_params, lam, w0=theta0, method=NRBM(smooth=_smooth(loss, scorer)),
+                tol=tol, max_iter=max_iter, max_time=max_time, callback=callback,
+                bundle_size=bundle_size, verbose=verbose,
+            )  # fmt: skip
+        if res.status == 2:
+            warnings.warn(
+                f"NRBM reached max_iter={max_iter} with model gap {res.model_gap:.3e} "
+                f"(tol={tol}): not yet a stationary point",
+                exceptions.ConvergenceWarning,
+                stacklevel=3,
+            )
+        res.fun0 = fun0
+        res.linear_start = linear_start
+        return res.x, res
     oracle = ScorerOracle(X, prepared, scorer)
-    invariant = scorer.name == "linear" and getattr(loss, "scale_invariant", False)
     res = minimize_lbfgs(
         oracle,
         0.0 if invariant else lam,
@@ -227,31 +280,54 @@ def fit_nonconvex(
     return res.x, res
 
 
+# "auto" for a non-convex objective: L-BFGS where smooth (fewer oracle calls and seconds
+# than NRBM in experiments/bench_nonconvex.py), NRBM otherwise
+_AUTO_SMOOTH = "lbfgs"
+
+
 def check_nonconvex(scorer, loss, y, regularizer, bounds, nonneg, fit_intercept, method):
-    """The scorer for a non-convex fit (levels set from y), or a ValueError naming the option."""
-    if not getattr(loss, "smooth", False):
+    """``(scorer, solver)`` for a non-convex fit (levels set from y; solver "lbfgs" or
+    "nrbm"), or a ValueError naming the option.
+
+    ``method`` None or "auto" picks L-BFGS for a smooth objective and NRBM otherwise;
+    "lbfgs" and "nrbm" (or an :class:`~bmrm.solver.nrbm.NRBM` object) are taken as given;
+    the convex methods ("bmrm", "ls-bmrm", "ocas", other method objects) are refused: their
+    certificate assumes a convex risk.
+    """
+    from bmrm.solver.nrbm import NRBM
+
+    if scorer is None:
+        from bmrm.scorers import LinearScorer
+
+        scorer = LinearScorer()
+    elif getattr(scorer, "n_levels", 0) is None:
+        levels = check_graded_labels(y)
+        scorer = scorer.set_params(n_levels=max(2, int(levels.max()) + 1))
+    if isinstance(method, NRBM):
+        method = "nrbm"
+    if method is None or method == "auto":
+        solver = _AUTO_SMOOTH if _smooth(loss, scorer) else "nrbm"
+    elif method in ("lbfgs", "nrbm"):
+        solver = method
+    else:
         raise ValueError(
-            f"loss {getattr(loss, 'name', loss)!r} is not smooth: with a non-linear scorer or "
-            "a non-convex loss it needs a non-convex bundle method, which is not available "
-            "yet; use a smooth loss"
+            f"method={method!r} certifies convex objectives only; with a non-linear scorer "
+            "or a non-convex loss use method='nrbm', 'lbfgs' (smooth objectives) or 'auto'"
+        )
+    if solver == "lbfgs" and not _smooth(loss, scorer):
+        raise ValueError(
+            f"loss {getattr(loss, 'name', loss)!r} with scorer {scorer!r} is not smooth: "
+            "method='lbfgs' needs a differentiable objective; use method='nrbm' or 'auto'"
         )
     for name, value, default in (
         ("regularizer", regularizer, "l2"),
         ("bounds", bounds, None),
         ("nonneg", nonneg, False),
         ("fit_intercept", fit_intercept, False),
-        ("method", method, None),
     ):
         if not (value is default or value == default):
             raise ValueError(
                 f"{name}={value!r} is not supported with a non-linear scorer or a non-convex "
-                f"loss (trained by L-BFGS on lam/2·‖θ‖² + R(θ)); leave it at {default!r}"
+                f"loss (trained by {solver} on lam/2·‖θ‖² + R(θ)); leave it at {default!r}"
             )
-    if scorer is None:
-        from bmrm.scorers import LinearScorer
-
-        return LinearScorer()
-    if getattr(scorer, "n_levels", 0) is None:
-        levels = check_graded_labels(y)
-        scorer = scorer.set_params(n_levels=max(2, int(levels.max()) + 1))
-    return scorer
+    return scorer, solver

@@ -252,8 +252,8 @@ def test_minimize_lbfgs_matches_a_closed_form():
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"loss": "warp"}, "'warp' is not smooth"),
-        ({"loss": "warp", "scorer": None}, "'warp' is not smooth"),
+        ({"loss": "warp", "method": "lbfgs"}, "'warp' .* is not smooth"),
+        ({"loss": "warp", "scorer": None, "method": "lbfgs"}, "'warp' .* is not smooth"),
         ({"regularizer": "l1"}, "regularizer='l1' is not supported"),
         ({"fit_intercept": True}, "fit_intercept=True is not supported"),
         ({"w0": np.zeros(7)}, "w0 must have shape \\(5,\\) .* or \\(15,\\)"),
