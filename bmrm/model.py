@@ -341,10 +341,10 @@ def fit(
     if backend == "dask":
         if scorer is not None and scorer != "linear":
             raise ValueError("backend='dask' fits the linear scorer only; leave scorer=None")
-        if getattr(loss_obj, "latent", False) or not getattr(loss_obj, "convex", True):
+        if not (getattr(loss_obj, "convex", True) or getattr(loss_obj, "latent", False)):
             raise ValueError(
-                f"backend='dask' fits convex losses; {loss_obj!r} is not convex (for "
-                "'ndcg' and 'neru' pass loss_params={'ties': 'pairs'} or 'increasing')"
+                f"backend='dask' fits convex losses and latent ones (by the concave-convex "
+                f"procedure); {loss_obj!r} is neither"
             )
         from bmrm.distributed import DaskRiskOracle
 

@@ -2,6 +2,7 @@
 
     python experiments/bench_scale.py [--scale 1.0] [--lam 1e-2] [--tol 1e-3] [--out DIR]
         [--losses ordinal,ndcg@10] [--max-iter 1000] [--dask-iter 12] [--skip-local|--skip-dask]
+    python experiments/bench_scale.py --bandwidth [--repeats 5]
 
 1. Data: a synthetic set shaped like MSLR-WEB30K (31,531 queries of 20..219 documents, about
    3.77M rows × 136 float32 features; ``--scale`` multiplies the number of queries), made in
@@ -20,6 +21,18 @@
    (rows/s), the payload per iteration (pickled w sent to each partition, pickled (R, a)
    returned) and the loopback traffic per iteration measured with psutil (an upper bound:
    other processes on the machine use the loopback too).
+
+4. ``--bandwidth`` (alone): what bounds the scaling from one worker to two. One process and
+   two concurrent processes (single-threaded BLAS, started together behind a barrier, each for
+   the same fixed time) run numpy's ``X @ w`` on their own float32 X, in two sizes:
+   ``stream`` (256 MB, far beyond the 32 MiB L3, so every product reads X from memory) and
+   ``cache`` (256 KB, inside one core's L2, so it measures the cores alone). Reported, as
+   medians of ``--repeats`` interleaved rounds: aggregate GB/s (wall clock, summed over the
+   processes), GB per CPU-second of each process (what a process gets while it runs, so
+   independent of how other load on the machine shares the cores) and each process's CPU
+   share, with the load average before each round. If ``cache``'s GB per CPU-second stays
+   the same with two processes and ``stream``'s falls, running two streams at once is
+   bounded by the memory bandwidth; the CPU share says whether two cores were available.
 
 Writes ``results.csv`` (one row per configuration) and ``results.md`` into ``--out``.
 """
@@ -262,6 +275,73 @@ def child_dask(args) -> dict:
     }
 
 
+BANDWIDTH_BYTES = {"stream": 256 * 2**20, "cache": 256 * 2**10}
+
+
+def _stream_worker(kind: str, seconds: float, barrier, queue) -> None:
+    """``X @ w`` on a float32 X of ``BANDWIDTH_BYTES[kind]`` for ``seconds``; puts GB/s."""
+    X = np.random.default_rng(0).standard_normal(
+        (BANDWIDTH_BYTES[kind] // (4 * N_FEATURES), N_FEATURES), dtype=np.float32
+    )
+    w = np.ones(N_FEATURES, dtype=np.float32)
+    X @ w  # warm-up: pages touched, BLAS loaded
+    barrier.wait()
+    start, cpu_start = time.perf_counter(), time.process_time()
+    passes = 0
+    while (elapsed := time.perf_counter() - start) < seconds:
+        X @ w
+        passes += 1
+    cpu = time.process_time() - cpu_start
+    queue.put((passes * X.nbytes / elapsed / 1e9, passes * X.nbytes / cpu / 1e9, cpu / elapsed))
+
+
+def bandwidth(args) -> list[dict]:
+    """One process against two concurrent processes on ``X @ w`` (see the module docstring)."""
+    import multiprocessing as mp
+
+    os.environ.update(
+        {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    )
+    ctx = mp.get_context("spawn")
+    rows = []
+    for rep in range(args.repeats):
+        for kind in ("stream", "cache"):
+            for n_procs in (1, 2):
+                load = os.getloadavg()[0]
+                barrier, queue = ctx.Barrier(n_procs), ctx.Queue()
+                procs = [
+                    ctx.Process(target=_stream_worker, args=(kind, 2.0, barrier, queue))
+                    for _ in range(n_procs)
+                ]
+                for p in procs:
+                    p.start()
+                rates = [queue.get() for _ in procs]
+                for p in procs:
+                    p.join()
+                rows.append({"kind": kind, "processes": n_procs, "repetition": rep,
+                             "load_1min": load, "GB_per_s": sum(r[0] for r in rates),
+                             "GB_per_cpu_s": statistics.mean(r[1] for r in rates),
+                             "cpu_share": statistics.mean(r[2] for r in rates)})  # fmt: skip
+                progress(str(rows[-1]))
+    return rows
+
+
+def bandwidth_table(rows: list[dict]) -> str:
+    lines = ["| X | processes | GB/s (sum) | GB per CPU-s (each) | CPU share | load (1 min) |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for kind in ("stream", "cache"):
+        for n_procs in (1, 2):
+            sel = [r for r in rows if r["kind"] == kind and r["processes"] == n_procs]
+            loads = [r["load_1min"] for r in sel]
+            lines.append(
+                f"| {kind} ({BANDWIDTH_BYTES[kind] // 2**10} KB) | {n_procs} | "
+                + " | ".join(f"{statistics.median(r[key] for r in sel):.2f}"
+                             for key in ("GB_per_s", "GB_per_cpu_s", "cpu_share"))
+                + f" | {min(loads):.2f}..{max(loads):.2f} |"
+            )  # fmt: skip
+    return "\n".join(lines)
+
+
 def run_child(args, kind: str, env: dict, **extra) -> dict:
     argv = [sys.executable, __file__, "--child", kind, "--work", str(args.work)]
     argv += ["--scale", str(args.scale), "--lam", str(args.lam), "--tol", str(args.tol)]
@@ -290,6 +370,10 @@ def main() -> None:
     )
     parser.add_argument("--skip-local", action="store_true")
     parser.add_argument("--skip-dask", action="store_true")
+    parser.add_argument(
+        "--bandwidth", action="store_true", help="only the one- vs two-process X @ w bandwidth"
+    )
+    parser.add_argument("--repeats", type=int, default=5, help="rounds of --bandwidth")
     parser.add_argument("--child", choices=["local", "dask"], help=argparse.SUPPRESS)
     parser.add_argument("--loss", default="ordinal", help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
@@ -297,6 +381,14 @@ def main() -> None:
     if args.child:
         result = child_local(args) if args.child == "local" else child_dask(args)
         print(json.dumps(result))
+        return
+    if args.bandwidth:
+        rows = bandwidth(args)
+        args.out.mkdir(parents=True, exist_ok=True)
+        write_csv(args.out / "bandwidth.csv", rows)
+        text = "# X @ w, one process against two concurrent ones\n\n" + bandwidth_table(rows)
+        (args.out / "bandwidth.md").write_text(text + "\n")
+        print(text)
         return
     spec = make_spec(args.scale)
     args.work = args.work / f"scale{args.scale:g}"
