@@ -23,16 +23,16 @@
    other processes on the machine use the loopback too).
 
 4. ``--bandwidth`` (alone): what bounds the scaling from one worker to two. One process and
-   two concurrent processes (single-threaded BLAS, started together behind a barrier, each for
-   the same fixed time) run numpy's ``X @ w`` on their own float32 X, in two sizes:
-   ``stream`` (256 MB, far beyond the 32 MiB L3, so every product reads X from memory) and
-   ``cache`` (256 KB, inside one core's L2, so it measures the cores alone). Reported, as
-   medians of ``--repeats`` interleaved rounds: aggregate GB/s (wall clock, summed over the
-   processes), GB per CPU-second of each process (what a process gets while it runs, so
-   independent of how other load on the machine shares the cores) and each process's CPU
-   share, with the load average before each round. If ``cache``'s GB per CPU-second stays
-   the same with two processes and ``stream``'s falls, running two streams at once is
-   bounded by the memory bandwidth; the CPU share says whether two cores were available.
+   two concurrent processes (single-threaded, started together behind a barrier) run
+   ``X @ w`` on their own float32 X for 3 s, timed in units of 4 MB read: ``stream``
+   (numpy) and ``oracle`` (the oracle's numba product) on 4 MB row slices of a 128 MB X,
+   four times the 32 MiB L3, so every unit reads from memory, and ``cache`` (numpy, a
+   256 KB X inside one core's L2 read 16 times per unit), which measures the cores alone.
+   Counted are units that ran on a core throughout (thread CPU time >= 95 % of wall time)
+   and, with two processes, overlapped an on-CPU unit of the other for >= 90 % of their
+   time: the GB/s of one stream alone against one of two streams truly at once, whatever
+   else loads the machine. If ``cache`` keeps its rate with two
+   streams and ``stream`` drops to about half, the bound is the memory bandwidth.
 
 Writes ``results.csv`` (one row per configuration) and ``results.md`` into ``--out``.
 """
@@ -275,28 +275,73 @@ def child_dask(args) -> dict:
     }
 
 
-BANDWIDTH_BYTES = {"stream": 256 * 2**20, "cache": 256 * 2**10}
+BANDWIDTH_BYTES = {"stream": 128 * 2**20, "oracle": 128 * 2**20, "cache": 256 * 2**10}
+# Bytes of X read per timed unit: short units, so that some run without being descheduled on
+# a loaded machine. A 4 MB slice of the 128 MB X is never in cache (the other 124 MB were read
+# since); the 256 KB X is read 16 times per unit.
+BANDWIDTH_UNIT = 4 * 2**20
 
 
 def _stream_worker(kind: str, seconds: float, barrier, queue) -> None:
-    """``X @ w`` on a float32 X of ``BANDWIDTH_BYTES[kind]`` for ``seconds``; puts GB/s."""
+    """Timed units of ``X @ w`` on a float32 X of ``BANDWIDTH_BYTES[kind]`` for ``seconds``;
+    puts the bytes per unit and each unit's (start, end, thread CPU seconds).
+
+    ``stream`` and ``cache`` use numpy (single-threaded BLAS), ``oracle`` the oracle's own
+    product (:func:`bmrm.solver.products.matvec`, float64 accumulation, one thread).
+    """
     X = np.random.default_rng(0).standard_normal(
         (BANDWIDTH_BYTES[kind] // (4 * N_FEATURES), N_FEATURES), dtype=np.float32
     )
-    w = np.ones(N_FEATURES, dtype=np.float32)
-    X @ w  # warm-up: pages touched, BLAS loaded
+    rows = min(X.shape[0], BANDWIDTH_UNIT // (4 * N_FEATURES))
+    slices = [X[i : i + rows] for i in range(0, X.shape[0] - rows + 1, rows)]
+    repeat = max(1, BANDWIDTH_UNIT // X.nbytes)
+    if kind == "oracle":
+        from bmrm.solver.products import matvec
+
+        w, f = np.ones(N_FEATURES), np.empty(rows)
+
+        def product(block):
+            matvec(block, w, f)
+    else:
+        w = np.ones(N_FEATURES, dtype=np.float32)
+
+        def product(block):
+            block @ w
+
+    for block in slices:  # warm-up: pages touched, BLAS loaded or kernel compiled
+        product(block)
     barrier.wait()
-    start, cpu_start = time.perf_counter(), time.process_time()
-    passes = 0
-    while (elapsed := time.perf_counter() - start) < seconds:
-        X @ w
-        passes += 1
-    cpu = time.process_time() - cpu_start
-    queue.put((passes * X.nbytes / elapsed / 1e9, passes * X.nbytes / cpu / 1e9, cpu / elapsed))
+    units = []
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for block in slices:
+            t0, c0 = time.perf_counter(), time.thread_time()
+            for _ in range(repeat):
+                product(block)
+            units.append((t0, time.perf_counter(), time.thread_time() - c0))
+    queue.put((slices[0].nbytes * repeat, units))
+
+
+def _on_cpu(units, share: float = 0.95) -> np.ndarray:
+    """The units that ran without being descheduled (thread CPU time >= share of wall)."""
+    p = np.asarray(units)
+    return p[p[:, 2] >= share * (p[:, 1] - p[:, 0])]
+
+
+def _covered(t0: float, t1: float, other: np.ndarray) -> float:
+    """Share of [t0, t1] during which the other process was running an on-CPU pass."""
+    overlap = np.clip(np.minimum(other[:, 1], t1) - np.maximum(other[:, 0], t0), 0.0, None)
+    return float(overlap.sum()) / (t1 - t0)
 
 
 def bandwidth(args) -> list[dict]:
-    """One process against two concurrent processes on ``X @ w`` (see the module docstring)."""
+    """One process against two concurrent processes on ``X @ w`` (see the module docstring).
+
+    Every unit is timed; only units that ran on a core throughout count (thread CPU time
+    at least 95 % of the wall time), and with two processes only those that overlapped an
+    on-CPU pass of the other process for at least 90 % of their time, so the rates are those
+    of one stream alone and of two streams truly at once, whatever else loads the machine.
+    """
     import multiprocessing as mp
 
     os.environ.update(
@@ -305,40 +350,53 @@ def bandwidth(args) -> list[dict]:
     ctx = mp.get_context("spawn")
     rows = []
     for rep in range(args.repeats):
-        for kind in ("stream", "cache"):
+        for kind in BANDWIDTH_BYTES:
             for n_procs in (1, 2):
                 load = os.getloadavg()[0]
                 barrier, queue = ctx.Barrier(n_procs), ctx.Queue()
                 procs = [
-                    ctx.Process(target=_stream_worker, args=(kind, 2.0, barrier, queue))
+                    ctx.Process(target=_stream_worker, args=(kind, 3.0, barrier, queue))
                     for _ in range(n_procs)
                 ]
                 for p in procs:
                     p.start()
-                rates = [queue.get() for _ in procs]
+                results = [queue.get() for _ in procs]
                 for p in procs:
                     p.join()
-                rows.append({"kind": kind, "processes": n_procs, "repetition": rep,
-                             "load_1min": load, "GB_per_s": sum(r[0] for r in rates),
-                             "GB_per_cpu_s": statistics.mean(r[1] for r in rates),
-                             "cpu_share": statistics.mean(r[2] for r in rates)})  # fmt: skip
+                nbytes = results[0][0]
+                on_cpu = [_on_cpu(units) for _, units in results]
+                if n_procs == 1:
+                    chosen = on_cpu[0]
+                else:
+                    chosen = np.array(
+                        [row for i in (0, 1) for row in on_cpu[i]
+                         if _covered(row[0], row[1], on_cpu[1 - i]) >= 0.9]
+                    ).reshape(-1, 3)  # fmt: skip
+                rate = nbytes / (chosen[:, 1] - chosen[:, 0]) / 1e9 if len(chosen) else []
+                rows.append({
+                    "kind": kind, "processes": n_procs, "repetition": rep, "load_1min": load,
+                    "units": sum(len(p) for _, p in results), "counted": len(chosen),
+                    "GB_per_s_per_stream": float(np.median(rate)) if len(chosen) else np.nan,
+                })  # fmt: skip
                 progress(str(rows[-1]))
     return rows
 
 
 def bandwidth_table(rows: list[dict]) -> str:
-    lines = ["| X | processes | GB/s (sum) | GB per CPU-s (each) | CPU share | load (1 min) |",
-             "|---|---|---|---|---|---|"]  # fmt: skip
-    for kind in ("stream", "cache"):
-        for n_procs in (1, 2):
-            sel = [r for r in rows if r["kind"] == kind and r["processes"] == n_procs]
-            loads = [r["load_1min"] for r in sel]
-            lines.append(
-                f"| {kind} ({BANDWIDTH_BYTES[kind] // 2**10} KB) | {n_procs} | "
-                + " | ".join(f"{statistics.median(r[key] for r in sel):.2f}"
-                             for key in ("GB_per_s", "GB_per_cpu_s", "cpu_share"))
-                + f" | {min(loads):.2f}..{max(loads):.2f} |"
-            )  # fmt: skip
+    lines = ["| X @ w | X | GB/s, one stream alone | GB/s per stream, two at once | "
+             "two at once / alone | units counted (alone; two) | load (1 min) |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    what = {"stream": "numpy", "oracle": "oracle (numba)", "cache": "numpy"}
+    for kind in BANDWIDTH_BYTES:
+        sel = {n: [r for r in rows if r["kind"] == kind and r["processes"] == n] for n in (1, 2)}
+        med = {n: float(np.nanmedian([r["GB_per_s_per_stream"] for r in sel[n]])) for n in sel}
+        counted = {n: sum(r["counted"] for r in sel[n]) for n in sel}
+        loads = [r["load_1min"] for r in sel[1] + sel[2]]
+        size = f"{BANDWIDTH_BYTES[kind] // 2**20} MB" if kind != "cache" else "256 KB (in L2)"
+        lines.append(
+            f"| {what[kind]} | {size} | {med[1]:.2f} | {med[2]:.2f} | {med[2] / med[1]:.2f} | "
+            f"{counted[1]}; {counted[2]} | {min(loads):.1f}..{max(loads):.1f} |"
+        )
     return "\n".join(lines)
 
 

@@ -30,7 +30,7 @@ __all__ = ["FUSED_MIN_BYTES", "RiskOracle"]
 
 # X of at least this many bytes takes the one-pass oracle when it can: smaller X stays in the
 # shared cache between the two passes anyway.
-FUSED_MIN_BYTES = 32 << 20
+FUSED_MIN_BYTES = 16 << 20
 
 
 def _squared_norm(a: np.ndarray) -> float:
