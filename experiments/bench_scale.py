@@ -11,16 +11,21 @@
    labels 0..4 from global thresholds on a noisy latent score). Saved once as ``.npy`` in
    ``--work``.
 2. One machine: the ordinal loss and NDCG@10 fitted to a relative gap ``--tol`` with 1 and 2
-   numba threads, each fit in a fresh process that loads X first: wall time of the fit,
-   iterations, oracle and master time, peak RSS of the process and its peak growth during the
+   numba threads, each fit in a fresh process that loads X first: wall and CPU time of the
+   fit (with the load average: on a shared machine CPU seconds are the steadier figure),
+   iterations, oracle calls, concave-convex steps (NDCG's default latent ties), oracle and
+   master time, peak RSS of the process and its peak growth during the
    fit, both against the size of X.
 3. Dask: a ``LocalCluster`` of 1 and 2 worker processes (one thread and one numba thread each)
    whose workers generate their own blocks (a dask array of delayed blocks, so X never
    crosses the network); ``--dask-iter`` iterations of the ordinal fit. Reported: partition
    set-up time, time per iteration (median), oracle time per iteration and throughput
-   (rows/s), the payload per iteration (pickled w sent to each partition, pickled (R, a)
-   returned) and the loopback traffic per iteration measured with psutil (an upper bound:
-   other processes on the machine use the loopback too).
+   (rows/s), the workers' CPU seconds per iteration and rows per worker CPU-second (which
+   stay put when the machine is loaded: if the second worker's rows per CPU-second match the
+   first's, two workers do twice the work per CPU-second and only the cores available limit
+   the wall-clock scaling), the payload per iteration (pickled w sent to each partition,
+   pickled (R, a) returned) and the loopback traffic per iteration measured with psutil (an
+   upper bound: other processes on the machine use the loopback too).
 
 4. ``--bandwidth`` (alone): what bounds the scaling from one worker to two. One process and
    two concurrent processes (single-threaded, started together behind a barrier) run
@@ -177,9 +182,9 @@ def child_local(args) -> dict:
     bmrm.fit(X[:2000], y[:2000], loss, qid[:2000], lam=args.lam, max_iter=3)
     with PeakRSS() as rss, warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         model = bmrm.fit(X, y, loss, qid, lam=args.lam, tol=args.tol, max_iter=args.max_iter)
-        seconds = time.perf_counter() - start
+        seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     r = model.result_
     return {
         "backend": "local",
@@ -188,7 +193,11 @@ def child_local(args) -> dict:
         "rows": len(y),
         "X_MB": X.nbytes / 2**20,
         "fit_s": seconds,
+        "fit_cpu_s": cpu_seconds,
+        "load_1min": os.getloadavg()[0],
         "iterations": int(r.nit),
+        "oracle_calls": int(r.nfev),
+        "outer_steps": int(r.get("n_outer", 0)),
         "gap": float(r.gap),
         "objective": float(r.fun),
         "oracle_s": float(r.oracle_seconds),
@@ -200,6 +209,11 @@ def child_local(args) -> dict:
         "peak_over_X": rss.peak / X.nbytes,
         "fit_growth_over_X": (rss.peak - rss.before) / X.nbytes,
     }
+
+
+def _process_cpu_seconds() -> float:
+    """CPU seconds of the calling process (run on every Dask worker)."""
+    return time.process_time()
 
 
 def child_dask(args) -> dict:
@@ -238,8 +252,12 @@ def child_dask(args) -> dict:
         loss = get_loss("ordinal")
         times = []
 
+        worker_cpu = []
+
         def stamp(result):
             times.append((time.perf_counter(), psutil.net_io_counters(pernic=True)["lo"]))
+            if len(times) == 1:
+                worker_cpu.append(sum(client.run(_process_cpu_seconds).values()))
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -249,6 +267,7 @@ def child_dask(args) -> dict:
                 backend="dask", client=client, callback=stamp,
             )  # fmt: skip
             total = time.perf_counter() - start
+            worker_cpu.append(sum(client.run(_process_cpu_seconds).values()))
     r = model.result_
     oracle_per_iter = np.diff(np.r_[0.0, r.history["oracle_seconds"]])
     per_iter = np.diff([t for t, _ in times])
@@ -259,6 +278,9 @@ def child_dask(args) -> dict:
     returned = n_parts * len(pickle.dumps((0.0, np.zeros(N_FEATURES))))
     n = sum(rows)
     oracle_median = statistics.median(oracle_per_iter[1:])
+    from bmrm.solver.oracle import FUSED_MIN_BYTES
+
+    cpu_per_iter = (worker_cpu[1] - worker_cpu[0]) / max(1, len(times) - 1)
     return {
         "backend": "dask",
         "loss": "ordinal",
@@ -270,6 +292,10 @@ def child_dask(args) -> dict:
         "s_per_iter": statistics.median(per_iter),
         "oracle_s_per_iter": oracle_median,
         "rows_per_s": n / oracle_median,
+        "worker_cpu_s_per_iter": cpu_per_iter,
+        "rows_per_worker_cpu_s": n / cpu_per_iter,
+        "load_1min": os.getloadavg()[0],
+        "one_pass_partitions": sum(4 * N_FEATURES * b >= FUSED_MIN_BYTES for b in rows),
         "payload_bytes_per_iter": sent + returned,
         "loopback_bytes_per_iter": float(np.median(lo_bytes)),
     }
@@ -476,19 +502,26 @@ def main() -> None:
     text = [f"# bench_scale (scale {args.scale:g}, lam {args.lam:g}, tol {args.tol:g})", ""]
     if local:
         text.append(markdown_table(
-            ["loss", "threads", "rows", "X MB", "fit s", "iterations", "oracle s/iter",
-             "peak RSS MB", "peak / X", "fit growth / X"],
+            ["loss", "threads", "rows", "X MB", "fit s", "fit CPU s", "load", "iterations",
+             "oracle calls", "CCCP steps", "gap", "oracle s/call", "peak RSS MB", "peak / X",
+             "fit growth / X"],
             [[r["loss"], r["threads"], r["rows"], round(r["X_MB"]), round(r["fit_s"], 1),
-              r["iterations"], round(r["oracle_s_per_iter"], 3), round(r["peak_rss_MB"]),
+              round(r["fit_cpu_s"], 1), round(r["load_1min"], 1), r["iterations"],
+              r["oracle_calls"], r["outer_steps"], f"{r['gap']:.2g}",
+              round(r["oracle_s_per_iter"], 3), round(r["peak_rss_MB"]),
               round(r["peak_over_X"], 3), round(r["fit_growth_over_X"], 3)] for r in local],
         ))  # fmt: skip
     if remote:
         text += ["", markdown_table(
-            ["workers", "partitions", "setup s", "s/iter", "oracle s/iter", "rows/s",
-             "payload B/iter", "loopback B/iter"],
-            [[r["workers"], r["partitions"], round(r["setup_s"], 1), round(r["s_per_iter"], 3),
+            ["workers", "partitions (one-pass)", "setup s", "s/iter", "oracle s/iter", "rows/s",
+             "worker CPU s/iter", "rows per worker CPU-s", "load", "payload B/iter",
+             "loopback B/iter"],
+            [[r["workers"], f"{r['partitions']} ({r['one_pass_partitions']})",
+              round(r["setup_s"], 1), round(r["s_per_iter"], 3),
               round(r["oracle_s_per_iter"], 3), round(r["rows_per_s"]),
-              r["payload_bytes_per_iter"], round(r["loopback_bytes_per_iter"])]
+              round(r["worker_cpu_s_per_iter"], 3), round(r["rows_per_worker_cpu_s"]),
+              round(r["load_1min"], 1), r["payload_bytes_per_iter"],
+              round(r["loopback_bytes_per_iter"])]
              for r in remote],
         )]  # fmt: skip
         if len(remote) == 2:
