@@ -295,7 +295,8 @@ def fit(
         :class:`bmrm.distributed.DaskRiskOracle`): X may then also be a dask array or dask
         DataFrame (with ``y`` and ``qid`` dask arrays, Series or column names of X), whose
         partitions must hold whole queries; in-memory X is cut at query boundaries and sent
-        to the workers. The master problem is solved here.
+        to the workers. The master problem is solved here. Latent losses go through the
+        concave-convex procedure there too, each partition fixing its own latent part.
     client : distributed.Client or None
         The Dask client for ``backend="dask"``.
     **loss_data
