@@ -90,6 +90,22 @@ def _partition_risk(part: _Partition, w: np.ndarray) -> tuple[float, np.ndarray]
     return R * n_terms, a * n_terms
 
 
+def _derived_partition(part: _Partition, oracle: RiskOracle) -> _Partition:
+    # the new oracle shares the partition's X, whose size it reports as the original does,
+    # so the scheduler keeps it where that X is
+    return _Partition(oracle, part.n_rows, part.nbytes)
+
+
+def _convexified_partition(part: _Partition, w: np.ndarray) -> _Partition:
+    """The partition's convex surrogate, latent part fixed at its own scores X_p w."""
+    return _derived_partition(part, part.oracle.convexified(w))
+
+
+def _initial_partition(part: _Partition) -> _Partition:
+    """The partition's oracle of the loss's ``initial_loss``."""
+    return _derived_partition(part, part.oracle.initial())
+
+
 def _unique_qids(qid) -> np.ndarray:
     return np.unique(np.asarray(qid))
 
@@ -315,6 +331,11 @@ class DaskRiskOracle:
         Loss data such as the preference loss's ``pairs`` and ``pair_costs`` (in-memory X
         only); each pair goes, renumbered, to the partition of its query.
 
+    Losses with a latent part (``loss.latent``) are trained by the concave-convex procedure
+    (:func:`bmrm.solver.cccp.minimize_cccp`) through :meth:`convexified` and :meth:`initial`:
+    every partition fixes the latent part of its own queries from its own scores, which is
+    exactly what the local procedure does query by query.
+
     Notes
     -----
     Per call: one task per partition carrying w (8·d bytes) and returning d + 1 numbers;
@@ -337,6 +358,7 @@ class DaskRiskOracle:
     ):
         _register_sizeof()
         self.client = client
+        self.loss = loss
         build_args = (bool(fit_intercept), float(intercept_scaling))
         module = type(X).__module__
         in_memory = not module.startswith(("dask.dataframe", "dask_expr", "dask.array"))
@@ -384,6 +406,36 @@ class DaskRiskOracle:
         self.calls += 1
         self.seconds += time.perf_counter() - start
         return R / self.n_terms, a / self.n_terms
+
+    def _derived(self, partitions: list) -> DaskRiskOracle:
+        """An oracle over ``partitions`` (tasks on this oracle's partitions), same sizes."""
+        other = object.__new__(DaskRiskOracle)
+        other.__dict__.update(self.__dict__)
+        other.partitions = partitions
+        other.calls = 0
+        other.seconds = 0.0
+        return other
+
+    def convexified(self, w: np.ndarray) -> DaskRiskOracle:
+        """The oracle of the convex surrogate with the latent part fixed at the scores
+        X w: each partition convexifies its queries from its own scores (the partitions
+        stay on their workers; only w travels)."""
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        return self._derived(
+            [
+                self.client.submit(_convexified_partition, part, w, pure=False)
+                for part in self.partitions
+            ]
+        )
+
+    def initial(self) -> DaskRiskOracle | None:
+        """The oracle of the loss's ``initial_loss`` on every partition, or None when the
+        loss offers none."""
+        if not hasattr(self.loss, "initial_loss"):
+            return None
+        return self._derived(
+            [self.client.submit(_initial_partition, part, pure=False) for part in self.partitions]
+        )
 
     def close(self) -> None:
         """Release the partitions held by the workers."""

@@ -465,7 +465,8 @@ def fit(
         :class:`bmrm.distributed.DaskRiskOracle`): X may then also be a dask array or dask
         DataFrame (with ``y`` and ``qid`` dask arrays, Series or column names of X), whose
         partitions must hold whole queries; in-memory X is cut at query boundaries and sent
-        to the workers. The master problem is solved here.
+        to the workers. The master problem is solved here. Latent losses go through the
+        concave-convex procedure there too, each partition fixing its own latent part.
     client : distributed.Client or None
         The Dask client for ``backend="dask"``.
     **loss_data
@@ -511,10 +512,10 @@ def fit(
     if backend == "dask":
         if scorer is not None and scorer != "linear":
             raise ValueError("backend='dask' fits the linear scorer only; leave scorer=None")
-        if getattr(loss_obj, "latent", False) or not getattr(loss_obj, "convex", True):
+        if not (getattr(loss_obj, "convex", True) or getattr(loss_obj, "latent", False)):
             raise ValueError(
-                f"backend='dask' fits convex losses; {loss_obj!r} is not convex (for "
-                "'ndcg' and 'neru' pass loss_params={'ties': 'pairs'} or 'increasing')"
+                f"backend='dask' fits convex losses and latent ones (by the concave-convex "
+                f"procedure); {loss_obj!r} is neither"
             )
         from bmrm.distributed import DaskRiskOracle
 

@@ -1,6 +1,7 @@
 """Loss-oracle benchmark: microseconds per query, and a full oracle call against its floor.
 
     python experiments/bench_oracles.py [--rows 1000000] [--repeats 5] [--out DIR]
+        [--medium /tmp/ltr/medium.npz] [--only fused]
 
 1. For queries of m ∈ {8, 40, 120, 1000} documents (labels 0..4), the kernel time per query
    of every ranking loss (``loss_grad`` on scores, after an untimed warm-up call; median of
@@ -11,6 +12,14 @@
    being the oracle's own, :mod:`bmrm.solver.products`).
 3. The first call in a new process with the numba cache warm (a fresh interpreter importing
    the package and computing one risk), wall-clock, median over ``--repeats`` processes.
+4. On the medium set of ``../shared/tools/gen_ltr.py`` (``--medium``, 400,000 rows × 136
+   float32 features; ``python ../shared/tools/gen_ltr.py --name medium --queries 10000 --docs
+   50 --features 136 --seed 2 --out /tmp/ltr``), as float32 and float64, with 1 and 2
+   threads: one oracle call made in two passes over X (f = X w, the loss, Xᵀ g) against the
+   one-pass oracle (:func:`bmrm.solver.products.fused_cut`), calls interleaved, median of
+   ``--repeats`` after an untimed warm-up call each, for the ordinal loss (the loss with a
+   block kernel; the NDCG@10 surrogate's kernel, tried the same way, costs several passes'
+   time and its one-pass call was no faster, so it keeps two passes).
 
 Writes ``results.csv`` (one row per measurement and repetition) and ``results.md``.
 """
@@ -19,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import statistics
 import subprocess
 import sys
@@ -151,6 +161,15 @@ def ratio_table(n_rows, repeats, rows, rng):
     return out
 
 
+def write_rows(path, rows):
+    fields = ["measure", "m", "loss", "repetition", "value", "oracle_s", "floor_s"]
+    fields += ["dtype", "threads"]
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 FIRST_CALL = """
 import time
 start = time.perf_counter()
@@ -185,26 +204,85 @@ def first_call(repeats, rows):
     return statistics.median(times)
 
 
+def fused_table(path, repeats, rows):
+    import numba
+
+    data = np.load(path)
+    X32, y, qid = data["X_train"], data["y_train"], data["qid_train"]
+    w = np.random.default_rng(0).standard_normal(X32.shape[1]) / np.sqrt(X32.shape[1])
+    out = []
+    for name, params in (("ordinal", {}), ("ordinal, normalize none", {"normalize": "none"})):
+        prepared = losses.prepare(losses.get("ordinal", **params), y, qid)
+        for dtype in (np.float32, np.float64):
+            X = np.ascontiguousarray(X32, dtype=dtype)
+            two_pass = RiskOracle(X, prepared)
+            two_pass.fused = None
+            one_pass = RiskOracle(X, prepared)
+            one_pass.fused = one_pass._fused_plan(0)
+            assert one_pass.fused is not None
+            for threads in (1, 2):
+                numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+                two_pass(w)
+                one_pass(w)
+                times = {"two-pass": [], "one-pass": []}
+                for _ in range(repeats):
+                    for key, oracle in (("two-pass", two_pass), ("one-pass", one_pass)):
+                        start = time.perf_counter()
+                        oracle(w)
+                        times[key].append(time.perf_counter() - start)
+                t2, t1 = (statistics.median(times[k]) for k in ("two-pass", "one-pass"))
+                out.append((name, np.dtype(dtype).name, threads, t2, t1))
+                for rep in range(repeats):
+                    rows.append({"measure": "fused_vs_two_pass", "m": "", "loss": name,
+                                 "repetition": rep, "value": times["one-pass"][rep]
+                                 / times["two-pass"][rep], "oracle_s": times["one-pass"][rep],
+                                 "floor_s": times["two-pass"][rep], "dtype": np.dtype(dtype).name,
+                                 "threads": threads})  # fmt: skip
+                print(f"  {name:<24} {np.dtype(dtype).name} {threads} thread(s): two-pass "
+                      f"{t2 * 1e3:7.1f} ms  one-pass {t1 * 1e3:7.1f} ms  ratio {t1 / t2:.2f}  "
+                      f"load {os.getloadavg()[0]:.1f}", file=sys.stderr)  # fmt: skip
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path("results/bench_oracles"))
+    parser.add_argument("--medium", type=Path, default=Path("/tmp/ltr/medium.npz"))
+    parser.add_argument("--only", choices=["fused"], help="run one section only")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
     rows: list[dict] = []
+    fused = []
+    if args.medium.exists():
+        print("one-pass against two-pass oracle on the medium set", file=sys.stderr)
+        fused = fused_table(args.medium, args.repeats, rows)
+    else:
+        print(f"  {args.medium} not found: one-pass section skipped", file=sys.stderr)
+    fused_lines = [
+        "",
+        f"One oracle call on {args.medium.name}, two passes over X against one (median ms):",
+        "",
+        "| loss | X dtype | threads | two-pass ms | one-pass ms | one / two |",
+        "|---|---|---|---|---|---|",
+    ] + [
+        f"| {n} | {dt} | {t} | {t2 * 1e3:.1f} | {t1 * 1e3:.1f} | {t1 / t2:.2f} |"
+        for n, dt, t, t2, t1 in fused
+    ]
+    if args.only == "fused":
+        write_rows(args.out / "results_fused.csv", rows)
+        (args.out / "results_fused.md").write_text("\n".join(fused_lines) + "\n")
+        print("\n".join(fused_lines))
+        return 0
     print("kernel time per query", file=sys.stderr)
     per_query = per_query_table(args.repeats, rows, rng)
     print("full oracle against the floor", file=sys.stderr)
     ratios = ratio_table(args.rows, args.repeats, rows, rng)
     first = first_call(args.repeats, rows)
 
-    with open(args.out / "results.csv", "w", newline="") as fh:
-        fields = ["measure", "m", "loss", "repetition", "value", "oracle_s", "floor_s"]
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_rows(args.out / "results.csv", rows)
     names = list(KERNEL_LOSSES)
     lines = [
         "Kernel microseconds per query (median):",
@@ -227,6 +305,7 @@ def main(argv=None) -> int:
     lines += [
         "",
         f"First call in a new process (numba cache warm, imports included): {first:.2f} s",
+        *fused_lines,
     ]
     table = "\n".join(lines)
     (args.out / "results.md").write_text(table + "\n")

@@ -2,6 +2,7 @@
 
     python experiments/bench_scale.py [--scale 1.0] [--lam 1e-2] [--tol 1e-3] [--out DIR]
         [--losses ordinal,ndcg@10] [--max-iter 1000] [--dask-iter 12] [--skip-local|--skip-dask]
+    python experiments/bench_scale.py --bandwidth [--repeats 5]
 
 1. Data: a synthetic set shaped like MSLR-WEB30K (31,531 queries of 20..219 documents, about
    3.77M rows × 136 float32 features; ``--scale`` multiplies the number of queries), made in
@@ -10,16 +11,33 @@
    labels 0..4 from global thresholds on a noisy latent score). Saved once as ``.npy`` in
    ``--work``.
 2. One machine: the ordinal loss and NDCG@10 fitted to a relative gap ``--tol`` with 1 and 2
-   numba threads, each fit in a fresh process that loads X first: wall time of the fit,
-   iterations, oracle and master time, peak RSS of the process and its peak growth during the
+   numba threads, each fit in a fresh process that loads X first: wall and CPU time of the
+   fit (with the load average: on a shared machine CPU seconds are the steadier figure),
+   iterations, oracle calls, concave-convex steps (NDCG's default latent ties), oracle and
+   master time, peak RSS of the process and its peak growth during the
    fit, both against the size of X.
 3. Dask: a ``LocalCluster`` of 1 and 2 worker processes (one thread and one numba thread each)
    whose workers generate their own blocks (a dask array of delayed blocks, so X never
    crosses the network); ``--dask-iter`` iterations of the ordinal fit. Reported: partition
    set-up time, time per iteration (median), oracle time per iteration and throughput
-   (rows/s), the payload per iteration (pickled w sent to each partition, pickled (R, a)
-   returned) and the loopback traffic per iteration measured with psutil (an upper bound:
-   other processes on the machine use the loopback too).
+   (rows/s), the workers' CPU seconds per iteration and rows per worker CPU-second (which
+   stay put when the machine is loaded: if the second worker's rows per CPU-second match the
+   first's, two workers do twice the work per CPU-second and only the cores available limit
+   the wall-clock scaling), the payload per iteration (pickled w sent to each partition,
+   pickled (R, a) returned) and the loopback traffic per iteration measured with psutil (an
+   upper bound: other processes on the machine use the loopback too).
+
+4. ``--bandwidth`` (alone): what bounds the scaling from one worker to two. One process and
+   two concurrent processes (single-threaded, started together behind a barrier) run
+   ``X @ w`` on their own float32 X for 3 s, timed in units of 4 MB read: ``stream``
+   (numpy) and ``oracle`` (the oracle's numba product) on 4 MB row slices of a 128 MB X,
+   four times the 32 MiB L3, so every unit reads from memory, and ``cache`` (numpy, a
+   256 KB X inside one core's L2 read 16 times per unit), which measures the cores alone.
+   Counted are units that ran on a core throughout (thread CPU time >= 95 % of wall time)
+   and, with two processes, overlapped an on-CPU unit of the other for >= 90 % of their
+   time: the GB/s of one stream alone against one of two streams truly at once, whatever
+   else loads the machine. If ``cache`` keeps its rate with two
+   streams and ``stream`` drops to about half, the bound is the memory bandwidth.
 
 Writes ``results.csv`` (one row per configuration) and ``results.md`` into ``--out``.
 """
@@ -164,9 +182,9 @@ def child_local(args) -> dict:
     bmrm.fit(X[:2000], y[:2000], loss, qid[:2000], lam=args.lam, max_iter=3)
     with PeakRSS() as rss, warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         model = bmrm.fit(X, y, loss, qid, lam=args.lam, tol=args.tol, max_iter=args.max_iter)
-        seconds = time.perf_counter() - start
+        seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     r = model.result_
     return {
         "backend": "local",
@@ -175,7 +193,11 @@ def child_local(args) -> dict:
         "rows": len(y),
         "X_MB": X.nbytes / 2**20,
         "fit_s": seconds,
+        "fit_cpu_s": cpu_seconds,
+        "load_1min": os.getloadavg()[0],
         "iterations": int(r.nit),
+        "oracle_calls": int(r.nfev),
+        "outer_steps": int(r.get("n_outer", 0)),
         "gap": float(r.gap),
         "objective": float(r.fun),
         "oracle_s": float(r.oracle_seconds),
@@ -187,6 +209,11 @@ def child_local(args) -> dict:
         "peak_over_X": rss.peak / X.nbytes,
         "fit_growth_over_X": (rss.peak - rss.before) / X.nbytes,
     }
+
+
+def _process_cpu_seconds() -> float:
+    """CPU seconds of the calling process (run on every Dask worker)."""
+    return time.process_time()
 
 
 def child_dask(args) -> dict:
@@ -225,8 +252,12 @@ def child_dask(args) -> dict:
         loss = get_loss("ordinal")
         times = []
 
+        worker_cpu = []
+
         def stamp(result):
             times.append((time.perf_counter(), psutil.net_io_counters(pernic=True)["lo"]))
+            if len(times) == 1:
+                worker_cpu.append(sum(client.run(_process_cpu_seconds).values()))
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -236,6 +267,7 @@ def child_dask(args) -> dict:
                 backend="dask", client=client, callback=stamp,
             )  # fmt: skip
             total = time.perf_counter() - start
+            worker_cpu.append(sum(client.run(_process_cpu_seconds).values()))
     r = model.result_
     oracle_per_iter = np.diff(np.r_[0.0, r.history["oracle_seconds"]])
     per_iter = np.diff([t for t, _ in times])
@@ -246,6 +278,9 @@ def child_dask(args) -> dict:
     returned = n_parts * len(pickle.dumps((0.0, np.zeros(N_FEATURES))))
     n = sum(rows)
     oracle_median = statistics.median(oracle_per_iter[1:])
+    from bmrm.solver.oracle import FUSED_MIN_BYTES
+
+    cpu_per_iter = (worker_cpu[1] - worker_cpu[0]) / max(1, len(times) - 1)
     return {
         "backend": "dask",
         "loss": "ordinal",
@@ -257,9 +292,138 @@ def child_dask(args) -> dict:
         "s_per_iter": statistics.median(per_iter),
         "oracle_s_per_iter": oracle_median,
         "rows_per_s": n / oracle_median,
+        "worker_cpu_s_per_iter": cpu_per_iter,
+        "rows_per_worker_cpu_s": n / cpu_per_iter,
+        "load_1min": os.getloadavg()[0],
+        "one_pass_partitions": sum(4 * N_FEATURES * b >= FUSED_MIN_BYTES for b in rows),
         "payload_bytes_per_iter": sent + returned,
         "loopback_bytes_per_iter": float(np.median(lo_bytes)),
     }
+
+
+BANDWIDTH_BYTES = {"stream": 128 * 2**20, "oracle": 128 * 2**20, "cache": 256 * 2**10}
+# Bytes of X read per timed unit: short units, so that some run without being descheduled on
+# a loaded machine. A 4 MB slice of the 128 MB X is never in cache (the other 124 MB were read
+# since); the 256 KB X is read 16 times per unit.
+BANDWIDTH_UNIT = 4 * 2**20
+
+
+def _stream_worker(kind: str, seconds: float, barrier, queue) -> None:
+    """Timed units of ``X @ w`` on a float32 X of ``BANDWIDTH_BYTES[kind]`` for ``seconds``;
+    puts the bytes per unit and each unit's (start, end, thread CPU seconds).
+
+    ``stream`` and ``cache`` use numpy (single-threaded BLAS), ``oracle`` the oracle's own
+    product (:func:`bmrm.solver.products.matvec`, float64 accumulation, one thread).
+    """
+    X = np.random.default_rng(0).standard_normal(
+        (BANDWIDTH_BYTES[kind] // (4 * N_FEATURES), N_FEATURES), dtype=np.float32
+    )
+    rows = min(X.shape[0], BANDWIDTH_UNIT // (4 * N_FEATURES))
+    slices = [X[i : i + rows] for i in range(0, X.shape[0] - rows + 1, rows)]
+    repeat = max(1, BANDWIDTH_UNIT // X.nbytes)
+    if kind == "oracle":
+        from bmrm.solver.products import matvec
+
+        w, f = np.ones(N_FEATURES), np.empty(rows)
+
+        def product(block):
+            matvec(block, w, f)
+    else:
+        w = np.ones(N_FEATURES, dtype=np.float32)
+
+        def product(block):
+            block @ w
+
+    for block in slices:  # warm-up: pages touched, BLAS loaded or kernel compiled
+        product(block)
+    barrier.wait()
+    units = []
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for block in slices:
+            t0, c0 = time.perf_counter(), time.thread_time()
+            for _ in range(repeat):
+                product(block)
+            units.append((t0, time.perf_counter(), time.thread_time() - c0))
+    queue.put((slices[0].nbytes * repeat, units))
+
+
+def _on_cpu(units, share: float = 0.95) -> np.ndarray:
+    """The units that ran without being descheduled (thread CPU time >= share of wall)."""
+    p = np.asarray(units)
+    return p[p[:, 2] >= share * (p[:, 1] - p[:, 0])]
+
+
+def _covered(t0: float, t1: float, other: np.ndarray) -> float:
+    """Share of [t0, t1] during which the other process was running an on-CPU pass."""
+    overlap = np.clip(np.minimum(other[:, 1], t1) - np.maximum(other[:, 0], t0), 0.0, None)
+    return float(overlap.sum()) / (t1 - t0)
+
+
+def bandwidth(args) -> list[dict]:
+    """One process against two concurrent processes on ``X @ w`` (see the module docstring).
+
+    Every unit is timed; only units that ran on a core throughout count (thread CPU time
+    at least 95 % of the wall time), and with two processes only those that overlapped an
+    on-CPU pass of the other process for at least 90 % of their time, so the rates are those
+    of one stream alone and of two streams truly at once, whatever else loads the machine.
+    """
+    import multiprocessing as mp
+
+    os.environ.update(
+        {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    )
+    ctx = mp.get_context("spawn")
+    rows = []
+    for rep in range(args.repeats):
+        for kind in BANDWIDTH_BYTES:
+            for n_procs in (1, 2):
+                load = os.getloadavg()[0]
+                barrier, queue = ctx.Barrier(n_procs), ctx.Queue()
+                procs = [
+                    ctx.Process(target=_stream_worker, args=(kind, 3.0, barrier, queue))
+                    for _ in range(n_procs)
+                ]
+                for p in procs:
+                    p.start()
+                results = [queue.get() for _ in procs]
+                for p in procs:
+                    p.join()
+                nbytes = results[0][0]
+                on_cpu = [_on_cpu(units) for _, units in results]
+                if n_procs == 1:
+                    chosen = on_cpu[0]
+                else:
+                    chosen = np.array(
+                        [row for i in (0, 1) for row in on_cpu[i]
+                         if _covered(row[0], row[1], on_cpu[1 - i]) >= 0.9]
+                    ).reshape(-1, 3)  # fmt: skip
+                rate = nbytes / (chosen[:, 1] - chosen[:, 0]) / 1e9 if len(chosen) else []
+                rows.append({
+                    "kind": kind, "processes": n_procs, "repetition": rep, "load_1min": load,
+                    "units": sum(len(p) for _, p in results), "counted": len(chosen),
+                    "GB_per_s_per_stream": float(np.median(rate)) if len(chosen) else np.nan,
+                })  # fmt: skip
+                progress(str(rows[-1]))
+    return rows
+
+
+def bandwidth_table(rows: list[dict]) -> str:
+    lines = ["| X @ w | X | GB/s, one stream alone | GB/s per stream, two at once | "
+             "two at once / alone | units counted (alone; two) | load (1 min) |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    what = {"stream": "numpy", "oracle": "oracle (numba)", "cache": "numpy"}
+    for kind in BANDWIDTH_BYTES:
+        sel = {n: [r for r in rows if r["kind"] == kind and r["processes"] == n] for n in (1, 2)}
+        med = {n: float(np.nanmedian([r["GB_per_s_per_stream"] for r in sel[n]])) for n in sel}
+        counted = {n: sum(r["counted"] for r in sel[n]) for n in sel}
+        loads = [r["load_1min"] for r in sel[1] + sel[2]]
+        size = f"{BANDWIDTH_BYTES[kind] // 2**20} MB" if kind != "cache" else "256 KB (in L2)"
+        lines.append(
+            f"| {what[kind]} | {size} | {med[1]:.2f} | {med[2]:.2f} | {med[2] / med[1]:.2f} | "
+            f"{counted[1]}; {counted[2]} | {min(loads):.1f}..{max(loads):.1f} |"
+        )
+    return "\n".join(lines)
 
 
 def run_child(args, kind: str, env: dict, **extra) -> dict:
@@ -290,6 +454,10 @@ def main() -> None:
     )
     parser.add_argument("--skip-local", action="store_true")
     parser.add_argument("--skip-dask", action="store_true")
+    parser.add_argument(
+        "--bandwidth", action="store_true", help="only the one- vs two-process X @ w bandwidth"
+    )
+    parser.add_argument("--repeats", type=int, default=5, help="rounds of --bandwidth")
     parser.add_argument("--child", choices=["local", "dask"], help=argparse.SUPPRESS)
     parser.add_argument("--loss", default="ordinal", help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
@@ -297,6 +465,14 @@ def main() -> None:
     if args.child:
         result = child_local(args) if args.child == "local" else child_dask(args)
         print(json.dumps(result))
+        return
+    if args.bandwidth:
+        rows = bandwidth(args)
+        args.out.mkdir(parents=True, exist_ok=True)
+        write_csv(args.out / "bandwidth.csv", rows)
+        text = "# X @ w, one process against two concurrent ones\n\n" + bandwidth_table(rows)
+        (args.out / "bandwidth.md").write_text(text + "\n")
+        print(text)
         return
     spec = make_spec(args.scale)
     args.work = args.work / f"scale{args.scale:g}"
@@ -326,19 +502,26 @@ def main() -> None:
     text = [f"# bench_scale (scale {args.scale:g}, lam {args.lam:g}, tol {args.tol:g})", ""]
     if local:
         text.append(markdown_table(
-            ["loss", "threads", "rows", "X MB", "fit s", "iterations", "oracle s/iter",
-             "peak RSS MB", "peak / X", "fit growth / X"],
+            ["loss", "threads", "rows", "X MB", "fit s", "fit CPU s", "load", "iterations",
+             "oracle calls", "CCCP steps", "gap", "oracle s/call", "peak RSS MB", "peak / X",
+             "fit growth / X"],
             [[r["loss"], r["threads"], r["rows"], round(r["X_MB"]), round(r["fit_s"], 1),
-              r["iterations"], round(r["oracle_s_per_iter"], 3), round(r["peak_rss_MB"]),
+              round(r["fit_cpu_s"], 1), round(r["load_1min"], 1), r["iterations"],
+              r["oracle_calls"], r["outer_steps"], f"{r['gap']:.2g}",
+              round(r["oracle_s_per_iter"], 3), round(r["peak_rss_MB"]),
               round(r["peak_over_X"], 3), round(r["fit_growth_over_X"], 3)] for r in local],
         ))  # fmt: skip
     if remote:
         text += ["", markdown_table(
-            ["workers", "partitions", "setup s", "s/iter", "oracle s/iter", "rows/s",
-             "payload B/iter", "loopback B/iter"],
-            [[r["workers"], r["partitions"], round(r["setup_s"], 1), round(r["s_per_iter"], 3),
+            ["workers", "partitions (one-pass)", "setup s", "s/iter", "oracle s/iter", "rows/s",
+             "worker CPU s/iter", "rows per worker CPU-s", "load", "payload B/iter",
+             "loopback B/iter"],
+            [[r["workers"], f"{r['partitions']} ({r['one_pass_partitions']})",
+              round(r["setup_s"], 1), round(r["s_per_iter"], 3),
               round(r["oracle_s_per_iter"], 3), round(r["rows_per_s"]),
-              r["payload_bytes_per_iter"], round(r["loopback_bytes_per_iter"])]
+              round(r["worker_cpu_s_per_iter"], 3), round(r["rows_per_worker_cpu_s"]),
+              round(r["load_1min"], 1), r["payload_bytes_per_iter"],
+              round(r["loopback_bytes_per_iter"])]
              for r in remote],
         )]  # fmt: skip
         if len(remote) == 2:

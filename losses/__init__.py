@@ -89,6 +89,30 @@ class Prepared:
         out = self.loss.loss_grad(f_internal, self.targets)
         return check_loss_output(self.loss, out, self.n_terms, len(f_internal))
 
+    def check(self, values, grad, f_internal) -> float:
+        """Σ values, after checking that the loss's output is finite and non-negative.
+
+        Raises
+        ------
+        FloatingPointError
+            When ``values`` or ``grad`` hold a non-finite number (at finite scores).
+        ValueError
+            When a value is negative (bundle methods need R >= 0).
+        """
+        total = float(values.sum())
+        if not np.isfinite(total) or not np.all(np.isfinite(grad)):
+            raise FloatingPointError(
+                f"the {type(self.loss).__name__} loss returned a non-finite value or gradient "
+                f"at finite scores (max |f| = {np.abs(f_internal).max(initial=0.0):.3g}): the "
+                "targets y (or the scores) are out of range for it; scale y down"
+            )
+        if values.size and values.min() < 0:
+            raise ValueError(
+                f"the loss {self.loss!r} returned a negative value ({values.min():g}); bundle "
+                "methods need non-negative losses"
+            )
+        return total
+
     def risk(self, f, *, work=None, out=None) -> tuple[float, np.ndarray]:
         """R(f) = (1/n_terms) Σ values and ∂R/∂f, from and to the caller's row order.
 
@@ -125,18 +149,7 @@ class Prepared:
         else:
             f_internal = f[order]
         values, grad = self.loss_grad(f_internal)
-        total = float(values.sum())
-        if not np.isfinite(total) or not np.all(np.isfinite(grad)):
-            raise FloatingPointError(
-                f"the {type(self.loss).__name__} loss returned a non-finite value or gradient "
-                f"at finite scores (max |f| = {np.abs(f_internal).max(initial=0.0):.3g}): the "
-                "targets y (or the scores) are out of range for it; scale y down"
-            )
-        if values.size and values.min() < 0:
-            raise ValueError(
-                f"the loss {self.loss!r} returned a negative value ({values.min():g}); bundle "
-                "methods need non-negative losses"
-            )
+        total = self.check(values, grad, f_internal)
         n = self.n_terms
         g = np.empty(len(f)) if out is None else out
         if n == 0:

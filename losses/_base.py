@@ -24,6 +24,13 @@ internal rows before ``validate``), ``get_params()`` (JSON-serialisable paramete
 ``losses.get(name, **params)`` rebuilds the loss), and ``metric(f, targets)`` (the true
 per-query loss of the ranking that sorting ``f`` induces, which ``values`` upper-bounds).
 
+A per-query loss (``pointwise = False``) may also offer ``block_kernel(targets)``, returning
+``(kernel, args)`` or None: ``kernel(q_start, q_stop, f, *args, values, grad)`` a numba
+function compiled with ``nogil=True`` that writes ``values[q]`` and every row of ``grad`` of
+the queries ``q_start:q_stop`` from those queries' scores alone (internal order), so that
+``loss_grad`` is that kernel over all queries. The risk oracle then evaluates X w, the loss
+and Xᵀg block by block while a block of X is still in cache (one pass over X instead of two).
+
 A loss that is a difference of convex functions (a *latent* loss, such as the structured
 NDCG and NERU losses with ``ties="latent"``) sets ``latent = True`` and offers
 ``convexify(f, targets) -> targets``: the targets of a convex surrogate that majorises the

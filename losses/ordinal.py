@@ -160,21 +160,18 @@ class OrdinalLoss(Loss):
         weight[has_pairs] = 1.0 / n_pairs[has_pairs] if self.normalize == "query" else 1.0
         return _OrdinalTargets(query_ptr, rank, level_ptr, levels, level_count, weight)
 
+    def block_kernel(self, targets: _OrdinalTargets):
+        """``(kernel, args)`` with ``kernel(q_start, q_stop, f, *args, values, grad)`` the loss
+        of the queries ``q_start:q_stop`` (see :mod:`losses._base`)."""
+        return _k.ordinal_pairs, (*targets, *self._kernel_cost(), True)
+
     def loss_grad(self, f, targets: _OrdinalTargets) -> tuple[np.ndarray, np.ndarray]:
         """Per-query losses and the subgradient of their sum; see the class docstring."""
         f = np.ascontiguousarray(f, dtype=np.float64)
         values = np.empty(targets.weight.shape[0])
         grad = np.empty_like(f)
-        run_queries(
-            _k.ordinal_pairs,
-            targets.query_ptr,
-            f,
-            *targets,
-            *self._kernel_cost(),
-            True,
-            values,
-            grad,
-        )
+        kernel, args = self.block_kernel(targets)
+        run_queries(kernel, targets.query_ptr, f, *args, values, grad)
         return values, grad
 
     def metric(self, f, targets: _OrdinalTargets) -> np.ndarray:

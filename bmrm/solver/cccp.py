@@ -42,20 +42,10 @@ import numpy as np
 from bmrm.solver.loop import BMRMResult, minimize_bmrm
 from bmrm.solver.oracle import RiskOracle
 from bmrm.solver.regularizers import make_regularizer
-from losses import Prepared
 
 __all__ = ["minimize_cccp"]
 
 logger = logging.getLogger("bmrm")
-
-
-def _surrogate_oracle(oracle: RiskOracle, w: np.ndarray) -> RiskOracle:
-    """The risk oracle of the convex surrogate with the latent part fixed at ``w``'s scores."""
-    prepared = oracle.prepared
-    f_int = np.ascontiguousarray(prepared.groups.to_internal(oracle.scores(w)))
-    targets = prepared.loss.convexify(f_int, prepared.targets)
-    fixed = Prepared(prepared.loss, prepared.groups, targets, prepared.n_terms)
-    return RiskOracle(oracle.X, fixed, oracle.fit_intercept, oracle.intercept_scaling)
 
 
 def minimize_cccp(
@@ -79,8 +69,10 @@ def minimize_cccp(
 
     Parameters
     ----------
-    oracle : RiskOracle
-        The risk of the latent loss (its prepared loss must offer ``convexify``).
+    oracle : RiskOracle or DaskRiskOracle
+        The risk of the latent loss (its loss must offer ``convexify``); the oracle gives
+        the surrogates' oracles (``convexified(w)``, ``initial()``), so that on Dask each
+        partition fixes the latent part from its own scores.
     n_features, lam, regularizer, l1_ratio, lower, upper, tol, atol, w0, verbose
         As for :func:`bmrm.solver.loop.minimize_bmrm`; ``tol`` and ``atol`` also end the
         outer loop (objective decrease at most ``tol``·J or ``atol``).
@@ -107,7 +99,7 @@ def minimize_cccp(
         ``outer_converged`` (the decrease fell below the tolerance) and ``history`` of
         every bundle iteration, with a column ``outer`` numbering the subproblem.
     """
-    if not getattr(oracle.prepared.loss, "latent", False):
+    if not getattr(oracle.loss, "latent", False):
         raise ValueError("minimize_cccp needs a loss with a latent part (loss.latent True)")
     start = time.perf_counter()
     bounds = None if lower is None and upper is None else (lower, upper)
@@ -115,12 +107,10 @@ def minimize_cccp(
         regularizer, l1_ratio=l1_ratio, bounds=bounds, n_features=n_features
     )
     results = []
-    prepared = oracle.prepared
-    if w0 is None and hasattr(prepared.loss, "initial_loss"):
-        init_loss, init_targets = prepared.loss.initial_loss(prepared.targets)
-        init = Prepared(init_loss, prepared.groups, init_targets, prepared.n_terms)
+    initial = oracle.initial() if w0 is None else None
+    if initial is not None:
         res = minimize_bmrm(
-            RiskOracle(oracle.X, init, oracle.fit_intercept, oracle.intercept_scaling),
+            initial,
             n_features,
             lam,
             regularizer=regularizer,
@@ -154,7 +144,7 @@ def minimize_cccp(
                 break
             budget = max(budget, 1e-9)
         res = minimize_bmrm(
-            _surrogate_oracle(oracle, w),
+            oracle.convexified(w),
             n_features,
             lam,
             regularizer=regularizer,

@@ -5,6 +5,15 @@ The loss only sees scores ``f = X w``; the oracle computes ``f`` and maps ∂l/�
 are float64. Dense C-ordered X goes through the numba products of :mod:`bmrm.solver.products`
 (one thread pool with the loss kernels, :mod:`losses._threads`); other layouts and CSR use
 numpy and scipy.
+
+A call makes two passes over X (f = X w, the loss, Xᵀ g), except for large dense X whose rows
+are already in query order and whose loss offers a block kernel (``block_kernel``, see
+:mod:`losses._base`; the ordinal loss, where it saved 10–23 % of a call on 400,000 × 136
+rows, ``experiments/bench_oracles.py``; the NDCG kernel costs several passes' time and its
+one-pass call measured no faster, so it keeps two): then
+:func:`bmrm.solver.products.fused_cut` goes once over X in blocks of whole queries small
+enough to stay in cache between the two products. Both give the same R and subgradient up to
+the order of the floating-point sums.
 """
 
 from __future__ import annotations
@@ -15,8 +24,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from bmrm.solver import products as _products
+from losses import Prepared
 
-__all__ = ["RiskOracle"]
+__all__ = ["FUSED_MIN_BYTES", "RiskOracle"]
+
+# X of at least this many bytes takes the one-pass oracle when it can: smaller X stays in the
+# shared cache between the two passes anyway.
+FUSED_MIN_BYTES = 16 << 20
 
 
 def _squared_norm(a: np.ndarray) -> float:
@@ -61,6 +75,52 @@ class RiskOracle:
             and X.flags.c_contiguous
         )
         self._buffers: dict[str, np.ndarray] = {}
+        self.fused = self._fused_plan(FUSED_MIN_BYTES)
+
+    def _fused_plan(self, min_bytes: int):
+        """``(kernel, args, blocks)`` for the one-pass call, or None when it does not apply:
+        X not dense C-ordered float, smaller than ``min_bytes``, rows not in query order, or
+        a loss without a block kernel."""
+        prepared = self.prepared
+        block_kernel = getattr(prepared.loss, "block_kernel", None)
+        if (
+            not self._own_products
+            or self.X.nbytes < min_bytes
+            or block_kernel is None
+            or getattr(prepared.loss, "pointwise", False)
+            or prepared.groups.order is not None
+            or prepared.n_terms == 0
+        ):
+            return None
+        plan = block_kernel(prepared.targets)
+        if plan is None:
+            return None
+        query_ptr = prepared.groups.query_ptr
+        blocks = _products.query_blocks(query_ptr, self.X.shape[1], self.X.dtype.itemsize)
+        return plan[0], plan[1], blocks
+
+    @property
+    def loss(self):
+        """The loss object."""
+        return self.prepared.loss
+
+    def _with_targets(self, loss, targets) -> RiskOracle:
+        prepared = Prepared(loss, self.prepared.groups, targets, self.prepared.n_terms)
+        return RiskOracle(self.X, prepared, self.fit_intercept, self.intercept_scaling)
+
+    def convexified(self, w: np.ndarray) -> RiskOracle:
+        """The oracle of the convex surrogate of a latent loss with its latent part fixed at
+        the scores X w (``loss.convexify``, :mod:`bmrm.solver.cccp`); X is shared."""
+        prepared = self.prepared
+        f_int = np.ascontiguousarray(prepared.groups.to_internal(self.scores(w)))
+        return self._with_targets(prepared.loss, prepared.loss.convexify(f_int, prepared.targets))
+
+    def initial(self) -> RiskOracle | None:
+        """The oracle of the convex loss that starts the concave-convex procedure
+        (``loss.initial_loss``), or None when the loss offers none; X is shared."""
+        if not hasattr(self.prepared.loss, "initial_loss"):
+            return None
+        return self._with_targets(*self.prepared.loss.initial_loss(self.prepared.targets))
 
     def scores(self, w: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """f = X w (plus the intercept), float64, in the caller's row order.
@@ -89,17 +149,41 @@ class RiskOracle:
         start = time.perf_counter()
         # every kernel (products and loss) decides from its input size whether to use the
         # thread pool: small inputs stay on the calling thread (losses._threads)
-        R, a = self._cut_at(self._scores(w, self._buffer("f")))
+        if self.fused is not None:
+            R, a = self._fused_cut(w)
+        else:
+            R, a = self._cut_at(self._scores(w, self._buffer("f")))
         self.calls += 1
         self.seconds += time.perf_counter() - start
         return R, a
 
-    def _buffer(self, name: str) -> np.ndarray:
-        """An n-sized float64 work array, allocated on first use and kept: allocating it
-        per call costs page faults comparable to a pass over X."""
+    def _fused_cut(self, w: np.ndarray):
+        """``(R, a)`` in one pass over X (:func:`bmrm.solver.products.fused_cut`)."""
+        kernel, args, blocks = self.fused
+        d = self.X.shape[1]
+        bias = w[d] * self.intercept_scaling if self.fit_intercept else 0.0
+        f, g = self._buffer("f"), self._buffer("g")
+        values = self._buffer("values", self.prepared.n_terms)
+        a = np.empty(self.n_features)
+        n_terms = self.prepared.n_terms
+        _products.fused_cut(
+            self.X, np.ascontiguousarray(w[:d], dtype=np.float64), bias,
+            self.prepared.groups.query_ptr, blocks, kernel, args, n_terms, f, values, g, a[:d],
+        )  # fmt: skip
+        self._check_scores(f)
+        R = self.prepared.check(values, g, f) / n_terms
+        self.last_gradient = g
+        if self.fit_intercept:
+            a[d] = self.intercept_scaling * g.sum()
+        self._check_plane(a, g)
+        return R, a
+
+    def _buffer(self, name: str, size: int | None = None) -> np.ndarray:
+        """A float64 work array (n-sized unless ``size``), allocated on first use and kept:
+        allocating it per call costs page faults comparable to a pass over X."""
         buf = self._buffers.get(name)
         if buf is None:
-            buf = self._buffers[name] = np.empty(self.X.shape[0])
+            buf = self._buffers[name] = np.empty(self.X.shape[0] if size is None else size)
         return buf
 
     def risk_at(self, f: np.ndarray):
@@ -109,13 +193,16 @@ class RiskOracle:
         the next call."""
         return self._risk_at(f)
 
-    def _risk_at(self, f: np.ndarray):
+    def _check_scores(self, f: np.ndarray) -> None:
         if not np.all(np.isfinite(f)):
             raise FloatingPointError(
                 "the scores X @ w overflowed float64: X"
                 + (" or intercept_scaling" if self.fit_intercept else "")
                 + " or the targets y are out of range; scale them down"
             )
+
+    def _risk_at(self, f: np.ndarray):
+        self._check_scores(f)
         return self.prepared.risk(f, work=self._buffer("f_internal"), out=self._buffer("g"))
 
     def cut_at(self, f: np.ndarray):
@@ -138,6 +225,10 @@ class RiskOracle:
             a[:d] = g.astype(self.dtype, copy=False) @ self.X
         if self.fit_intercept:
             a[d] = self.intercept_scaling * g.sum()
+        self._check_plane(a, g)
+        return R, a
+
+    def _check_plane(self, a: np.ndarray, g: np.ndarray) -> None:
         # the master problems work with inner products of planes: |a|² must be finite too
         if not np.isfinite(_squared_norm(a)):
             scaling = f"intercept_scaling = {self.intercept_scaling:g}, "
@@ -149,4 +240,3 @@ class RiskOracle:
                 + (" or intercept_scaling" if self.fit_intercept else "")
                 + " or the targets y are out of range; scale them down"
             )
-        return R, a
