@@ -337,12 +337,9 @@ def _latent_start(oracle, d, lam, regularizer, tol, max_iter, max_time):
     """The start of NRBM on a latent loss: the minimiser of the loss's convex
     ``initial_loss`` (as :func:`~bmrm.solver.cccp.minimize_cccp` starts) and the oracle
     calls it took, else ``(None, 0)`` (start at 0)."""
-    prepared = oracle.prepared
-    if not hasattr(prepared.loss, "initial_loss"):
+    init_oracle = oracle.initial()
+    if init_oracle is None:
         return None, 0
-    init_loss, init_targets = prepared.loss.initial_loss(prepared.targets)
-    init = losses.Prepared(init_loss, prepared.groups, init_targets, prepared.n_terms)
-    init_oracle = RiskOracle(oracle.X, init, oracle.fit_intercept, oracle.intercept_scaling)
     res = minimize_bmrm(
         init_oracle, d, lam, regularizer=regularizer, tol=tol, max_iter=max_iter,
         max_time=max_time,
