@@ -132,11 +132,13 @@ class _AutoMaster:
         out = self.qp.solve(bundle, accuracy)
         w, lower, _ = out
         # the same minimiser and bound after new planes: the QP's tolerance, scaled by the
-        # largest ‖a_i‖²/lam, accepts a point the new planes should have moved
+        # largest ‖a_i‖²/lam, accepts a point the new planes should have moved (a new plane
+        # may also leave the optimum in place, when it is not violated there beyond the
+        # accuracy asked for: methods that cut away from the master minimiser do that)
         stalled = (
             self._last is not None
             and lower == self._last[1]
-            and lower < _model_value(bundle, w) + 0.5 * self.qp.lam * float(w @ w)
+            and lower + accuracy < _model_value(bundle, w) + 0.5 * self.qp.lam * float(w @ w)
             and np.array_equal(w, self._last[0])
         )
         self._last = (w, lower)
