@@ -206,10 +206,10 @@ def minimize_bmrm(
     w0 : ndarray or None
         Starting point (warm start); zero by default (projected onto the bounds).
     method : str, object or None
-        ``"auto"`` (when None), ``"bmrm"``, ``"ls-bmrm"``, ``"ocas"``, or any object with a
-        ``step(state)`` method (see :mod:`bmrm.solver.methods`). ``"auto"`` is ``"ocas"``
-        for the L2 regularizer without bounds and an oracle that evaluates on scores (the
-        package's :class:`~bmrm.solver.oracle.RiskOracle`), else ``"bmrm"``.
+        ``"auto"`` (when None), ``"bmrm"``, ``"inout"``, ``"level"``, ``"ls-bmrm"``,
+        ``"ocas"``, or any object with a
+        ``step(state)`` method (see :mod:`bmrm.solver.methods`). ``"auto"`` is ``"level"``
+        (:mod:`bmrm.solver.level`) for the L2 regularizer without bounds, else ``"bmrm"``.
     callback : callable or None
         ``callback(intermediate_result)`` after every iteration, with an
         :class:`BMRMResult` of the current state (its history columns are read-only views,
@@ -238,9 +238,8 @@ def minimize_bmrm(
     )
     bounded = isinstance(regularizer, Box)
     if method is None or method == "auto":
-        # OCAS wins where measured (L2; line searches on scores): see the README
-        scores = hasattr(oracle, "risk_at") and hasattr(oracle, "cut_at")
-        method = "ocas" if regularizer.qp and scores else "bmrm"
+        # the level bundle method wins where measured (L2 without bounds): see the README
+        method = "level" if regularizer.qp else "bmrm"
     method = get_method(method)
     clock = CompileClock().__enter__()
     # how far values and planes may disagree by rounding alone (float32 products: ~1e-5)
