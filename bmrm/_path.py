@@ -76,7 +76,7 @@ def path(X, y, loss="squared", qid=None, *, lams, method=None, **fit_params) -> 
             bounds=fit_params.get("bounds"),
             nonneg=fit_params.get("nonneg", False),
         )
-        method = "ocas" if regularizer.qp else "bmrm"
+        method = "level" if regularizer.qp else "bmrm"
     models: list[LinearModel] = []
     carrier = _CarriedBundle(method, None)
     w0 = None

@@ -427,11 +427,13 @@ def fit(
         Bundle capacity (zero plane included); a full bundle prunes or aggregates planes.
     w0 : array-like or None
         Warm start (with the intercept last when ``fit_intercept``).
-    method : {"auto", "bmrm", "ls-bmrm", "ocas", "nrbm", "lbfgs"}, object or None
-        The solver method (:mod:`bmrm.solver.methods`): plain BMRM, line-search BMRM, or the
-        optimized cutting plane algorithm (OCAS), or any object with a ``step(state)``
-        method. ``"auto"`` (also None) is OCAS for ``regularizer="l2"`` without bounds (it
-        needs far fewer passes over X, most of all at small lam) and plain BMRM otherwise.
+    method : {"auto", "bmrm", "inout", "level", "ls-bmrm", "ocas", "nrbm", "lbfgs"}, object or None
+        The solver method (:mod:`bmrm.solver.methods`): plain BMRM, in-out cutting planes,
+        the level bundle method, line-search BMRM, or the optimized cutting plane algorithm
+        (OCAS), or any object with a ``step(state)`` method. ``"auto"`` (also None) is the
+        level bundle method for ``regularizer="l2"`` without bounds (it needs the fewest
+        oracle calls, most of all at small lam and on costly losses) and plain BMRM
+        otherwise.
         For a non-convex objective (a non-linear scorer, or a loss with ``convex = False``
         such as "warp" or "cosine") only ``"nrbm"`` (:mod:`bmrm.solver.nrbm`, any loss) and
         ``"lbfgs"`` (smooth objectives) are valid; ``"auto"`` is L-BFGS where the objective

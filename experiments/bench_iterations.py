@@ -1,7 +1,8 @@
 """Iterations to SVM^rank's objective: every solver method on the same objective.
 
     python experiments/bench_iterations.py [--ltr /tmp/ltr] [--sets small medium demo]
-        [--C 1 100] [--methods bmrm ls-bmrm ocas] [--repeats 1] [--max-time 600]
+        [--C 1 100] [--demo-losses ndcg ndcg-increasing ndcg-pairs ordinal]
+        [--methods bmrm inout level ls-bmrm ocas] [--repeats 1] [--max-time 600]
         [--out results/bench_iterations]
 
 SVM^rank's objective ½‖w‖² + C·(1/n_q)·Σ_q Σ_{y_i > y_j} max(0, 1 − (f_i − f_j)) is
@@ -12,8 +13,12 @@ float64). For each set, C and method the script reports, at the first iteration 
 (a) the best objective is within 1e-6 (relative) of SVM^rank's and (b) the relative gap is
 at most 1e-3: iterations, oracle calls (risk evaluations with or without a subgradient),
 passes over X (products X w and Xᵀ g) and seconds, split into oracle, master and other.
-The demo data of :mod:`bmrm.demo` (NDCG@10 with truncated c, and ordinal, at lam 1e-2 and
-1e-4) has no SVM^rank figure: only (b) is reported there.
+The demo data of :mod:`bmrm.demo` (NDCG@10 with truncated c in its three tie rules, and
+ordinal, at lam 1e-2 and 1e-4) has no SVM^rank figure: only (b) is reported there, and
+whether it came within the demo's budget of 20 s. The default NDCG (``ties="latent"``) is not
+convex: its row is the whole concave-convex procedure (:mod:`bmrm.solver.cccp`, ``tol=1e-3``)
+with the method solving every convex subproblem, reached when the procedure converged; its
+counters add up the subproblems (``n_outer`` of them, plus the convex starting problem).
 
 Numba compilation is excluded: an untimed fit on a small slice runs first (its seconds are
 reported as the warm-up). Repetitions give medians. Writes ``results.csv`` (one row per set
@@ -35,7 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import losses  # noqa: E402
 from bmrm.demo import make_ranking_data  # noqa: E402
+from bmrm.solver.cccp import minimize_cccp  # noqa: E402
 from bmrm.solver.loop import minimize_bmrm  # noqa: E402
+from bmrm.solver.methods import METHODS  # noqa: E402
 from bmrm.solver.oracle import RiskOracle  # noqa: E402
 from experiments._common import REPO, markdown_table, progress, write_csv  # noqa: E402
 
@@ -51,6 +58,13 @@ SVMRANK_ITER[("medium", 100.0)] = 2737
 SVMRANK_CPU = {("small", 1.0): 0.29, ("small", 100.0): 3.7, ("medium", 1.0): 32.5}
 SVMRANK_CPU[("medium", 100.0)] = 597.0
 GAP_TARGET = 1e-3
+DEMO_BUDGET = 20.0  # seconds of solver time per fit in bmrm.demo
+DEMO_LOSSES = {
+    "ndcg": ("ndcg", {"truncate_c": True}),
+    "ndcg-increasing": ("ndcg", {"truncate_c": True, "ties": "increasing"}),
+    "ndcg-pairs": ("ndcg", {"truncate_c": True, "ties": "pairs"}),
+    "ordinal": ("ordinal", {}),
+}
 
 
 def load_ltr(folder: Path, name: str):
@@ -71,10 +85,11 @@ def problems(args):
             X, y, qid = make_ranking_data(2000, 40, 50)
             split = X.shape[0] * 4 // 5
             X, y, qid = X[:split], y[:split], qid[:split]
-            for loss_name, params in (("ndcg", {"truncate_c": True}), ("ordinal", {})):
+            for label in args.demo_losses:
+                loss_name, params = DEMO_LOSSES[label]
                 for lam in (1e-2, 1e-4):
                     loss = losses.get(loss_name, **params)
-                    yield name, f"{loss_name} lam={lam:g}", X, y, qid, loss, lam, None
+                    yield name, f"{label} lam={lam:g}", X, y, qid, loss, lam, None
             continue
         X, y, qid = load_ltr(args.ltr, name)
         for C in args.C:
@@ -82,10 +97,44 @@ def problems(args):
             yield name, f"C={C:g}", X, y, qid, loss, 1.0 / C, SVMRANK_J.get((name, C))
 
 
+def run_cccp(oracle, d, lam, method, max_time, max_iter):
+    """The whole concave-convex fit of a latent loss; its counters if it converged."""
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = minimize_cccp(
+            oracle, d, lam, tol=GAP_TARGET, max_time=max_time, max_iter=max_iter, method=method
+        )
+    elapsed = time.perf_counter() - start
+    h = res.history
+    # n_passes is cumulative within each subproblem: add up the last value of each
+    passes = sum(int(h["n_passes"][h["outer"] == o][-1]) for o in np.unique(h["outer"]))
+    res.n_passes = passes
+    res.total_seconds = elapsed
+    hits = {}
+    if res.success and res.outer_converged:
+        hits["gap"] = {
+            "iterations": res.nit,
+            "oracle_calls": res.nfev,
+            "passes": passes,
+            "seconds": elapsed,
+            "oracle_s": res.oracle_seconds,
+            "master_s": res.master_seconds,
+            "other_s": elapsed - res.oracle_seconds - res.master_seconds,
+            "J": res.fun,
+            "rel_gap": res.gap / abs(res.fun),
+        }
+    for hit in hits.values():
+        hit["n_outer"] = res.n_outer
+    return hits, res
+
+
 def run(X, y, qid, loss, lam, method, target_J, max_time, max_iter):
     """One fit until both targets are met; the counters at each target."""
     prepared = losses.prepare(loss, y, qid, n_samples=X.shape[0])
     oracle = RiskOracle(X, prepared)
+    if getattr(loss, "latent", False):
+        return run_cccp(oracle, X.shape[1], lam, method, max_time, max_iter)
     hits = {}
     start = time.perf_counter()
 
@@ -134,7 +183,10 @@ def main(argv=None) -> int:
     parser.add_argument("--ltr", type=Path, default=Path("/tmp/ltr"), help="gen_ltr.py output")
     parser.add_argument("--sets", nargs="+", default=["small", "medium", "demo"])
     parser.add_argument("--C", nargs="+", type=float, default=[1.0, 100.0])
-    parser.add_argument("--methods", nargs="+", default=["bmrm", "ls-bmrm", "ocas"])
+    parser.add_argument(
+        "--demo-losses", nargs="+", default=list(DEMO_LOSSES), choices=list(DEMO_LOSSES)
+    )
+    parser.add_argument("--methods", nargs="+", default=sorted(METHODS))
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--max-time", type=float, default=600.0)
     parser.add_argument("--max-iter", type=int, default=20000)
@@ -144,7 +196,9 @@ def main(argv=None) -> int:
     t = time.perf_counter()
     Xw, yw, qw = make_ranking_data(20, 10, 5)
     for method in args.methods:
-        for loss in (losses.get("ordinal", normalize="none"), losses.get("ndcg", truncate_c=True)):
+        warm = [losses.get("ordinal", normalize="none")]
+        warm += [losses.get(name, **params) for name, params in DEMO_LOSSES.values()]
+        for loss in warm:
             run(Xw, yw, qw, loss, 1e-2, method, None, 10.0, 20)
     warmup = time.perf_counter() - t
     progress(f"warm-up (numba compilation, untimed): {warmup:.1f} s")
@@ -168,6 +222,11 @@ def main(argv=None) -> int:
                         "repetition": rep,
                         "reached": target in hits,
                     }
+                    if name == "demo":
+                        hit = hits.get(target)
+                        row["within_demo_budget"] = hit is not None and (
+                            hit["seconds"] <= DEMO_BUDGET
+                        )
                     row.update(
                         hits.get(
                             target,
@@ -204,6 +263,9 @@ def main(argv=None) -> int:
 
         reached = all(r["reached"] for r in group)
         ref = ""
+        if name == "demo":
+            within = sum(r["within_demo_budget"] for r in group)
+            ref = f"within {DEMO_BUDGET:g} s: {within}/{len(group)}"
         if target == "svmrank":
             key = (name, float(setting.split("=")[1]))
             ref = f"{SVMRANK_ITER.get(key, '')} it, {SVMRANK_CPU.get(key, '')} s"
@@ -237,7 +299,7 @@ def main(argv=None) -> int:
         "master s",
         "other s",
         "relative gap then",
-        "SVM^rank",
+        "SVM^rank (demo: runs within budget)",
     )
     md = markdown_table(header, table)
     (args.out / "results.md").write_text(

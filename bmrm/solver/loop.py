@@ -132,11 +132,13 @@ class _AutoMaster:
         out = self.qp.solve(bundle, accuracy)
         w, lower, _ = out
         # the same minimiser and bound after new planes: the QP's tolerance, scaled by the
-        # largest ‖a_i‖²/lam, accepts a point the new planes should have moved
+        # largest ‖a_i‖²/lam, accepts a point the new planes should have moved (a new plane
+        # may also leave the optimum in place, when it is not violated there beyond the
+        # accuracy asked for: methods that cut away from the master minimiser do that)
         stalled = (
             self._last is not None
             and lower == self._last[1]
-            and lower < _model_value(bundle, w) + 0.5 * self.qp.lam * float(w @ w)
+            and lower + accuracy < _model_value(bundle, w) + 0.5 * self.qp.lam * float(w @ w)
             and np.array_equal(w, self._last[0])
         )
         self._last = (w, lower)
@@ -204,14 +206,13 @@ def minimize_bmrm(
     w0 : ndarray or None
         Starting point (warm start); zero by default (projected onto the bounds).
     method : str, object or None
-        ``"auto"`` (when None), ``"bmrm"``, ``"ls-bmrm"``, ``"ocas"``, ``"nrbm"`` (for
-        non-convex risks, :mod:`bmrm.solver.nrbm`: its result certifies a stationary
-        point, not a global optimum), or any object with a ``step(state)`` method (see
-        :mod:`bmrm.solver.methods`; an optional ``finish(result)`` may rename the result's
-        figures, an optional ``set_tolerance(tol, atol)`` receives the tolerances).
-        ``"auto"`` is ``"ocas"`` for the L2 regularizer without bounds and an oracle that
-        evaluates on scores (the package's :class:`~bmrm.solver.oracle.RiskOracle`), else
-        ``"bmrm"``.
+        ``"auto"`` (when None), ``"bmrm"``, ``"inout"``, ``"level"``, ``"ls-bmrm"``,
+        ``"ocas"``, ``"nrbm"`` (for non-convex risks, :mod:`bmrm.solver.nrbm`: its result
+        certifies a stationary point, not a global optimum), or any object with a
+        ``step(state)`` method (see :mod:`bmrm.solver.methods`; an optional
+        ``finish(result)`` may rename the result's figures, an optional
+        ``set_tolerance(tol, atol)`` receives the tolerances). ``"auto"`` is ``"level"``
+        (:mod:`bmrm.solver.level`) for the L2 regularizer without bounds, else ``"bmrm"``.
     callback : callable or None
         ``callback(intermediate_result)`` after every iteration, with an
         :class:`BMRMResult` of the current state (its history columns are read-only views,
@@ -240,9 +241,8 @@ def minimize_bmrm(
     )
     bounded = isinstance(regularizer, Box)
     if method is None or method == "auto":
-        # OCAS wins where measured (L2; line searches on scores): see the README
-        scores = hasattr(oracle, "risk_at") and hasattr(oracle, "cut_at")
-        method = "ocas" if regularizer.qp and scores else "bmrm"
+        # the level bundle method wins where measured (L2 without bounds): see the README
+        method = "level" if regularizer.qp else "bmrm"
     method = get_method(method)
     if hasattr(method, "set_tolerance"):
         method.set_tolerance(tol, atol)

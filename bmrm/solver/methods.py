@@ -20,6 +20,13 @@ Methods
     The optimized cutting plane algorithm (Franc & Sonnenburg, JMLR 10, 2009): the same
     line search, then the cut at a point a fraction ``mu`` beyond it towards the master's
     minimiser, which keeps the convergence guarantee of the cutting-plane method.
+``"inout"`` (:class:`InOut`)
+    The in-out cutting-plane method (Ben-Ameur & Neto, Networks 49, 2007): OCAS's cut
+    point without its line search, the cut a fraction ``mu`` of the way from the best
+    point to the master's minimiser; one oracle call per iteration.
+``"level"`` (:class:`bmrm.solver.level.LevelBundle`)
+    The level bundle method (Lemaréchal, Nemirovskii & Nesterov, Math. Programming 69,
+    1995), in :mod:`bmrm.solver.level`.
 ``"nrbm"`` (:class:`bmrm.solver.nrbm.NRBM`)
     The non-convex regularized bundle method (Do & Artières, JMLR 13, 2012) for risks
     that are not convex: serious and null steps, planes lowered where they conflict with
@@ -41,6 +48,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from bmrm.solver.bundle import Bundle
+from bmrm.solver.level import LevelBundle
 from bmrm.solver.nrbm import NRBM
 from bmrm.solver.regularizers import L2, Box, ElasticNet, make_regularizer
 
@@ -49,6 +57,7 @@ __all__ = [
     "NONCONVEX_METHODS",
     "LineSearchBMRM",
     "Method",
+    "InOut",
     "OCAS",
     "PlainBMRM",
     "SolverState",
@@ -482,7 +491,69 @@ class LineSearchBMRM(OCAS):
         return 1.0 if t == 0.0 else 0.0
 
 
-METHODS = {"bmrm": PlainBMRM, "ls-bmrm": LineSearchBMRM, "ocas": OCAS}
+class InOut:
+    """The in-out cutting-plane method (Ben-Ameur & Neto, Networks 49, 2007): cut between
+    the best point and the master's minimiser, without a line search.
+
+    Keeps the best evaluated point w_b (the *in* point, with the lowest J) and, after each
+    master solve, evaluates the risk with its cut at w = w_b + mu·(w_c − w_b), w_c the
+    master minimiser (the *out* point); w becomes the best point when its J is lower. This
+    is the cut point of OCAS (Franc & Sonnenburg, JMLR 10, 2009, Alg. 2) with the best
+    point kept instead of line-searched, so an iteration costs one oracle call (two passes
+    over X) and no loss evaluation besides: on losses whose evaluation costs more than the
+    passes (the structured NDCG / NERU losses, the ordinal loss on long queries) OCAS's
+    line search costs several evaluations per iteration.
+
+    Every iteration makes progress (the argument of Ben-Ameur & Neto): with
+    Ĵ(w) = lam·Ω(w) + (the new plane at w) a convex minorant of J that equals J(w) at
+    w, either J(w) < J(w_b) and the best point improves, or Ĵ(w) >= J(w_b) >= Ĵ(w_b) and
+    by convexity along the segment Ĵ(w_c) >= J(w) + (1/mu − 1)(J(w) − J(w_b)) >= J(w_b),
+    so the new plane lifts the model at w_c above the best objective: the old master
+    optimum, below J(w_b) by the gap, is cut off. The certificate is the master optimum.
+
+    Parameters
+    ----------
+    mu : float in (0, 1]
+        Where the cut is taken between the best point (0) and the master minimiser (1);
+        ``mu = 1`` is plain BMRM.
+    """
+
+    name = "inout"
+
+    def __init__(self, mu: float = 0.1):
+        if not 0.0 < mu <= 1.0:
+            raise ValueError(f"mu must lie in (0, 1]; got {mu!r}")
+        self.mu = mu
+
+    def step(self, state: SolverState) -> None:
+        if state.w_master is None:
+            state.evaluate(state.w0)
+        else:
+            w_b, J_b = state.best_w, state.best_J
+            w = w_b + self.mu * (state.w_master - w_b)
+            if state.bounded:
+                # a convex combination of two feasible points is feasible but for rounding
+                w = state.regularizer.project(w)
+            _, R, a = state.evaluate(w)
+            # the new plane must lie below R at w_b too (the progress argument rests on it)
+            R_b = J_b - state.J_of(w_b, 0.0)
+            plane_b = R + float(a @ (w_b - w))
+            if plane_b > R_b + 1e-8 * (1.0 + abs(R) + abs(R_b) + abs(plane_b)):
+                raise ValueError(
+                    f"the cutting plane at an evaluated point ({plane_b:.6g}) lies above the "
+                    f"risk {R_b:.6g} at the best point: the oracle's gradient is not a "
+                    "subgradient of its risk (check its sign and scale)"
+                )
+        state.solve_master()
+
+
+METHODS = {
+    "bmrm": PlainBMRM,
+    "inout": InOut,
+    "level": LevelBundle,
+    "ls-bmrm": LineSearchBMRM,
+    "ocas": OCAS,
+}
 # methods without a certified lower bound on a non-convex risk
 NONCONVEX_METHODS = {"nrbm": NRBM}
 

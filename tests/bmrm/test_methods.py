@@ -1,4 +1,5 @@
-"""Solver methods (bmrm, ls-bmrm, ocas) against the whole problem solved directly by cvxpy."""
+"""Solver methods (bmrm, inout, level, ls-bmrm, ocas) against the whole problem solved directly
+by cvxpy."""
 
 import warnings
 
@@ -8,7 +9,9 @@ import pytest
 
 import bmrm
 import losses
-from bmrm.solver.methods import METHODS, PlainBMRM, SolverState, line_search
+from bmrm.solver.bundle import Bundle
+from bmrm.solver.level import LevelBundle
+from bmrm.solver.methods import METHODS, InOut, PlainBMRM, SolverState, line_search
 from bmrm.solver.oracle import RiskOracle
 from tests.bmrm.test_solver import direct_optimum, make_problem, objective
 
@@ -105,7 +108,7 @@ def test_line_search_needs_fewer_iterations_than_plain_bmrm_at_small_lam():
     assert its["ocas"] < its["bmrm"]
 
 
-@pytest.mark.parametrize("method", ["ocas", "ls-bmrm"])
+@pytest.mark.parametrize("method", ["ocas", "ls-bmrm", "inout", "level"])
 def test_callable_oracle_without_scores(method):
     """A plain callable oracle: the line search calls it (and keeps its planes)."""
     X, y = make_problem(6, "squared")
@@ -123,7 +126,7 @@ def test_callable_oracle_without_scores(method):
     assert res.n_passes == 2 * res.nfev
 
 
-@pytest.mark.parametrize("method", ["ocas", "ls-bmrm"])
+@pytest.mark.parametrize("method", ["ocas", "ls-bmrm", "inout"])
 def test_bounds_and_l1_with_line_search(method):
     X, y = make_problem(3, "squared", n=50, d=5)
     lam = 1e-2
@@ -307,3 +310,118 @@ def test_path_rejects_bad_lams():
             bmrm.path(X, y, "squared", lams=lams)
     with pytest.raises(ValueError, match="lams=, not lam="):
         bmrm.path(X, y, "squared", lams=[1.0], lam=1.0)
+
+
+@pytest.mark.parametrize("kw", [{"regularizer": "l1"}, {"bounds": (-1.0, 1.0)}])
+def test_level_method_refuses_other_regularizers(kw):
+    X, y = make_problem(0, "squared")
+    with pytest.raises(ValueError, match="method='level' needs regularizer='l2' without bounds"):
+        bmrm.fit(X, y, "squared", lam=1e-2, method="level", **kw)
+
+
+@pytest.mark.parametrize("bad", [{"theta": 0.0}, {"theta": 1.0}, {"max_projection_steps": 0}])
+def test_level_method_rejects_bad_parameters(bad):
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        LevelBundle(**bad)
+
+
+@pytest.mark.parametrize("mu", [0.0, 1.5, -0.1])
+def test_inout_rejects_bad_mu(mu):
+    with pytest.raises(ValueError, match="mu must lie in"):
+        InOut(mu=mu)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_level_projection_matches_cvxpy(seed):
+    """The projection onto {w : lam/2 ‖w‖² + max_i (a_i·w + b_i) <= level} by the multiplier
+    bisection, against cvxpy's solution of that QCQP."""
+    rng = np.random.default_rng(seed)
+    d, k, lam = 5, 8, [1e-3, 1e-2, 1e-1][seed % 3]
+    bundle = Bundle(d, capacity=20)
+    A = rng.normal(size=(k, d))
+    b = rng.uniform(0.0, 1.0, size=k)
+    for a_i, b_i in zip(A, b, strict=True):
+        bundle.add(a_i, b_i)
+    from bmrm.solver.masters import QPMaster
+
+    state = SolverState(
+        oracle=None,
+        lam=lam,
+        regularizer="l2",
+        l1_ratio=0.5,
+        bundle=bundle,
+        master=QPMaster(lam),
+        J_of=lambda w, R: 0.5 * lam * float(w @ w) + R,
+        w0=np.zeros(d),
+    )
+    state.solve_master()
+    lower = state.lower_bound
+    x = rng.normal(size=d) * 3.0
+    model = 0.5 * lam * x @ x + max(0.0, float(np.max(A @ x + b)))
+    assert model > lower
+    level = lower + 0.3 * (model - lower)
+    method = LevelBundle(max_projection_steps=200)
+    w = method._project(state, x, level)
+    # the reference, with the zero plane of the bundle
+    v = cp.Variable(d)
+    planes = cp.hstack([A @ v + b, cp.Constant(np.zeros(1))])
+    cons = [lam / 2 * cp.sum_squares(v) + cp.max(planes) <= level]
+    prob = cp.Problem(cp.Minimize(cp.sum_squares(v - x)), cons)
+    prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    value = 0.5 * lam * w @ w + max(0.0, float(np.max(A @ w + b)))
+    # feasible, and within the accepted slack of the level's boundary
+    assert value <= level + 1e-9
+    assert value >= level - 0.25 * (level - lower) - 1e-9
+    # no closer than the true projection, and not much farther (the slack on the level)
+    dist, ref = np.linalg.norm(w - x), np.linalg.norm(v.value - x)
+    assert dist >= ref - 1e-6
+    assert dist <= ref + 0.25 * np.linalg.norm(x - state.w_master) + 1e-6
+
+
+def test_level_projection_of_a_point_inside_is_the_point():
+    d, lam = 3, 0.1
+    bundle = Bundle(d, capacity=10)
+    bundle.add(np.array([1.0, 0.0, 0.0]), 0.5)
+    from bmrm.solver.masters import QPMaster
+
+    state = SolverState(
+        oracle=None,
+        lam=lam,
+        regularizer="l2",
+        l1_ratio=0.5,
+        bundle=bundle,
+        master=QPMaster(lam),
+        J_of=lambda w, R: 0.5 * lam * float(w @ w) + R,
+        w0=np.zeros(d),
+    )
+    state.solve_master()
+    x = np.array([-0.4, 0.0, 0.0])  # model value 0.008 + max(0, 0.1) = 0.108
+    assert LevelBundle()._project(state, x, 0.2) is x
+
+
+@pytest.mark.parametrize("method", ["inout", "level"])
+@pytest.mark.parametrize("ties", ["increasing", "pairs"])
+def test_new_methods_agree_with_plain_bmrm_on_convex_ndcg(method, ties):
+    """The convex NDCG rules: the certified intervals [lower bound, J] of two methods overlap,
+    and each J lies within its gap of the other's lower bound."""
+    X, y, qid = ranking_problem(11, n_queries=8, docs=6, d=5)
+    loss = losses.get("ndcg", k=3, truncate_c=True, ties=ties)
+    tol = 1e-6
+    ref = bmrm.fit(X, y, loss, qid, lam=1e-2, tol=tol, method="bmrm", max_iter=5000).result_
+    res = bmrm.fit(X, y, loss, qid, lam=1e-2, tol=tol, method=method, max_iter=5000).result_
+    assert ref.success and res.success
+    assert res.lower_bound <= ref.fun + 1e-12
+    assert ref.lower_bound <= res.fun + 1e-12
+    assert res.fun - ref.lower_bound <= res.gap + ref.gap + 1e-12
+    # the returned J is the package's risk at x
+    R = losses.risk(loss, X @ res.x, y, qid)[0]
+    assert res.fun == pytest.approx(0.5e-2 * res.x @ res.x + R, rel=1e-12)
+
+
+def test_inout_with_mu_one_is_plain_bmrm():
+    """mu = 1 evaluates at the master minimiser, as plain BMRM does."""
+    X, y = make_problem(2, "hinge", n=100, d=6)
+    a = bmrm.fit(X, y, "hinge", lam=1e-2, tol=1e-6, method="bmrm").result_
+    b = bmrm.fit(X, y, "hinge", lam=1e-2, tol=1e-6, method=InOut(mu=1.0)).result_
+    assert a.nit == b.nit
+    np.testing.assert_allclose(a.history["objective"], b.history["objective"], rtol=1e-9)
