@@ -237,6 +237,7 @@ def minimize_cccp(
         method = "ocas" if regularizer.qp and scores else "bmrm"
     step_tol = max(tol, min(0.1, 0.1 * inner_scale)) if adaptive else fixed_tol
     surrogate, carrier = None, None
+    shift_calls = 0  # oracle calls of _shifted_bundle, counted in nfev
     for outer in range(1, max_outer + 1):
         if stopped:
             break
@@ -250,6 +251,7 @@ def minimize_cccp(
         planes = None
         if carry_planes and carrier is not None and carrier.bundle is not None:
             planes = _shifted_bundle(carrier.bundle, previous, surrogate, n_features)
+            shift_calls += 2
         carrier = _CarriedPlanes(method, planes)
         res = minimize_bmrm(
             surrogate,
@@ -302,7 +304,7 @@ def minimize_cccp(
         lower_bound=last.lower_bound,
         gap=last.gap,
         nit=sum(r.nit for r in results),
-        nfev=sum(r.nfev for r in results) + len(outer_objective),
+        nfev=sum(r.nfev for r in results) + len(outer_objective) + shift_calls,
         status=last.status,
         success=last.success,
         message=f"{last.message} (last of {len(results) - n_init} concave-convex steps)",
