@@ -342,6 +342,7 @@ def test_default_parameters():
     assert losses.get("ndcg").get_params() == {
         "k": 10,
         "gain": "exp",
+        "discount": "log2",
         "c": "power",
         "truncate_c": False,
         "ties": "latent",
