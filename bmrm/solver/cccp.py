@@ -30,8 +30,7 @@ Two savings keep the iterates' guarantees:
   satisfies, whatever its gap. So subproblem t is solved to the relative gap
   tol_t = max(tol, min(0.1, ``inner_scale`` · d_{t−1})), d_{t−1} the relative decrease of J
   in the previous step (the first step uses 0.1·``inner_scale``): loosely while the
-  outer steps still change J a lot, as inexact CCCP schemes do (e.g. the inexact
-  proximal DC algorithms of Souza, Oliveira & Soubeyran, Optim. Lett. 2016). The outer
+  outer steps still change J a lot, since only the last step's accuracy is certified. The outer
   loop stops only after a subproblem solved to ``tol`` itself, so the returned point
   carries the same certificate as with ``inner_tol=tol``.
 * *Carried cutting planes* (``carry_planes=True``). R_t(w) = M̄(w) − ⟨u_t, w⟩ with M̄ the
