@@ -21,7 +21,9 @@ Both measures have the form
 Δ(π, y) = 1 − (1/Z) Σ_i a_i b_{π(i)} with non-increasing position discounts ``a`` (zero
 beyond k) and document gains ``b``, Z being the value of an ideal ordering:
 
-* NDCG@k: ``a_i = 1 / log2(i + 1)`` for i <= k, ``b = 2^y − 1`` (``gain="exp"``) or
+* NDCG@k: ``a_i = 1 / log2(i + 1)`` (``discount="log2"``) or ``a_1 = 1, a_i = 1 / log2(i)``
+  (``discount="original"``, the discount of Järvelin & Kekäläinen, 2002, with base 2, which
+  the LETOR 4.0 evaluation tool uses) for i <= k, ``b = 2^y − 1`` (``gain="exp"``) or
   ``b = y`` (``gain="linear"``), Z = ideal DCG@k;
 * NERU: ``a_i = 2^{−(i − 1)/(α − 1)}`` (α the half-life), ``b = max(y − d, 0)`` (d the
   neutral vote), Z = ERU of an ideal ordering; with ``k`` set, positions beyond k get
@@ -155,6 +157,8 @@ average precision", SIGIR 2007.
 S. Chakrabarti, R. Khanna, U. Sawant and C. Bhattacharyya, "Structured learning for
 non-smooth ranking losses", KDD 2008.
 Q. Le and A. Smola, "Direct optimization of ranking measures", arXiv:0704.3359 (2007).
+K. Järvelin and J. Kekäläinen, "Cumulated gain-based evaluation of IR techniques", ACM TOIS
+20(4) (2002) (the discount ``"original"``).
 M. Weimer, A. Karatzoglou, Q. Le and A. Smola, "CofiRank: maximum margin matrix
 factorization for collaborative ranking", NIPS 2007 (c_i = (i + 1)^(−1/4)).
 C. H. Teo, S. V. N. Vishwanathan, A. Smola and Q. Le, "Bundle methods for regularized risk
@@ -502,6 +506,12 @@ class NDCGLoss(_StructuredRankingLoss):
         Cut-off of NDCG@k; queries with fewer documents use all of them.
     gain : {"exp", "linear"}, default="exp"
         Document gain ``2^y − 1`` or ``y``; labels are non-negative integers.
+    discount : {"log2", "original"}, default="log2"
+        Position discount of the measure: ``1 / log2(i + 1)`` (trec_eval, scikit-learn) or
+        ``1`` at position 1 and ``1 / log2(i)`` after (Järvelin & Kekäläinen, 2002; the
+        LETOR 4.0 tool, ``losses.metrics.ndcg_score(..., discount="original")``). Both
+        are non-increasing, which the bounds and the exact reductions of the module
+        docstring need (position 2 ties with position 1 under ``"original"``).
     c : {"power", "dcg"}, array-like or callable, default="power"
         Position weights, non-increasing and non-negative: ``"power"`` is
         ``c_i = (i + 1)^(−1/4)``, ``"dcg"`` is ``1 / log2(i + 1)``; an array gives
@@ -521,7 +531,7 @@ class NDCGLoss(_StructuredRankingLoss):
 
     Notes
     -----
-    NDCG@k(π, y) = Σ_{i<=k} b_{π(i)} / log2(i + 1) divided by its value for an ideal order.
+    NDCG@k(π, y) = Σ_{i<=k} a_i b_{π(i)} divided by its value for an ideal order.
     Queries with one document or all labels equal (including all zero) give zero loss.
     """
 
@@ -532,6 +542,7 @@ class NDCGLoss(_StructuredRankingLoss):
         *,
         k: int = 10,
         gain: str = "exp",
+        discount: str = "log2",
         c="power",
         truncate_c: bool = False,
         ties: str = "latent",
@@ -540,6 +551,9 @@ class NDCGLoss(_StructuredRankingLoss):
         if gain not in ("exp", "linear"):
             raise ValueError(f"gain must be 'exp' or 'linear'; got {gain!r}")
         self.gain = gain
+        if discount not in ("log2", "original"):
+            raise ValueError(f"discount must be 'log2' or 'original'; got {discount!r}")
+        self.discount = discount
         self._init_weights(c, truncate_c)
         self._init_ties(ties)
 
@@ -547,6 +561,7 @@ class NDCGLoss(_StructuredRankingLoss):
         return {
             "k": self.k,
             "gain": self.gain,
+            "discount": self.discount,
             "c": self._c_param(),
             "truncate_c": self.truncate_c,
             "ties": self.ties,
@@ -563,7 +578,10 @@ class NDCGLoss(_StructuredRankingLoss):
         return np.exp2(y.astype(np.float64)) - 1.0
 
     def _discounts(self, n: int) -> np.ndarray:
-        a = _dcg_discount(n)
+        if self.discount == "original":
+            a = 1.0 / np.log2(np.maximum(np.arange(1, n + 1, dtype=np.float64), 2.0))
+        else:
+            a = _dcg_discount(n)
         a[self.k :] = 0.0
         return a
 

@@ -20,8 +20,28 @@ The procedure, for J(w) = lam·Ω(w) + R(w) with R the mean latent loss:
 2. minimise J_t with the bundle method started at w_t; the bundle method evaluates w_t
    first and returns its best iterate w_{t+1}, so J_t(w_{t+1}) <= J_t(w_t);
 3. hence J(w_{t+1}) <= J_t(w_{t+1}) <= J_t(w_t) = J(w_t): the objective never increases.
-   Stop when it decreases by at most ``tol``·J(w_{t+1}) (or ``atol``), or after
-   ``max_outer`` steps.
+   Stop when it decreases by at most ``tol``·J(w_{t+1}) (or ``atol``) after a subproblem
+   solved to ``tol``, or after ``max_outer`` steps.
+
+Two savings keep the iterates' guarantees:
+
+* *Inexact early subproblems* (``inner_tol="adaptive"``). Step 3 only needs
+  J_t(w_{t+1}) <= J_t(w_t), which every bundle-method iterate that is the best so far
+  satisfies, whatever its gap. So subproblem t is solved to the relative gap
+  tol_t = max(tol, min(0.1, ``inner_scale`` · d_{t−1})), d_{t−1} the relative decrease of J
+  in the previous step (the first step uses 0.1·``inner_scale``): loosely while the
+  outer steps still change J a lot, since only the last step's accuracy is certified. The outer
+  loop stops only after a subproblem solved to ``tol`` itself, so the returned point
+  carries the same certificate as with ``inner_tol=tol``.
+* *Carried cutting planes* (``carry_planes=True``). R_t(w) = M̄(w) − ⟨u_t, w⟩ with M̄ the
+  mean of M(X_q w) (it does not depend on t) and u_t the linear part of the fixed latent
+  choice. A plane R_t(w) >= ⟨a, w⟩ + b is therefore M̄(w) >= ⟨a + u_t, w⟩ + b, and
+  R_{t+1}(w) >= ⟨a + u_t − u_{t+1}, w⟩ + b: every plane (aggregated ones included, being
+  convex combinations of planes) of subproblem t, shifted by δ = u_t − u_{t+1}, is a valid
+  plane of subproblem t + 1, whose master problem starts from all of them. δ is the
+  difference of the two surrogates' subgradients at w = 0, where both share M's
+  subgradient (the same scores, the same maximising ordering); the surrogates' equal
+  risks there are checked, and on a mismatch the planes are not carried.
 
 The result is a stationary point in the CCCP sense, not a certified global minimum: the
 problem is not convex. The returned gap is that of the last convex subproblem.
@@ -39,13 +59,51 @@ import time
 
 import numpy as np
 
+from bmrm.solver.bundle import Bundle
 from bmrm.solver.loop import BMRMResult, minimize_bmrm
+from bmrm.solver.methods import get_method
 from bmrm.solver.oracle import RiskOracle
 from bmrm.solver.regularizers import make_regularizer
 
 __all__ = ["minimize_cccp"]
 
 logger = logging.getLogger("bmrm")
+
+
+class _CarriedPlanes:
+    """A solver method that starts from carried planes (or an empty bundle) and keeps its
+    bundle for the next subproblem."""
+
+    def __init__(self, method, bundle: Bundle | None):
+        self.method = method if hasattr(method, "step") else get_method(method)
+        self.bundle = bundle
+
+    def step(self, state) -> None:
+        if state.nit == 1 and self.bundle is not None:
+            state.bundle = self.bundle
+        self.method.step(state)
+        self.bundle = state.bundle
+
+
+def _shifted_bundle(
+    bundle: Bundle, previous: RiskOracle, current: RiskOracle, n_features: int
+) -> Bundle | None:
+    """The planes of ``previous``'s risk moved to ``current``'s latent choice, or None.
+
+    Both risks are M̄(w) − ⟨u, w⟩ with the same M̄; at w = 0 they share M̄'s value and
+    subgradient, so their subgradients differ by u_prev − u_cur there, which is the shift.
+    """
+    zero = np.zeros(n_features)
+    r_prev, g_prev = previous(zero)
+    r_cur, g_cur = current(zero)
+    if abs(r_prev - r_cur) > 1e-9 * max(1.0, abs(r_cur)):
+        return None
+    delta = np.asarray(g_cur, dtype=np.float64) - np.asarray(g_prev, dtype=np.float64)
+    shifted = Bundle(n_features, bundle.capacity, bundle.max_idle)
+    # slot 0 is the zero plane of every bundle; it is not carried
+    for i in range(1, bundle.size):
+        shifted.add(bundle.A[i] + delta, float(bundle.b[i]))
+    return shifted
 
 
 def minimize_cccp(
@@ -62,6 +120,9 @@ def minimize_cccp(
     max_time: float | None = None,
     w0: np.ndarray | None = None,
     max_outer: int = 50,
+    inner_tol="adaptive",
+    inner_scale: float = 0.1,
+    carry_planes: bool = True,
     verbose: bool = False,
     **bmrm_options,
 ) -> BMRMResult:
@@ -84,6 +145,16 @@ def minimize_cccp(
         4, as the bundle method reports them).
     max_outer : int
         Largest number of convex subproblems.
+    inner_tol : "adaptive" or float
+        Relative-gap tolerance of the concave-convex subproblems (not of the starting
+        convex problem, always solved to ``tol``): ``"adaptive"`` (module docstring) or a
+        fixed value >= ``tol`` for every subproblem. Either way the procedure stops only
+        after a subproblem solved to ``tol``.
+    inner_scale : float
+        κ of the adaptive schedule tol_t = max(tol, min(0.1, κ·d_{t−1})), > 0.
+    carry_planes : bool
+        Start each subproblem's bundle from the previous one's planes, shifted to the new
+        latent choice (module docstring).
     **bmrm_options
         Passed to every :func:`minimize_bmrm` call (master, max_iter, bundle_size, ...).
 
@@ -101,6 +172,21 @@ def minimize_cccp(
     """
     if not getattr(oracle.loss, "latent", False):
         raise ValueError("minimize_cccp needs a loss with a latent part (loss.latent True)")
+    adaptive = isinstance(inner_tol, str) and inner_tol == "adaptive"
+    if not adaptive:
+        try:
+            fixed_tol = float(inner_tol)
+        except (TypeError, ValueError):
+            fixed_tol = float("nan")
+        if not (fixed_tol >= tol and np.isfinite(fixed_tol)):
+            raise ValueError(
+                f"inner_tol must be 'adaptive' or a finite number >= tol ({tol:g}); "
+                f"got {inner_tol!r}"
+            )
+    if not (np.isfinite(inner_scale) and inner_scale > 0):
+        raise ValueError(f"inner_scale must be a finite number > 0; got {inner_scale!r}")
+    if not isinstance(carry_planes, (bool, np.bool_)):
+        raise ValueError(f"carry_planes must be True or False; got {carry_planes!r}")
     start = time.perf_counter()
     bounds = None if lower is None and upper is None else (lower, upper)
     regularizer = make_regularizer(
@@ -134,6 +220,13 @@ def minimize_cccp(
     converged = False
     # a callback's StopIteration (status 4) or the time budget (status 3) ends the procedure
     stopped = bool(results) and results[-1].status in (3, 4)
+    method = bmrm_options.pop("method", None)
+    if method is None or (isinstance(method, str) and method == "auto"):
+        # as minimize_bmrm's "auto" (the level bundle method for L2 without bounds)
+        method = "level" if regularizer.qp else "bmrm"
+    step_tol = max(tol, min(0.1, 0.1 * inner_scale)) if adaptive else fixed_tol
+    surrogate, carrier = None, None
+    shift_calls = 0  # oracle calls of _shifted_bundle, counted in nfev
     for outer in range(1, max_outer + 1):
         if stopped:
             break
@@ -143,15 +236,22 @@ def minimize_cccp(
             if budget <= 0 and results:
                 break
             budget = max(budget, 1e-9)
+        previous, surrogate = surrogate, oracle.convexified(w)
+        planes = None
+        if carry_planes and carrier is not None and carrier.bundle is not None:
+            planes = _shifted_bundle(carrier.bundle, previous, surrogate, n_features)
+            shift_calls += 2
+        carrier = _CarriedPlanes(method, planes)
         res = minimize_bmrm(
-            oracle.convexified(w),
+            surrogate,
             n_features,
             lam,
             regularizer=regularizer,
-            tol=tol,
+            tol=step_tol,
             atol=atol,
             max_time=budget,
             w0=w,
+            method=carrier,
             verbose=verbose,
             **bmrm_options,
         )
@@ -159,17 +259,28 @@ def minimize_cccp(
         stopped = res.status in (3, 4)
         J_new = objective(res.x)
         if verbose:
-            logger.info(f"cccp step {outer}: J {J:.8g} -> {J_new:.8g} ({res.nit} iterations)")
+            logger.info(
+                f"cccp step {outer}: J {J:.8g} -> {J_new:.8g} ({res.nit} iterations, "
+                f"tol {step_tol:.3g})"
+            )
         outer_objective.append(J_new)
         if J_new > J:
             # Only rounding can make a step go up (J_new <= J_t(x) <= J_t(w) = J): keep w.
-            converged = True
-            break
+            if step_tol <= tol:
+                converged = True
+                break
+            step_tol = tol
+            continue
         decrease = J - J_new
         w, J = res.x, J_new
         if decrease <= tol * abs(J) or decrease <= atol:
-            converged = True
-            break
+            if step_tol <= tol:
+                converged = True
+                break
+            # a small decrease of a loosely solved step certifies nothing: solve to tol
+            step_tol = tol
+        elif adaptive:
+            step_tol = max(tol, min(0.1, inner_scale * decrease / max(abs(J), 1e-300)))
     last = results[-1]
     history = {key: np.concatenate([r.history[key] for r in results]) for key in last.history}
     # 0 numbers the iterations of the starting problem (``initial_loss``), if any
@@ -182,7 +293,7 @@ def minimize_cccp(
         lower_bound=last.lower_bound,
         gap=last.gap,
         nit=sum(r.nit for r in results),
-        nfev=sum(r.nfev for r in results) + len(outer_objective),
+        nfev=sum(r.nfev for r in results) + len(outer_objective) + shift_calls,
         status=last.status,
         success=last.success,
         message=f"{last.message} (last of {len(results) - n_init} concave-convex steps)",

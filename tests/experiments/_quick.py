@@ -20,9 +20,12 @@ def real_data() -> Path:
     return data
 
 
-def run_quick(script: str, out: Path, data: Path | None = None, timeout: int = 300) -> list:
-    """Run ``experiments/<script>.py --quick --out out [--data data]``; rows of its CSV."""
-    args = [sys.executable, f"experiments/{script}.py", "--quick", "--out", str(out)]
+def run_quick(
+    script: str, out: Path, data: Path | None = None, timeout: int = 300, extra: tuple = ()
+) -> list:
+    """Run ``experiments/<script>.py --quick --out out [--data data] [extra...]``; rows of
+    its CSV."""
+    args = [sys.executable, f"experiments/{script}.py", "--quick", "--out", str(out), *extra]
     if data is not None:
         args += ["--data", str(data)]
     proc = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=timeout)

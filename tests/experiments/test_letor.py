@@ -13,7 +13,7 @@ from tests.experiments._quick import real_data, run_quick
 MEASURES = [f"NDCG@{k}" for k in range(1, 11)] + ["MAP"]
 
 
-def letor_file_order(path: Path) -> dict[str, float]:
+def letor_file_order(text: str) -> dict[str, float]:
     """LETOR 4.0 tool measures of the file order, written from its definition.
 
     Gain 2^r − 1; positions 1 and 2 undiscounted, position i >= 3 divided by log2(i);
@@ -21,7 +21,7 @@ def letor_file_order(path: Path) -> dict[str, float]:
     label >= 1 as relevant and is 0 without relevant documents.
     """
     queries: dict[str, list[int]] = {}
-    for line in path.read_text().splitlines():
+    for line in text.splitlines():
         label, qid = line.split()[:2]
         queries.setdefault(qid, []).append(int(label))
 
@@ -100,7 +100,7 @@ def test_learned_rankers_beat_file_order(letor_run, shared_data):
 
 def test_file_order_matches_letor_definition(letor_run, shared_data):
     _, data, rows = letor_run
-    expected = letor_file_order(data / "mq2008" / "S5.txt")  # the test set of fold 1
+    expected = letor_file_order((data / "mq2008" / "S5.txt").read_text())  # fold 1's test set
     got = {
         r["measure"]: float(r["value"])
         for r in rows
@@ -146,3 +146,84 @@ def test_p_values(letor_run, shared_data):
         reference = np.mean(np.abs(flips @ d) >= abs(d.sum()) - 1e-12)
         # 1000 flips in the script: Monte Carlo standard error <= 0.016
         assert p["ordinal", f"p_vs_squared:{measure}"] == pytest.approx(reference, abs=0.07)
+
+
+def lightgbm_file_order(data: Path) -> dict[str, float]:
+    """LETOR-tool NDCG@10 and AP of ``rank.test`` in file order, its groups from the
+    ``.query`` file (one group size per line)."""
+    labels = [int(line.split()[0]) for line in (data / "rank.test").read_text().splitlines()]
+    sizes = [int(v) for v in (data / "rank.test.query").read_text().split()]
+    assert sum(sizes) == len(labels)
+    lines, start = [], 0
+    for q, m in enumerate(sizes):
+        lines += [f"{r} qid:{q}" for r in labels[start : start + m]]
+        start += m
+    return letor_file_order("\n".join(lines))
+
+
+@pytest.fixture(scope="module")
+def grid_run(tmp_path_factory):
+    data = real_data()
+    out = tmp_path_factory.mktemp("letor_grid")
+    extra = ("--dataset", "lightgbm-example", "--losses", "ordinal", "ndcg-pairs")
+    extra += ("--grid", "k=3,10", "--lams", "0.01", "0.1", "--flips", "200")
+    return out, data, run_quick("letor", out, data, timeout=600, extra=extra)
+
+
+def test_grid_tunes_parameters_with_lam(grid_run, shared_data):
+    """Every (parameters, lam) pair of the structured loss is fitted; one is selected per
+    fold, the one with the best validation NDCG@10 (ties: the later pair); the pairwise
+    loss has no grid."""
+    _, _, rows = grid_run
+    fits = [r for r in rows if r["source"] == "bmrm" and r["lam"]]
+    ndcg = [r for r in fits if r["method"] == "ndcg-pairs"]
+    assert {(r["params"], float(r["lam"])) for r in ndcg} == {
+        (p, lam) for p in ("k=3", "k=10") for lam in (0.01, 0.1)
+    }
+    assert {r["params"] for r in fits if r["method"] == "ordinal"} == {"default"}
+    value = {
+        (r["params"], float(r["lam"])): float(r["value"])
+        for r in ndcg
+        if r["split"] == "vali" and r["measure"] == "NDCG@10"
+    }
+    order = [(p, lam) for p in ("k=3", "k=10") for lam in (0.01, 0.1)]
+    best = max(value.values())
+    expected = [key for key in order if value[key] == best][-1]
+    chosen = {(r["params"], float(r["lam"])) for r in ndcg if r["selected"] == "True"}
+    assert chosen == {expected}
+
+
+def test_second_data_set_is_the_lightgbm_example(grid_run, shared_data):
+    """One split, no official rows, the test set is ``rank.test`` (50 queries), and file
+    order scores as the LETOR tool's definition gives on it."""
+    out, data, rows = grid_run
+    assert not [r for r in rows if r["source"] == "LETOR 4.0 table"]
+    assert {r["fold"] for r in rows if r["source"] == "bmrm"} <= {"Fold1", "pooled"}
+    with open(out / "per_query.csv", newline="") as fh:
+        per_query = [r for r in csv.DictReader(fh) if r["method"] == "constant"]
+    assert len(per_query) == 50
+    expected = lightgbm_file_order(data / "lightgbm_rank")
+    got = {
+        r["measure"]: float(r["value"])
+        for r in rows
+        if r["method"] == "constant" and r["split"] == "test" and r["fold"] == "Fold1"
+    }
+    for measure in ("NDCG@1", "NDCG@5", "NDCG@10", "MAP"):
+        assert got[measure] == pytest.approx(expected[measure], abs=1e-12)
+    assert "LightGBM" in (out / "results.md").read_text()
+
+
+def test_bad_grid_item_is_an_argument_error(tmp_path, shared_data):
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "experiments/letor.py", "--out", str(tmp_path), "--grid", "k5"],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "--grid items must look like KEY=V1,V2; got 'k5'" in proc.stderr
+    assert not any(tmp_path.iterdir())

@@ -14,6 +14,7 @@ Written from the definitions only, independently of the package's kernels:
 from __future__ import annotations
 
 import itertools
+import math
 from functools import cache
 
 import numpy as np
@@ -23,8 +24,9 @@ from scipy.optimize import linear_sum_assignment
 class Measure:
     """The ranking measure Σ_i a_i b_{π(i)} / Z of one query, from its definition."""
 
-    def __init__(self, kind, *, k=10, gain="exp", alpha=5.0, d=0.0):
+    def __init__(self, kind, *, k=10, gain="exp", alpha=5.0, d=0.0, discount="log2"):
         self.kind = kind
+        self.discount = discount
         self.k = k
         self.gain = gain
         self.alpha = alpha
@@ -38,7 +40,10 @@ class Measure:
 
     def discounts(self, m):
         positions = np.arange(1, m + 1, dtype=np.float64)
-        if self.kind == "ndcg":
+        if self.kind == "ndcg" and self.discount == "original":
+            # Järvelin & Kekäläinen: no discount before position 2, 1 / log2(i) from it
+            a = np.array([1.0 if i < 2 else 1.0 / math.log2(i) for i in range(1, m + 1)])
+        elif self.kind == "ndcg":
             a = 1.0 / np.log2(positions + 1.0)
         else:
             a = 2.0 ** (-(positions - 1.0) / (self.alpha - 1.0))

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import losses
 from losses.listwise import NDCGLoss, NERULoss
+from losses.metrics import ndcg_score
 from tests.losses.reference_listwise import (
     Measure,
     assignment_reference,
@@ -37,6 +38,8 @@ CONFIGS = [
     ("ndcg", {"k": 2, "c": "dcg"}),
     ("ndcg", {"k": 4, "c": "dcg", "truncate_c": True}),
     ("ndcg", {"k": 5, "gain": "linear", "c": "dcg"}),
+    ("ndcg", {"k": 3, "discount": "original"}),
+    ("ndcg", {"k": 4, "discount": "original", "c": "dcg", "truncate_c": True}),
     ("neru", {}),
     ("neru", {"alpha": 2.0, "d": 1.0}),
     ("neru", {"k": 2}),
@@ -51,7 +54,7 @@ def build(name, params):
     """The loss under test (``ties="increasing"``) and an independent Measure."""
     loss = losses.get(name, **{"ties": "increasing", **params})
     if name == "ndcg":
-        measure = Measure("ndcg", k=loss.k, gain=loss.gain)
+        measure = Measure("ndcg", k=loss.k, gain=loss.gain, discount=loss.discount)
     else:
         measure = Measure("neru", k=loss.k, alpha=loss.alpha, d=loss.d)
     return loss, measure
@@ -339,6 +342,7 @@ def test_default_parameters():
     assert losses.get("ndcg").get_params() == {
         "k": 10,
         "gain": "exp",
+        "discount": "log2",
         "c": "power",
         "truncate_c": False,
         "ties": "latent",
@@ -412,3 +416,29 @@ def test_huge_dense_query_is_refused():
     with pytest.raises(ValueError, match="set k below"):
         loss.validate(np.arange(m) % 3, np.array([0, m]))
     losses.get("neru", k=10).validate(np.arange(m) % 3, np.array([0, m]))
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 10])
+def test_original_discount_is_the_metrics_one(k):
+    """1 − NDCG@k with ``discount="original"`` is the package metric's NDCG@k with the same
+    discount (distinct scores, queries with at least two gain levels)."""
+    rng = np.random.default_rng(k)
+    sizes = rng.integers(2, 14, 60)
+    qid = np.repeat(np.arange(sizes.size), sizes)
+    y = rng.integers(0, 3, qid.size)
+    for q in range(sizes.size):  # two gain levels in every query
+        y[np.flatnonzero(qid == q)[:2]] = (0, 2)
+    f = rng.normal(size=qid.size)
+    loss = NDCGLoss(k=k, discount="original")
+    targets = loss.validate(y, np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64))
+    expected = 1.0 - ndcg_score(y, f, qid, k=k, discount="original", per_query=True)
+    np.testing.assert_allclose(loss.metric(f, targets), expected, atol=1e-12)
+    # and it differs from the log2 discount wherever position 2 or a later one counts
+    if k > 1:
+        other = NDCGLoss(k=k).metric(f, NDCGLoss(k=k).validate(y, targets.query_ptr))
+        assert not np.allclose(other, expected)
+
+
+def test_bad_discount_named():
+    with pytest.raises(ValueError, match="discount"):
+        NDCGLoss(discount="letor")

@@ -34,6 +34,8 @@ CONFIGS = [
     ("ndcg", {"k": 3, "gain": "linear", "truncate_c": True}),
     ("ndcg", {"k": 2, "c": "dcg"}),
     ("ndcg", {"k": 4, "c": "dcg", "truncate_c": True}),
+    ("ndcg", {"k": 3, "discount": "original"}),
+    ("ndcg", {"k": 10, "discount": "original", "truncate_c": True}),
     ("neru", {}),
     ("neru", {"alpha": 2.0, "d": 1.0}),
     ("neru", {"k": 2}),
@@ -47,7 +49,7 @@ def build(name, params):
     loss = losses.get(name, **params)
     assert loss.ties == "latent" and loss.latent
     if name == "ndcg":
-        return loss, Measure("ndcg", k=loss.k, gain=loss.gain)
+        return loss, Measure("ndcg", k=loss.k, gain=loss.gain, discount=loss.discount)
     return loss, Measure("neru", k=loss.k, alpha=loss.alpha, d=loss.d)
 
 

@@ -17,6 +17,7 @@ CONFIGS = [
     ("ndcg", {"k": 1}),
     ("ndcg", {"k": 3, "gain": "linear"}),
     ("ndcg", {"k": 5, "c": "dcg", "truncate_c": True}),
+    ("ndcg", {"k": 4, "discount": "original"}),
     ("neru", {}),
     ("neru", {"alpha": 2.0, "d": 1.0}),
     ("neru", {"k": 2, "d": 0.5}),
@@ -28,7 +29,7 @@ def build(name, params):
     loss = losses.get(name, ties="pairs", **params)
     assert not loss.latent
     if name == "ndcg":
-        return loss, Measure("ndcg", k=loss.k, gain=loss.gain)
+        return loss, Measure("ndcg", k=loss.k, gain=loss.gain, discount=loss.discount)
     return loss, Measure("neru", k=loss.k, alpha=loss.alpha, d=loss.d)
 
 

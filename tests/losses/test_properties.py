@@ -79,6 +79,8 @@ CASES = [
     ],
     *[Case("neru", {"alpha": alpha, "d": d}) for alpha in (2.0, 5.0) for d in (0.0, 1.0)],
     Case("neru", {"alpha": 3.0, "d": 0.0, "k": 3, "truncate_c": True}),
+    Case("ndcg", {"k": 3, "discount": "original"}),
+    Case("ndcg", {"k": 10, "truncate_c": True, "discount": "original"}),
     # the convex tie rule (the cases above use the default, latent ties)
     Case("ndcg", {"k": 3, "ties": "increasing"}),
     Case("ndcg", {"k": 10, "truncate_c": True, "gain": "linear", "ties": "increasing"}),
@@ -87,6 +89,7 @@ CASES = [
     # the pair joint feature map
     Case("ndcg", {"k": 3, "ties": "pairs"}),
     Case("ndcg", {"k": 10, "gain": "linear", "ties": "pairs"}),
+    Case("ndcg", {"k": 4, "discount": "original", "ties": "pairs"}),
     Case("neru", {"alpha": 2.0, "d": 1.0, "k": 5, "ties": "pairs"}),
     Case("cosine", {"mapping": "linear"}),
     Case("cosine", {"mapping": "exp"}),
@@ -185,7 +188,9 @@ def measure_weights(case: Case, m: int):
     i = np.arange(1, m + 1, dtype=np.float64)
     p = case.params
     k = p.get("k", 10 if case.name == "ndcg" else None)
-    if case.name == "ndcg":
+    if case.name == "ndcg" and p.get("discount") == "original":
+        a = 1.0 / np.log2(np.maximum(i, 2.0))  # 1 at positions 1 and 2, then 1 / log2(i)
+    elif case.name == "ndcg":
         a = 1.0 / np.log2(i + 1.0)
     else:
         a = 2.0 ** (-(i - 1.0) / (p.get("alpha", 5.0) - 1.0))

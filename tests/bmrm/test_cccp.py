@@ -1,0 +1,112 @@
+"""Speed options of the concave-convex procedure: carried planes and inexact early steps.
+
+The carried planes are checked against the surrogates themselves (evaluated on random
+points, the identity R_{t+1}(w) − R_t(w) = ⟨δ, w⟩ and R_{t+1} >= every shifted plane), and
+the procedure's results against the objective by enumeration over all permutations
+(tests/losses/test_listwise_latent.py).
+"""
+
+import numpy as np
+import pytest
+
+import losses
+from bmrm.solver.bundle import Bundle
+from bmrm.solver.cccp import _shifted_bundle, _surrogate_oracle, minimize_cccp
+from bmrm.solver.loop import minimize_bmrm
+from bmrm.solver.oracle import RiskOracle
+from tests.losses.test_listwise_latent import enumerated_objective, small_problem
+
+PARAMS = {"ndcg": {"k": 3}, "neru": {"d": 0.5}}
+
+
+def latent_oracle(seed, name):
+    X, y, qid = small_problem(seed)
+    prepared = losses.prepare(losses.get(name, **PARAMS[name]), y, qid)
+    return X, y, qid, RiskOracle(X, prepared)
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("name", ["ndcg", "neru"])
+def test_shifted_planes_bound_the_next_surrogate(seed, name):
+    """After a subproblem at w_t, its planes moved by δ are planes of the surrogate fixed at
+    the new point: R_new − R_old is the linear function ⟨δ, ·⟩, and R_new lies above every
+    shifted plane on random points."""
+    X, y, qid, oracle = latent_oracle(seed, name)
+    rng = np.random.default_rng(seed)
+    w_old = rng.normal(size=5)
+    old = _surrogate_oracle(oracle, w_old)
+    res = minimize_bmrm(old, 5, 0.05, w0=w_old, tol=1e-6, method="bmrm", bundle_size=500)
+    new = _surrogate_oracle(oracle, rng.normal(size=5) * 3.0)
+    # the planes of a fit, recomputed from its iterates: cuts of the old surrogate
+    bundle = Bundle(5, 500)
+    for w in [w_old, res.x, *rng.normal(size=(20, 5)) * 2.0]:
+        r, g = old(w)
+        bundle.add(g, r - g @ w)
+    shifted = _shifted_bundle(bundle, old, new, 5)
+    assert shifted is not None and shifted.size == bundle.size
+    delta = shifted.A[1] - bundle.A[1]
+    for w in rng.normal(size=(30, 5)) * 3.0:
+        assert new(w)[0] - old(w)[0] == pytest.approx(delta @ w, abs=1e-10)
+        planes = shifted.A[: shifted.size] @ w + shifted.b[: shifted.size]
+        assert np.all(planes <= new(w)[0] + 1e-10)
+    # a cut of the old surrogate at w is, shifted, a cut of the new one at the same w
+    for i, w in enumerate([w_old, res.x], start=1):
+        assert shifted.A[i] @ w + shifted.b[i] == pytest.approx(new(w)[0], abs=1e-10)
+
+
+def test_planes_of_different_risks_are_not_carried():
+    """Surrogates of two different losses disagree at w = 0: nothing is carried."""
+    X, y, qid, oracle = latent_oracle(0, "ndcg")
+    _, _, _, other = latent_oracle(0, "neru")
+    a = _surrogate_oracle(oracle, np.ones(5))
+    b = _surrogate_oracle(other, np.ones(5))
+    bundle = Bundle(5)
+    r, g = a(np.ones(5))
+    bundle.add(g, r - g @ np.ones(5))
+    assert _shifted_bundle(bundle, a, b, 5) is None
+
+
+OPTIONS = [
+    {"inner_tol": 1e-6, "carry_planes": False},
+    {"inner_tol": 1e-6, "carry_planes": True},
+    {"inner_tol": "adaptive", "carry_planes": False},
+    {"inner_tol": "adaptive", "carry_planes": True},
+    {"inner_tol": 0.05, "carry_planes": True, "method": "bmrm"},
+    {"inner_tol": "adaptive", "inner_scale": 10.0, "carry_planes": True, "method": "ocas"},
+]
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("options", OPTIONS, ids=[str(o) for o in OPTIONS])
+@pytest.mark.parametrize("name", ["ndcg", "neru"])
+def test_procedure_guarantees_hold_with_every_option(seed, options, name):
+    """J by enumeration at the returned point equals fun, the outer objectives never
+    increase, and the last subproblem is solved to tol whatever the early ones used."""
+    X, y, qid, oracle = latent_oracle(seed, name)
+    lam, tol = 0.05, 1e-6
+    res = minimize_cccp(oracle, 5, lam, tol=tol, max_iter=2000, **options)
+    J = enumerated_objective(X, y, qid, res.x, lam, name, PARAMS[name])
+    assert res.fun == pytest.approx(J, abs=1e-10)
+    assert np.all(np.diff(res.outer_objective) <= 1e-12)
+    assert res.outer_converged
+    last = res.history["outer"] == res.n_outer
+    gap = res.history["gap"][last][-1]
+    best = res.history["best_objective"][last][-1]
+    assert gap <= tol * abs(best) + 1e-12
+    # and the point is a fixed point of the procedure to the tolerance: one more exact
+    # subproblem at x improves J by at most about tol·J
+    again = minimize_bmrm(_surrogate_oracle(oracle, res.x), 5, lam, w0=res.x, tol=1e-9)
+    J_next = enumerated_objective(X, y, qid, again.x, lam, name, PARAMS[name])
+    assert J_next >= res.fun - 3 * tol * abs(res.fun) - 1e-9
+
+
+def test_bad_options_named():
+    _, _, _, oracle = latent_oracle(0, "ndcg")
+    for value in (1e-4, "fast", float("nan"), None):
+        with pytest.raises(ValueError, match="inner_tol"):
+            minimize_cccp(oracle, 5, 0.1, tol=1e-3, inner_tol=value)
+    for value in (0.0, -1.0, float("inf")):
+        with pytest.raises(ValueError, match="inner_scale"):
+            minimize_cccp(oracle, 5, 0.1, inner_scale=value)
+    with pytest.raises(ValueError, match="carry_planes"):
+        minimize_cccp(oracle, 5, 0.1, carry_planes="yes")
