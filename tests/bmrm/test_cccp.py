@@ -11,7 +11,7 @@ import pytest
 
 import losses
 from bmrm.solver.bundle import Bundle
-from bmrm.solver.cccp import _shifted_bundle, _surrogate_oracle, minimize_cccp
+from bmrm.solver.cccp import _shifted_bundle, minimize_cccp
 from bmrm.solver.loop import minimize_bmrm
 from bmrm.solver.oracle import RiskOracle
 from tests.losses.test_listwise_latent import enumerated_objective, small_problem
@@ -34,9 +34,9 @@ def test_shifted_planes_bound_the_next_surrogate(seed, name):
     X, y, qid, oracle = latent_oracle(seed, name)
     rng = np.random.default_rng(seed)
     w_old = rng.normal(size=5)
-    old = _surrogate_oracle(oracle, w_old)
+    old = oracle.convexified(w_old)
     res = minimize_bmrm(old, 5, 0.05, w0=w_old, tol=1e-6, method="bmrm", bundle_size=500)
-    new = _surrogate_oracle(oracle, rng.normal(size=5) * 3.0)
+    new = oracle.convexified(rng.normal(size=5) * 3.0)
     # the planes of a fit, recomputed from its iterates: cuts of the old surrogate
     bundle = Bundle(5, 500)
     for w in [w_old, res.x, *rng.normal(size=(20, 5)) * 2.0]:
@@ -58,8 +58,8 @@ def test_planes_of_different_risks_are_not_carried():
     """Surrogates of two different losses disagree at w = 0: nothing is carried."""
     X, y, qid, oracle = latent_oracle(0, "ndcg")
     _, _, _, other = latent_oracle(0, "neru")
-    a = _surrogate_oracle(oracle, np.ones(5))
-    b = _surrogate_oracle(other, np.ones(5))
+    a = oracle.convexified(np.ones(5))
+    b = other.convexified(np.ones(5))
     bundle = Bundle(5)
     r, g = a(np.ones(5))
     bundle.add(g, r - g @ np.ones(5))
@@ -95,7 +95,7 @@ def test_procedure_guarantees_hold_with_every_option(seed, options, name):
     assert gap <= tol * abs(best) + 1e-12
     # and the point is a fixed point of the procedure to the tolerance: one more exact
     # subproblem at x improves J by at most about tol·J
-    again = minimize_bmrm(_surrogate_oracle(oracle, res.x), 5, lam, w0=res.x, tol=1e-9)
+    again = minimize_bmrm(oracle.convexified(res.x), 5, lam, w0=res.x, tol=1e-9)
     J_next = enumerated_objective(X, y, qid, again.x, lam, name, PARAMS[name])
     assert J_next >= res.fun - 3 * tol * abs(res.fun) - 1e-9
 

