@@ -24,6 +24,7 @@ memory in order even for a query of millions of rows.
 import numpy as np
 from numba import njit
 
+from losses._kernels import INNER
 from losses._kernels.fenwick import fenwick_add, fenwick_init, fenwick_prefix
 from losses._kernels.sorting import argsort_stable
 
@@ -77,7 +78,7 @@ def _argsort(x):
     return order
 
 
-@njit(cache=True)
+@njit(**INNER)
 def _sweep(fs, rs, lev, count, alpha, beta, cost, margin, ties_active, work, as_lower, as_upper):
     """Summed cost of the active pairs of each row of one query, rows sorted by score.
 
