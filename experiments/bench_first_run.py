@@ -193,8 +193,10 @@ def main(argv=None) -> int:
             progress(
                 f"{loss}: cold {cold['seconds']:.2f} s (CPU {cold['cpu_seconds']:.2f} s, numba "
                 "compiling "
-                f"{cold['numba_compile_seconds']:.2f} s), second {second['seconds']:.2f} s, "
-                f"warm {warm['seconds']:.2f} s"
+                f"{cold['numba_compile_seconds']:.2f} s), second {second['seconds']:.2f} s "
+                f"(CPU {second['cpu_seconds']:.2f} s), warm {warm['seconds']:.2f} s (CPU "
+                f"{warm['cpu_seconds']:.2f} s); {cold['iterations']} iterations, "
+                f"{cold['status']}"
             )
 
     demo_text = {}
