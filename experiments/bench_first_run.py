@@ -7,10 +7,11 @@ Every measurement runs in a fresh interpreter (``sys.executable``), so nothing c
 imported by this script can help it:
 
 1. ``import bmrm``: wall-clock time of the import alone (median of ``--repeats`` + 2 processes).
-2. Per built-in loss, on the demo's data (:func:`bmrm.demo.make_ranking_data`, 2,000 queries of
-   40 documents, 50 features, training on 80 %; hinge and logistic on the labels binarised at
-   2; preference on all graded pairs; NDCG@10 with truncated c), lam = 0.01, tol = 1e-3, at
-   most 300 iterations (plain BMRM reaches that cap on NDCG and NERU):
+2. Per built-in loss (:data:`CONFIGS`), on the demo's data (:func:`bmrm.demo.make_ranking_data`,
+   2,000 queries of 40 documents, 50 features, training on 80 %; hinge and logistic on the
+   labels binarised at 2; preference on all graded pairs; NDCG@10 with each rule for ties,
+   and with c truncated at k), lam = 0.01, tol = 1e-3, at most 300 iterations (plain BMRM
+   reaches that cap on some NDCG and NERU fits):
 
    * ``cold``: the first fit in a process whose ``NUMBA_CACHE_DIR`` is a new empty folder;
    * ``second``: a second, identical fit in that same process;
@@ -41,9 +42,28 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO, markdown_table, progress, write_csv  # noqa: E402
 
-LOSSES = ["squared", "hinge", "logistic", "ordinal", "preference", "ndcg", "neru"]
+# name: (loss, loss parameters)
+CONFIGS = {
+    "squared": ("squared", {}),
+    "hinge": ("hinge", {}),
+    "logistic": ("logistic", {}),
+    "ordinal": ("ordinal", {}),
+    "preference": ("preference", {}),
+    "ndcg": ("ndcg", {}),
+    "ndcg-increasing": ("ndcg", {"ties": "increasing"}),
+    "ndcg-pairs": ("ndcg", {"ties": "pairs"}),
+    "ndcg-truncated": ("ndcg", {"truncate_c": True}),
+    "neru": ("neru", {}),
+    "listnet": ("listnet", {}),
+    "listwise_squared": ("listwise_squared", {}),
+    "ranknet": ("ranknet", {}),
+    "softmax": ("softmax", {}),
+    "cosine": ("cosine", {}),
+}
+LOSSES = list(CONFIGS)
 
-# Runs in the child process: argv[1] is a loss name, argv[2] the number of fits.
+# Runs in the child process: argv[1] is a loss name, argv[2] its parameters (JSON), argv[3]
+# the number of fits.
 FIT_SCRIPT = r"""
 import json, sys, time, threading
 t_import = time.perf_counter()
@@ -68,18 +88,16 @@ import losses
 from bmrm.demo import make_ranking_data
 t_import = time.perf_counter() - t_import
 
-loss, n_fits = sys.argv[1], int(sys.argv[2])
+loss, params, n_fits = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
 # plain BMRM needs thousands of iterations on NDCG and NERU: an iteration cap (not a time
 # budget) keeps every fit the same, whatever the machine's load
 MAX_ITER = 300
 X, y, qid = make_ranking_data(2000, 40, 50)
 split = X.shape[0] * 4 // 5
 X, y, qid = X[:split], y[:split], qid[:split]
-params, data = {}, {}
+data = {}
 if loss in ("hinge", "logistic"):
     y = np.where(y >= 2, 1.0, -1.0)
-if loss == "ndcg":
-    params = {"truncate_c": True}
 if loss == "preference":
     pairs, costs = losses.pairs_from_labels(y, qid)
     data = {"pairs": pairs, "pair_costs": costs}
@@ -131,6 +149,9 @@ def main(argv=None) -> int:
     parser.add_argument("--losses", nargs="+", default=LOSSES, choices=LOSSES)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--no-demo", action="store_true", help="skip the whole-demo runs")
+    parser.add_argument(
+        "--demo-losses", nargs="+", help="the demo's --losses (default: the demo's own)"
+    )
     parser.add_argument("--out", type=Path, default=REPO / "results" / "bench_first_run")
     args = parser.parse_args(argv)
     rows = []
@@ -158,21 +179,24 @@ def main(argv=None) -> int:
             )
 
     for loss in args.losses:
+        name, params = CONFIGS[loss]
         for rep in range(args.repeats):
             with tempfile.TemporaryDirectory() as cache:
                 progress(f"{loss}: cold and second fit (rep {rep})")
-                _, _, out = run(["-c", FIT_SCRIPT, loss, "2"], cache)
+                _, _, out = run(["-c", FIT_SCRIPT, name, json.dumps(params), "2"], cache)
                 cold, second = json.loads(out)["fits"]
                 progress(f"{loss}: warm fit")
-                _, _, out = run(["-c", FIT_SCRIPT, loss, "1"], cache)
+                _, _, out = run(["-c", FIT_SCRIPT, name, json.dumps(params), "1"], cache)
                 (warm,) = json.loads(out)["fits"]
             for what, fit in (("cold", cold), ("second", second), ("warm", warm)):
                 rows.append({"what": what, "loss": loss, "rep": rep, **fit})
             progress(
                 f"{loss}: cold {cold['seconds']:.2f} s (CPU {cold['cpu_seconds']:.2f} s, numba "
                 "compiling "
-                f"{cold['numba_compile_seconds']:.2f} s), second {second['seconds']:.2f} s, "
-                f"warm {warm['seconds']:.2f} s"
+                f"{cold['numba_compile_seconds']:.2f} s), second {second['seconds']:.2f} s "
+                f"(CPU {second['cpu_seconds']:.2f} s), warm {warm['seconds']:.2f} s (CPU "
+                f"{warm['cpu_seconds']:.2f} s); {cold['iterations']} iterations, "
+                f"{cold['status']}"
             )
 
     demo_text = {}
@@ -180,7 +204,10 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory() as cache:
             for what in ("demo, empty cache", "demo, warm cache"):
                 progress(what)
-                seconds, cpu, out = run(["-m", "bmrm.demo"], cache)
+                demo = ["-m", "bmrm.demo"]
+                if args.demo_losses:
+                    demo += ["--losses", *args.demo_losses]
+                seconds, cpu, out = run(demo, cache)
                 rows.append(
                     {"what": what, "loss": "", "rep": 0, "seconds": seconds, "cpu_seconds": cpu}
                 )

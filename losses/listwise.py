@@ -206,6 +206,8 @@ class _Targets(NamedTuple):
     latent: bool = False
     ideal_c: np.ndarray | None = None
     pair_scale: np.ndarray | None = None
+    # some query is longer than n_top (needs the truncated path or the chain flow)
+    long_queries: bool = True
 
 
 def _check_weights(c: np.ndarray, *, name: str = "c") -> np.ndarray:
@@ -356,6 +358,7 @@ class _StructuredRankingLoss(Loss):
             self.latent,
             None,
             pair_scale,
+            bool(np.any(long)),
         )
 
     def _pair_scale(self, query, level, sizes, n_levels, inv_norm, n_top) -> np.ndarray:
@@ -469,7 +472,9 @@ class _StructuredRankingLoss(Loss):
             targets.a,
             targets.c,
             targets.n_top,
-            targets.truncated,
+            # True or None: a path passed None is not compiled (see the kernel)
+            True if targets.truncated and targets.long_queries else None,
+            True if not targets.truncated and targets.long_queries else None,
             ideal_c,
             values,
             grad,

@@ -31,6 +31,9 @@ class _OrdinalTargets(NamedTuple):
     levels: np.ndarray  # int64: the distinct labels of each query, ascending
     level_count: np.ndarray  # float64: rows per level
     weight: np.ndarray  # float64 (n_queries,): normalisation, 0 without comparable pairs
+    # True when a query is long enough for the kernel's radix sort, else None (then the
+    # radix sort is not compiled)
+    radix: bool | None
 
 
 def _check_cost(cost) -> np.ndarray | None:
@@ -158,7 +161,8 @@ class OrdinalLoss(Loss):
         weight = np.zeros(n_queries)
         has_pairs = n_pairs > 0
         weight[has_pairs] = 1.0 / n_pairs[has_pairs] if self.normalize == "query" else 1.0
-        return _OrdinalTargets(query_ptr, rank, level_ptr, levels, level_count, weight)
+        radix = True if n_queries and sizes.max() >= _k.RADIX_MIN else None
+        return _OrdinalTargets(query_ptr, rank, level_ptr, levels, level_count, weight, radix)
 
     def block_kernel(self, targets: _OrdinalTargets):
         """``(kernel, args)`` with ``kernel(q_start, q_stop, f, *args, values, grad)`` the loss

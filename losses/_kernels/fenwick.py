@@ -13,8 +13,10 @@ needs no extra slot.
 
 from numba import njit
 
+from losses._kernels import INNER
 
-@njit(cache=True, nogil=True)
+
+@njit(**INNER)
 def fenwick_init(tree, n):
     """Turn ``tree[:n]``, holding one value per rank, into a Fenwick tree in place; O(n)."""
     for r in range(n):
@@ -23,7 +25,7 @@ def fenwick_init(tree, n):
             tree[parent] += tree[r]
 
 
-@njit(cache=True, nogil=True)
+@njit(**INNER)
 def fenwick_add(tree, r, delta):
     """Add ``delta`` at rank ``r``; O(log n)."""
     n = tree.shape[0]
@@ -32,7 +34,7 @@ def fenwick_add(tree, r, delta):
         r |= r + 1
 
 
-@njit(cache=True, nogil=True)
+@njit(**INNER)
 def fenwick_prefix(tree, r):
     """Sum over the ranks 0 .. r − 1; O(log n)."""
     total = 0  # unifies with the tree's dtype

@@ -36,6 +36,7 @@ loss with σ's part given as such per-document weights.
 import numpy as np
 from numba import njit
 
+from losses._kernels import INNER
 from losses._kernels.assignment import solve_assignment
 from losses._kernels.fenwick import fenwick_add, fenwick_prefix
 from losses._kernels.sorting import argsort_stable, sorted_copy
@@ -50,7 +51,7 @@ _U, _V, _SHORTEST, _W, _THR, _BOTTOM_VAL = 0, 1, 2, 3, 4, 5
 _N_FLOAT = 6
 
 
-@njit(cache=True)
+@njit(**INNER)
 def _c_at(c, p, m):
     """Position weight ``c[p]`` of a query with ``m`` documents, zero past its end."""
     if p < m:
@@ -58,7 +59,7 @@ def _c_at(c, p, m):
     return 0.0
 
 
-@njit(cache=True)
+@njit(**INNER)
 def _heap_push(keys, nodes, size, key, node):
     i = size
     while i > 0:
@@ -73,7 +74,7 @@ def _heap_push(keys, nodes, size, key, node):
     return size + 1
 
 
-@njit(cache=True)
+@njit(**INNER)
 def _heap_pop(keys, nodes, size):
     """Remove the smallest key; returns ``(key, node, new_size)``."""
     key = keys[0]
@@ -98,7 +99,7 @@ def _heap_pop(keys, nodes, size):
     return key, node, size
 
 
-@njit(cache=True)
+@njit(**INNER)
 def _ideal_order(lq, order, m, n_levels, counts, sigma):
     """σ: gain levels descending, equal levels in increasing score (``order`` reversed)."""
     for level in range(n_levels):
@@ -116,7 +117,7 @@ def _ideal_order(lq, order, m, n_levels, counts, sigma):
         counts[lq[d]] += 1
 
 
-@njit(cache=True)
+@njit(**INNER)
 def _candidates(lq, order, m, n_top, n_levels, tree, cand, cand_rank):
     """Documents with fewer than ``n_top`` dominators, in rank order; returns their count.
 
@@ -125,6 +126,8 @@ def _candidates(lq, order, m, n_top, n_levels, tree, cand, cand_rank):
     """
     levels = tree[:n_levels]
     levels[:] = 0
+    # an int64, not the literal 1: numba compiles a callee once more per literal argument
+    one = np.int64(1)
     n_cand = 0
     for r in range(m):
         d = order[r]
@@ -132,11 +135,11 @@ def _candidates(lq, order, m, n_top, n_levels, tree, cand, cand_rank):
             cand[n_cand] = d
             cand_rank[n_cand] = r
             n_cand += 1
-        fenwick_add(levels, lq[d], 1)
+        fenwick_add(levels, lq[d], one)
     return n_cand
 
 
-@njit(cache=True)
+@njit(**INNER)
 def _chain_workspace(n_nodes, n_heap):
     """Arrays of the chain flow: potentials, distances, predecessors, settled flags and
     list, and a binary heap (keys, nodes)."""
@@ -151,7 +154,7 @@ def _chain_workspace(n_nodes, n_heap):
     )
 
 
-@njit(cache=True)
+@njit(**INNER)
 def _chain_flow(cost, n_top, n_cand, fq, order, cand_rank, c, m, match_pos, iw, fw, cw):
     """Fill the top ``n_top`` positions when the tail weights ``c`` are positive.
 
@@ -206,7 +209,7 @@ def _chain_flow(cost, n_top, n_cand, fq, order, cand_rank, c, m, match_pos, iw, 
         for x in range(n_nodes):
             dist[x] = np.inf
             done[x] = False
-        size = 0
+        size = np.int64(0)
         for i in range(n_top):
             if match_pos[i] == -1:
                 dist[i] = pot_source - pot[i]
@@ -299,7 +302,7 @@ def _chain_flow(cost, n_top, n_cand, fq, order, cand_rank, c, m, match_pos, iw, 
             x = pred[y]
 
 
-@njit(cache=True)
+@njit(**INNER)
 def _truncated_order(
     fq, lq, m, n_top, n_levels, cut_level, n_above, top_idx, top_val, iw, fw, order, sigma
 ):
@@ -397,7 +400,7 @@ def _truncated_order(
     return n_union
 
 
-@njit(cache=True)
+@njit(**INNER)
 def _query_loss(
     fq,
     bq,
@@ -410,6 +413,7 @@ def _query_loss(
     c,
     k,
     truncated,
+    chain,
     gq,
     iw,
     fw,
@@ -421,9 +425,11 @@ def _query_loss(
 ):
     """Loss of one non-degenerate query; adds its subgradient into ``gq`` (zeros on entry).
 
-    Workspaces: ``iw`` / ``fw`` / ``bw`` integer / float / boolean rows, ``top_idx`` /
-    ``top_val`` the per-level buffers of the truncated path, ``cost_buf`` the
-    ``n_top × n_candidates`` cost matrix and ``cw`` the chain flow's arrays.
+    ``truncated`` and ``chain`` (each True or None) as in :func:`structured_loss`; a query
+    longer than ``k`` needs one of them True. Workspaces: ``iw`` / ``fw`` / ``bw`` integer /
+    float / boolean rows, ``top_idx`` / ``top_val`` the per-level buffers of the truncated
+    path, ``cost_buf`` the ``n_top × n_candidates`` cost matrix and ``cw`` the chain flow's
+    arrays.
     """
     m = fq.shape[0]
     n_top = min(k, m)
@@ -433,19 +439,24 @@ def _query_loss(
     cand = iw[_CAND]
     cand_rank = iw[_CAND_RANK]
     col_of_row = iw[_COL_OF_ROW]
-    short = truncated and n_top < m
-    if short:
-        n_ranked = _truncated_order(
-            fq, lq, m, n_top, n_levels, cut_level, n_above, top_idx, top_val, iw, fw, order, sigma
-        )
-        n_pos = n_top
-    else:
+    short = False
+    n_ranked = m
+    n_pos = m
+    # `is not None` on an argument is decided at compile time: a path passed None is not
+    # compiled at all (numba prunes the branch), which saves most of a first compilation
+    if truncated is not None:
+        if n_top < m:
+            short = True
+            n_ranked = _truncated_order(
+                fq, lq, m, n_top, n_levels, cut_level, n_above, top_idx, top_val, iw, fw, order,
+                sigma,
+            )  # fmt: skip
+            n_pos = n_top
+    if not short:
         ranked = argsort_stable(-fq)
         for r in range(m):
             order[r] = ranked[r]
         _ideal_order(lq, order, m, n_levels, iw[_COUNTS], sigma)
-        n_ranked = m
-        n_pos = m
     n_cand = _candidates(lq, order, n_ranked, n_top, n_levels, iw[_TREE], cand, cand_rank)
 
     if n_top == m:
@@ -487,7 +498,7 @@ def _query_loss(
                 bw[0],
                 bw[1],
             )
-        else:
+        elif chain is not None:
             _chain_flow(cost, n_top, n_cand, fq, order, cand_rank, c, m, col_of_row, iw, fw, cw)
 
     for p in range(n_top):
@@ -534,6 +545,7 @@ def structured_loss(
     c,
     k,
     truncated,
+    chain,
     ideal_c,
     values,
     grad,
@@ -565,8 +577,14 @@ def structured_loss(
         Position weights, non-increasing and non-negative.
     k : int
         Number of positions with a non-zero discount.
-    truncated : bool
-        Whether ``c`` is zero beyond position k (only the top k positions need assigning).
+    truncated : True or None
+        True when ``c`` is zero beyond position k and some query is longer than k: those
+        queries assign the top k positions only (the truncated path).
+    chain : True or None
+        True when ``c`` is positive beyond position k and some query is longer than k: those
+        queries take the chain flow. Every query longer than k needs one of the two paths;
+        a path passed None is left out of the compiled kernel (the common cases compile
+        one of them, or neither when no query is longer than k).
     ideal_c : float64 array of shape (n,) or (0,)
         Empty: σ puts equal gains in increasing score (the convex rule). Otherwise σ's part
         is given per document, the weight an ideal ordering (or a mean of ideal orderings)
@@ -584,10 +602,15 @@ def structured_loss(
     for q in range(q_start, q_stop):
         max_m = max(max_m, query_ptr[q + 1] - query_ptr[q])
     top = min(k, max_m)
-    chain = (not truncated) and max_m > k
-    n_level_buf = max_m * top if truncated else 0
-    n_chain = top + 2 * max_m if chain else 0
-    n_heap = top * max_m + 4 * max_m + top + 1 if chain else 0
+    n_level_buf = 0
+    if truncated is not None:
+        n_level_buf = max_m * top
+    n_chain = 0
+    n_heap = 0
+    if chain is not None:
+        if max_m > k:
+            n_chain = top + 2 * max_m
+            n_heap = top * max_m + 4 * max_m + top + 1
     iw = np.empty((_N_INT, max_m + 1), dtype=np.int64)
     fw = np.empty((_N_FLOAT, max_m))
     bw = np.empty((2, max_m), dtype=np.bool_)
@@ -615,6 +638,7 @@ def structured_loss(
             c,
             k,
             truncated,
+            chain,
             gq,
             iw,
             fw,
@@ -630,7 +654,9 @@ def structured_loss(
         # value 0 means π = that σ (gq untouched): the same correction applies.
         m = stop - start
         sigma = iw[_SIGMA]
-        n_pos = min(k, m) if truncated and k < m else m
+        n_pos = m
+        if truncated is not None:
+            n_pos = min(k, m)
         for p in range(n_pos):
             value += c[p] * fq[sigma[p]]
             gq[sigma[p]] += c[p]
@@ -674,7 +700,7 @@ def pessimistic_metric(q_start, q_stop, f, query_ptr, gain, inv_norm, a, values)
 # The latent tie-breaking: σ chosen best for the scores, and a loss with σ's weights given.
 
 
-@njit(cache=True)
+@njit(**INNER)
 def _latent_ideal_weights(lq, tq, n_levels, c, counts, sigma, out):
     """``out[d]``: mean of ``c`` over the positions that d's tie group holds in σ.
 
@@ -751,7 +777,7 @@ def latent_ideal_weights(
 # The pair joint feature map (ties="pairs"): only pairs of different gain enter the margin.
 
 
-@njit(cache=True)
+@njit(**INNER)
 def _pairs_query(fq, bq, lq, n_levels, inv_norm, a, k, scale, gq):
     """Loss ``max_π [Δ(π) − scale Σ_{inverted pairs} (f_i − f_j)]`` of one query; adds its
     subgradient into ``gq`` (zeros on entry).

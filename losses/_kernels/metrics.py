@@ -12,6 +12,7 @@ queries, so :mod:`losses._threads` can run blocks of queries on several threads.
 import numpy as np
 from numba import njit
 
+from losses._kernels import INNER
 from losses._kernels.fenwick import fenwick_add, fenwick_prefix
 from losses._kernels.sorting import argsort_stable, sorted_copy
 
@@ -27,7 +28,7 @@ def sort_by_score(q_start, q_stop, f, query_ptr, order):
             order[a + i] = a + local[i]
 
 
-@njit(cache=True)
+@njit(**INNER)
 def _group_end(f, order, i, b):
     """First position after the run of scores equal to the score at position i."""
     j = i + 1
@@ -149,7 +150,7 @@ def reciprocal_rank(q_start, q_stop, f, rel, query_ptr, order, k, average, out):
         out[q] = s
 
 
-@njit(cache=True)
+@njit(**INNER)
 def _subset_mean_products(x, skip, degree, h):
     """h[j] = mean over the j-subsets S of x without x[skip] of Π_{e in S} x_e, j <= degree.
 

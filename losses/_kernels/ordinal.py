@@ -16,7 +16,7 @@ Ties between an upper and a lower endpoint are broken so the pair is inactive fo
 (1 + f_i − f_j = 0 contributes 0 and subgradient 0) and active for the count.
 Per-level counts live in Fenwick trees over the level ranks for the structured costs
 (O(m log L) per query after sorting) and in plain arrays for a cost matrix (O(m L)).
-Sorting is a comparison sort, O(m log m), below ``_RADIX_MIN`` rows and an O(m) radix sort
+Sorting is a comparison sort, O(m log m), below ``RADIX_MIN`` rows and an O(m) radix sort
 above. Each query sorts its scores into contiguous buffers first, so the sweep reads
 memory in order even for a query of millions of rows.
 """
@@ -24,25 +24,35 @@ memory in order even for a query of millions of rows.
 import numpy as np
 from numba import njit
 
+from losses._kernels import INNER
 from losses._kernels.fenwick import fenwick_add, fenwick_init, fenwick_prefix
 from losses._kernels.sorting import argsort_stable
 
 # queries at least this long are sorted by radix sort, shorter ones by comparison sort
-_RADIX_MIN = 1024
+RADIX_MIN = 1024
 _RADIX_BITS = 11
 
 
 @njit(cache=True)
-def _argsort(x):
+def _argsort(x, radix):
     """Indices sorting ``x`` ascending (any order among equal values).
 
-    Comparison sort for short arrays; for long ones an LSD radix sort with 11-bit digits on
-    the order-preserving unsigned-integer image of the float64 bits, O(m) and cache-friendly
+    Comparison sort for short arrays; for arrays of ``RADIX_MIN`` or more, when ``radix`` is
+    True, :func:`_radix_argsort`. With ``radix`` None the radix sort is not compiled in.
+    """
+    m = x.shape[0]
+    if radix is None or m < RADIX_MIN:
+        return argsort_stable(x)
+    return _radix_argsort(x)
+
+
+@njit(**INNER)
+def _radix_argsort(x):
+    """Indices sorting ``x`` ascending: an LSD radix sort with 11-bit digits on the
+    order-preserving unsigned-integer image of the float64 bits, O(m) and cache-friendly
     (passes over a digit shared by all keys are skipped).
     """
     m = x.shape[0]
-    if m < _RADIX_MIN:
-        return argsort_stable(x)
     bits = x.view(np.uint64)
     sign = np.uint64(1) << np.uint64(63)
     keys = np.empty(m, dtype=np.uint64)
@@ -77,7 +87,7 @@ def _argsort(x):
     return order
 
 
-@njit(cache=True)
+@njit(**INNER)
 def _sweep(fs, rs, lev, count, alpha, beta, cost, margin, ties_active, work, as_lower, as_upper):
     """Summed cost of the active pairs of each row of one query, rows sorted by score.
 
@@ -160,6 +170,7 @@ def ordinal_pairs(
     levels,
     level_count,
     weight,
+    radix,
     alpha,
     beta,
     cost,
@@ -179,7 +190,9 @@ def ordinal_pairs(
     Without ``hinge``: per query w_q Σ_{y_i<y_j} C(y_i, y_j) [f_i >= f_j] (ties count as
     misordered) into ``values``; ``grad`` is not touched (it may be empty).
 
-    One kernel serves both, so one compilation does (see :mod:`losses._threads`).
+    One kernel serves both, so one compilation does (see :mod:`losses._threads`). ``radix``
+    is True when some query has ``RADIX_MIN`` rows or more (they are sorted by radix sort),
+    else None, which leaves the radix sort out of the compiled kernel.
     """
     s0 = query_ptr[q_start]
     n = query_ptr[q_stop] - s0
@@ -200,7 +213,7 @@ def ordinal_pairs(
             continue
         a = s - s0
         b = e - s0
-        order = _argsort(f[s:e])
+        order = _argsort(f[s:e], radix)
         for k in range(e - s):
             fs[a + k] = f[s + order[k]]
             rs[a + k] = rank[s + order[k]]

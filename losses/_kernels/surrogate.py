@@ -8,8 +8,10 @@ in :mod:`losses.surrogate`.
 import numpy as np
 from numba import njit
 
+from losses._kernels import INNER
 
-@njit(cache=True)
+
+@njit(**INNER)
 def _softplus(z):
     """log(1 + exp(z)) without overflow."""
     if z > 0.0:
@@ -17,7 +19,7 @@ def _softplus(z):
     return np.log1p(np.exp(z))
 
 
-@njit(cache=True)
+@njit(**INNER)
 def _sigmoid(z):
     """1 / (1 + exp(−z)) without overflow."""
     if z >= 0.0:

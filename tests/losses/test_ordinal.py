@@ -314,19 +314,19 @@ def test_data_keywords_are_rejected():
 
 
 def test_long_queries_sort_correctly():
-    from losses._kernels.ordinal import _RADIX_MIN, _argsort
+    from losses._kernels.ordinal import RADIX_MIN, _argsort
 
     rng = np.random.default_rng(47)
-    m = 3 * _RADIX_MIN
+    m = 3 * RADIX_MIN
     cases = [
         rng.normal(size=m),
         rng.integers(-3, 4, m) * 0.5,
         np.where(rng.random(m) < 0.5, -0.0, 0.0),
         rng.choice([-1e300, -5e-324, 0.0, 5e-324, 1e-300, 7.0, 1e300], m),
         np.full(m, 2.5),
-        rng.normal(size=_RADIX_MIN - 1),
+        rng.normal(size=RADIX_MIN - 1),
     ]
     for x in cases:
-        order = _argsort(x)
+        order = _argsort(x, True)
         np.testing.assert_array_equal(np.sort(order), np.arange(len(x)))
         np.testing.assert_array_equal(x[order], np.sort(x))
