@@ -60,6 +60,7 @@ import time
 import numpy as np
 
 from bmrm.solver.bundle import Bundle
+from bmrm.solver.compile_clock import CompileClock
 from bmrm.solver.loop import BMRMResult, minimize_bmrm
 from bmrm.solver.methods import get_method
 from bmrm.solver.oracle import RiskOracle
@@ -140,7 +141,8 @@ def minimize_cccp(
         Without ``w0`` the procedure starts at the minimiser of ``loss.initial_loss`` (a
         convex loss, solved with the same options) when the loss offers one, else at 0.
     max_time : float or None
-        Budget in seconds for the whole procedure; when it runs out, or a callback raises
+        Budget in seconds for the whole procedure, numba's compilation excluded (reported
+        as ``compile_seconds``); when it runs out, or a callback raises
         ``StopIteration``, the procedure stops after the current subproblem (status 3 or
         4, as the bundle method reports them).
     max_outer : int
@@ -188,122 +190,125 @@ def minimize_cccp(
     if not isinstance(carry_planes, (bool, np.bool_)):
         raise ValueError(f"carry_planes must be True or False; got {carry_planes!r}")
     start = time.perf_counter()
-    bounds = None if lower is None and upper is None else (lower, upper)
-    regularizer = make_regularizer(
-        regularizer, l1_ratio=l1_ratio, bounds=bounds, n_features=n_features
-    )
-    results = []
-    initial = oracle.initial() if w0 is None else None
-    if initial is not None:
-        res = minimize_bmrm(
-            initial,
-            n_features,
-            lam,
-            regularizer=regularizer,
-            tol=tol,
-            atol=atol,
-            max_time=max_time,
-            verbose=verbose,
-            **bmrm_options,
+    # compilation is excluded from the time budget and reported, as in minimize_bmrm
+    with CompileClock() as clock:
+        bounds = None if lower is None and upper is None else (lower, upper)
+        regularizer = make_regularizer(
+            regularizer, l1_ratio=l1_ratio, bounds=bounds, n_features=n_features
         )
-        results.append(res)
-        w0 = res.x
-    w = np.zeros(n_features) if w0 is None else np.array(w0, dtype=np.float64)
-    w = regularizer.project(w)
-
-    def objective(w):
-        return lam * regularizer.value(w) + oracle(w)[0]
-
-    J = objective(w)
-    outer_objective = [J]
-    n_init = len(results)
-    converged = False
-    # a callback's StopIteration (status 4) or the time budget (status 3) ends the procedure
-    stopped = bool(results) and results[-1].status in (3, 4)
-    method = bmrm_options.pop("method", None)
-    if method is None or (isinstance(method, str) and method == "auto"):
-        # as minimize_bmrm's "auto" (the level bundle method for L2 without bounds)
-        method = "level" if regularizer.qp else "bmrm"
-    step_tol = max(tol, min(0.1, 0.1 * inner_scale)) if adaptive else fixed_tol
-    surrogate, carrier = None, None
-    shift_calls = 0  # oracle calls of _shifted_bundle, counted in nfev
-    for outer in range(1, max_outer + 1):
-        if stopped:
-            break
-        budget = None
-        if max_time is not None:
-            budget = max_time - (time.perf_counter() - start)
-            if budget <= 0 and results:
-                break
-            budget = max(budget, 1e-9)
-        previous, surrogate = surrogate, oracle.convexified(w)
-        planes = None
-        if carry_planes and carrier is not None and carrier.bundle is not None:
-            planes = _shifted_bundle(carrier.bundle, previous, surrogate, n_features)
-            shift_calls += 2
-        carrier = _CarriedPlanes(method, planes)
-        res = minimize_bmrm(
-            surrogate,
-            n_features,
-            lam,
-            regularizer=regularizer,
-            tol=step_tol,
-            atol=atol,
-            max_time=budget,
-            w0=w,
-            method=carrier,
-            verbose=verbose,
-            **bmrm_options,
-        )
-        results.append(res)
-        stopped = res.status in (3, 4)
-        J_new = objective(res.x)
-        if verbose:
-            logger.info(
-                f"cccp step {outer}: J {J:.8g} -> {J_new:.8g} ({res.nit} iterations, "
-                f"tol {step_tol:.3g})"
+        results = []
+        initial = oracle.initial() if w0 is None else None
+        if initial is not None:
+            res = minimize_bmrm(
+                initial,
+                n_features,
+                lam,
+                regularizer=regularizer,
+                tol=tol,
+                atol=atol,
+                max_time=max_time,
+                verbose=verbose,
+                **bmrm_options,
             )
-        outer_objective.append(J_new)
-        if J_new > J:
-            # Only rounding can make a step go up (J_new <= J_t(x) <= J_t(w) = J): keep w.
-            if step_tol <= tol:
-                converged = True
+            results.append(res)
+            w0 = res.x
+        w = np.zeros(n_features) if w0 is None else np.array(w0, dtype=np.float64)
+        w = regularizer.project(w)
+
+        def objective(w):
+            return lam * regularizer.value(w) + oracle(w)[0]
+
+        J = objective(w)
+        outer_objective = [J]
+        n_init = len(results)
+        converged = False
+        # a callback's StopIteration (status 4) or the time budget (status 3) ends the procedure
+        stopped = bool(results) and results[-1].status in (3, 4)
+        method = bmrm_options.pop("method", None)
+        if method is None or (isinstance(method, str) and method == "auto"):
+            # as minimize_bmrm's "auto" (the level bundle method for L2 without bounds)
+            method = "level" if regularizer.qp else "bmrm"
+        step_tol = max(tol, min(0.1, 0.1 * inner_scale)) if adaptive else fixed_tol
+        surrogate, carrier = None, None
+        shift_calls = 0  # oracle calls of _shifted_bundle, counted in nfev
+        for outer in range(1, max_outer + 1):
+            if stopped:
                 break
-            step_tol = tol
-            continue
-        decrease = J - J_new
-        w, J = res.x, J_new
-        if decrease <= tol * abs(J) or decrease <= atol:
-            if step_tol <= tol:
-                converged = True
-                break
-            # a small decrease of a loosely solved step certifies nothing: solve to tol
-            step_tol = tol
-        elif adaptive:
-            step_tol = max(tol, min(0.1, inner_scale * decrease / max(abs(J), 1e-300)))
-    last = results[-1]
-    history = {key: np.concatenate([r.history[key] for r in results]) for key in last.history}
-    # 0 numbers the iterations of the starting problem (``initial_loss``), if any
-    history["outer"] = np.concatenate(
-        [np.full(len(r.history["objective"]), i + 1 - n_init) for i, r in enumerate(results)]
-    )
-    return BMRMResult(
-        x=np.array(w, copy=True),
-        fun=float(J),
-        lower_bound=last.lower_bound,
-        gap=last.gap,
-        nit=sum(r.nit for r in results),
-        nfev=sum(r.nfev for r in results) + len(outer_objective) + shift_calls,
-        status=last.status,
-        success=last.success,
-        message=f"{last.message} (last of {len(results) - n_init} concave-convex steps)",
-        bundle_size=last.bundle_size,
-        n_aggregations=sum(r.n_aggregations for r in results),
-        history=history,
-        oracle_seconds=sum(r.oracle_seconds for r in results),
-        master_seconds=sum(r.master_seconds for r in results),
-        total_seconds=time.perf_counter() - start,
-        n_outer=len(results) - n_init,
-        outer_objective=np.asarray(outer_objective),
-        outer_converged=converged,
-    )
+            budget = None
+            if max_time is not None:
+                budget = max_time - (time.perf_counter() - start - clock.current())
+                if budget <= 0 and results:
+                    break
+                budget = max(budget, 1e-9)
+            previous, surrogate = surrogate, oracle.convexified(w)
+            planes = None
+            if carry_planes and carrier is not None and carrier.bundle is not None:
+                planes = _shifted_bundle(carrier.bundle, previous, surrogate, n_features)
+                shift_calls += 2
+            carrier = _CarriedPlanes(method, planes)
+            res = minimize_bmrm(
+                surrogate,
+                n_features,
+                lam,
+                regularizer=regularizer,
+                tol=step_tol,
+                atol=atol,
+                max_time=budget,
+                w0=w,
+                method=carrier,
+                verbose=verbose,
+                **bmrm_options,
+            )
+            results.append(res)
+            stopped = res.status in (3, 4)
+            J_new = objective(res.x)
+            if verbose:
+                logger.info(
+                    f"cccp step {outer}: J {J:.8g} -> {J_new:.8g} ({res.nit} iterations, "
+                    f"tol {step_tol:.3g})"
+                )
+            outer_objective.append(J_new)
+            if J_new > J:
+                # Only rounding can make a step go up (J_new <= J_t(x) <= J_t(w) = J): keep w.
+                if step_tol <= tol:
+                    converged = True
+                    break
+                step_tol = tol
+                continue
+            decrease = J - J_new
+            w, J = res.x, J_new
+            if decrease <= tol * abs(J) or decrease <= atol:
+                if step_tol <= tol:
+                    converged = True
+                    break
+                # a small decrease of a loosely solved step certifies nothing: solve to tol
+                step_tol = tol
+            elif adaptive:
+                step_tol = max(tol, min(0.1, inner_scale * decrease / max(abs(J), 1e-300)))
+        last = results[-1]
+        history = {key: np.concatenate([r.history[key] for r in results]) for key in last.history}
+        # 0 numbers the iterations of the starting problem (``initial_loss``), if any
+        history["outer"] = np.concatenate(
+            [np.full(len(r.history["objective"]), i + 1 - n_init) for i, r in enumerate(results)]
+        )
+        return BMRMResult(
+            x=np.array(w, copy=True),
+            fun=float(J),
+            lower_bound=last.lower_bound,
+            gap=last.gap,
+            nit=sum(r.nit for r in results),
+            nfev=sum(r.nfev for r in results) + len(outer_objective) + shift_calls,
+            status=last.status,
+            success=last.success,
+            message=f"{last.message} (last of {len(results) - n_init} concave-convex steps)",
+            bundle_size=last.bundle_size,
+            n_aggregations=sum(r.n_aggregations for r in results),
+            history=history,
+            oracle_seconds=sum(r.oracle_seconds for r in results),
+            master_seconds=sum(r.master_seconds for r in results),
+            total_seconds=time.perf_counter() - start,
+            compile_seconds=clock.current(),
+            n_outer=len(results) - n_init,
+            outer_objective=np.asarray(outer_objective),
+            outer_converged=converged,
+        )
