@@ -331,17 +331,8 @@ def test_inout_rejects_bad_mu(mu):
         InOut(mu=mu)
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_level_projection_matches_cvxpy(seed):
-    """The projection onto {w : lam/2 ‖w‖² + max_i (a_i·w + b_i) <= level} by the multiplier
-    bisection, against cvxpy's solution of that QCQP."""
-    rng = np.random.default_rng(seed)
-    d, k, lam = 5, 8, [1e-3, 1e-2, 1e-1][seed % 3]
-    bundle = Bundle(d, capacity=20)
-    A = rng.normal(size=(k, d))
-    b = rng.uniform(0.0, 1.0, size=k)
-    for a_i, b_i in zip(A, b, strict=True):
-        bundle.add(a_i, b_i)
+def _l2_state(bundle, lam, d):
+    """A solver state of the L2 master over ``bundle``, its master solved."""
     from bmrm.solver.masters import QPMaster
 
     state = SolverState(
@@ -355,6 +346,21 @@ def test_level_projection_matches_cvxpy(seed):
         w0=np.zeros(d),
     )
     state.solve_master()
+    return state
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_level_projection_matches_cvxpy(seed):
+    """The projection onto {w : lam/2 ‖w‖² + max_i (a_i·w + b_i) <= level} by the multiplier
+    bisection, against cvxpy's solution of that QCQP."""
+    rng = np.random.default_rng(seed)
+    d, k, lam = 5, 8, [1e-3, 1e-2, 1e-1][seed % 3]
+    bundle = Bundle(d, capacity=20)
+    A = rng.normal(size=(k, d))
+    b = rng.uniform(0.0, 1.0, size=k)
+    for a_i, b_i in zip(A, b, strict=True):
+        bundle.add(a_i, b_i)
+    state = _l2_state(bundle, lam, d)
     lower = state.lower_bound
     x = rng.normal(size=d) * 3.0
     model = 0.5 * lam * x @ x + max(0.0, float(np.max(A @ x + b)))
@@ -382,19 +388,7 @@ def test_level_projection_of_a_point_inside_is_the_point():
     d, lam = 3, 0.1
     bundle = Bundle(d, capacity=10)
     bundle.add(np.array([1.0, 0.0, 0.0]), 0.5)
-    from bmrm.solver.masters import QPMaster
-
-    state = SolverState(
-        oracle=None,
-        lam=lam,
-        regularizer="l2",
-        l1_ratio=0.5,
-        bundle=bundle,
-        master=QPMaster(lam),
-        J_of=lambda w, R: 0.5 * lam * float(w @ w) + R,
-        w0=np.zeros(d),
-    )
-    state.solve_master()
+    state = _l2_state(bundle, lam, d)
     x = np.array([-0.4, 0.0, 0.0])  # model value 0.008 + max(0, 0.1) = 0.108
     assert LevelBundle()._project(state, x, 0.2) is x
 
