@@ -212,6 +212,7 @@ def minimize_cccp(
             )
             results.append(res)
             w0 = res.x
+        initial = None  # its targets are not needed again
         w = np.zeros(n_features) if w0 is None else np.array(w0, dtype=np.float64)
         w = regularizer.project(w)
 
@@ -245,6 +246,7 @@ def minimize_cccp(
             if carry_planes and carrier is not None and carrier.bundle is not None:
                 planes = _shifted_bundle(carrier.bundle, previous, surrogate, n_features)
                 shift_calls += 2
+            previous = None  # its targets are not needed again
             carrier = _CarriedPlanes(method, planes)
             res = minimize_bmrm(
                 surrogate,
