@@ -106,20 +106,13 @@ class RiskOracle:
 
     def _with_targets(self, loss, targets) -> RiskOracle:
         prepared = Prepared(loss, self.prepared.groups, targets, self.prepared.n_terms)
-        derived = RiskOracle(self.X, prepared, self.fit_intercept, self.intercept_scaling)
-        # The derived oracle shares X and the work arrays: the concave-convex procedure calls
-        # its oracles one at a time, and a work array is scratch within one call (what a call
-        # returns is a new array, or documented as overwritten by the next call).
-        derived._buffers = self._buffers
-        return derived
+        return RiskOracle(self.X, prepared, self.fit_intercept, self.intercept_scaling)
 
     def convexified(self, w: np.ndarray) -> RiskOracle:
         """The oracle of the convex surrogate of a latent loss with its latent part fixed at
         the scores X w (``loss.convexify``, :mod:`bmrm.solver.cccp`); X is shared."""
         prepared = self.prepared
-        f_int = np.ascontiguousarray(
-            prepared.groups.to_internal(self.scores(w, self._buffer("f")))
-        )
+        f_int = np.ascontiguousarray(prepared.groups.to_internal(self.scores(w)))
         return self._with_targets(prepared.loss, prepared.loss.convexify(f_int, prepared.targets))
 
     def initial(self) -> RiskOracle | None:
