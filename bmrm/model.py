@@ -539,7 +539,8 @@ def fit(
             "master='qp' solves the unconstrained L2 problem only; use master='cvxpy' "
             f"for regularizer={regularizer!r}"
         )
-    if (method == "nrbm" or isinstance(method, NRBM)) and not regularizer.qp:
+    by_nrbm = (isinstance(method, str) and method == "nrbm") or isinstance(method, NRBM)
+    if by_nrbm and not regularizer.qp:
         raise ValueError(
             f"method='nrbm' supports regularizer='l2' without bounds only; got "
             f"regularizer={regularizer!r}"
@@ -587,9 +588,13 @@ def fit(
     latent = getattr(loss_obj, "latent", False)
     solve = minimize_cccp if latent else minimize_bmrm
     start_nfev = 0
-    if method == "nrbm" or isinstance(method, NRBM):
-        # on a convex loss NRBM lowers no plane and keeps the certified gap
-        method = NRBM(convex=not latent)
+    if by_nrbm:
+        # on a convex loss NRBM lowers no plane and keeps the certified gap; a given NRBM
+        # object keeps its own options
+        options = {} if isinstance(method, str) else {
+            "smooth": method.smooth, "max_backtracks": method.max_backtracks
+        }  # fmt: skip
+        method = NRBM(convex=not latent, **options)
         if latent:
             solve = minimize_bmrm
             if w0 is None:
