@@ -84,7 +84,11 @@ class BMRMResult(OptimizeResult):
         bundle_size, nfev and n_passes (cumulative).
     n_passes : int
         Passes over X (products X w and Xᵀ g); plain BMRM makes two per oracle call.
-    oracle_seconds, master_seconds, total_seconds : float
+    n_cache_cuts : int
+        Planes taken from a per-query cut cache instead of an oracle call
+        (:mod:`bmrm.solver.cut_cache`); iterations that add one evaluate nothing, so their
+        ``history["objective"]`` is inf.
+    oracle_seconds, master_seconds, cache_seconds, total_seconds : float
     compile_seconds : float
         Wall-clock seconds spent in numba's compiler during the fit (compiling kernels on
         their first use, or loading them from the on-disk cache), included in the other
@@ -425,6 +429,7 @@ def _result(state: SolverState, status: int, hist: _History, total: float) -> BM
         nit=state.nit,
         nfev=state.nfev,
         n_passes=state.n_passes,
+        n_cache_cuts=state.n_cache_cuts,
         status=status,
         success=status in (0, 1),
         message=STATUS_MESSAGES[status],
@@ -433,5 +438,6 @@ def _result(state: SolverState, status: int, hist: _History, total: float) -> BM
         history=hist.view(),
         oracle_seconds=state.oracle_seconds,
         master_seconds=state.master_seconds,
+        cache_seconds=state.cache_seconds,
         total_seconds=total,
     )

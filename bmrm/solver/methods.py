@@ -48,6 +48,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from bmrm.solver.bundle import Bundle
+from bmrm.solver.cut_cache import make_cut_cache
 from bmrm.solver.level import LevelBundle
 from bmrm.solver.nrbm import NRBM
 from bmrm.solver.regularizers import L2, Box, ElasticNet, make_regularizer
@@ -104,7 +105,10 @@ class SolverState:
     nit, nfev, n_passes : int
         Iterations, risk evaluations (with or without a subgradient) and passes over X
         (products X w and Xᵀ g).
-    oracle_seconds, master_seconds : float
+    n_cache_cuts : int
+        Planes taken from a per-query cut cache (:mod:`bmrm.solver.cut_cache`) instead of an
+        oracle call; not counted in ``nfev``.
+    oracle_seconds, master_seconds, cache_seconds : float
     """
 
     oracle: Any
@@ -124,8 +128,10 @@ class SolverState:
     nit: int = 0
     nfev: int = 0
     n_passes: int = 0
+    n_cache_cuts: int = 0
     oracle_seconds: float = 0.0
     master_seconds: float = 0.0
+    cache_seconds: float = 0.0
 
     def __post_init__(self):
         # a name or a callable becomes its Regularizer (:mod:`bmrm.solver.regularizers`)
@@ -166,14 +172,18 @@ class SolverState:
         if J < self.best_J:
             self.best_J, self.best_w = J, w
 
-    def evaluate(self, w: np.ndarray, cut: bool = True):
+    def evaluate(self, w: np.ndarray, cut: bool = True, cache=None):
         """One oracle call at ``w`` (two passes over X); adds its plane to the bundle when
-        ``cut``. Returns ``(J, R, a)``."""
+        ``cut``, and its per-query planes to ``cache`` (a bound, active
+        :class:`~bmrm.solver.cut_cache.CutCache`) when given. Returns ``(J, R, a)``."""
         t0 = time.perf_counter()
-        R, a = self.oracle(w)
+        if cache is not None and cache.active:
+            R, a = cache.oracle_cut(self, w)
+        else:
+            R, a = self.oracle(w)
+            self.n_passes += 2
         self.oracle_seconds += time.perf_counter() - t0
         self.nfev += 1
-        self.n_passes += 2
         self.check_risk(w, R)
         J = self.J_of(w, R)
         self.record(w, J)
@@ -379,13 +389,32 @@ def _check_convexity(t, J, s, t0, J0, s0) -> None:
 
 class PlainBMRM:
     """Plain BMRM: evaluate the risk at the master problem's minimiser (Teo et al., JMLR
-    2010, Algorithm 1). One oracle call (two passes over X) per iteration."""
+    2010, Algorithm 1). One oracle call (two passes over X) per iteration.
+
+    Parameters
+    ----------
+    cut_cache : bool, "auto" or CutCache
+        With a per-query cut cache (:mod:`bmrm.solver.cut_cache`; Joachims, Finley & Yu,
+        2009), an iteration whose cache cut at the master minimiser is violated enough adds
+        that plane instead of calling the oracle (``n_cache_cuts``). False (default): off;
+        True or a :class:`~bmrm.solver.cut_cache.CutCache`: on, an error for an oracle or
+        loss without per-query cuts; ``"auto"``: on where it applies.
+    """
 
     name = "bmrm"
 
+    def __init__(self, cut_cache=False):
+        self.cache, self._cache_required = make_cut_cache(cut_cache)
+
     def step(self, state: SolverState) -> None:
+        cache = self.cache
+        if cache is not None:
+            cache.bind(state.oracle, self._cache_required)
         w = state.w0 if state.w_master is None else self.next_point(state.w_master, state)
-        state.evaluate(w)
+        if cache is not None and cache.try_cut(state, w):
+            state.solve_master()
+            return
+        state.evaluate(w, cache=cache)
         state.solve_master()
 
     def next_point(self, w_master: np.ndarray, state: SolverState) -> np.ndarray:

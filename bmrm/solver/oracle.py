@@ -228,6 +228,43 @@ class RiskOracle:
         self._check_plane(a, g)
         return R, a
 
+    def query_cut(self, w: np.ndarray, out: np.ndarray):
+        """:meth:`query_cut_at` at the scores X w (two passes over X)."""
+        return self.query_cut_at(self._scores(w, self._buffer("f")), out)
+
+    def query_cut_at(self, f: np.ndarray, out: np.ndarray):
+        """``(R, a, r)`` at scores ``f`` with the risk's per-query parts (one pass over X).
+
+        For a per-query loss, R = Σ_q r[q] with r[q] = l_q(f_q) / n_terms, and out[q] =
+        X_qᵀ g_q (``out``: float64, (n_queries, n_features), C-contiguous; the intercept's
+        column gets ``intercept_scaling`` Σ g_q) is a subgradient of r[q] as a function of
+        w; a = Σ_q out[q]. Used by the cut cache (:mod:`bmrm.solver.cut_cache`).
+        ``last_gradient`` then holds g = ∂R/∂f (caller order, a work array).
+        """
+        self._check_scores(f)
+        prepared = self.prepared
+        order = prepared.groups.order
+        if order is None:
+            f_int = np.ascontiguousarray(f)
+        else:
+            f_int = np.take(f, order, out=self._buffer("f_internal"))
+        values, grad = prepared.loss_grad(f_int)
+        total = prepared.check(values, grad, f_int)
+        n = prepared.n_terms
+        g = self._buffer("g")
+        if order is None:
+            np.divide(grad, n, out=g)
+        else:
+            g[order] = grad
+            g /= n
+        _products.query_rmatvec(
+            self.X, g, prepared.groups.query_ptr, order, out, self.intercept_scaling
+        )
+        a = out.sum(axis=0)
+        self.last_gradient = g
+        self._check_plane(a, g)
+        return total / n, a, values / n
+
     def _check_plane(self, a: np.ndarray, g: np.ndarray) -> None:
         # the master problems work with inner products of planes: |a|² must be finite too
         if not np.isfinite(_squared_norm(a)):

@@ -19,6 +19,7 @@ is what it saves; the arithmetic is the same.
 """
 
 import numpy as np
+import scipy.sparse as sp
 from numba import njit
 
 from losses._threads import block_bounds, n_threads_for, run_blocks
@@ -139,3 +140,76 @@ def fused_cut(X, w, bias, query_ptr, blocks, kernel, args, n_terms, f, values, g
         float(n_terms), f, values, g, partial,
     )  # fmt: skip
     partial.sum(axis=0, out=out)
+
+
+@njit(cache=True, nogil=True)
+def _query_rmatvec_dense(start, stop, X, g, query_ptr, order, scaling, out):
+    """out[q, :d] = Σ_{rows i of query q} g_i X[i] (and out[q, d] = scaling Σ_i g_i when out
+    has a column more than X) for the queries start:stop; ``order`` maps internal rows to
+    X's rows (empty: the identity)."""
+    d = X.shape[1]
+    permuted = order.shape[0] > 0
+    for q in range(start, stop):
+        acc = out[q]
+        acc[:] = 0.0
+        total = 0.0
+        for i in range(query_ptr[q], query_ptr[q + 1]):
+            r = order[i] if permuted else i
+            gi = g[r]
+            total += gi
+            if gi != 0.0:
+                for j in range(d):
+                    acc[j] += gi * X[r, j]
+        if out.shape[1] > d:
+            acc[d] = scaling * total
+
+
+@njit(cache=True, nogil=True)
+def _query_rmatvec_csr(start, stop, data, indices, indptr, d, g, query_ptr, order, scaling, out):
+    """:func:`_query_rmatvec_dense` for a CSR X given by ``data, indices, indptr``."""
+    permuted = order.shape[0] > 0
+    for q in range(start, stop):
+        acc = out[q]
+        acc[:] = 0.0
+        total = 0.0
+        for i in range(query_ptr[q], query_ptr[q + 1]):
+            r = order[i] if permuted else i
+            gi = g[r]
+            total += gi
+            if gi != 0.0:
+                for p in range(indptr[r], indptr[r + 1]):
+                    acc[indices[p]] += gi * data[p]
+        if out.shape[1] > d:
+            acc[d] = scaling * total
+
+
+def query_rmatvec(X, g, query_ptr, order, out, scaling: float = 1.0):
+    """Per-query products out[q] = X_qᵀ g_q: one pass over X, output (n_queries, d).
+
+    Parameters
+    ----------
+    X : (n, d) float32 or float64 array (any layout) or CSR matrix
+    g : float64 (n,)
+        In X's row order.
+    query_ptr : int64 (n_queries + 1,)
+        Query q is the internal rows ``query_ptr[q]:query_ptr[q + 1]``.
+    order : int64 array or None
+        X's row of each internal row (None: rows already in query order).
+    out : float64 (n_queries, d) or (n_queries, d + 1), C-contiguous
+        With d + 1 columns, the last one receives ``scaling`` times the per-query sum of g
+        (the intercept's column).
+
+    Each query is summed by one thread in row order, so the result does not depend on the
+    number of threads; Σ_q out[q] is Xᵀ g up to the order of the sums.
+    """
+    order = np.empty(0, dtype=np.int64) if order is None else np.asarray(order, dtype=np.int64)
+    n = int(query_ptr[-1])
+    bounds = block_bounds(query_ptr, n_threads_for(n))
+    if sp.issparse(X):
+        X = X.tocsr()
+        run_blocks(
+            _query_rmatvec_csr, bounds, X.data, X.indices, X.indptr, X.shape[1], g, query_ptr,
+            order, float(scaling), out,
+        )  # fmt: skip
+    else:
+        run_blocks(_query_rmatvec_dense, bounds, X, g, query_ptr, order, float(scaling), out)

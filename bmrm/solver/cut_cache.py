@@ -1,0 +1,309 @@
+"""A per-query cut cache: cheap cutting planes from earlier oracle calls, query by query.
+
+For a risk that is a sum over queries, R(w) = Σ_q R_q(w) with R_q(w) = l_q(X_q w) / n_terms
+(every built-in ranking loss), an oracle call at w_k gives each query's value R_q(w_k) and
+subgradient a_qk = X_qᵀ g_q(w_k) (one pass over X, :func:`bmrm.solver.products.query_rmatvec`),
+so the cache keeps, for each query q and cached point k, the affine minorant
+
+    R_q(w) >= c_qk + ⟨a_qk, w⟩,    c_qk = R_q(w_k) − ⟨a_qk, w_k⟩,
+
+and offers at any w the *cache cut*
+
+    R(w) >= C(w) = Σ_q max_k (c_qk + ⟨a_qk, w⟩)   and its plane   Σ_q (c_qk*_q + ⟨a_qk*_q, ·⟩),
+
+k*_q the maximiser for query q at w. This is the constraint cache of the 1-slack cutting-plane
+training of structural SVMs (Joachims, Finley & Yu, Machine Learning 77, 2009, Sec. 4), which
+SVM^rank runs: most iterations take the per-query most violated cached labelings instead of
+calling the separation oracle.
+
+Validity. R_q is convex (a convex loss of the affine scores X_q w) and, because l is a sum
+of functions of disjoint blocks of scores, the block g_q of a subgradient of Σ_q l_q at f is
+a subgradient of l_q at f_q; by the chain rule a_qk ∈ ∂R_q(w_k). So c_qk + ⟨a_qk, w⟩ <= R_q(w)
+for every k and w, hence max_k (...) <= R_q(w), and summing over q, C(w) <= R(w): the plane of
+the cache cut is a minorant of R, valid in the bundle like any oracle cut. It is also at least
+as high at w as every joint cut Σ_q (c_qk + ⟨a_qk, ·⟩) of an earlier oracle call k whose
+per-query parts are all still cached, which a bundle of joint (aggregated) cuts cannot
+express: the cache works on the disaggregated model Σ_q max_k.
+
+Use by a method (:mod:`bmrm.solver.methods`): before calling the oracle at the point w it
+chose, the method asks :meth:`CutCache.try_cut`; when C(w) exceeds the bundle's model at w by
+more than ``violation`` times the current gap, the cache's plane joins the bundle instead of
+an oracle call (no pass over X; ``n_cache_cuts`` counts them, ``nfev`` does not), and the
+method solves the master again. The certificate stays valid (every plane is a minorant) and
+the best objective is only taken at points where the oracle was called.
+
+Memory and eviction. The cache holds at most K planes per query, n_queries · K · n_features
+float64 numbers plus one slot of the same size for the oracle's output, with K the smaller of
+``max_points`` and what fits in ``max_fraction`` of X's bytes (e.g. MSLR-WEB30K's
+31,531 queries × 136 features take 34 MB per K against X's 2 GB as float32). When a query's K
+slots are full, the slot that was least recently the most violated one for that query (the
+maximiser at a cache evaluation or an oracle point) is replaced. A query's new plane is kept
+only when it is higher at its own point than every cached plane of that query (else a cached
+plane is already exact there).
+
+Cost of a cache cut: n_queries · K · n_features multiply-adds over the cache, no pass over X.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+import numpy as np
+from numba import njit
+
+__all__ = ["CutCache", "make_cut_cache", "supports_cut_cache"]
+
+logger = logging.getLogger("bmrm")
+
+
+@njit(cache=True, nogil=True)
+def _cache_cut(A, c, filled, used, stamp, w, a_out):
+    """C(w), its plane's gradient in ``a_out`` and offset (returned); stamps the maximisers.
+
+    A: (n_q, K, p) planes, c: (n_q, K) offsets, filled: (n_q,) slots in use per query."""
+    n_q, _, p = A.shape
+    a_out[:] = 0.0
+    value = 0.0
+    offset = 0.0
+    for q in range(n_q):
+        best = -np.inf
+        kb = -1
+        for k in range(filled[q]):
+            s = c[q, k]
+            for j in range(p):
+                s += A[q, k, j] * w[j]
+            if s > best:
+                best = s
+                kb = k
+        if kb < 0:
+            continue
+        used[q, kb] = stamp
+        value += best
+        offset += c[q, kb]
+        for j in range(p):
+            a_out[j] += A[q, kb, j]
+    return value, offset
+
+
+@njit(cache=True, nogil=True)
+def _store(A, c, filled, used, stamp, w, P, r, rtol):
+    """Store query q's plane (P[q], r[q] − ⟨P[q], w⟩), exact at w, unless a cached plane of q
+    is within ``rtol``·r[q] of r[q] at w; a full query replaces its least recently most
+    violated slot. Returns the number of planes stored."""
+    n_q, K, p = A.shape
+    stored = 0
+    for q in range(n_q):
+        best = -np.inf
+        kb = -1
+        for k in range(filled[q]):
+            s = c[q, k]
+            for j in range(p):
+                s += A[q, k, j] * w[j]
+            if s > best:
+                best = s
+                kb = k
+        if kb >= 0 and r[q] - best <= rtol * abs(r[q]):
+            used[q, kb] = stamp
+            continue
+        if filled[q] < K:
+            slot = filled[q]
+            filled[q] += 1
+        else:
+            slot = 0
+            for k in range(1, K):
+                if used[q, k] < used[q, slot]:
+                    slot = k
+        dot = 0.0
+        for j in range(p):
+            A[q, slot, j] = P[q, j]
+            dot += P[q, j] * w[j]
+        c[q, slot] = r[q] - dot
+        used[q, slot] = stamp
+        stored += 1
+    return stored
+
+
+def supports_cut_cache(oracle) -> str | None:
+    """None when ``oracle`` can feed a cut cache, else the reason it cannot.
+
+    It can when it offers per-query cuts (the package's
+    :class:`~bmrm.solver.oracle.RiskOracle`) for a loss with one term per query that depends
+    on that query's scores alone: every built-in per-query loss of :mod:`losses`, or a user
+    loss that declares ``query_decomposable = True``. Pointwise losses (one term per row) are
+    left out: one plane per row and cached point would cost K copies of X, and coarser
+    groups of rows lose the per-query flexibility the cache is for.
+    """
+    prepared = getattr(oracle, "prepared", None)
+    if prepared is None or not hasattr(oracle, "query_cut_at"):
+        return "the oracle offers no per-query cuts (only the package's risk oracle does)"
+    loss = prepared.loss
+    if getattr(loss, "pointwise", False):
+        return f"the {type(loss).__name__} loss is pointwise (one term per row, not per query)"
+    builtin = type(loss).__module__.split(".")[0] == "losses"
+    if not (builtin or getattr(loss, "query_decomposable", False) is True):
+        return (
+            f"the {type(loss).__name__} loss does not declare query_decomposable = True (its "
+            "value and gradient for each query must depend on that query's scores alone)"
+        )
+    if prepared.n_terms != prepared.groups.n_queries or prepared.n_terms == 0:
+        return "the risk has no per-query terms"
+    return None
+
+
+class CutCache:
+    """Options and store of the per-query cut cache (module docstring).
+
+    Parameters
+    ----------
+    max_points : int >= 2
+        Planes kept per query, at most (K).
+    max_fraction : float > 0
+        The cache (K slots and the oracle's output slot) may take at most this fraction of
+        X's bytes; K is lowered to fit, and the cache stays off when fewer than two slots fit.
+    violation : float >= 0
+        A cache cut is used when it lifts the bundle's model at the point by more than this
+        times the current gap (best objective − lower bound); else the oracle is called.
+    max_streak : int >= 1
+        Consecutive cache cuts, at most, before the oracle is called again.
+    """
+
+    def __init__(
+        self,
+        max_points: int = 8,
+        max_fraction: float = 0.25,
+        violation: float = 0.1,
+        max_streak: int = 20,
+    ):
+        if isinstance(max_points, bool) or not isinstance(max_points, (int, np.integer)):
+            raise TypeError(f"max_points must be an integer >= 2; got {max_points!r}")
+        if max_points < 2:
+            raise ValueError(f"max_points must be at least 2; got {max_points}")
+        if not (isinstance(max_fraction, (int, float)) and 0.0 < max_fraction < math.inf):
+            raise ValueError(f"max_fraction must be a positive finite number; got {max_fraction!r}")
+        if not (isinstance(violation, (int, float)) and 0.0 <= violation < math.inf):
+            raise ValueError(f"violation must be a finite number >= 0; got {violation!r}")
+        if isinstance(max_streak, bool) or not isinstance(max_streak, (int, np.integer)):
+            raise TypeError(f"max_streak must be an integer >= 1; got {max_streak!r}")
+        if max_streak < 1:
+            raise ValueError(f"max_streak must be at least 1; got {max_streak}")
+        self.max_points = int(max_points)
+        self.max_fraction = float(max_fraction)
+        self.violation = float(violation)
+        self.max_streak = int(max_streak)
+        self._oracle = None
+        self.active = False
+        self.K = 0
+        self.nbytes = 0
+        self._streak = 0
+        self._stamp = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"CutCache(max_points={self.max_points}, max_fraction={self.max_fraction}, "
+            f"violation={self.violation}, max_streak={self.max_streak})"
+        )
+
+    def bind(self, oracle, required: bool) -> None:
+        """Attach to ``oracle`` (a new oracle empties the cache). Raises when ``required`` and
+        the oracle cannot feed a cache; else the cache stays off."""
+        if oracle is self._oracle:
+            return
+        self._oracle = oracle
+        self.active = False
+        self.A = self.c = self.filled = self.used = self.P = None
+        reason = supports_cut_cache(oracle)
+        if reason is not None:
+            if required:
+                raise ValueError(f"cut_cache=True needs per-query cuts: {reason}")
+            return
+        n_q = oracle.prepared.groups.n_queries
+        p = oracle.n_features
+        slot = n_q * p * 8
+        X = oracle.X
+        x_bytes = X.data.nbytes if hasattr(X, "indptr") else X.nbytes
+        K = min(self.max_points, int(self.max_fraction * x_bytes // slot) - 1)
+        if K < 2:
+            logger.info(
+                "cut cache off: %d queries x %d features leave fewer than two slots in "
+                "max_fraction=%g of X's %d bytes",
+                n_q, p, self.max_fraction, x_bytes,
+            )  # fmt: skip
+            return
+        self.K = K
+        self.A = np.zeros((n_q, K, p))
+        self.c = np.zeros((n_q, K))
+        self.filled = np.zeros(n_q, dtype=np.int64)
+        self.used = np.zeros((n_q, K), dtype=np.int64)
+        self.P = np.zeros((n_q, p))
+        self._a = np.zeros(p)
+        self.nbytes = self.A.nbytes + self.c.nbytes + self.used.nbytes + self.P.nbytes
+        self.active = True
+
+    def cut(self, w: np.ndarray) -> tuple[float, np.ndarray, float]:
+        """``(C(w), a, b)``: the cache cut's value at w and its plane R >= ⟨a, ·⟩ + b."""
+        self._stamp += 1
+        value, offset = _cache_cut(
+            self.A, self.c, self.filled, self.used, self._stamp, np.ascontiguousarray(w),
+            self._a,
+        )  # fmt: skip
+        return value, self._a.copy(), offset
+
+    def try_cut(self, state, w: np.ndarray) -> bool:
+        """Add the cache cut at ``w`` to the bundle when it lifts the model there by more than
+        ``violation`` times the gap (counted in ``state.n_cache_cuts``); False (nothing done)
+        when the oracle should be called instead."""
+        if not self.active or self._stamp == 0 or self._streak >= self.max_streak:
+            return False
+        if not (math.isfinite(state.best_J) and math.isfinite(state.lower_bound)):
+            return False
+        t0 = time.perf_counter()
+        value, a, b = self.cut(w)
+        bundle = state.bundle
+        k = bundle.size
+        model = float(np.max(np.einsum("ij,j->i", bundle.A[:k], w) + bundle.b[:k]))
+        state.cache_seconds += time.perf_counter() - t0
+        if value - model <= self.violation * state.gap:
+            return False
+        bundle.add(a, b)
+        state.n_cache_cuts += 1
+        self._streak += 1
+        return True
+
+    def oracle_cut(self, state, w: np.ndarray, f: np.ndarray | None = None):
+        """The oracle's ``(R, a)`` at ``w`` (scores ``f`` when given: one pass over X, else
+        two), with every query's plane offered to the cache."""
+        oracle = state.oracle
+        if f is None:
+            R, a, r = oracle.query_cut(w, self.P)
+            state.n_passes += 2
+        else:
+            R, a, r = oracle.query_cut_at(f, self.P)
+            state.n_passes += 1
+        t0 = time.perf_counter()
+        self._stamp += 1
+        _store(
+            self.A, self.c, self.filled, self.used, self._stamp, np.ascontiguousarray(w),
+            self.P, r, 1e-12,
+        )  # fmt: skip
+        state.cache_seconds += time.perf_counter() - t0
+        self._streak = 0
+        return R, a
+
+
+def make_cut_cache(cut_cache) -> tuple[CutCache | None, bool]:
+    """``(cache, required)`` from a method's ``cut_cache`` option: False or None (off), True
+    (on; an oracle that cannot feed it is an error), ``"auto"`` (on where the oracle can
+    feed it) or a :class:`CutCache` (on, with its options; required)."""
+    if cut_cache is None or cut_cache is False:
+        return None, False
+    if cut_cache is True:
+        return CutCache(), True
+    if isinstance(cut_cache, str) and cut_cache == "auto":
+        return CutCache(), False
+    if isinstance(cut_cache, CutCache):
+        return cut_cache, True
+    raise ValueError(
+        f"cut_cache must be True, False, 'auto' or a CutCache; got {cut_cache!r}"
+    )
