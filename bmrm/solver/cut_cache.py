@@ -53,21 +53,36 @@ import time
 import numpy as np
 from numba import njit
 
+from losses._threads import block_bounds, n_threads_for, run_blocks
+
 __all__ = ["CutCache", "make_cut_cache", "supports_cut_cache"]
 
 logger = logging.getLogger("bmrm")
 
 
 @njit(cache=True, nogil=True)
-def _cache_cut(A, c, filled, used, stamp, w, a_out):
-    """C(w), its plane's gradient in ``a_out`` and offset (returned); stamps the maximisers.
+def _block_of(bounds, q0):
+    """The index of the block that starts at query q0."""
+    b = 0
+    while bounds[b] != q0:
+        b += 1
+    return b
+
+
+@njit(cache=True, nogil=True)
+def _cache_cut(q0, q1, bounds, A, c, filled, used, stamp, w, partial, sums):
+    """For the queries q0:q1, block b of ``bounds``: Σ_q max_k (c_qk + ⟨a_qk, w⟩) into
+    sums[b, 0], the maximisers' offsets into sums[b, 1] and gradients into partial[b];
+    stamps the maximisers.
 
     A: (n_q, K, p) planes, c: (n_q, K) offsets, filled: (n_q,) slots in use per query."""
-    n_q, _, p = A.shape
+    p = A.shape[2]
+    b = _block_of(bounds, q0)
+    a_out = partial[b]
     a_out[:] = 0.0
     value = 0.0
     offset = 0.0
-    for q in range(n_q):
+    for q in range(q0, q1):
         best = -np.inf
         kb = -1
         for k in range(filled[q]):
@@ -84,17 +99,19 @@ def _cache_cut(A, c, filled, used, stamp, w, a_out):
         offset += c[q, kb]
         for j in range(p):
             a_out[j] += A[q, kb, j]
-    return value, offset
+    sums[b, 0] = value
+    sums[b, 1] = offset
 
 
 @njit(cache=True, nogil=True)
-def _store(A, c, filled, used, stamp, w, P, r, rtol):
-    """Store query q's plane (P[q], r[q] − ⟨P[q], w⟩), exact at w, unless a cached plane of q
-    is within ``rtol``·r[q] of r[q] at w; a full query replaces its least recently most
-    violated slot. Returns the number of planes stored."""
-    n_q, K, p = A.shape
-    stored = 0
-    for q in range(n_q):
+def _store(q0, q1, bounds, A, c, filled, used, stamp, w, P, r, rtol, stored):
+    """For the queries q0:q1, store query q's plane (P[q], r[q] − ⟨P[q], w⟩), exact at w,
+    unless a cached plane of q is within ``rtol``·r[q] of r[q] at w (that one is stamped
+    instead); a full query replaces its least recently most violated slot. stored[b]
+    receives the number of planes stored."""
+    K, p = A.shape[1], A.shape[2]
+    count = 0
+    for q in range(q0, q1):
         best = -np.inf
         kb = -1
         for k in range(filled[q]):
@@ -121,8 +138,15 @@ def _store(A, c, filled, used, stamp, w, P, r, rtol):
             dot += P[q, j] * w[j]
         c[q, slot] = r[q] - dot
         used[q, slot] = stamp
-        stored += 1
-    return stored
+        count += 1
+    stored[_block_of(bounds, q0)] = count
+
+
+def _blocks(n_queries: int, work: int) -> np.ndarray:
+    """Query boundaries of the blocks the cache's kernels run on (one per thread when the
+    cache holds ``work`` numbers or more than ``PARALLEL_MIN_ROWS`` rows' worth)."""
+    ptr = np.arange(n_queries + 1, dtype=np.int64)
+    return block_bounds(ptr, n_threads_for(work // 64))
 
 
 def supports_cut_cache(oracle) -> str | None:
@@ -141,6 +165,8 @@ def supports_cut_cache(oracle) -> str | None:
     loss = prepared.loss
     if getattr(loss, "pointwise", False):
         return f"the {type(loss).__name__} loss is pointwise (one term per row, not per query)"
+    if getattr(loss, "convex", True) is False and not getattr(oracle, "convex_surrogate", False):
+        return f"the {type(loss).__name__} loss is not convex (its planes are not minorants)"
     builtin = type(loss).__module__.split(".")[0] == "losses"
     if not (builtin or getattr(loss, "query_decomposable", False) is True):
         return (
@@ -181,7 +207,9 @@ class CutCache:
         if max_points < 2:
             raise ValueError(f"max_points must be at least 2; got {max_points}")
         if not (isinstance(max_fraction, (int, float)) and 0.0 < max_fraction < math.inf):
-            raise ValueError(f"max_fraction must be a positive finite number; got {max_fraction!r}")
+            raise ValueError(
+                f"max_fraction must be a positive finite number; got {max_fraction!r}"
+            )
         if not (isinstance(violation, (int, float)) and 0.0 <= violation < math.inf):
             raise ValueError(f"violation must be a finite number >= 0; got {violation!r}")
         if isinstance(max_streak, bool) or not isinstance(max_streak, (int, np.integer)):
@@ -237,18 +265,27 @@ class CutCache:
         self.filled = np.zeros(n_q, dtype=np.int64)
         self.used = np.zeros((n_q, K), dtype=np.int64)
         self.P = np.zeros((n_q, p))
-        self._a = np.zeros(p)
+        self._bounds = _blocks(n_q, n_q * K * p)
+        n_b = len(self._bounds) - 1
+        self._partial = np.zeros((n_b, p))
+        self._sums = np.zeros((n_b, 2))
+        self.n_stored = 0
         self.nbytes = self.A.nbytes + self.c.nbytes + self.used.nbytes + self.P.nbytes
         self.active = True
 
     def cut(self, w: np.ndarray) -> tuple[float, np.ndarray, float]:
         """``(C(w), a, b)``: the cache cut's value at w and its plane R >= ⟨a, ·⟩ + b."""
         self._stamp += 1
-        value, offset = _cache_cut(
-            self.A, self.c, self.filled, self.used, self._stamp, np.ascontiguousarray(w),
-            self._a,
+        bounds = self._bounds
+        n_b = len(bounds) - 1
+        partial = self._partial[:n_b]
+        sums = self._sums[:n_b]
+        run_blocks(
+            _cache_cut, bounds, bounds, self.A, self.c, self.filled, self.used, self._stamp,
+            np.ascontiguousarray(w, dtype=np.float64), partial, sums,
         )  # fmt: skip
-        return value, self._a.copy(), offset
+        total = sums.sum(axis=0)
+        return float(total[0]), partial.sum(axis=0), float(total[1])
 
     def try_cut(self, state, w: np.ndarray) -> bool:
         """Add the cache cut at ``w`` to the bundle when it lifts the model there by more than
@@ -283,10 +320,12 @@ class CutCache:
             state.n_passes += 1
         t0 = time.perf_counter()
         self._stamp += 1
-        _store(
-            self.A, self.c, self.filled, self.used, self._stamp, np.ascontiguousarray(w),
-            self.P, r, 1e-12,
+        stored = np.zeros(len(self._bounds) - 1, dtype=np.int64)
+        run_blocks(
+            _store, self._bounds, self._bounds, self.A, self.c, self.filled, self.used,
+            self._stamp, np.ascontiguousarray(w, dtype=np.float64), self.P, r, 1e-12, stored,
         )  # fmt: skip
+        self.n_stored += int(stored.sum())
         state.cache_seconds += time.perf_counter() - t0
         self._streak = 0
         return R, a
@@ -304,6 +343,4 @@ def make_cut_cache(cut_cache) -> tuple[CutCache | None, bool]:
         return CutCache(), False
     if isinstance(cut_cache, CutCache):
         return cut_cache, True
-    raise ValueError(
-        f"cut_cache must be True, False, 'auto' or a CutCache; got {cut_cache!r}"
-    )
+    raise ValueError(f"cut_cache must be True, False, 'auto' or a CutCache; got {cut_cache!r}")

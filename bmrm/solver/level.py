@@ -37,6 +37,7 @@ import time
 
 import numpy as np
 
+from bmrm.solver.cut_cache import make_cut_cache
 from bmrm.solver.qp import master_step
 
 __all__ = ["LevelBundle"]
@@ -56,6 +57,10 @@ class LevelBundle:
         increasing ties at lam = 1e-4 to 1e-3: 81 and 45).
     max_projection_steps : int
         Master solves per projection, at most (bisection on the multiplier).
+    cut_cache : bool, "auto" or CutCache
+        As for :class:`~bmrm.solver.methods.PlainBMRM`: a cache cut at the projected point,
+        when violated enough, replaces the iteration's oracle call
+        (:mod:`bmrm.solver.cut_cache`); the next iteration projects the same point again.
 
     Notes
     -----
@@ -65,7 +70,7 @@ class LevelBundle:
 
     name = "level"
 
-    def __init__(self, theta: float = 0.7, max_projection_steps: int = 40):
+    def __init__(self, theta: float = 0.7, max_projection_steps: int = 40, cut_cache=False):
         if not 0.0 < theta < 1.0:
             raise ValueError(f"theta must lie in (0, 1); got {theta!r}")
         if max_projection_steps < 1:
@@ -74,13 +79,14 @@ class LevelBundle:
             )
         self.theta = theta
         self.max_projection_steps = max_projection_steps
+        self.cache, self._cache_required = make_cut_cache(cut_cache)
         self._w = None
         self._s = 1.0
         self._buffers = None
         self.projection_solves = 0
 
     def step(self, state) -> None:
-        if self._w is None:
+        if self._w is None or state.w_master is None:  # a new fit (or concave-convex step)
             if not getattr(state.regularizer, "qp", False):
                 raise ValueError(
                     "method='level' needs regularizer='l2' without bounds; got "
@@ -92,7 +98,13 @@ class LevelBundle:
             t0 = time.perf_counter()
             w = self._project(state, self._w, level)
             state.master_seconds += time.perf_counter() - t0
-        state.evaluate(w)
+        cache = self.cache
+        if cache is not None:
+            cache.bind(state.oracle, self._cache_required)
+            if cache.try_cut(state, w):
+                state.solve_master()
+                return
+        state.evaluate(w, cache=cache)
         state.solve_master()
         self._w = w
 

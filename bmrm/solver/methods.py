@@ -279,17 +279,21 @@ class _ScoreSegment:
             slope_reg = state.regularizer_slope(w, self.d)
         return J, state.lam * slope_reg + slope_R, g
 
-    def cut(self, t: float):
-        """An oracle call with its plane at w(t) (one pass, Xᵀg). Returns ``(w, f, J, g)``."""
+    def cut(self, t: float, cache=None):
+        """An oracle call with its plane at w(t) (one pass, Xᵀg), its per-query planes
+        offered to ``cache`` when active. Returns ``(w, f, J, g)``."""
         state = self.state
         t0 = time.perf_counter()
         f = self.scores(t)
-        R, a = state.oracle.cut_at(f)
+        w = self.w_a + t * self.d
+        if cache is not None and cache.active:
+            R, a = cache.oracle_cut(state, w, f)
+        else:
+            R, a = state.oracle.cut_at(f)
+            state.n_passes += 1
         g = state.oracle.last_gradient.copy()
         state.oracle_seconds += time.perf_counter() - t0
         state.nfev += 1
-        state.n_passes += 1
-        w = self.w_a + t * self.d
         state.check_risk(w, R)
         J = state.J_of(w, R)
         state.record(w, J)
@@ -318,9 +322,9 @@ class _PointSegment:
             a_a @ self.d
         )
 
-    def cut(self, t: float):
+    def cut(self, t: float, cache=None):
         w = self.w_a + t * self.d
-        J, _, a = self.state.evaluate(w, cut=True)
+        J, _, a = self.state.evaluate(w, cut=True, cache=cache)
         return w, None, J, a
 
 
@@ -442,25 +446,41 @@ class OCAS:
         gap of the minimum along the line (bounded by convexity).
     max_evals : int
         Loss evaluations per line search, at most.
+    cut_cache : bool, "auto" or CutCache
+        As for :class:`PlainBMRM`: a cache cut at the master minimiser, when violated
+        enough, replaces the iteration's line search and oracle call.
     """
 
     name = "ocas"
 
-    def __init__(self, mu: float = 0.1, line_search_tol: float = 0.01, max_evals: int = 10):
+    def __init__(
+        self,
+        mu: float = 0.1,
+        line_search_tol: float = 0.01,
+        max_evals: int = 10,
+        cut_cache=False,
+    ):
         if not 0.0 <= mu <= 1.0:
             raise ValueError(f"mu must lie in [0, 1]; got {mu!r}")
         self.mu = mu
         self.line_search_tol = line_search_tol
         self.max_evals = max_evals
+        self.cache, self._cache_required = make_cut_cache(cut_cache)
         self._w_b = self._f_b = self._g_b = None
         self._J_b = math.inf
 
     def step(self, state: SolverState) -> None:
+        cache = self.cache
+        if cache is not None:
+            cache.bind(state.oracle, self._cache_required)
         if state.w_master is None:
             self._start(state)
             state.solve_master()
             return
         w_c = state.w_master
+        if cache is not None and cache.try_cut(state, w_c):
+            state.solve_master()
+            return
         seg = state.segment(self._w_b, w_c, self._f_b)
         slope0 = seg.start_slope(self._g_b)
         t_max = 1.0 if state.bounded else math.inf
@@ -470,7 +490,7 @@ class OCAS:
         if t > 0.0:
             self._set_best(seg, t, J_t, g_t)
         t_cut = t + self._cut_fraction(t) * (1.0 - t)
-        w, f, J, g = seg.cut(t_cut)
+        w, f, J, g = seg.cut(t_cut, cache)
         if J < self._J_b:
             self._w_b, self._f_b, self._g_b, self._J_b = w, f, g, J
         state.solve_master()
@@ -480,20 +500,25 @@ class OCAS:
 
     def _start(self, state: SolverState) -> None:
         w = state.w0
+        cache = self.cache
         if hasattr(state.oracle, "cut_at"):
             t0 = time.perf_counter()
             f = state.oracle.scores(w)
-            R, a = state.oracle.cut_at(f)
+            state.n_passes += 1
+            if cache is not None and cache.active:
+                R, a = cache.oracle_cut(state, w, f)
+            else:
+                R, a = state.oracle.cut_at(f)
+                state.n_passes += 1
             self._g_b = state.oracle.last_gradient.copy()
             state.oracle_seconds += time.perf_counter() - t0
             state.nfev += 1
-            state.n_passes += 2
             J = state.J_of(w, R)
             state.record(w, J)
             state.bundle.add(a, R - float(a @ w))
             self._f_b = f
         else:
-            J, _, self._g_b = state.evaluate(w)
+            J, _, self._g_b = state.evaluate(w, cache=cache)
         self._w_b, self._J_b = w, J
 
     def _set_best(self, seg, t, J_t, g_t) -> None:
@@ -513,8 +538,10 @@ class LineSearchBMRM(OCAS):
 
     name = "ls-bmrm"
 
-    def __init__(self, line_search_tol: float = 0.01, max_evals: int = 10):
-        super().__init__(mu=0.0, line_search_tol=line_search_tol, max_evals=max_evals)
+    def __init__(self, line_search_tol: float = 0.01, max_evals: int = 10, cut_cache=False):
+        super().__init__(
+            mu=0.0, line_search_tol=line_search_tol, max_evals=max_evals, cut_cache=cut_cache
+        )
 
     def _cut_fraction(self, t: float) -> float:
         return 1.0 if t == 0.0 else 0.0

@@ -113,7 +113,12 @@ class RiskOracle:
         the scores X w (``loss.convexify``, :mod:`bmrm.solver.cccp`); X is shared."""
         prepared = self.prepared
         f_int = np.ascontiguousarray(prepared.groups.to_internal(self.scores(w)))
-        return self._with_targets(prepared.loss, prepared.loss.convexify(f_int, prepared.targets))
+        oracle = self._with_targets(
+            prepared.loss, prepared.loss.convexify(f_int, prepared.targets)
+        )
+        # convex although its loss is not (the cut cache asks, bmrm.solver.cut_cache)
+        oracle.convex_surrogate = True
+        return oracle
 
     def initial(self) -> RiskOracle | None:
         """The oracle of the convex loss that starts the concave-convex procedure
