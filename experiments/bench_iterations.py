@@ -2,8 +2,8 @@
 
     python experiments/bench_iterations.py [--ltr /tmp/ltr] [--sets small medium demo]
         [--C 1 100] [--demo-losses ndcg ndcg-increasing ndcg-pairs ordinal]
-        [--methods bmrm inout level ls-bmrm ocas] [--repeats 1] [--max-time 600]
-        [--out results/bench_iterations]
+        [--methods bmrm inout level ls-bmrm ocas bmrm+cache level+cache ocas+cache]
+        [--repeats 1] [--max-time 600] [--out results/bench_iterations]
 
 SVM^rank's objective ½‖w‖² + C·(1/n_q)·Σ_q Σ_{y_i > y_j} max(0, 1 − (f_i − f_j)) is
 ``bmrm.fit(X, y, losses.get("ordinal", normalize="none"), qid, lam=1/C)`` with J = pval / C.
@@ -12,7 +12,10 @@ commands and SVM^rank's final objective on each; the train part of ``NAME.npz`` 
 float64). For each set, C and method the script reports, at the first iteration where
 (a) the best objective is within 1e-6 (relative) of SVM^rank's and (b) the relative gap is
 at most 1e-3: iterations, oracle calls (risk evaluations with or without a subgradient),
-passes over X (products X w and Xᵀ g) and seconds, split into oracle, master and other.
+passes over X (products X w and Xᵀ g) and seconds, split into oracle, master and other
+(the cut cache's own seconds included in other). A method name ending in ``+cache`` runs that
+method with the per-query cut cache (``cut_cache=True``, :mod:`bmrm.solver.cut_cache`); its
+iterations are oracle calls plus cache cuts (counted apart).
 The demo data of :mod:`bmrm.demo` (NDCG@10 with truncated c in its three tie rules, and
 ordinal, at lam 1e-2 and 1e-4) has no SVM^rank figure: only (b) is reported there, and
 whether it came within the demo's budget of 20 s. The default NDCG (``ties="latent"``) is not
@@ -41,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import losses  # noqa: E402
 from bmrm.demo import make_ranking_data  # noqa: E402
 from bmrm.solver.cccp import minimize_cccp  # noqa: E402
+from bmrm.solver.cut_cache import CutCache  # noqa: E402
 from bmrm.solver.loop import minimize_bmrm  # noqa: E402
 from bmrm.solver.methods import METHODS  # noqa: E402
 from bmrm.solver.oracle import RiskOracle  # noqa: E402
@@ -97,13 +101,32 @@ def problems(args):
             yield name, f"C={C:g}", X, y, qid, loss, 1.0 / C, SVMRANK_J.get((name, C))
 
 
-def run_cccp(oracle, d, lam, method, max_time, max_iter):
+CACHED = ("bmrm", "level", "ocas", "ls-bmrm")
+
+
+def make_method(name: str, cache_fraction: float | None = None):
+    """A method name of :data:`METHODS`, or one of :data:`CACHED` with ``+cache``: that method
+    with the cut cache (a fresh object per fit; ``cache_fraction`` overrides the cache's
+    memory cap, for the warm-up on tiny data)."""
+    if name.endswith("+cache"):
+        cache = True if cache_fraction is None else CutCache(max_fraction=cache_fraction)
+        return METHODS[name.removesuffix("+cache")](cut_cache=cache)
+    return name
+
+
+def run_cccp(oracle, d, lam, method, max_time, max_iter, cache_fraction=None):
     """The whole concave-convex fit of a latent loss; its counters if it converged."""
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = minimize_cccp(
-            oracle, d, lam, tol=GAP_TARGET, max_time=max_time, max_iter=max_iter, method=method
+            oracle,
+            d,
+            lam,
+            tol=GAP_TARGET,
+            max_time=max_time,
+            max_iter=max_iter,
+            method=make_method(method, cache_fraction),
         )
     elapsed = time.perf_counter() - start
     h = res.history
@@ -116,6 +139,7 @@ def run_cccp(oracle, d, lam, method, max_time, max_iter):
         hits["gap"] = {
             "iterations": res.nit,
             "oracle_calls": res.nfev,
+            "cache_cuts": getattr(res, "n_cache_cuts", 0),
             "passes": passes,
             "seconds": elapsed,
             "oracle_s": res.oracle_seconds,
@@ -129,12 +153,12 @@ def run_cccp(oracle, d, lam, method, max_time, max_iter):
     return hits, res
 
 
-def run(X, y, qid, loss, lam, method, target_J, max_time, max_iter):
+def run(X, y, qid, loss, lam, method, target_J, max_time, max_iter, cache_fraction=None):
     """One fit until both targets are met; the counters at each target."""
     prepared = losses.prepare(loss, y, qid, n_samples=X.shape[0])
     oracle = RiskOracle(X, prepared)
     if getattr(loss, "latent", False):
-        return run_cccp(oracle, X.shape[1], lam, method, max_time, max_iter)
+        return run_cccp(oracle, X.shape[1], lam, method, max_time, max_iter, cache_fraction)
     hits = {}
     start = time.perf_counter()
 
@@ -144,6 +168,7 @@ def run(X, y, qid, loss, lam, method, target_J, max_time, max_iter):
         return {
             "iterations": r.nit,
             "oracle_calls": r.nfev,
+            "cache_cuts": r.n_cache_cuts,
             "passes": r.n_passes,
             "seconds": elapsed,
             "oracle_s": r.oracle_seconds,
@@ -170,7 +195,7 @@ def run(X, y, qid, loss, lam, method, target_J, max_time, max_iter):
             tol=1e-9,
             max_iter=max_iter,
             max_time=max_time,
-            method=method,
+            method=make_method(method, cache_fraction),
             callback=callback,
         )
     return hits, res
@@ -186,7 +211,8 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--demo-losses", nargs="+", default=list(DEMO_LOSSES), choices=list(DEMO_LOSSES)
     )
-    parser.add_argument("--methods", nargs="+", default=sorted(METHODS))
+    choices = sorted(METHODS) + [f"{name}+cache" for name in CACHED]
+    parser.add_argument("--methods", nargs="+", default=sorted(METHODS), choices=choices)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--max-time", type=float, default=600.0)
     parser.add_argument("--max-iter", type=int, default=20000)
@@ -199,7 +225,7 @@ def main(argv=None) -> int:
         warm = [losses.get("ordinal", normalize="none")]
         warm += [losses.get(name, **params) for name, params in DEMO_LOSSES.values()]
         for loss in warm:
-            run(Xw, yw, qw, loss, 1e-2, method, None, 10.0, 20)
+            run(Xw, yw, qw, loss, 1e-2, method, None, 10.0, 20, cache_fraction=1e3)
     warmup = time.perf_counter() - t
     progress(f"warm-up (numba compilation, untimed): {warmup:.1f} s")
 
@@ -234,6 +260,7 @@ def main(argv=None) -> int:
                                 "iterations": res.nit,
                                 "seconds": res.total_seconds,
                                 "oracle_calls": res.nfev,
+                                "cache_cuts": getattr(res, "n_cache_cuts", 0),
                                 "passes": res.n_passes,
                                 "oracle_s": res.oracle_seconds,
                                 "master_s": res.master_seconds,
@@ -277,6 +304,7 @@ def main(argv=None) -> int:
                 method,
                 ("" if reached else "not reached: ") + f"{med('iterations'):.0f}",
                 f"{med('oracle_calls'):.0f}",
+                f"{med('cache_cuts'):.0f}",
                 f"{med('passes'):.0f}",
                 f"{med('seconds'):.2f}",
                 f"{med('oracle_s'):.2f}",
@@ -293,6 +321,7 @@ def main(argv=None) -> int:
         "method",
         "iterations",
         "oracle calls",
+        "cache cuts",
         "passes over X",
         "seconds",
         "oracle s",

@@ -234,8 +234,27 @@ class RiskOracle:
         return R, a
 
     def query_cut(self, w: np.ndarray, out: np.ndarray):
-        """:meth:`query_cut_at` at the scores X w (two passes over X)."""
-        return self.query_cut_at(self._scores(w, self._buffer("f")), out)
+        """:meth:`query_cut_at` at the scores X w: two passes over X, or one where the
+        oracle's call takes one (:func:`bmrm.solver.products.fused_query_cut`)."""
+        if self.fused is None:
+            return self.query_cut_at(self._scores(w, self._buffer("f")), out)
+        kernel, args, blocks = self.fused
+        d = self.X.shape[1]
+        bias = w[d] * self.intercept_scaling if self.fit_intercept else 0.0
+        f, g = self._buffer("f"), self._buffer("g")
+        values = self._buffer("values", self.prepared.n_terms)
+        n_terms = self.prepared.n_terms
+        _products.fused_query_cut(
+            self.X, np.ascontiguousarray(w[:d], dtype=np.float64), bias,
+            self.prepared.groups.query_ptr, blocks, kernel, args, n_terms, f, values, g, out,
+            self.intercept_scaling,
+        )  # fmt: skip
+        self._check_scores(f)
+        R = self.prepared.check(values, g, f) / n_terms
+        a = out.sum(axis=0)
+        self.last_gradient = g
+        self._check_plane(a, g)
+        return R, a, values / n_terms
 
     def query_cut_at(self, f: np.ndarray, out: np.ndarray):
         """``(R, a, r)`` at scores ``f`` with the risk's per-query parts (one pass over X).

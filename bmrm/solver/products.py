@@ -213,3 +213,35 @@ def query_rmatvec(X, g, query_ptr, order, out, scaling: float = 1.0):
         )  # fmt: skip
     else:
         run_blocks(_query_rmatvec_dense, bounds, X, g, query_ptr, order, float(scaling), out)
+
+
+@njit(cache=True, nogil=True)
+def _scale_rows(start, stop, g, n_terms):
+    for i in range(start, stop):
+        g[i] /= n_terms
+
+
+def _fused_query_blocks(
+    start, stop, blocks, query_ptr, X, w, bias, kernel, args, n_terms, scaling, *out
+):
+    f, values, g, per_query, no_order = out
+    for b in range(start, stop):
+        q0, q1 = int(blocks[b]), int(blocks[b + 1])
+        r0, r1 = int(query_ptr[q0]), int(query_ptr[q1])
+        _matvec_rows(r0, r1, X, w, bias, f)
+        kernel(q0, q1, f, *args, values, g)
+        _scale_rows(r0, r1, g, n_terms)
+        _query_rmatvec_dense(q0, q1, X, g, query_ptr, no_order, scaling, per_query)
+
+
+def fused_query_cut(
+    X, w, bias, query_ptr, blocks, kernel, args, n_terms, f, values, g, out, scaling=1.0
+):
+    """:func:`fused_cut` with per-query products: one pass over X, out[q] = X_qᵀ g_q
+    (as :func:`query_rmatvec`, the intercept's column included when ``out`` has d + 1)."""
+    n = int(query_ptr[-1])
+    bounds = block_bounds(query_ptr[blocks], n_threads_for(n))
+    run_blocks(
+        _fused_query_blocks, bounds, blocks, query_ptr, X, w, float(bias), kernel, args,
+        float(n_terms), float(scaling), f, values, g, out, np.empty(0, dtype=np.int64),
+    )  # fmt: skip

@@ -442,3 +442,29 @@ def test_cache_cut_matches_a_numpy_reference_on_blocks(monkeypatch, threads):
         assert value == pytest.approx(V[rows, k].sum(), rel=1e-12)
         np.testing.assert_allclose(a, cache.A[rows, k].sum(axis=0), rtol=1e-12, atol=1e-14)
         assert b == pytest.approx(cache.c[rows, k].sum(), rel=1e-12, abs=1e-14)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("fit_intercept", [False, True])
+def test_one_pass_query_cut_matches_the_two_pass_one(dtype, fit_intercept):
+    """Rows in query order and a loss with a block kernel: the per-query cut in one pass
+    over X (forced on small X) equals the one from f = X w and the per-query product."""
+    X, y, qid = ranking_data(12, n_queries=60, d=5)
+    order = np.argsort(qid, kind="stable")
+    X, y, qid = np.ascontiguousarray(X[order], dtype=dtype), y[order], qid[order]
+    two = make_oracle("ordinal", {}, X, y, qid, fit_intercept)
+    one = make_oracle("ordinal", {}, X, y, qid, fit_intercept)
+    one.fused = one._fused_plan(0)
+    assert one.fused is not None and two.fused is None
+    p = two.n_features
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        w = rng.normal(size=p)
+        out1, out2 = np.full((60, p), np.nan), np.full((60, p), np.nan)
+        R1, a1, r1 = one.query_cut(w, out1)
+        R2, a2, r2 = two.query_cut(w, out2)
+        assert R1 == pytest.approx(R2, rel=1e-12)
+        np.testing.assert_allclose(r1, r2, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(out1, out2, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(a1, a2, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(a1, two(w)[1], rtol=1e-10, atol=1e-12)
