@@ -33,6 +33,17 @@ Methods
     the serious point, and a stationary point (not a certified optimum) at the end. Kept
     out of :data:`METHODS`, the methods with a certified gap on convex risks.
 
+Per-query cut cache
+-------------------
+:class:`PlainBMRM`, :class:`OCAS`, :class:`LineSearchBMRM` and
+:class:`~bmrm.solver.level.LevelBundle` take ``cut_cache=True`` (or ``"auto"``, or a
+:class:`~bmrm.solver.cut_cache.CutCache` with its options): for per-query losses they keep
+each query's planes from earlier oracle calls and, where the per-query maximum of those planes
+is violated enough at the point the method chose, add it instead of calling the oracle (the
+constraint cache of SVM^rank's 1-slack solver; :mod:`bmrm.solver.cut_cache`). For example
+``bmrm.fit(X, y, "ordinal", qid, lam=1e-2, method=PlainBMRM(cut_cache=True))``. Its
+planes are counted in ``n_cache_cuts``, apart from ``nfev``.
+
 Along a segment w(t) = w_a + t·(w_b − w_a) the scores are affine, f(t) = f_a + t·(f_b − f_a),
 so for the package's risk oracle the line search costs one product X w_b and loss
 evaluations on scores, with no further pass over X.
@@ -406,6 +417,9 @@ class PlainBMRM:
     """
 
     name = "bmrm"
+    # subclasses that do not call __init__ run without a cache
+    cache = None
+    _cache_required = False
 
     def __init__(self, cut_cache=False):
         self.cache, self._cache_required = make_cut_cache(cut_cache)
@@ -452,6 +466,8 @@ class OCAS:
     """
 
     name = "ocas"
+    cache = None
+    _cache_required = False
 
     def __init__(
         self,

@@ -14,7 +14,7 @@ from bmrm.solver.cut_cache import CutCache, make_cut_cache, supports_cut_cache
 from bmrm.solver.level import LevelBundle
 from bmrm.solver.methods import OCAS, PlainBMRM, SolverState
 from bmrm.solver.oracle import RiskOracle
-from tests.bmrm.test_methods import ordinal_direct
+from tests.bmrm.test_methods import QueryHinge, ordinal_direct
 
 # every convex per-query loss of the package (latent and non-convex ones are refused)
 RANKING_LOSSES = [
@@ -284,32 +284,6 @@ def test_make_cut_cache_values():
     assert isinstance(cache, CutCache) and not required
     given = CutCache(max_points=3)
     assert make_cut_cache(given) == (given, True)
-
-
-class QueryHinge:
-    """Σ over a query's pairs y_i > y_j of max(0, 1 − f_i + f_j), as a user loss; with
-    ``sign=-1`` its gradient has the wrong sign."""
-
-    def __init__(self, sign=1.0, decomposable=None):
-        self.sign = sign
-        if decomposable is not None:
-            self.query_decomposable = decomposable
-
-    def validate(self, y, query_ptr):
-        return np.asarray(y, dtype=np.float64), np.asarray(query_ptr)
-
-    def loss_grad(self, f, targets):
-        y, ptr = targets
-        values = np.zeros(len(ptr) - 1)
-        grad = np.zeros_like(f)
-        for q in range(len(ptr) - 1):
-            for i in range(ptr[q], ptr[q + 1]):
-                for j in range(ptr[q], ptr[q + 1]):
-                    if y[i] > y[j] and 1 - f[i] + f[j] > 0:
-                        values[q] += 1 - f[i] + f[j]
-                        grad[i] -= self.sign
-                        grad[j] += self.sign
-        return values, grad
 
 
 def test_user_loss_needs_a_declaration_for_an_explicit_cache():

@@ -10,12 +10,32 @@ import pytest
 import bmrm
 import losses
 from bmrm.solver.bundle import Bundle
+from bmrm.solver.cut_cache import CutCache
 from bmrm.solver.level import LevelBundle
-from bmrm.solver.methods import METHODS, InOut, PlainBMRM, SolverState, line_search
+from bmrm.solver.methods import (
+    METHODS,
+    OCAS,
+    InOut,
+    LineSearchBMRM,
+    PlainBMRM,
+    SolverState,
+    line_search,
+)
 from bmrm.solver.oracle import RiskOracle
 from tests.bmrm.test_solver import direct_optimum, make_problem, objective
 
 METHOD_NAMES = sorted(METHODS)
+# the methods that take a per-query cut cache, with it (a cap loose enough for tiny data)
+CACHED_METHODS = {
+    "bmrm+cache": PlainBMRM,
+    "level+cache": LevelBundle,
+    "ocas+cache": OCAS,
+    "ls-bmrm+cache": LineSearchBMRM,
+}
+
+
+def cached_method(name):
+    return CACHED_METHODS[name](cut_cache=CutCache(max_fraction=100.0))
 
 
 def ranking_problem(seed, n_queries=6, docs=5, d=4):
@@ -419,3 +439,84 @@ def test_inout_with_mu_one_is_plain_bmrm():
     b = bmrm.fit(X, y, "hinge", lam=1e-2, tol=1e-6, method=InOut(mu=1.0)).result_
     assert a.nit == b.nit
     np.testing.assert_allclose(a.history["objective"], b.history["objective"], rtol=1e-9)
+
+
+class QueryHinge:
+    """Σ over a query's pairs y_i > y_j of max(0, 1 − f_i + f_j), as a user loss; with
+    ``sign=-1`` its gradient has the wrong sign."""
+
+    def __init__(self, sign=1.0, decomposable=None):
+        self.sign = sign
+        if decomposable is not None:
+            self.query_decomposable = decomposable
+
+    def validate(self, y, query_ptr):
+        return np.asarray(y, dtype=np.float64), np.asarray(query_ptr)
+
+    def loss_grad(self, f, targets):
+        y, ptr = targets
+        values = np.zeros(len(ptr) - 1)
+        grad = np.zeros_like(f)
+        for q in range(len(ptr) - 1):
+            for i in range(ptr[q], ptr[q + 1]):
+                for j in range(ptr[q], ptr[q + 1]):
+                    if y[i] > y[j] and 1 - f[i] + f[j] > 0:
+                        values[q] += 1 - f[i] + f[j]
+                        grad[i] -= self.sign
+                        grad[j] += self.sign
+        return values, grad
+
+
+@pytest.mark.parametrize("method", sorted(CACHED_METHODS))
+@pytest.mark.parametrize("normalize", ["none", None])
+@pytest.mark.parametrize("seed", range(3))
+def test_cached_methods_reach_the_direct_optimum(method, normalize, seed):
+    X, y, qid = ranking_problem(seed, n_queries=12)
+    lam = [1e-3, 1e-1, 1.0][seed]
+    params = {} if normalize is None else {"normalize": normalize}
+    loss = losses.get("ordinal", **params)
+    model = bmrm.fit(
+        X, y, loss, qid, lam=lam, tol=1e-6, max_iter=5000, method=cached_method(method)
+    )
+    res = model.result_
+    assert res.success, res.message
+    # the risk the fit minimised, evaluated independently of the solver
+    risk = losses.risk(loss, X @ res.x, y, qid)[0]
+    assert lam / 2 * res.x @ res.x + risk == pytest.approx(res.fun, rel=1e-10)
+    if normalize == "none":
+        J_star, D, n_q = ordinal_direct(X, y, qid, lam)
+        assert res.fun - J_star <= res.gap + 1e-8
+        assert res.lower_bound <= J_star + 1e-7
+    plain = bmrm.fit(
+        X, y, loss, qid, lam=lam, tol=1e-8, max_iter=5000, method=method.split("+")[0]
+    ).result_
+    # both certified: each optimum lies within the other's gap
+    assert abs(res.fun - plain.fun) <= res.gap + plain.gap
+    assert res.lower_bound <= plain.fun + 1e-9
+    evaluating = np.diff(res.history["nfev"], prepend=0) > 0
+    assert res.nit == res.n_cache_cuts + evaluating.sum()
+
+
+@pytest.mark.parametrize("method", sorted(CACHED_METHODS))
+def test_cached_methods_raise_on_a_wrong_subgradient(method):
+    X, y, qid = ranking_problem(5, n_queries=12)
+    with pytest.raises(ValueError, match="not a subgradient"):
+        bmrm.fit(
+            X, y, QueryHinge(sign=-1.0, decomposable=True), qid, lam=0.1,
+            method=cached_method(method),
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize("method", sorted(CACHED_METHODS))
+def test_cached_methods_use_the_cache(method):
+    X, y, qid = ranking_problem(2, n_queries=30, docs=8)
+    loss = losses.get("ordinal", normalize="none")
+    res = bmrm.fit(
+        X, y, loss, qid, lam=1e-3, tol=1e-5, max_iter=5000, method=cached_method(method)
+    ).result_
+    plain = bmrm.fit(
+        X, y, loss, qid, lam=1e-3, tol=1e-5, max_iter=5000, method=method.split("+")[0]
+    )
+    assert res.success and plain.result_.success
+    assert res.n_cache_cuts > 0
+    assert res.n_passes < plain.result_.n_passes
