@@ -442,3 +442,18 @@ def test_one_pass_query_cut_matches_the_two_pass_one(dtype, fit_intercept):
         np.testing.assert_allclose(out1, out2, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(a1, a2, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(a1, two(w)[1], rtol=1e-10, atol=1e-12)
+
+
+def test_a_cached_fit_saves_and_loads_with_its_counters(tmp_path):
+    X, y, qid = ranking_data(13, n_queries=30)
+    model = bmrm.fit(
+        X, y, "ordinal", qid, lam=1e-3, tol=1e-5,
+        method=PlainBMRM(cut_cache=CutCache(max_fraction=100.0)),
+    )  # fmt: skip
+    res = model.result_
+    assert res.n_cache_cuts > 0
+    model.save(tmp_path / "m.npz")
+    loaded = bmrm.load(tmp_path / "m.npz").result_
+    assert loaded.n_cache_cuts == res.n_cache_cuts and loaded.nfev == res.nfev
+    np.testing.assert_array_equal(loaded.history["objective"], res.history["objective"])
+    assert np.isinf(res.history["objective"]).sum() == res.n_cache_cuts
