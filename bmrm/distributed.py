@@ -96,6 +96,10 @@ def _derived_partition(part: _Partition, oracle: RiskOracle) -> _Partition:
     return _Partition(oracle, part.n_rows, part.nbytes)
 
 
+def _release_partition(part: _Partition) -> None:
+    part.oracle.release()
+
+
 def _convexified_partition(part: _Partition, w: np.ndarray) -> _Partition:
     """The partition's convex surrogate, latent part fixed at its own scores X_p w."""
     return _derived_partition(part, part.oracle.convexified(w))
@@ -435,6 +439,13 @@ class DaskRiskOracle:
             return None
         return self._derived(
             [self.client.submit(_initial_partition, part, pure=False) for part in self.partitions]
+        )
+
+    def release(self) -> None:
+        """Drop the partitions' work arrays on the workers (:meth:`RiskOracle.release`);
+        waits until every partition has done so."""
+        self.client.gather(
+            [self.client.submit(_release_partition, part, pure=False) for part in self.partitions]
         )
 
     def close(self) -> None:
