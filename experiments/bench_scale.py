@@ -212,8 +212,41 @@ def child_local(args) -> dict:
 
 
 def _process_cpu_seconds() -> float:
-    """CPU seconds of the calling process (run on every Dask worker)."""
+    """CPU seconds of the calling process (run on every Dask worker and the scheduler)."""
     return time.process_time()
+
+
+def _time_partition_tasks() -> None:
+    """On a worker: wrap the partition task so that each call records (start, end, thread
+    CPU seconds, rows) in ``bmrm.distributed._bench_task_log`` (the oracle's own time, apart
+    from the worker's communication and scheduling)."""
+    import bmrm.distributed as distributed
+
+    if hasattr(distributed, "_bench_task_log"):
+        return
+    log = distributed._bench_task_log = []
+    inner = distributed._partition_risk
+
+    def timed(part, w):
+        t0, c0 = time.perf_counter(), time.thread_time()
+        out = inner(part, w)
+        log.append((t0, time.perf_counter(), time.thread_time() - c0, part.n_rows))
+        return out
+
+    distributed._partition_risk = timed
+
+
+def _kernel_threads() -> int:
+    """numba's thread count in a worker process (its environment's NUMBA_NUM_THREADS)."""
+    import numba
+
+    return int(numba.config.NUMBA_NUM_THREADS)
+
+
+def _partition_task_log() -> list:
+    import bmrm.distributed as distributed
+
+    return list(distributed._bench_task_log)
 
 
 def child_dask(args) -> dict:
@@ -226,16 +259,23 @@ def child_dask(args) -> dict:
 
     spec = make_spec(args.scale)
     n_blocks = len(spec["blocks"])
+    # the workers' environment: Dask itself sets OMP/MKL/OpenBLAS threads to 1; NUMBA_NUM_THREADS
+    # only when --kernel-threads is given (else numba's default, all cores, as a user gets)
+    env = {"OMP_NUM_THREADS": "1"}
+    if args.kernel_threads:
+        env["NUMBA_NUM_THREADS"] = str(args.kernel_threads)
     with (
         LocalCluster(
             n_workers=args.workers,
             threads_per_worker=1,
             processes=True,
             dashboard_address=":0",
-            env={"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"},
+            env=env,
         ) as cluster,
         Client(cluster) as client,
     ):
+        client.run(_time_partition_tasks)
+        kernel_threads = set(client.run(_kernel_threads).values())
         build = dask.delayed(make_block, pure=True)
         blocks = [build(spec, b) for b in range(n_blocks)]
         rows = spec["block_rows"]
@@ -251,13 +291,19 @@ def child_dask(args) -> dict:
         qid = column(2, lambda r: (r,), np.int64)
         loss = get_loss("ordinal")
         times = []
+        worker_cpu, scheduler_cpu, client_cpu = [], [], []
 
-        worker_cpu = []
+        def cpu_stamp():
+            worker_cpu.append(sum(client.run(_process_cpu_seconds).values()))
+            scheduler_cpu.append(client.run_on_scheduler(_process_cpu_seconds))
+            client_cpu.append(time.process_time())
 
         def stamp(result):
             times.append((time.perf_counter(), psutil.net_io_counters(pernic=True)["lo"]))
-            if len(times) == 1:
-                worker_cpu.append(sum(client.run(_process_cpu_seconds).values()))
+            # CPU counted from the first to the last iteration's callback (not the set-up,
+            # nor the work after the loop)
+            if len(times) in (1, args.dask_iter):
+                cpu_stamp()
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -267,7 +313,7 @@ def child_dask(args) -> dict:
                 backend="dask", client=client, callback=stamp,
             )  # fmt: skip
             total = time.perf_counter() - start
-            worker_cpu.append(sum(client.run(_process_cpu_seconds).values()))
+        tasks = {addr: np.array(log) for addr, log in client.run(_partition_task_log).items()}
     r = model.result_
     oracle_per_iter = np.diff(np.r_[0.0, r.history["oracle_seconds"]])
     per_iter = np.diff([t for t, _ in times])
@@ -280,7 +326,14 @@ def child_dask(args) -> dict:
     oracle_median = statistics.median(oracle_per_iter[1:])
     from bmrm.solver.oracle import FUSED_MIN_BYTES
 
-    cpu_per_iter = (worker_cpu[1] - worker_cpu[0]) / max(1, len(times) - 1)
+    n_timed = max(1, len(times) - 1)
+    cpu_per_iter = (worker_cpu[1] - worker_cpu[0]) / n_timed
+    # the partition tasks of the timed iterations (after the first callback)
+    timed = {a: t[(t[:, 0] >= times[0][0]) & (t[:, 1] <= times[-1][0])] for a, t in tasks.items()}
+    task_cpu = sum(float(t[:, 2].sum()) for t in timed.values()) / n_timed
+    task_wall = sum(float((t[:, 1] - t[:, 0]).sum()) for t in timed.values()) / n_timed
+    # the busiest worker's task time per iteration against the iteration's wall time
+    busiest = max(float((t[:, 1] - t[:, 0]).sum()) for t in timed.values()) / n_timed
     return {
         "backend": "dask",
         "loss": "ordinal",
@@ -292,8 +345,15 @@ def child_dask(args) -> dict:
         "s_per_iter": statistics.median(per_iter),
         "oracle_s_per_iter": oracle_median,
         "rows_per_s": n / oracle_median,
+        "numba_threads": ",".join(str(k) for k in sorted(kernel_threads)),
         "worker_cpu_s_per_iter": cpu_per_iter,
         "rows_per_worker_cpu_s": n / cpu_per_iter,
+        "task_cpu_s_per_iter": task_cpu,
+        "task_wall_s_per_iter": task_wall,
+        "rows_per_task_cpu_s": n / task_cpu,
+        "busiest_worker_task_share": busiest / statistics.median(per_iter),
+        "scheduler_cpu_s_per_iter": (scheduler_cpu[1] - scheduler_cpu[0]) / n_timed,
+        "client_cpu_s_per_iter": (client_cpu[1] - client_cpu[0]) / n_timed,
         "load_1min": os.getloadavg()[0],
         "one_pass_partitions": sum(4 * N_FEATURES * b >= FUSED_MIN_BYTES for b in rows),
         "payload_bytes_per_iter": sent + returned,
@@ -430,6 +490,7 @@ def run_child(args, kind: str, env: dict, **extra) -> dict:
     argv = [sys.executable, __file__, "--child", kind, "--work", str(args.work)]
     argv += ["--scale", str(args.scale), "--lam", str(args.lam), "--tol", str(args.tol)]
     argv += ["--max-iter", str(args.max_iter), "--dask-iter", str(args.dask_iter)]
+    argv += ["--kernel-threads", str(args.kernel_threads)]
     for key, value in extra.items():
         argv += [f"--{key}", str(value)]
     proc = subprocess.run(
@@ -447,6 +508,15 @@ def main() -> None:
     parser.add_argument("--tol", type=float, default=1e-3)
     parser.add_argument("--max-iter", type=int, default=1000)
     parser.add_argument("--dask-iter", type=int, default=12)
+    parser.add_argument(
+        "--dask-rounds", type=int, default=1, help="rounds of the 1- and 2-worker Dask runs"
+    )
+    parser.add_argument(
+        "--kernel-threads",
+        type=int,
+        default=0,
+        help="NUMBA_NUM_THREADS of the Dask workers (0: not set, numba's default)",
+    )
     parser.add_argument("--work", type=Path, default=Path("/tmp/bmrm_bench_scale"))
     parser.add_argument("--out", type=Path, default=REPO / "results" / "bench_scale")
     parser.add_argument(
@@ -491,10 +561,12 @@ def main() -> None:
                 )
                 progress(str(rows[-1]))
     if not args.skip_dask:
-        for workers in (1, 2):
-            progress(f"dask: {workers} worker process(es)")
-            rows.append(run_child(args, "dask", {}, workers=workers))
-            progress(str(rows[-1]))
+        # alternating 1 and 2 workers, so that a change of the machine's load hits both
+        for rnd in range(args.dask_rounds):
+            for workers in (1, 2):
+                progress(f"dask round {rnd + 1}: {workers} worker process(es)")
+                rows.append(run_child(args, "dask", {}, workers=workers))
+                progress(str(rows[-1]))
     args.out.mkdir(parents=True, exist_ok=True)
     write_csv(args.out / "results.csv", rows)
     local = [r for r in rows if r["backend"] == "local"]
@@ -513,21 +585,28 @@ def main() -> None:
         ))  # fmt: skip
     if remote:
         text += ["", markdown_table(
-            ["workers", "partitions (one-pass)", "setup s", "s/iter", "oracle s/iter", "rows/s",
-             "worker CPU s/iter", "rows per worker CPU-s", "load", "payload B/iter",
+            ["workers", "numba threads", "partitions (one-pass)", "setup s", "s/iter",
+             "oracle s/iter", "rows/s", "worker CPU s/iter", "task CPU s/iter",
+             "rows per worker CPU-s", "rows per task CPU-s", "busiest worker in tasks",
+             "scheduler CPU s/iter", "client CPU s/iter", "load", "payload B/iter",
              "loopback B/iter"],
-            [[r["workers"], f"{r['partitions']} ({r['one_pass_partitions']})",
-              round(r["setup_s"], 1), round(r["s_per_iter"], 3),
-              round(r["oracle_s_per_iter"], 3), round(r["rows_per_s"]),
-              round(r["worker_cpu_s_per_iter"], 3), round(r["rows_per_worker_cpu_s"]),
+            [[r["workers"], r["numba_threads"],
+              f"{r['partitions']} ({r['one_pass_partitions']})", round(r["setup_s"], 1),
+              round(r["s_per_iter"], 3), round(r["oracle_s_per_iter"], 3),
+              round(r["rows_per_s"]), round(r["worker_cpu_s_per_iter"], 3),
+              round(r["task_cpu_s_per_iter"], 3), round(r["rows_per_worker_cpu_s"]),
+              round(r["rows_per_task_cpu_s"]), f"{r['busiest_worker_task_share']:.0%}",
+              round(r["scheduler_cpu_s_per_iter"], 4), round(r["client_cpu_s_per_iter"], 4),
               round(r["load_1min"], 1), r["payload_bytes_per_iter"],
               round(r["loopback_bytes_per_iter"])]
              for r in remote],
         )]  # fmt: skip
-        if len(remote) == 2:
+        one = [r["rows_per_s"] for r in remote if r["workers"] == 1]
+        two = [r["rows_per_s"] for r in remote if r["workers"] == 2]
+        if one and two:
             text.append(
-                f"\noracle throughput, 2 workers / 1 worker: "
-                f"{remote[1]['rows_per_s'] / remote[0]['rows_per_s']:.2f}x"
+                f"\noracle throughput, 2 workers / 1 worker (medians of {len(one)} and "
+                f"{len(two)} runs): {statistics.median(two) / statistics.median(one):.2f}x"
             )
     (args.out / "results.md").write_text("\n".join(text) + "\n")
     print("\n".join(text))
