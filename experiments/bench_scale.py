@@ -1,7 +1,8 @@
 """MSLR-WEB30K-sized fits on one machine, and the cost of an iteration with Dask workers.
 
     python experiments/bench_scale.py [--scale 1.0] [--lam 1e-2] [--tol 1e-3] [--out DIR]
-        [--losses ordinal,ndcg@10] [--max-iter 1000] [--dask-iter 12] [--skip-local|--skip-dask]
+        [--losses ordinal,ndcg@10] [--max-iter 1000] [--dask-iter 12] [--dask-rounds 1]
+        [--skip-local|--skip-dask]
     python experiments/bench_scale.py --bandwidth [--repeats 5]
 
 1. Data: a synthetic set shaped like MSLR-WEB30K (31,531 queries of 20..219 documents, about
@@ -16,16 +17,20 @@
    iterations, oracle calls, concave-convex steps (NDCG's default latent ties), oracle and
    master time, peak RSS of the process and its peak growth during the
    fit, both against the size of X.
-3. Dask: a ``LocalCluster`` of 1 and 2 worker processes (one thread and one numba thread each)
-   whose workers generate their own blocks (a dask array of delayed blocks, so X never
-   crosses the network); ``--dask-iter`` iterations of the ordinal fit. Reported: partition
-   set-up time, time per iteration (median), oracle time per iteration and throughput
-   (rows/s), the workers' CPU seconds per iteration and rows per worker CPU-second (which
-   stay put when the machine is loaded: if the second worker's rows per CPU-second match the
-   first's, two workers do twice the work per CPU-second and only the cores available limit
-   the wall-clock scaling), the payload per iteration (pickled w sent to each partition,
-   pickled (R, a) returned) and the loopback traffic per iteration measured with psutil (an
-   upper bound: other processes on the machine use the loopback too).
+3. Dask: a ``LocalCluster`` of 1 and 2 worker processes (one thread each; a partition task
+   runs its kernels on that thread) whose workers generate their own blocks (a dask array
+   of delayed blocks, so X never crosses the network); ``--dask-iter`` iterations of the
+   ordinal fit, ``--dask-rounds`` times alternating 1 and 2 workers. Reported, per
+   iteration between the first and the last iteration's callback: time (median), oracle
+   time and throughput (rows/s), the workers' CPU seconds and the partition tasks' own
+   (thread) CPU and wall seconds, rows per worker CPU-second and per task CPU-second (which
+   stay put when the machine is loaded: if two workers' rows per CPU-second match one's,
+   two workers do twice the work per CPU-second and only the cores available limit the
+   wall-clock scaling), the busiest worker's time in tasks against the iteration's, the CPU
+   of the scheduler and client (one process: ``LocalCluster`` runs the scheduler in the
+   client's process, so the two columns are the same figure), the payload (pickled w sent
+   to each partition, pickled (R, a) returned) and the loopback traffic measured with
+   psutil (an upper bound: other processes on the machine use the loopback too).
 
 4. ``--bandwidth`` (alone): what bounds the scaling from one worker to two. One process and
    two concurrent processes (single-threaded, started together behind a barrier) run
@@ -236,13 +241,6 @@ def _time_partition_tasks() -> None:
     distributed._partition_risk = timed
 
 
-def _kernel_threads() -> int:
-    """numba's thread count in a worker process (its environment's NUMBA_NUM_THREADS)."""
-    import numba
-
-    return int(numba.config.NUMBA_NUM_THREADS)
-
-
 def _partition_task_log() -> list:
     import bmrm.distributed as distributed
 
@@ -259,23 +257,25 @@ def child_dask(args) -> dict:
 
     spec = make_spec(args.scale)
     n_blocks = len(spec["blocks"])
-    # the workers' environment: Dask itself sets OMP/MKL/OpenBLAS threads to 1; NUMBA_NUM_THREADS
-    # only when --kernel-threads is given (else numba's default, all cores, as a user gets)
-    env = {"OMP_NUM_THREADS": "1"}
-    if args.kernel_threads:
-        env["NUMBA_NUM_THREADS"] = str(args.kernel_threads)
+    # a partition task runs its kernels on its own thread (bmrm.distributed.TASK_THREADS);
+    # NUMBA_NUM_THREADS in ``env`` would not reach numba, which the workers import before
+    # applying it (they re-import this script, whose imports import bmrm)
     with (
         LocalCluster(
             n_workers=args.workers,
             threads_per_worker=1,
             processes=True,
             dashboard_address=":0",
-            env=env,
+            env={"OMP_NUM_THREADS": "1"},
         ) as cluster,
         Client(cluster) as client,
     ):
         client.run(_time_partition_tasks)
-        kernel_threads = set(client.run(_kernel_threads).values())
+        # the workers' own CPU while idle (event loop, heartbeats, Dask's sampling profiler)
+        idle_start, idle = time.perf_counter(), client.run(_process_cpu_seconds)
+        time.sleep(3.0)
+        idle_end = client.run(_process_cpu_seconds)
+        idle_cpu = sum(idle_end[a] - idle[a] for a in idle) / (time.perf_counter() - idle_start)
         build = dask.delayed(make_block, pure=True)
         blocks = [build(spec, b) for b in range(n_blocks)]
         rows = spec["block_rows"]
@@ -332,7 +332,8 @@ def child_dask(args) -> dict:
     timed = {a: t[(t[:, 0] >= times[0][0]) & (t[:, 1] <= times[-1][0])] for a, t in tasks.items()}
     task_cpu = sum(float(t[:, 2].sum()) for t in timed.values()) / n_timed
     task_wall = sum(float((t[:, 1] - t[:, 0]).sum()) for t in timed.values()) / n_timed
-    # the busiest worker's task time per iteration against the iteration's wall time
+    # the busiest worker's time in tasks against the wall time, both between the first and last
+    # iteration's callbacks
     busiest = max(float((t[:, 1] - t[:, 0]).sum()) for t in timed.values()) / n_timed
     return {
         "backend": "dask",
@@ -345,13 +346,13 @@ def child_dask(args) -> dict:
         "s_per_iter": statistics.median(per_iter),
         "oracle_s_per_iter": oracle_median,
         "rows_per_s": n / oracle_median,
-        "numba_threads": ",".join(str(k) for k in sorted(kernel_threads)),
+        "idle_worker_cpu_s_per_s": idle_cpu,
         "worker_cpu_s_per_iter": cpu_per_iter,
         "rows_per_worker_cpu_s": n / cpu_per_iter,
         "task_cpu_s_per_iter": task_cpu,
         "task_wall_s_per_iter": task_wall,
         "rows_per_task_cpu_s": n / task_cpu,
-        "busiest_worker_task_share": busiest / statistics.median(per_iter),
+        "busiest_worker_task_share": busiest * n_timed / (times[-1][0] - times[0][0]),
         "scheduler_cpu_s_per_iter": (scheduler_cpu[1] - scheduler_cpu[0]) / n_timed,
         "client_cpu_s_per_iter": (client_cpu[1] - client_cpu[0]) / n_timed,
         "load_1min": os.getloadavg()[0],
@@ -490,7 +491,6 @@ def run_child(args, kind: str, env: dict, **extra) -> dict:
     argv = [sys.executable, __file__, "--child", kind, "--work", str(args.work)]
     argv += ["--scale", str(args.scale), "--lam", str(args.lam), "--tol", str(args.tol)]
     argv += ["--max-iter", str(args.max_iter), "--dask-iter", str(args.dask_iter)]
-    argv += ["--kernel-threads", str(args.kernel_threads)]
     for key, value in extra.items():
         argv += [f"--{key}", str(value)]
     proc = subprocess.run(
@@ -510,12 +510,6 @@ def main() -> None:
     parser.add_argument("--dask-iter", type=int, default=12)
     parser.add_argument(
         "--dask-rounds", type=int, default=1, help="rounds of the 1- and 2-worker Dask runs"
-    )
-    parser.add_argument(
-        "--kernel-threads",
-        type=int,
-        default=0,
-        help="NUMBA_NUM_THREADS of the Dask workers (0: not set, numba's default)",
     )
     parser.add_argument("--work", type=Path, default=Path("/tmp/bmrm_bench_scale"))
     parser.add_argument("--out", type=Path, default=REPO / "results" / "bench_scale")
@@ -585,15 +579,16 @@ def main() -> None:
         ))  # fmt: skip
     if remote:
         text += ["", markdown_table(
-            ["workers", "numba threads", "partitions (one-pass)", "setup s", "s/iter",
-             "oracle s/iter", "rows/s", "worker CPU s/iter", "task CPU s/iter",
+            ["workers", "partitions (one-pass)", "setup s", "s/iter",
+             "oracle s/iter", "rows/s", "idle workers CPU s/s", "worker CPU s/iter",
+             "task CPU s/iter",
              "rows per worker CPU-s", "rows per task CPU-s", "busiest worker in tasks",
              "scheduler CPU s/iter", "client CPU s/iter", "load", "payload B/iter",
              "loopback B/iter"],
-            [[r["workers"], r["numba_threads"],
-              f"{r['partitions']} ({r['one_pass_partitions']})", round(r["setup_s"], 1),
-              round(r["s_per_iter"], 3), round(r["oracle_s_per_iter"], 3),
-              round(r["rows_per_s"]), round(r["worker_cpu_s_per_iter"], 3),
+            [[r["workers"], f"{r['partitions']} ({r['one_pass_partitions']})",
+              round(r["setup_s"], 1), round(r["s_per_iter"], 3), round(r["oracle_s_per_iter"], 3),
+              round(r["rows_per_s"]), round(r["idle_worker_cpu_s_per_s"], 3),
+              round(r["worker_cpu_s_per_iter"], 3),
               round(r["task_cpu_s_per_iter"], 3), round(r["rows_per_worker_cpu_s"]),
               round(r["rows_per_task_cpu_s"]), f"{r['busiest_worker_task_share']:.0%}",
               round(r["scheduler_cpu_s_per_iter"], 4), round(r["client_cpu_s_per_iter"], 4),
