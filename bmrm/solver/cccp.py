@@ -136,7 +136,9 @@ def minimize_cccp(
     oracle : RiskOracle or DaskRiskOracle
         The risk of the latent loss (its loss must offer ``convexify``); the oracle gives
         the surrogates' oracles (``convexified(w)``, ``initial()``), so that on Dask each
-        partition fixes the latent part from its own scores.
+        partition fixes the latent part from its own scores. Oracles called rarely (the
+        latent one, a finished surrogate) drop their work arrays by ``release()``, and
+        only one surrogate is held at a time, for the peak memory of large fits.
     n_features, lam, regularizer, l1_ratio, lower, upper, tol, atol, w0, verbose
         As for :func:`bmrm.solver.loop.minimize_bmrm`; ``tol`` and ``atol`` also end the
         outer loop (objective decrease at most ``tol``·J or ``atol``).
