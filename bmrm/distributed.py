@@ -28,8 +28,15 @@ import scipy.sparse as sp
 import losses
 from bmrm._validation import check_X
 from bmrm.solver.oracle import RiskOracle
+from losses._threads import thread_limit
 
 __all__ = ["DaskRiskOracle"]
+
+# Threads of a partition task's kernels. Dask runs one task per worker thread and sets OpenMP
+# and BLAS to one thread in its worker processes; kernels spread by every task over numba's
+# count (all the machine's cores, whatever NUMBA_NUM_THREADS the workers were meant to get
+# once numba is imported) would put several busy threads on each core.
+TASK_THREADS = 1
 
 
 class _Partition:
@@ -85,7 +92,8 @@ def _partition_info(part: _Partition) -> tuple[int, int, int]:
 
 def _partition_risk(part: _Partition, w: np.ndarray) -> tuple[float, np.ndarray]:
     """The partition's summed risk and Σ Xᵀ∂l/∂f (undoing the oracle's mean)."""
-    R, a = part.oracle(w)
+    with thread_limit(TASK_THREADS):
+        R, a = part.oracle(w)
     n_terms = part.oracle.prepared.n_terms
     return R * n_terms, a * n_terms
 
@@ -96,14 +104,20 @@ def _derived_partition(part: _Partition, oracle: RiskOracle) -> _Partition:
     return _Partition(oracle, part.n_rows, part.nbytes)
 
 
+def _release_partition(part: _Partition) -> None:
+    part.oracle.release()
+
+
 def _convexified_partition(part: _Partition, w: np.ndarray) -> _Partition:
     """The partition's convex surrogate, latent part fixed at its own scores X_p w."""
-    return _derived_partition(part, part.oracle.convexified(w))
+    with thread_limit(TASK_THREADS):
+        return _derived_partition(part, part.oracle.convexified(w))
 
 
 def _initial_partition(part: _Partition) -> _Partition:
     """The partition's oracle of the loss's ``initial_loss``."""
-    return _derived_partition(part, part.oracle.initial())
+    with thread_limit(TASK_THREADS):
+        return _derived_partition(part, part.oracle.initial())
 
 
 def _unique_qids(qid) -> np.ndarray:
@@ -341,7 +355,9 @@ class DaskRiskOracle:
     Per call: one task per partition carrying w (8·d bytes) and returning d + 1 numbers;
     the client adds the returns in partition order, so the result does not depend on which
     worker finished first. Partition objects report their size to Dask, whose scheduler
-    then runs each task where its partition is.
+    then runs each task where its partition is. A task runs its kernels on its own thread
+    (``TASK_THREADS``): the parallelism is the workers' threads and processes, as for
+    Dask's own tasks, so give a worker as many threads as the cores it should use.
     """
 
     def __init__(
@@ -435,6 +451,13 @@ class DaskRiskOracle:
             return None
         return self._derived(
             [self.client.submit(_initial_partition, part, pure=False) for part in self.partitions]
+        )
+
+    def release(self) -> None:
+        """Drop the partitions' work arrays on the workers (:meth:`RiskOracle.release`);
+        waits until every partition has done so."""
+        self.client.gather(
+            [self.client.submit(_release_partition, part, pure=False) for part in self.partitions]
         )
 
     def close(self) -> None:

@@ -1,7 +1,8 @@
 """MSLR-WEB30K-sized fits on one machine, and the cost of an iteration with Dask workers.
 
     python experiments/bench_scale.py [--scale 1.0] [--lam 1e-2] [--tol 1e-3] [--out DIR]
-        [--losses ordinal,ndcg@10] [--max-iter 1000] [--dask-iter 12] [--skip-local|--skip-dask]
+        [--losses ordinal,ndcg@10] [--max-iter 1000] [--dask-iter 12] [--dask-rounds 1]
+        [--skip-local|--skip-dask]
     python experiments/bench_scale.py --bandwidth [--repeats 5]
 
 1. Data: a synthetic set shaped like MSLR-WEB30K (31,531 queries of 20..219 documents, about
@@ -16,16 +17,20 @@
    iterations, oracle calls, concave-convex steps (NDCG's default latent ties), oracle and
    master time, peak RSS of the process and its peak growth during the
    fit, both against the size of X.
-3. Dask: a ``LocalCluster`` of 1 and 2 worker processes (one thread and one numba thread each)
-   whose workers generate their own blocks (a dask array of delayed blocks, so X never
-   crosses the network); ``--dask-iter`` iterations of the ordinal fit. Reported: partition
-   set-up time, time per iteration (median), oracle time per iteration and throughput
-   (rows/s), the workers' CPU seconds per iteration and rows per worker CPU-second (which
-   stay put when the machine is loaded: if the second worker's rows per CPU-second match the
-   first's, two workers do twice the work per CPU-second and only the cores available limit
-   the wall-clock scaling), the payload per iteration (pickled w sent to each partition,
-   pickled (R, a) returned) and the loopback traffic per iteration measured with psutil (an
-   upper bound: other processes on the machine use the loopback too).
+3. Dask: a ``LocalCluster`` of 1 and 2 worker processes (one thread each; a partition task
+   runs its kernels on that thread) whose workers generate their own blocks (a dask array
+   of delayed blocks, so X never crosses the network); ``--dask-iter`` iterations of the
+   ordinal fit, ``--dask-rounds`` times alternating 1 and 2 workers. Reported, per
+   iteration between the first and the last iteration's callback: time (median), oracle
+   time and throughput (rows/s), the workers' CPU seconds and the partition tasks' own
+   (thread) CPU and wall seconds, rows per worker CPU-second and per task CPU-second (which
+   stay put when the machine is loaded: if two workers' rows per CPU-second match one's,
+   two workers do twice the work per CPU-second and only the cores available limit the
+   wall-clock scaling), the busiest worker's time in tasks against the iteration's, the CPU
+   of the scheduler and client (one process: ``LocalCluster`` runs the scheduler in the
+   client's process, so the two columns are the same figure), the payload (pickled w sent
+   to each partition, pickled (R, a) returned) and the loopback traffic measured with
+   psutil (an upper bound: other processes on the machine use the loopback too).
 
 4. ``--bandwidth`` (alone): what bounds the scaling from one worker to two. One process and
    two concurrent processes (single-threaded, started together behind a barrier) run
@@ -212,8 +217,34 @@ def child_local(args) -> dict:
 
 
 def _process_cpu_seconds() -> float:
-    """CPU seconds of the calling process (run on every Dask worker)."""
+    """CPU seconds of the calling process (run on every Dask worker and the scheduler)."""
     return time.process_time()
+
+
+def _time_partition_tasks() -> None:
+    """On a worker: wrap the partition task so that each call records (start, end, thread
+    CPU seconds, rows) in ``bmrm.distributed._bench_task_log`` (the oracle's own time, apart
+    from the worker's communication and scheduling)."""
+    import bmrm.distributed as distributed
+
+    if hasattr(distributed, "_bench_task_log"):
+        return
+    log = distributed._bench_task_log = []
+    inner = distributed._partition_risk
+
+    def timed(part, w):
+        t0, c0 = time.perf_counter(), time.thread_time()
+        out = inner(part, w)
+        log.append((t0, time.perf_counter(), time.thread_time() - c0, part.n_rows))
+        return out
+
+    distributed._partition_risk = timed
+
+
+def _partition_task_log() -> list:
+    import bmrm.distributed as distributed
+
+    return list(distributed._bench_task_log)
 
 
 def child_dask(args) -> dict:
@@ -226,16 +257,25 @@ def child_dask(args) -> dict:
 
     spec = make_spec(args.scale)
     n_blocks = len(spec["blocks"])
+    # a partition task runs its kernels on its own thread (bmrm.distributed.TASK_THREADS);
+    # NUMBA_NUM_THREADS in ``env`` would not reach numba, which the workers import before
+    # applying it (they re-import this script, whose imports import bmrm)
     with (
         LocalCluster(
             n_workers=args.workers,
             threads_per_worker=1,
             processes=True,
             dashboard_address=":0",
-            env={"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"},
+            env={"OMP_NUM_THREADS": "1"},
         ) as cluster,
         Client(cluster) as client,
     ):
+        client.run(_time_partition_tasks)
+        # the workers' own CPU while idle (event loop, heartbeats, Dask's sampling profiler)
+        idle_start, idle = time.perf_counter(), client.run(_process_cpu_seconds)
+        time.sleep(3.0)
+        idle_end = client.run(_process_cpu_seconds)
+        idle_cpu = sum(idle_end[a] - idle[a] for a in idle) / (time.perf_counter() - idle_start)
         build = dask.delayed(make_block, pure=True)
         blocks = [build(spec, b) for b in range(n_blocks)]
         rows = spec["block_rows"]
@@ -251,13 +291,19 @@ def child_dask(args) -> dict:
         qid = column(2, lambda r: (r,), np.int64)
         loss = get_loss("ordinal")
         times = []
+        worker_cpu, scheduler_cpu, client_cpu = [], [], []
 
-        worker_cpu = []
+        def cpu_stamp():
+            worker_cpu.append(sum(client.run(_process_cpu_seconds).values()))
+            scheduler_cpu.append(client.run_on_scheduler(_process_cpu_seconds))
+            client_cpu.append(time.process_time())
 
         def stamp(result):
             times.append((time.perf_counter(), psutil.net_io_counters(pernic=True)["lo"]))
-            if len(times) == 1:
-                worker_cpu.append(sum(client.run(_process_cpu_seconds).values()))
+            # CPU counted from the first to the last iteration's callback (not the set-up,
+            # nor the work after the loop)
+            if len(times) in (1, args.dask_iter):
+                cpu_stamp()
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -267,7 +313,7 @@ def child_dask(args) -> dict:
                 backend="dask", client=client, callback=stamp,
             )  # fmt: skip
             total = time.perf_counter() - start
-            worker_cpu.append(sum(client.run(_process_cpu_seconds).values()))
+        tasks = {addr: np.array(log) for addr, log in client.run(_partition_task_log).items()}
     r = model.result_
     oracle_per_iter = np.diff(np.r_[0.0, r.history["oracle_seconds"]])
     per_iter = np.diff([t for t, _ in times])
@@ -280,7 +326,15 @@ def child_dask(args) -> dict:
     oracle_median = statistics.median(oracle_per_iter[1:])
     from bmrm.solver.oracle import FUSED_MIN_BYTES
 
-    cpu_per_iter = (worker_cpu[1] - worker_cpu[0]) / max(1, len(times) - 1)
+    n_timed = max(1, len(times) - 1)
+    cpu_per_iter = (worker_cpu[1] - worker_cpu[0]) / n_timed
+    # the partition tasks of the timed iterations (after the first callback)
+    timed = {a: t[(t[:, 0] >= times[0][0]) & (t[:, 1] <= times[-1][0])] for a, t in tasks.items()}
+    task_cpu = sum(float(t[:, 2].sum()) for t in timed.values()) / n_timed
+    task_wall = sum(float((t[:, 1] - t[:, 0]).sum()) for t in timed.values()) / n_timed
+    # the busiest worker's time in tasks against the wall time, both between the first and last
+    # iteration's callbacks
+    busiest = max(float((t[:, 1] - t[:, 0]).sum()) for t in timed.values()) / n_timed
     return {
         "backend": "dask",
         "loss": "ordinal",
@@ -292,8 +346,15 @@ def child_dask(args) -> dict:
         "s_per_iter": statistics.median(per_iter),
         "oracle_s_per_iter": oracle_median,
         "rows_per_s": n / oracle_median,
+        "idle_worker_cpu_s_per_s": idle_cpu,
         "worker_cpu_s_per_iter": cpu_per_iter,
         "rows_per_worker_cpu_s": n / cpu_per_iter,
+        "task_cpu_s_per_iter": task_cpu,
+        "task_wall_s_per_iter": task_wall,
+        "rows_per_task_cpu_s": n / task_cpu,
+        "busiest_worker_task_share": busiest * n_timed / (times[-1][0] - times[0][0]),
+        "scheduler_cpu_s_per_iter": (scheduler_cpu[1] - scheduler_cpu[0]) / n_timed,
+        "client_cpu_s_per_iter": (client_cpu[1] - client_cpu[0]) / n_timed,
         "load_1min": os.getloadavg()[0],
         "one_pass_partitions": sum(4 * N_FEATURES * b >= FUSED_MIN_BYTES for b in rows),
         "payload_bytes_per_iter": sent + returned,
@@ -447,6 +508,9 @@ def main() -> None:
     parser.add_argument("--tol", type=float, default=1e-3)
     parser.add_argument("--max-iter", type=int, default=1000)
     parser.add_argument("--dask-iter", type=int, default=12)
+    parser.add_argument(
+        "--dask-rounds", type=int, default=1, help="rounds of the 1- and 2-worker Dask runs"
+    )
     parser.add_argument("--work", type=Path, default=Path("/tmp/bmrm_bench_scale"))
     parser.add_argument("--out", type=Path, default=REPO / "results" / "bench_scale")
     parser.add_argument(
@@ -491,10 +555,12 @@ def main() -> None:
                 )
                 progress(str(rows[-1]))
     if not args.skip_dask:
-        for workers in (1, 2):
-            progress(f"dask: {workers} worker process(es)")
-            rows.append(run_child(args, "dask", {}, workers=workers))
-            progress(str(rows[-1]))
+        # alternating 1 and 2 workers, so that a change of the machine's load hits both
+        for rnd in range(args.dask_rounds):
+            for workers in (1, 2):
+                progress(f"dask round {rnd + 1}: {workers} worker process(es)")
+                rows.append(run_child(args, "dask", {}, workers=workers))
+                progress(str(rows[-1]))
     args.out.mkdir(parents=True, exist_ok=True)
     write_csv(args.out / "results.csv", rows)
     local = [r for r in rows if r["backend"] == "local"]
@@ -513,21 +579,29 @@ def main() -> None:
         ))  # fmt: skip
     if remote:
         text += ["", markdown_table(
-            ["workers", "partitions (one-pass)", "setup s", "s/iter", "oracle s/iter", "rows/s",
-             "worker CPU s/iter", "rows per worker CPU-s", "load", "payload B/iter",
+            ["workers", "partitions (one-pass)", "setup s", "s/iter",
+             "oracle s/iter", "rows/s", "idle workers CPU s/s", "worker CPU s/iter",
+             "task CPU s/iter",
+             "rows per worker CPU-s", "rows per task CPU-s", "busiest worker in tasks",
+             "scheduler CPU s/iter", "client CPU s/iter", "load", "payload B/iter",
              "loopback B/iter"],
             [[r["workers"], f"{r['partitions']} ({r['one_pass_partitions']})",
-              round(r["setup_s"], 1), round(r["s_per_iter"], 3),
-              round(r["oracle_s_per_iter"], 3), round(r["rows_per_s"]),
-              round(r["worker_cpu_s_per_iter"], 3), round(r["rows_per_worker_cpu_s"]),
+              round(r["setup_s"], 1), round(r["s_per_iter"], 3), round(r["oracle_s_per_iter"], 3),
+              round(r["rows_per_s"]), round(r["idle_worker_cpu_s_per_s"], 3),
+              round(r["worker_cpu_s_per_iter"], 3),
+              round(r["task_cpu_s_per_iter"], 3), round(r["rows_per_worker_cpu_s"]),
+              round(r["rows_per_task_cpu_s"]), f"{r['busiest_worker_task_share']:.0%}",
+              round(r["scheduler_cpu_s_per_iter"], 4), round(r["client_cpu_s_per_iter"], 4),
               round(r["load_1min"], 1), r["payload_bytes_per_iter"],
               round(r["loopback_bytes_per_iter"])]
              for r in remote],
         )]  # fmt: skip
-        if len(remote) == 2:
+        one = [r["rows_per_s"] for r in remote if r["workers"] == 1]
+        two = [r["rows_per_s"] for r in remote if r["workers"] == 2]
+        if one and two:
             text.append(
-                f"\noracle throughput, 2 workers / 1 worker: "
-                f"{remote[1]['rows_per_s'] / remote[0]['rows_per_s']:.2f}x"
+                f"\noracle throughput, 2 workers / 1 worker (medians of {len(one)} and "
+                f"{len(two)} runs): {statistics.median(two) / statistics.median(one):.2f}x"
             )
     (args.out / "results.md").write_text("\n".join(text) + "\n")
     print("\n".join(text))

@@ -8,22 +8,32 @@ a half-open range ``[start, stop)`` of queries as its first two arguments, is co
 query's outputs depend on that query alone, so results are bit-for-bit the same for any number
 of threads.
 
-The number of threads is numba's (``NUMBA_NUM_THREADS``, :func:`numba.set_num_threads`).
-Inputs below :data:`PARALLEL_MIN_ROWS` rows run on the calling thread: handing work to a pool
-costs tens of microseconds per call (far more on a loaded machine), more than a kernel on a
-small input takes.
+The number of threads is numba's (``NUMBA_NUM_THREADS``, :func:`numba.set_num_threads`),
+at most the calling thread's :func:`thread_limit` when one is set (Dask tasks, which get
+their parallelism from the worker's threads). Inputs below :data:`PARALLEL_MIN_ROWS` rows run
+on the calling thread: handing work to a pool costs tens of microseconds per call (far more
+on a loaded machine), more than a kernel on a small input takes.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import numba
 import numpy as np
 
-__all__ = ["PARALLEL_MIN_ROWS", "block_bounds", "n_threads_for", "run_blocks", "run_queries"]
+__all__ = [
+    "PARALLEL_MIN_ROWS",
+    "block_bounds",
+    "n_threads_for",
+    "run_blocks",
+    "run_queries",
+    "thread_limit",
+]
 
 # Below this many rows the kernels run on the calling thread.
 PARALLEL_MIN_ROWS = 20_000
@@ -31,13 +41,36 @@ PARALLEL_MIN_ROWS = 20_000
 _pool: ThreadPoolExecutor | None = None
 _pool_pid = -1
 _pool_lock = threading.Lock()
+_local = threading.local()
+
+
+@contextmanager
+def thread_limit(n_threads: int) -> Iterator[None]:
+    """Within the block, kernels called from this thread use at most ``n_threads`` threads.
+
+    For callers that are themselves one of several threads or processes sharing the cores,
+    such as Dask tasks: numba's count is all the cores of the machine, so every task
+    spreading its kernels over all of them would put several busy threads on each core.
+    Results do not depend on the number of threads (module docstring).
+    """
+    if int(n_threads) < 1:
+        raise ValueError(f"n_threads must be at least 1; got {n_threads!r}")
+    previous = getattr(_local, "limit", None)
+    _local.limit = int(n_threads)
+    try:
+        yield
+    finally:
+        _local.limit = previous
 
 
 def n_threads_for(n_rows: int, min_rows: int = PARALLEL_MIN_ROWS) -> int:
-    """Threads for a kernel over ``n_rows`` rows: 1 below ``min_rows``, else numba's count."""
+    """Threads for a kernel over ``n_rows`` rows: 1 below ``min_rows``, else numba's count
+    (at most the calling thread's :func:`thread_limit`)."""
     if n_rows < min_rows:
         return 1
-    return max(1, _numba_threads())
+    limit = getattr(_local, "limit", None)
+    n = max(1, _numba_threads())
+    return n if limit is None else min(n, limit)
 
 
 def _numba_threads() -> int:

@@ -148,14 +148,22 @@ class OrdinalLoss(Loss):
         first = np.ones(n, dtype=bool)
         first[1:] = y_sorted[1:] != y_sorted[:-1]
         first[query_ptr[:-1][sizes > 0]] = True
-        level_of_sorted = np.cumsum(first) - 1
+        levels = y_sorted[first]
+        # n-sized temporaries are freed and updated in place as soon as possible: at 3.7M
+        # rows each is 30 MB, and the peak memory of a fit counts them
+        del y, y_sorted
+        level_of_sorted = np.cumsum(first)
+        level_of_sorted -= 1
         level_ptr = np.zeros(n_queries + 1, dtype=np.int64)
         np.cumsum(np.bincount(query_of_row[first], minlength=n_queries), out=level_ptr[1:])
-        levels = y_sorted[first]
         starts = np.flatnonzero(first)
+        del first
         level_count = np.diff(np.append(starts, n)).astype(np.float64)
+        # the rows are sorted by query first, so sorted row i is in query query_of_row[i]
+        level_of_sorted -= level_ptr[query_of_row]
         rank = np.empty(n, dtype=np.int64)
-        rank[order] = level_of_sorted - level_ptr[query_of_row[order]]
+        rank[order] = level_of_sorted
+        del order, level_of_sorted
         sq = np.bincount(query_of_row[starts], weights=level_count**2, minlength=n_queries)
         n_pairs = 0.5 * (sizes.astype(np.float64) ** 2 - sq)
         weight = np.zeros(n_queries)

@@ -9,7 +9,7 @@ from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import validate_data
 
 import losses
-from bmrm.estimators.linear import _DTYPES, _BMRMEstimator
+from bmrm.estimators.linear import _DTYPES, _BMRMEstimator, _is_dask
 
 __all__ = ["OrdinalRegressor", "optimal_thresholds"]
 
@@ -40,6 +40,13 @@ class OrdinalRegressor(_BMRMEstimator):
         predicted label (in label units), or the number of wrong labels.
     regularizer, l1_ratio, tol, max_iter, bundle_size, warm_start, verbose :
         As in :class:`BMRMRanker`.
+    backend : {"local", "dask"}, default="local"
+        Only ``"local"`` fits: ``"dask"`` raises ``ValueError`` before any work. The loss of
+        step 1 is one query of all rows, and the Dask risk is exact only as a sum over
+        partitions of whole queries (:mod:`bmrm.distributed`), so it cannot be split. Fit
+        on one machine (NumPy or SciPy X; a dask X after ``X.compute()``), or, when the
+        rows only need ordering within groups, use ``BMRMRanker(loss="ordinal",
+        backend="dask")`` with a qid per group.
 
     Attributes
     ----------
@@ -72,6 +79,7 @@ class OrdinalRegressor(_BMRMEstimator):
         **_BMRMEstimator._parameter_constraints,
         "cost": [StrOptions({"zero_one", "linear"})],
         "threshold_method": [StrOptions({"mae", "zero_one"})],
+        "backend": [StrOptions({"local", "dask"})],
     }
 
     def __init__(
@@ -87,6 +95,7 @@ class OrdinalRegressor(_BMRMEstimator):
         bundle_size: int = 200,
         warm_start: bool = False,
         verbose: bool = False,
+        backend: str = "local",
     ):
         self.lam = lam
         self.cost = cost
@@ -98,10 +107,12 @@ class OrdinalRegressor(_BMRMEstimator):
         self.bundle_size = bundle_size
         self.warm_start = warm_start
         self.verbose = verbose
+        self.backend = backend
 
     def fit(self, X, y) -> OrdinalRegressor:
         """Fit on X and integer ordinal labels y (any integers; order is numeric)."""
         self._validate_params()
+        self._check_one_machine(X, y)
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES, y_numeric=True)
         if y.dtype.kind not in "biuf" or np.any(y != np.round(y)):
             raise ValueError("y must hold integer ordinal levels (numbers like 1, 2, 5)")
@@ -115,6 +126,29 @@ class OrdinalRegressor(_BMRMEstimator):
         )
         self.classes_ = classes
         return self
+
+    def _check_one_machine(self, X, y) -> None:
+        """Raise when asked to fit on Dask (``backend="dask"`` or dask input): the loss is one
+        query of all rows, which partitions of whole queries cannot split exactly."""
+        lazy = [name for name, v in (("X", X), ("y", y)) if _is_dask(v)]
+        if self.backend != "dask" and not lazy:
+            return
+        why = (
+            "its loss compares every pair of rows with different labels in the whole "
+            "training set (one query of all rows), and the Dask risk is exact only as a sum "
+            "over partitions of whole queries, so it cannot be split across workers"
+        )
+        what = (
+            "fit on one machine with NumPy or SciPy data (a dask collection after "
+            ".compute()), or, if rows only need ordering within groups, use "
+            "BMRMRanker(loss='ordinal', backend='dask') with a qid per group"
+        )
+        if self.backend == "dask":
+            raise ValueError(f"OrdinalRegressor cannot fit with backend='dask': {why}; {what}")
+        kind = "is a dask collection" if len(lazy) == 1 else "are dask collections"
+        raise ValueError(
+            f"{' and '.join(lazy)} {kind}: OrdinalRegressor fits on one machine ({why}); {what}"
+        )
 
     def decision_function(self, X) -> np.ndarray:
         """The ordinal scores X @ coef_ (higher means a higher level)."""

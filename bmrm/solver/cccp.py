@@ -87,16 +87,18 @@ class _CarriedPlanes:
 
 
 def _shifted_bundle(
-    bundle: Bundle, previous: RiskOracle, current: RiskOracle, n_features: int
+    bundle: Bundle, previous_at_zero: tuple, current: RiskOracle, n_features: int
 ) -> Bundle | None:
-    """The planes of ``previous``'s risk moved to ``current``'s latent choice, or None.
+    """The planes of the previous surrogate's risk moved to ``current``'s latent choice, or
+    None.
 
     Both risks are M̄(w) − ⟨u, w⟩ with the same M̄; at w = 0 they share M̄'s value and
     subgradient, so their subgradients differ by u_prev − u_cur there, which is the shift.
+    ``previous_at_zero`` is the previous surrogate's ``(R, a)`` at w = 0, taken before it
+    was dropped, so that its arrays are not held beside ``current``'s.
     """
-    zero = np.zeros(n_features)
-    r_prev, g_prev = previous(zero)
-    r_cur, g_cur = current(zero)
+    r_prev, g_prev = previous_at_zero
+    r_cur, g_cur = current(np.zeros(n_features))
     if abs(r_prev - r_cur) > 1e-9 * max(1.0, abs(r_cur)):
         return None
     delta = np.asarray(g_cur, dtype=np.float64) - np.asarray(g_prev, dtype=np.float64)
@@ -134,7 +136,9 @@ def minimize_cccp(
     oracle : RiskOracle or DaskRiskOracle
         The risk of the latent loss (its loss must offer ``convexify``); the oracle gives
         the surrogates' oracles (``convexified(w)``, ``initial()``), so that on Dask each
-        partition fixes the latent part from its own scores.
+        partition fixes the latent part from its own scores. Oracles called rarely (the
+        latent one, a finished surrogate) drop their work arrays by ``release()``, and
+        only one surrogate is held at a time, for the peak memory of large fits.
     n_features, lam, regularizer, l1_ratio, lower, upper, tol, atol, w0, verbose
         As for :func:`bmrm.solver.loop.minimize_bmrm`; ``tol`` and ``atol`` also end the
         outer loop (objective decrease at most ``tol``·J or ``atol``).
@@ -217,7 +221,10 @@ def minimize_cccp(
         w = regularizer.project(w)
 
         def objective(w):
-            return lam * regularizer.value(w) + oracle(w)[0]
+            value = lam * regularizer.value(w) + oracle(w)[0]
+            # the latent oracle is called once per step: its work arrays need not stay
+            oracle.release()
+            return value
 
         J = objective(w)
         outer_objective = [J]
@@ -241,12 +248,16 @@ def minimize_cccp(
                 if budget <= 0 and results:
                     break
                 budget = max(budget, 1e-9)
-            previous, surrogate = surrogate, oracle.convexified(w)
+            carry = carry_planes and carrier is not None and carrier.bundle is not None
+            # the finished surrogate is evaluated at 0 for the shift and dropped before the
+            # next one is made: two surrogates' targets and work arrays are never held at once
+            previous_at_zero = surrogate(np.zeros(n_features)) if carry else None
+            surrogate = None
+            surrogate = oracle.convexified(w)
             planes = None
-            if carry_planes and carrier is not None and carrier.bundle is not None:
-                planes = _shifted_bundle(carrier.bundle, previous, surrogate, n_features)
+            if carry:
+                planes = _shifted_bundle(carrier.bundle, previous_at_zero, surrogate, n_features)
                 shift_calls += 2
-            previous = None  # its targets are not needed again
             carrier = _CarriedPlanes(method, planes)
             res = minimize_bmrm(
                 surrogate,
@@ -262,6 +273,7 @@ def minimize_cccp(
                 **bmrm_options,
             )
             results.append(res)
+            surrogate.release()  # called again only once, at 0, for the next shift
             stopped = res.status in (3, 4)
             J_new = objective(res.x)
             if verbose:

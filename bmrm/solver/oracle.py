@@ -191,6 +191,17 @@ class RiskOracle:
             buf = self._buffers[name] = np.empty(self.X.shape[0] if size is None else size)
         return buf
 
+    def release(self) -> None:
+        """Drop the work arrays (and ``last_gradient``); the next call allocates them again.
+
+        For an oracle that is called rarely or no more while the fit goes on: the
+        concave-convex procedure (:mod:`bmrm.solver.cccp`) keeps its latent oracle and a
+        finished surrogate, whose n-sized work arrays would otherwise stay allocated beside
+        the current surrogate's. A call that is running keeps the arrays it already holds.
+        """
+        self._buffers = {}
+        self.__dict__.pop("last_gradient", None)
+
     def risk_at(self, f: np.ndarray):
         """``(R, g)`` at scores ``f`` (caller order) without a pass over X: the risk and
         g = ∂R/∂f (caller order, already divided by ``n_terms``), so that along a segment
@@ -208,7 +219,9 @@ class RiskOracle:
 
     def _risk_at(self, f: np.ndarray):
         self._check_scores(f)
-        return self.prepared.risk(f, work=self._buffer("f_internal"), out=self._buffer("g"))
+        # f in internal order needs its own array only when the rows are reordered
+        work = None if self.prepared.groups.order is None else self._buffer("f_internal")
+        return self.prepared.risk(f, work=work, out=self._buffer("g"))
 
     def cut_at(self, f: np.ndarray):
         """``(R, a)`` at scores ``f``: the risk and its subgradient a = Xᵀ g (one pass).

@@ -42,7 +42,7 @@ def test_shifted_planes_bound_the_next_surrogate(seed, name):
     for w in [w_old, res.x, *rng.normal(size=(20, 5)) * 2.0]:
         r, g = old(w)
         bundle.add(g, r - g @ w)
-    shifted = _shifted_bundle(bundle, old, new, 5)
+    shifted = _shifted_bundle(bundle, old(np.zeros(5)), new, 5)
     assert shifted is not None and shifted.size == bundle.size
     delta = shifted.A[1] - bundle.A[1]
     for w in rng.normal(size=(30, 5)) * 3.0:
@@ -63,7 +63,7 @@ def test_planes_of_different_risks_are_not_carried():
     bundle = Bundle(5)
     r, g = a(np.ones(5))
     bundle.add(g, r - g @ np.ones(5))
-    assert _shifted_bundle(bundle, a, b, 5) is None
+    assert _shifted_bundle(bundle, a(np.zeros(5)), b, 5) is None
 
 
 OPTIONS = [

@@ -5,6 +5,7 @@ Dask fit must reproduce to 1e-8 relative; its scores on the same rows; and the d
 HTTP status code read with urllib.
 """
 
+import os
 import pickle
 import urllib.request
 
@@ -14,7 +15,7 @@ from sklearn.base import clone
 from sklearn.utils._param_validation import InvalidParameterError
 
 import bmrm
-from bmrm.estimators import BMRMClassifier, BMRMRanker, BMRMRegressor
+from bmrm.estimators import BMRMClassifier, BMRMRanker, BMRMRegressor, OrdinalRegressor
 
 distributed = pytest.importorskip("distributed", reason="needs the 'distributed' extra")
 da = pytest.importorskip("dask.array")
@@ -192,6 +193,68 @@ def test_errors_name_the_option(client):
         BMRMRanker(loss="ordinal", backend="dask", client=client).fit(
             da.from_array(X, chunks=(7, -1)), da.from_array(y, chunks=7), qid
         )
+
+
+def test_estimators_on_worker_processes_equal_the_local_fit():
+    """Worker processes (not threads): partitions, estimators and losses are pickled to
+    them and the tasks run in other interpreters; the objective is still the local one."""
+    X, y, qid = ranking_data(9)
+    chunks = query_chunks(qid)
+    Xd = da.from_array(X, chunks=(chunks, -1))
+    yd, qd = da.from_array(y, chunks=(chunks,)), da.from_array(qid, chunks=(chunks,))
+    noise = np.random.default_rng(9).standard_normal(X.shape[0])
+    target = X @ np.array([1.0, -2.0, 0.5, 0.0, 0.3]) + noise
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as process_cluster,
+        distributed.Client(process_cluster, set_as_default=False) as process_client,
+    ):
+        assert all(
+            pid != os.getpid() for pid in process_client.run(os.getpid).values()
+        )  # the tasks run in other processes
+        for make, args, dask_args in (
+            (lambda **kw: BMRMRanker(loss="ordinal", **kw), (X, y, qid), (Xd, yd, qd)),
+            (
+                lambda **kw: BMRMRanker(loss="ndcg", loss_params={"ties": "pairs"}, **kw),
+                (X, y, qid),
+                (X, y, qid),
+            ),
+            (lambda **kw: BMRMRegressor(**kw), (X, target), (Xd, da.from_array(target, 40))),
+        ):
+            local = make(tol=TOL).fit(*args)
+            remote = make(tol=TOL, backend="dask", client=process_client).fit(*dask_args)
+            assert_same_objective(local, remote)
+            scores = remote.predict(dask_args[0])
+            if isinstance(scores, da.Array):
+                scores = process_client.compute(scores).result()
+            np.testing.assert_allclose(
+                scores, X @ remote.coef_ + getattr(remote, "intercept_", 0.0), rtol=1e-12,
+                atol=1e-12,
+            )  # fmt: skip
+
+
+def test_ordinal_regressor_refuses_dask_before_any_work(client):
+    """Its loss is one query of all rows: no partition of whole queries splits it."""
+    X, y, _ = ranking_data(10)
+    with pytest.raises(ValueError, match=r"cannot fit with backend='dask': .*one query of all"):
+        OrdinalRegressor(backend="dask").fit(X, y)
+    Xd = da.from_array(X, chunks=(40, -1))
+    with pytest.raises(ValueError, match=r"X is a dask collection: .*one machine.*compute"):
+        OrdinalRegressor().fit(Xd, y)
+    with pytest.raises(ValueError, match=r"X and y are dask collections"):
+        OrdinalRegressor().fit(Xd, da.from_array(y, chunks=40))
+    with pytest.raises(InvalidParameterError, match="'backend' parameter"):
+        OrdinalRegressor(backend="ray").fit(X, y)
+    # nothing was fitted, and the local fit is unchanged by the option
+    est = OrdinalRegressor(backend="dask")
+    with pytest.raises(ValueError):
+        est.fit(X, y)
+    assert not hasattr(est, "coef_")
+    np.testing.assert_array_equal(
+        OrdinalRegressor(backend="local", tol=TOL).fit(X, y).coef_,
+        OrdinalRegressor(tol=TOL).fit(X, y).coef_,
+    )
 
 
 def test_dashboard_serves_its_status_page_during_a_fit():

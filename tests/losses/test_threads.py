@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from losses._threads import block_bounds, n_threads_for, run_blocks
+from losses._threads import block_bounds, n_threads_for, run_blocks, thread_limit
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -39,6 +39,29 @@ def test_run_blocks_returns_every_block_in_order():
 def test_small_inputs_stay_on_one_thread():
     assert n_threads_for(10, 20) == 1
     assert n_threads_for(20, 20) >= 1
+
+
+def test_thread_limit_caps_the_calling_thread_only():
+    import threading
+
+    import numba
+
+    full = n_threads_for(10**6)
+    assert full == max(1, numba.config.NUMBA_NUM_THREADS)
+    seen = {}
+    with thread_limit(1):
+        assert n_threads_for(10**6) == 1
+        with thread_limit(3):
+            assert n_threads_for(10**6) == min(full, 3)
+        assert n_threads_for(10**6) == 1  # the outer limit is back
+        other = threading.Thread(target=lambda: seen.update(other=n_threads_for(10**6)))
+        other.start()
+        other.join()
+    assert seen["other"] == full  # another thread is not limited
+    assert n_threads_for(10**6) == full
+    with pytest.raises(ValueError, match="n_threads must be at least 1"):
+        with thread_limit(0):
+            pass
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
