@@ -1,7 +1,7 @@
 """LETOR 4.0 MQ2008: this package's ranking losses beside the official LETOR baselines.
 
     python experiments/letor.py [--data ../shared/data] [--out results/letor] [--quick]
-        [--dataset mq2008|lightgbm-example] [--losses ...] [--lams ...]
+        [--dataset mq2008|lightgbm-example|trec-news-2018] [--losses ...] [--lams ...]
         [--grid KEY=V1,V2 ...] [--method auto|bmrm|ocas|...]
 
 Data: ``<data>/mq2008`` (the partitions S1..S5, rotated into the five standard folds by
@@ -14,6 +14,11 @@ AdaRank-NDCG; their "Performance on testing set" blocks, one row per fold and an
 validation file and no official folds: one documented split, a seeded 20 % of the training
 queries (``numpy.random.default_rng(0)``) held out for validation, ``rank.test`` as the test
 set, no official baselines.
+
+``--dataset trec-news-2018`` runs it on the TREC News 2018 entity-ranking features
+(``<data>/trec_news_2018``: labels 0–4, 5 features, 50 queries): the given train and test
+files are pooled and cut into five folds of 10 queries rotated as LETOR's
+(:func:`trec_news_folds`), features scaled to [0, 1] per query, no official baselines.
 
 Protocol (LETOR 4.0): for every fold and loss, a linear model is fitted on the training
 set for each lam of the grid (tol 1e-3 relative gap, at most 2000 iterations), lam is chosen
@@ -29,12 +34,17 @@ query to [0, 1].
 
 ``--grid KEY=V1,V2`` tunes parameters of the structured losses (``ndcg*``, ``neru*``; for
 example ``discount=log2,original`` (``original`` is the LETOR tool's discount),
-``truncate_c=false,true``, ``c=power,dcg``, ``k=5,10``) jointly with lam: every
-combination of the grid is fitted for every lam, and the validation measure chooses the pair
-per fold (ties go to the later combination, lams visited ascending). A constant feature is
-not offered: every structured and pairwise loss here depends on the scores of a query only
-through their differences (its subgradient in f sums to zero over each query), so the
-weight of a constant column stays 0 under the L2 regulariser and the ranking is unchanged.
+``truncate_c=false,true``, ``c=power,dcg``, ``k=5,10``, ``ties=latent,pairs``) jointly with
+lam: every combination of the grid is fitted for every lam, and the validation measure
+chooses the pair per fold (ties go to the later combination, lams visited ascending).
+Repeating ``--grid`` tunes over the union of the grids, in the given order (for example
+``--grid ties=latent c=power,dcg --grid ties=pairs``: ``c`` is not a parameter of the pairs
+formulation, so it is not crossed with it); a combination given twice is fitted once.
+
+A constant feature is not offered: every structured and pairwise loss here depends on the
+scores of a query only through their differences (its subgradient in f sums to zero over
+each query), so the weight of a constant column stays 0 under the L2 regulariser and the
+ranking is unchanged.
 
 Methods
 -------
@@ -132,12 +142,22 @@ def select_by(method: str) -> str:
 
 
 REFERENCE = ("squared", "best feature")
-DATASETS = ("mq2008", "lightgbm-example")
+DATASETS = ("mq2008", "lightgbm-example", "trec-news-2018")
+TITLES = {
+    "mq2008": "# LETOR 4.0 MQ2008",
+    "lightgbm-example": "# LightGBM lambdarank example (one split)",
+    "trec-news-2018": "# TREC News 2018 entity ranking (five folds of 10 queries)",
+}
 STRUCTURED = ("ndcg", "neru")
 
 
-def parse_grid(items) -> list[dict]:
-    """Every combination of ``KEY=V1,V2`` items as loss parameters (int, float, bool, str)."""
+def parse_grid(groups) -> list[dict]:
+    """Loss parameters (int, float, bool, str) of a union of grids.
+
+    ``groups`` holds one list of ``KEY=V1,V2`` items per ``--grid`` option; each list gives
+    every combination of its items, and the grids follow one another in the given order
+    with repeated combinations dropped (the first is kept).
+    """
 
     def value(text: str):
         if text.lower() in ("true", "false"):
@@ -149,13 +169,21 @@ def parse_grid(items) -> list[dict]:
                 pass
         return text
 
-    grid: list[dict] = [{}]
-    for item in items or ():
-        key, sep, values = item.partition("=")
-        if not sep or not key or not values:
-            raise ValueError(f"--grid items must look like KEY=V1,V2; got {item!r}")
-        grid = [{**g, key: value(v)} for g in grid for v in values.split(",")]
-    return grid
+    union: list[dict] = []
+    for items in groups or ([],):
+        grid: list[dict] = [{}]
+        for item in items:
+            key, sep, values = item.partition("=")
+            if not sep or not key or not values:
+                raise ValueError(f"--grid items must look like KEY=V1,V2; got {item!r}")
+            grid = [{**g, key: value(v)} for g in grid for v in values.split(",")]
+        union += [g for g in grid if g not in union]
+    return union
+
+
+def grid_option_text(groups) -> str:
+    """The ``--grid`` options as typed, one grid per ``--grid``."""
+    return " ".join("--grid " + " ".join(items) for items in groups or ())
 
 
 def grid_text(params: dict) -> str:
@@ -175,6 +203,53 @@ def lightgbm_example(root: Path, seed: int = 0) -> dict:
         "train": (X[~vali], y[~vali], qid[~vali]),
         "vali": (X[vali], y[vali], qid[vali]),
         "test": (Xt, yt, qt),
+    }
+
+
+def query_min_max(X: np.ndarray, qid: np.ndarray) -> np.ndarray:
+    """Each feature scaled to [0, 1] within each query (LETOR's QueryLevelNorm); a feature
+    constant within a query becomes 0 there."""
+    out = np.zeros_like(X, dtype=np.float64)
+    for q in np.unique(qid):
+        rows = qid == q
+        low = X[rows].min(axis=0)
+        span = X[rows].max(axis=0) - low
+        live = span > 0
+        out[np.ix_(rows, live)] = (X[rows][:, live] - low[live]) / span[live]
+    return out
+
+
+TREC_NEWS_PARTS = 5
+
+
+def trec_news_folds(root: Path, seed: int = 0) -> dict[int, dict]:
+    """TREC News 2018 entity ranking: its 50 queries in five folds of 10, rotated as LETOR's.
+
+    ``trec_news_2018.train`` and ``.test`` (45 and 5 queries) are pooled, the query ids are
+    shuffled by ``numpy.random.default_rng(seed)`` into five parts of 10, and fold f trains on
+    parts f, f+1, f+2, validates on f+3 and tests on f+4 (mod 5), so every query is tested
+    once. Features are scaled to [0, 1] per query (:func:`query_min_max`).
+    """
+    X, y, qid = load_svmlight(root / "trec_news_2018.train", query_file=None, dense=True)
+    Xt, yt, qt = load_svmlight(
+        root / "trec_news_2018.test", query_file=None, n_features=X.shape[1], dense=True
+    )
+    X, y, qid = np.vstack([X, Xt]), np.concatenate([y, yt]), np.concatenate([qid, qt])
+    X = query_min_max(X, qid)
+    queries = np.random.default_rng(seed).permutation(np.unique(qid))
+    parts = np.array_split(queries, TREC_NEWS_PARTS)
+
+    def split(indices):
+        rows = np.isin(qid, np.concatenate([parts[i % TREC_NEWS_PARTS] for i in indices]))
+        return X[rows], y[rows], qid[rows]
+
+    return {
+        f: {
+            "train": split((f - 1, f, f + 1)),
+            "vali": split((f + 2,)),
+            "test": split((f + 3,)),
+        }
+        for f in range(1, TREC_NEWS_PARTS + 1)
     }
 
 
@@ -388,9 +463,11 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--grid",
         nargs="+",
+        action="append",
         default=None,
         metavar="KEY=V1,V2",
-        help="parameters of the structured losses tuned with lam on validation",
+        help="parameters of the structured losses tuned with lam on validation (repeat "
+        "--grid for a union of grids)",
     )
     parser.add_argument("--method", default=None, help="solver method of bmrm.fit (auto)")
     args = parser.parse_args(argv)
@@ -403,9 +480,12 @@ def main(argv=None) -> int:
     tuned = len(grid) > 1
     losses_run = args.losses or (("ordinal", "squared") if quick else LOSSES)
     lams = tuple(args.lams or ((1e-2, 1e-1) if quick else LAMS))
-    folds = tuple(args.folds or ((1,) if quick or not mq2008 else (1, 2, 3, 4, 5)))
-    if not mq2008 and folds != (1,):
+    five_folds = args.dataset in ("mq2008", "trec-news-2018")
+    folds = tuple(args.folds or ((1,) if quick or not five_folds else (1, 2, 3, 4, 5)))
+    if not five_folds and folds != (1,):
         parser.error(f"--dataset {args.dataset} has one split: --folds 1; got {list(folds)}")
+    if not set(folds) <= {1, 2, 3, 4, 5}:
+        parser.error(f"--folds must be among 1..5; got {list(folds)}")
     max_iter = args.max_iter or (30 if quick else 2000)
     n_flips = args.flips or (1000 if quick else 10_000)
     official_names = OFFICIAL if mq2008 else ()
@@ -418,6 +498,11 @@ def main(argv=None) -> int:
 
         def load(fold):
             return load_letor_fold(root, fold)
+    elif args.dataset == "trec-news-2018":
+        trec = trec_news_folds(require(args.data / "trec_news_2018", "TREC News 2018"))
+
+        def load(fold):
+            return trec[fold]
     else:
         example = lightgbm_example(require(args.data / "lightgbm_rank", "LightGBM example"))
 
@@ -539,7 +624,9 @@ def main(argv=None) -> int:
         )
         scores_test["constant"] = query_measures(yt, np.zeros(Xt.shape[0]), qt)
 
-        q_order = np.unique(qt)
+        # the measures give one value per query in order of first appearance
+        _, first = np.unique(qt, return_index=True)
+        q_order = qt[np.sort(first)]
         for method, mt in scores_test.items():
             per_fold[method][fold] = {m: float(mt[m].mean()) for m in MEASURES}
             for measure in MEASURES:
@@ -624,10 +711,15 @@ def main(argv=None) -> int:
     n_queries = pooled[methods[0]]["MAP"].size
     fold_text = ", ".join(f"Fold{f}" for f in folds)
     lines = [
-        "# LETOR 4.0 MQ2008" if mq2008 else "# LightGBM lambdarank example (one split)",
+        TITLES[args.dataset],
         "",
         f"Folds {fold_text}; {n_queries} pooled test queries. "
-        + (f"Structured-loss parameters tuned on validation: {args.grid}. " if tuned else "")
+        + (
+            f"Structured-loss parameters tuned on validation ({len(grid)} combinations): "
+            f"`{grid_option_text(args.grid)}`. "
+            if tuned
+            else ""
+        )
         + f"Solver method {args.method or 'auto'}. lam grid "
         f"{', '.join(f'{v:g}' for v in lams)}, chosen per fold by validation {SELECT_BY} "
         f"({SELECT_NERU} for the NERU losses); "
