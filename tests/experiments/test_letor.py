@@ -241,6 +241,25 @@ def test_grid_tunes_parameters_with_lam(grid_run, shared_data):
     assert chosen == {expected}
 
 
+def test_median_fit_of_the_grid(grid_run, shared_data):
+    """The training-time table's last column is the median seconds (iterations) over every
+    fit of the loss's grid, as recorded one row per fit in results.csv."""
+    out, _, rows = grid_run
+    md = (out / "results.md").read_text()
+    assert "median fit of the grid" in md
+    for method in ("ordinal", "ndcg-pairs"):
+        fits = {
+            (r["params"], r["lam"]): (float(r["fit_seconds"]), int(r["iterations"]))
+            for r in rows
+            if r["method"] == method and r["source"] == "bmrm" and r["lam"]
+        }
+        seconds = np.median([s for s, _ in fits.values()])
+        iterations = np.median([i for _, i in fits.values()])
+        section = md.split("## Training time")[1].split("\n## ")[0]
+        (line,) = [ln for ln in section.splitlines() if ln.startswith(f"| {method} |")]
+        assert line.endswith(f"| {seconds:.2f} ({iterations:.0f}) |")
+
+
 def test_second_data_set_is_the_lightgbm_example(grid_run, shared_data):
     """One split, no official rows, the test set is ``rank.test`` (50 queries), and file
     order scores as the LETOR tool's definition gives on it."""
