@@ -61,7 +61,7 @@ def letor_file_order(text: str) -> dict[str, float]:
 def letor_run(tmp_path_factory):
     data = real_data()
     out = tmp_path_factory.mktemp("letor")
-    rows = run_quick("letor", out, data)
+    rows = run_quick("letor", out, data, extra=("--time-repeats", "2"))
     return out, data, rows
 
 
@@ -97,6 +97,28 @@ def test_fits_measured_and_one_lam_selected(letor_run, shared_data):
         }
         best = max(vali.values())
         assert float(chosen.pop()) == max(lam for lam, v in vali.items() if v == best)
+
+
+def test_chosen_settings_refitted_for_timing(letor_run, shared_data):
+    """--time-repeats refits each chosen setting: the refits take the chosen fit's iterations
+    (the solver is deterministic), and the Markdown table shows their median seconds."""
+    out, _, rows = letor_run
+    md = (out / "results.md").read_text()
+    assert "median of 2 refits" in md
+    for method in ("ordinal", "squared"):
+        (chosen,) = {
+            int(r["iterations"]) for r in rows if r["method"] == method and r["selected"] == "True"
+        }
+        refit = {
+            r["measure"]: float(r["value"])
+            for r in rows
+            if r["method"] == method and r["measure"].startswith("refit_")
+        }
+        assert refit["refit_iterations"] == chosen
+        assert refit["refit_seconds"] > 0
+        section = md.split("median of 2 refits")[1].split("\n\n")[1]
+        (line,) = [ln for ln in section.splitlines() if ln.startswith(f"| {method} |")]
+        assert f"| {refit['refit_seconds']:.3f} ({chosen}) |" in line
 
 
 def test_learned_rankers_beat_file_order(letor_run, shared_data):
