@@ -1,8 +1,8 @@
 """LETOR 4.0 MQ2008: this package's ranking losses beside the official LETOR baselines.
 
     python experiments/letor.py [--data ../shared/data] [--out results/letor] [--quick]
-        [--dataset mq2008|lightgbm-example] [--losses ...] [--lams ...]
-        [--grid KEY=V1,V2 ...] [--method auto|bmrm|ocas|...]
+        [--dataset mq2008|lightgbm-example|trec-news-2018] [--losses ...] [--lams ...]
+        [--grid KEY=V1,V2 ...] [--method auto|bmrm|ocas|...] [--time-repeats N]
 
 Data: ``<data>/mq2008`` (the partitions S1..S5, rotated into the five standard folds by
 :func:`bmrm.io.load_letor_fold`) and the official baseline tables
@@ -15,6 +15,11 @@ validation file and no official folds: one documented split, a seeded 20 % of th
 queries (``numpy.random.default_rng(0)``) held out for validation, ``rank.test`` as the test
 set, no official baselines.
 
+``--dataset trec-news-2018`` runs it on the TREC News 2018 entity-ranking features
+(``<data>/trec_news_2018``: labels 0–4, 5 features, 50 queries): the given train and test
+files are pooled and cut into five folds of 10 queries rotated as LETOR's
+(:func:`trec_news_folds`), features scaled to [0, 1] per query, no official baselines.
+
 Protocol (LETOR 4.0): for every fold and loss, a linear model is fitted on the training
 set for each lam of the grid (tol 1e-3 relative gap, at most 2000 iterations), lam is chosen
 by the validation NDCG@10 (NERU@10 for the NERU losses), and the chosen model is scored on
@@ -24,17 +29,27 @@ the LETOR evaluation tool (``ndcg_score(..., convention="letor")`` and ``map_sco
 threshold=1, ties="stable")``): gain 2^r − 1, positions 1 and 2 undiscounted, a query with
 no relevant document scores 0, NDCG@k of a query shorter than k scores 0, ties keep file
 order. Reported figures are the mean over the test folds of the per-fold query means, as
-the official tables do. Features are used raw: MQ2008 features are already normalised per
-query to [0, 1].
+the official tables do. These per-query values were compared once with the output of the
+official LETOR 4.0 script (``Eval-Score-4.0.pl``, run outside this repository) on all five
+MQ2008 partitions for six rankings (file order, two single features with many tied scores,
+rounded random scores, the labels and the reversed labels): every per-query NDCG@1..10
+and AP agreed to the script's four printed decimals; the tests check the same rules,
+written from their definition, on tied scores. Features are used raw: MQ2008 features are
+already normalised per query to [0, 1].
 
 ``--grid KEY=V1,V2`` tunes parameters of the structured losses (``ndcg*``, ``neru*``; for
 example ``discount=log2,original`` (``original`` is the LETOR tool's discount),
-``truncate_c=false,true``, ``c=power,dcg``, ``k=5,10``) jointly with lam: every
-combination of the grid is fitted for every lam, and the validation measure chooses the pair
-per fold (ties go to the later combination, lams visited ascending). A constant feature is
-not offered: every structured and pairwise loss here depends on the scores of a query only
-through their differences (its subgradient in f sums to zero over each query), so the
-weight of a constant column stays 0 under the L2 regulariser and the ranking is unchanged.
+``truncate_c=false,true``, ``c=power,dcg``, ``k=5,10``, ``ties=latent,pairs``) jointly with
+lam: every combination of the grid is fitted for every lam, and the validation measure
+chooses the pair per fold (ties go to the later combination, lams visited ascending).
+Repeating ``--grid`` tunes over the union of the grids, in the given order (for example
+``--grid ties=latent c=power,dcg --grid ties=pairs``: ``c`` is not a parameter of the pairs
+formulation, so it is not crossed with it); a combination given twice is fitted once.
+
+A constant feature is not offered: every structured and pairwise loss here depends on the
+scores of a query only through their differences (its subgradient in f sums to zero over
+each query), so the weight of a constant column stays 0 under the L2 regulariser and the
+ranking is unchanged.
 
 Methods
 -------
@@ -64,12 +79,14 @@ Methods
 ``constant``
     All scores equal: the file order, which the LETOR measures keep for ties.
 
-Selection noise: on MQ2008 the validation NDCG@10 of neighbouring lams often differs by less
-than 0.001, so fits that differ within the solver's tolerance (tol 1e-3) can choose another
-lam in a fold and move a fold's test NDCG@10 by up to 0.02 (the ordinal loss scores 0.2233
-with tol 1e-6, 0.2245 with the default method at tol 1e-3, 0.2249 with ``--method bmrm``,
-0.2296 with the plain bundle method of earlier versions); differences of that size between
-methods are not significant (the randomization test below).
+Selection noise: on MQ2008 the validation NDCG@10 of neighbouring settings often differs by
+less than 0.001 (and only the 50–69 validation queries with at least 10 documents and a
+relevant one count towards it), so fits that differ within the solver's tolerance can choose
+another lam in a fold and move a fold's test NDCG@10 by up to 0.02. With the tuned grid of
+seven lams and eight NDCG settings, the ordinal loss scores 0.2289 at tol 1e-3 and 0.2255 at
+tol 1e-5, the NDCG loss 0.2260 and 0.2313 (earlier solvers gave the ordinal loss 0.2233 to
+0.2296). A run is deterministic: the same command gives the same figures. The randomization
+test below holds the chosen models fixed, so it does not count this variation of the choice.
 
 Significance: a paired randomization test over the pooled test queries of all folds
 (10,000 random sign flips of the per-query differences, two-sided, p = (1 + #{|mean of
@@ -77,7 +94,9 @@ flipped| >= |observed mean|}) / (1 + flips)), as in Smucker, Allan & Carterette 
 The official baselines publish no per-query values, so they are not tested.
 
 Writes ``results.csv`` (one row per method × fold × lam × split × measure, with the fit's
-seconds, iterations, gap and ‖w‖; the official baselines' rows have no lam),
+seconds, iterations, gap and ‖w‖; the official baselines' rows have no lam; with
+``--time-repeats N`` also the median seconds and iterations of N refits of each chosen
+setting, measures ``refit_seconds`` and ``refit_iterations``),
 ``per_query.csv`` (test values of the chosen models per query), ``results.md`` and the plots
 ``ndcg_at_k.png``, ``validation_lam.png`` and ``folds.png``.
 """
@@ -132,12 +151,22 @@ def select_by(method: str) -> str:
 
 
 REFERENCE = ("squared", "best feature")
-DATASETS = ("mq2008", "lightgbm-example")
+DATASETS = ("mq2008", "lightgbm-example", "trec-news-2018")
+TITLES = {
+    "mq2008": "# LETOR 4.0 MQ2008",
+    "lightgbm-example": "# LightGBM lambdarank example (one split)",
+    "trec-news-2018": "# TREC News 2018 entity ranking (five folds of 10 queries)",
+}
 STRUCTURED = ("ndcg", "neru")
 
 
-def parse_grid(items) -> list[dict]:
-    """Every combination of ``KEY=V1,V2`` items as loss parameters (int, float, bool, str)."""
+def parse_grid(groups) -> list[dict]:
+    """Loss parameters (int, float, bool, str) of a union of grids.
+
+    ``groups`` holds one list of ``KEY=V1,V2`` items per ``--grid`` option; each list gives
+    every combination of its items, and the grids follow one another in the given order
+    with repeated combinations dropped (the first is kept).
+    """
 
     def value(text: str):
         if text.lower() in ("true", "false"):
@@ -149,13 +178,21 @@ def parse_grid(items) -> list[dict]:
                 pass
         return text
 
-    grid: list[dict] = [{}]
-    for item in items or ():
-        key, sep, values = item.partition("=")
-        if not sep or not key or not values:
-            raise ValueError(f"--grid items must look like KEY=V1,V2; got {item!r}")
-        grid = [{**g, key: value(v)} for g in grid for v in values.split(",")]
-    return grid
+    union: list[dict] = []
+    for items in groups or ([],):
+        grid: list[dict] = [{}]
+        for item in items:
+            key, sep, values = item.partition("=")
+            if not sep or not key or not values:
+                raise ValueError(f"--grid items must look like KEY=V1,V2; got {item!r}")
+            grid = [{**g, key: value(v)} for g in grid for v in values.split(",")]
+        union += [g for g in grid if g not in union]
+    return union
+
+
+def grid_option_text(groups) -> str:
+    """The ``--grid`` options as typed, one grid per ``--grid``."""
+    return " ".join("--grid " + " ".join(items) for items in groups or ())
 
 
 def grid_text(params: dict) -> str:
@@ -175,6 +212,53 @@ def lightgbm_example(root: Path, seed: int = 0) -> dict:
         "train": (X[~vali], y[~vali], qid[~vali]),
         "vali": (X[vali], y[vali], qid[vali]),
         "test": (Xt, yt, qt),
+    }
+
+
+def query_min_max(X: np.ndarray, qid: np.ndarray) -> np.ndarray:
+    """Each feature scaled to [0, 1] within each query (LETOR's QueryLevelNorm); a feature
+    constant within a query becomes 0 there."""
+    out = np.zeros_like(X, dtype=np.float64)
+    for q in np.unique(qid):
+        rows = qid == q
+        low = X[rows].min(axis=0)
+        span = X[rows].max(axis=0) - low
+        live = span > 0
+        out[np.ix_(rows, live)] = (X[rows][:, live] - low[live]) / span[live]
+    return out
+
+
+TREC_NEWS_PARTS = 5
+
+
+def trec_news_folds(root: Path, seed: int = 0) -> dict[int, dict]:
+    """TREC News 2018 entity ranking: its 50 queries in five folds of 10, rotated as LETOR's.
+
+    ``trec_news_2018.train`` and ``.test`` (45 and 5 queries) are pooled, the query ids are
+    shuffled by ``numpy.random.default_rng(seed)`` into five parts of 10, and fold f trains on
+    parts f, f+1, f+2, validates on f+3 and tests on f+4 (mod 5), so every query is tested
+    once. Features are scaled to [0, 1] per query (:func:`query_min_max`).
+    """
+    X, y, qid = load_svmlight(root / "trec_news_2018.train", query_file=None, dense=True)
+    Xt, yt, qt = load_svmlight(
+        root / "trec_news_2018.test", query_file=None, n_features=X.shape[1], dense=True
+    )
+    X, y, qid = np.vstack([X, Xt]), np.concatenate([y, yt]), np.concatenate([qid, qt])
+    X = query_min_max(X, qid)
+    queries = np.random.default_rng(seed).permutation(np.unique(qid))
+    parts = np.array_split(queries, TREC_NEWS_PARTS)
+
+    def split(indices):
+        rows = np.isin(qid, np.concatenate([parts[i % TREC_NEWS_PARTS] for i in indices]))
+        return X[rows], y[rows], qid[rows]
+
+    return {
+        f: {
+            "train": split((f - 1, f, f + 1)),
+            "vali": split((f + 2,)),
+            "test": split((f + 3,)),
+        }
+        for f in range(1, TREC_NEWS_PARTS + 1)
     }
 
 
@@ -388,12 +472,24 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--grid",
         nargs="+",
+        action="append",
         default=None,
         metavar="KEY=V1,V2",
-        help="parameters of the structured losses tuned with lam on validation",
+        help="parameters of the structured losses tuned with lam on validation (repeat "
+        "--grid for a union of grids)",
     )
     parser.add_argument("--method", default=None, help="solver method of bmrm.fit (auto)")
+    parser.add_argument(
+        "--time-repeats",
+        type=int,
+        default=0,
+        metavar="N",
+        help="refit each loss's chosen setting N times per fold (losses interleaved) and "
+        "report the median seconds",
+    )
     args = parser.parse_args(argv)
+    if args.time_repeats < 0:
+        parser.error(f"--time-repeats must be >= 0; got {args.time_repeats}")
     try:
         grid = parse_grid(args.grid)
     except ValueError as exc:
@@ -403,9 +499,12 @@ def main(argv=None) -> int:
     tuned = len(grid) > 1
     losses_run = args.losses or (("ordinal", "squared") if quick else LOSSES)
     lams = tuple(args.lams or ((1e-2, 1e-1) if quick else LAMS))
-    folds = tuple(args.folds or ((1,) if quick or not mq2008 else (1, 2, 3, 4, 5)))
-    if not mq2008 and folds != (1,):
+    five_folds = args.dataset in ("mq2008", "trec-news-2018")
+    folds = tuple(args.folds or ((1,) if quick or not five_folds else (1, 2, 3, 4, 5)))
+    if not five_folds and folds != (1,):
         parser.error(f"--dataset {args.dataset} has one split: --folds 1; got {list(folds)}")
+    if not set(folds) <= {1, 2, 3, 4, 5}:
+        parser.error(f"--folds must be among 1..5; got {list(folds)}")
     max_iter = args.max_iter or (30 if quick else 2000)
     n_flips = args.flips or (1000 if quick else 10_000)
     official_names = OFFICIAL if mq2008 else ()
@@ -418,6 +517,11 @@ def main(argv=None) -> int:
 
         def load(fold):
             return load_letor_fold(root, fold)
+    elif args.dataset == "trec-news-2018":
+        trec = trec_news_folds(require(args.data / "trec_news_2018", "TREC News 2018"))
+
+        def load(fold):
+            return trec[fold]
     else:
         example = lightgbm_example(require(args.data / "lightgbm_rank", "LightGBM example"))
 
@@ -451,6 +555,7 @@ def main(argv=None) -> int:
     chosen_info = {loss: {} for loss in losses_run}
     chosen_params = {loss: {} for loss in losses_run}
     grid_seconds = {loss: 0.0 for loss in losses_run}
+    grid_fits = {loss: [] for loss in losses_run}  # (seconds, iterations) of every fit
     query_rows: list[dict] = []
     along: dict[str, list[float]] = {}
     started = time.perf_counter()
@@ -467,6 +572,7 @@ def main(argv=None) -> int:
         pairs = pairs_from_labels(y, qid, cost=args.pair_cost) if "preference" in methods else None
         scores_test = {}
         chosen_model = {}
+        chosen_setting = {}
         for loss in losses_run:
             best = None
             fit_rows = []
@@ -477,6 +583,7 @@ def main(argv=None) -> int:
                     loss, X, y, qid, lam, args.tol, max_iter, pairs, params, args.method
                 )
                 grid_seconds[loss] += info["fit_seconds"]
+                grid_fits[loss].append((info["fit_seconds"], info["iterations"]))
                 mv = query_measures(yv, model.decision_function(Xv), qv)
                 mt = query_measures(yt, model.decision_function(Xt), qt)
                 best_at[lam] = max(best_at[lam], float(mv[select_by(loss)].mean()))
@@ -508,6 +615,7 @@ def main(argv=None) -> int:
                 vali[loss][lam].append(best_at[lam])
             _, lam, mt, info, model, params = best
             chosen_params[loss][fold] = grid_text(params)
+            chosen_setting[loss] = (lam, params)
             chosen_model[loss] = model
             chosen_lam[loss][fold] = lam
             chosen_info[loss][fold] = info
@@ -515,6 +623,37 @@ def main(argv=None) -> int:
             for row in fit_rows:
                 row["selected"] = row["lam"] == lam and row["params"] == grid_text(params)
             rows += fit_rows
+
+        # timing: the chosen settings refitted, losses interleaved so that load changes on a
+        # shared machine reach them alike
+        refits = {loss: [] for loss in losses_run}
+        for _ in range(args.time_repeats):
+            for loss in losses_run:
+                lam, params = chosen_setting[loss]
+                refits[loss].append(
+                    fit_loss(loss, X, y, qid, lam, args.tol, max_iter, pairs, params, args.method)[
+                        1
+                    ]
+                )
+        for loss, infos in refits.items():
+            if not infos:
+                continue
+            median = {
+                "refit_seconds": float(np.median([i["fit_seconds"] for i in infos])),
+                "refit_iterations": float(np.median([i["iterations"] for i in infos])),
+            }
+            chosen_info[loss][fold].update(median)
+            for measure, value in median.items():
+                rows.append(
+                    {
+                        "method": loss,
+                        "source": "bmrm",
+                        "fold": f"Fold{fold}",
+                        "split": "train",
+                        "measure": measure,
+                        "value": value,
+                    }
+                )
 
         if fold == folds[0] and "ordinal" in chosen_model:
             # the structured losses along the ordinal model's direction, on training data
@@ -539,7 +678,9 @@ def main(argv=None) -> int:
         )
         scores_test["constant"] = query_measures(yt, np.zeros(Xt.shape[0]), qt)
 
-        q_order = np.unique(qt)
+        # the measures give one value per query in order of first appearance
+        _, first = np.unique(qt, return_index=True)
+        q_order = qt[np.sort(first)]
         for method, mt in scores_test.items():
             per_fold[method][fold] = {m: float(mt[m].mean()) for m in MEASURES}
             for measure in MEASURES:
@@ -624,14 +765,25 @@ def main(argv=None) -> int:
     n_queries = pooled[methods[0]]["MAP"].size
     fold_text = ", ".join(f"Fold{f}" for f in folds)
     lines = [
-        "# LETOR 4.0 MQ2008" if mq2008 else "# LightGBM lambdarank example (one split)",
+        TITLES[args.dataset],
         "",
         f"Folds {fold_text}; {n_queries} pooled test queries. "
-        + (f"Structured-loss parameters tuned on validation: {args.grid}. " if tuned else "")
+        + (
+            f"Structured-loss parameters tuned on validation ({len(grid)} combinations): "
+            f"`{grid_option_text(args.grid)}`. "
+            if tuned
+            else ""
+        )
         + f"Solver method {args.method or 'auto'}. lam grid "
         f"{', '.join(f'{v:g}' for v in lams)}, chosen per fold by validation {SELECT_BY} "
         f"({SELECT_NERU} for the NERU losses); "
-        f"tol {args.tol:g} (relative gap), max_iter {max_iter}; raw features. Measures with the "
+        f"tol {args.tol:g} (relative gap), max_iter {max_iter}; "
+        + (
+            "features scaled to [0, 1] per query. "
+            if args.dataset == "trec-news-2018"
+            else "raw features. "
+        )
+        + "Measures with the "
         "LETOR tool's conventions; values are means over test folds of per-fold query means. "
         f"Preference pairs: all label-ordered pairs, cost {args.pair_cost}. Wall time "
         f"{total_seconds:.0f} s (shared 2-core machine).",
@@ -716,13 +868,46 @@ def main(argv=None) -> int:
                 for f in folds
             ]
             + [f"{grid_seconds[loss]:.1f}"]
+            + [
+                f"{np.median([s for s, _ in grid_fits[loss]]):.2f} "
+                f"({np.median([i for _, i in grid_fits[loss]]):.0f})"
+            ]
         )
     lines += [
-        markdown_table(["loss", *(f"Fold{f}" for f in folds), "whole grid, all folds"], t_rows),
+        markdown_table(
+            [
+                "loss",
+                *(f"Fold{f}" for f in folds),
+                "whole grid, all folds",
+                "median fit of the grid",
+            ],
+            t_rows,
+        ),
         "",
         "The official tables publish no training times.",
         "",
     ]
+    if args.time_repeats:
+        lines += [
+            f"Seconds per fit at the chosen setting, median of {args.time_repeats} refits per "
+            "fold (losses interleaved; compilation excluded by the warm-up), with the median "
+            "bundle iterations in brackets:",
+            "",
+            markdown_table(
+                ["loss", *(f"Fold{f}" for f in folds), "mean"],
+                [
+                    [loss]
+                    + [
+                        f"{chosen_info[loss][f]['refit_seconds']:.3f} "
+                        f"({chosen_info[loss][f]['refit_iterations']:.0f})"
+                        for f in folds
+                    ]
+                    + [f"{np.mean([chosen_info[loss][f]['refit_seconds'] for f in folds]):.3f}"]
+                    for loss in losses_run
+                ],
+            ),
+            "",
+        ]
 
     if p_pair:
         lines += [

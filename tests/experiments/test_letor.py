@@ -2,7 +2,6 @@
 
 import csv
 import math
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -13,43 +12,56 @@ from tests.experiments._quick import real_data, run_quick
 MEASURES = [f"NDCG@{k}" for k in range(1, 11)] + ["MAP"]
 
 
-def letor_file_order(text: str) -> dict[str, float]:
-    """LETOR 4.0 tool measures of the file order, written from its definition.
+def letor_query_measures(text: str, scores=None) -> dict[str, dict[str, float]]:
+    """LETOR 4.0 tool measures per query of the ranking by ``scores`` (file order when
+    None), written from the tool's definition.
 
-    Gain 2^r − 1; positions 1 and 2 undiscounted, position i >= 3 divided by log2(i);
+    Documents sorted by decreasing score, ties in file order (the tool's stable sort);
+    gain 2^r − 1; positions 1 and 2 undiscounted, position i >= 3 divided by log2(i);
     NDCG@k of a query with fewer than k documents or no relevant document is 0; AP counts
     label >= 1 as relevant and is 0 without relevant documents.
     """
-    queries: dict[str, list[int]] = {}
-    for line in text.splitlines():
+    lines = text.splitlines()
+    scores = [0.0] * len(lines) if scores is None else list(scores)
+    queries: dict[str, list[tuple[float, int]]] = {}
+    for line, score in zip(lines, scores, strict=True):
         label, qid = line.split()[:2]
-        queries.setdefault(qid, []).append(int(label))
+        queries.setdefault(qid.removeprefix("qid:"), []).append((score, int(label)))
 
     def dcg(labels, k):
         return sum(
             (2**r - 1) / (1.0 if i <= 2 else math.log2(i)) for i, r in enumerate(labels[:k], 1)
         )
 
-    totals = defaultdict(float)
-    for labels in queries.values():
+    out = {}
+    for qid, docs in queries.items():
+        labels = [r for _, r in sorted(docs, key=lambda d: -d[0])]  # stable
+        values = {}
         for k in range(1, 11):
             ideal = dcg(sorted(labels, reverse=True), k)
-            if len(labels) >= k and ideal > 0:
-                totals[f"NDCG@{k}"] += dcg(labels, k) / ideal
+            ok = len(labels) >= k and ideal > 0
+            values[f"NDCG@{k}"] = dcg(labels, k) / ideal if ok else 0.0
         hits, ap = 0, 0.0
         for i, r in enumerate(labels, 1):
             if r >= 1:
                 hits += 1
                 ap += hits / i
-        totals["MAP"] += ap / hits if hits else 0.0
-    return {m: v / len(queries) for m, v in totals.items()}
+        values["MAP"] = ap / hits if hits else 0.0
+        out[qid] = values
+    return out
+
+
+def letor_file_order(text: str) -> dict[str, float]:
+    """Mean over queries of :func:`letor_query_measures` in file order."""
+    per_query = letor_query_measures(text)
+    return {m: sum(v[m] for v in per_query.values()) / len(per_query) for m in MEASURES}
 
 
 @pytest.fixture(scope="module")
 def letor_run(tmp_path_factory):
     data = real_data()
     out = tmp_path_factory.mktemp("letor")
-    rows = run_quick("letor", out, data)
+    rows = run_quick("letor", out, data, extra=("--time-repeats", "2"))
     return out, data, rows
 
 
@@ -87,6 +99,28 @@ def test_fits_measured_and_one_lam_selected(letor_run, shared_data):
         assert float(chosen.pop()) == max(lam for lam, v in vali.items() if v == best)
 
 
+def test_chosen_settings_refitted_for_timing(letor_run, shared_data):
+    """--time-repeats refits each chosen setting: the refits take the chosen fit's iterations
+    (the solver is deterministic), and the Markdown table shows their median seconds."""
+    out, _, rows = letor_run
+    md = (out / "results.md").read_text()
+    assert "median of 2 refits" in md
+    for method in ("ordinal", "squared"):
+        (chosen,) = {
+            int(r["iterations"]) for r in rows if r["method"] == method and r["selected"] == "True"
+        }
+        refit = {
+            r["measure"]: float(r["value"])
+            for r in rows
+            if r["method"] == method and r["measure"].startswith("refit_")
+        }
+        assert refit["refit_iterations"] == chosen
+        assert refit["refit_seconds"] > 0
+        section = md.split("median of 2 refits")[1].split("\n\n")[1]
+        (line,) = [ln for ln in section.splitlines() if ln.startswith(f"| {method} |")]
+        assert f"| {refit['refit_seconds']:.3f} ({chosen}) |" in line
+
+
 def test_learned_rankers_beat_file_order(letor_run, shared_data):
     _, _, rows = letor_run
     test = {
@@ -108,6 +142,37 @@ def test_file_order_matches_letor_definition(letor_run, shared_data):
     }
     for measure in MEASURES:
         assert got[measure] == pytest.approx(expected[measure], abs=1e-12)
+
+
+def test_ties_are_scored_as_the_letor_tool_does(letor_run, shared_data):
+    """The best single feature of Fold1 ranks the test queries with many tied scores;
+    every per-query NDCG@1..10 and AP equals the tool's definition (ties in file order)."""
+    out, data, rows = letor_run
+    (feature,) = [
+        float(r["value"])
+        for r in rows
+        if r["method"] == "best feature" and r["fold"] == "Fold1" and r["measure"] == "feature"
+    ]
+    column, sign = int(abs(feature)) - 1, math.copysign(1.0, feature)
+    text = (data / "mq2008" / "S5.txt").read_text()  # fold 1's test set
+    scores = [sign * float(line.split()[column + 2].split(":")[1]) for line in text.splitlines()]
+    assert all(line.split()[column + 2].startswith(f"{column + 1}:") for line in text.splitlines())
+    expected = letor_query_measures(text, scores)
+    by_query: dict[str, list[tuple[float, int]]] = {}
+    for line, score in zip(text.splitlines(), scores, strict=True):
+        by_query.setdefault(line.split()[1], []).append((score, int(line.split()[0])))
+    # ties between documents of different labels exist, so their order matters here
+    assert any(
+        len({r for s, r in docs if s == score}) > 1
+        for docs in by_query.values()
+        for score, _ in docs
+    )
+    with open(out / "per_query.csv", newline="") as fh:
+        got = [r for r in csv.DictReader(fh) if r["method"] == "best feature"]
+    assert {r["qid"] for r in got} == set(expected)
+    for r in got:
+        for measure in MEASURES:
+            assert float(r[measure]) == pytest.approx(expected[r["qid"]][measure], abs=1e-12)
 
 
 def test_official_tables_parsed(letor_run, shared_data):
@@ -166,31 +231,55 @@ def grid_run(tmp_path_factory):
     data = real_data()
     out = tmp_path_factory.mktemp("letor_grid")
     extra = ("--dataset", "lightgbm-example", "--losses", "ordinal", "ndcg-pairs")
-    extra += ("--grid", "k=3,10", "--lams", "0.01", "0.1", "--flips", "200")
+    # a union of three grids; the second repeats a combination of the first
+    extra += ("--grid", "k=3,10", "--grid", "k=10", "--grid", "ties=latent", "k=5")
+    extra += ("--lams", "0.01", "0.1", "--flips", "200")
     return out, data, run_quick("letor", out, data, timeout=600, extra=extra)
 
 
+UNION = ("k=3", "k=10", "ties=latent,k=5")
+
+
 def test_grid_tunes_parameters_with_lam(grid_run, shared_data):
-    """Every (parameters, lam) pair of the structured loss is fitted; one is selected per
-    fold, the one with the best validation NDCG@10 (ties: the later pair); the pairwise
+    """Every (parameters, lam) pair of the union of grids is fitted once; one is selected
+    per fold, the one with the best validation NDCG@10 (ties: the later pair); the pairwise
     loss has no grid."""
     _, _, rows = grid_run
     fits = [r for r in rows if r["source"] == "bmrm" and r["lam"]]
     ndcg = [r for r in fits if r["method"] == "ndcg-pairs"]
-    assert {(r["params"], float(r["lam"])) for r in ndcg} == {
-        (p, lam) for p in ("k=3", "k=10") for lam in (0.01, 0.1)
-    }
+    order = [(p, lam) for p in UNION for lam in (0.01, 0.1)]
+    assert {(r["params"], float(r["lam"])) for r in ndcg} == set(order)
+    vali_rows = [r for r in ndcg if r["split"] == "vali" and r["measure"] == "NDCG@10"]
+    assert len(vali_rows) == len(order)
+    # the latent combination ran the concave-convex procedure, the pairs ones did not
+    steps = {r["params"]: int(r["cccp_steps"]) for r in vali_rows}
+    assert steps["ties=latent,k=5"] >= 1
+    assert steps["k=3"] == steps["k=10"] == 0
     assert {r["params"] for r in fits if r["method"] == "ordinal"} == {"default"}
-    value = {
-        (r["params"], float(r["lam"])): float(r["value"])
-        for r in ndcg
-        if r["split"] == "vali" and r["measure"] == "NDCG@10"
-    }
-    order = [(p, lam) for p in ("k=3", "k=10") for lam in (0.01, 0.1)]
+    value = {(r["params"], float(r["lam"])): float(r["value"]) for r in vali_rows}
     best = max(value.values())
     expected = [key for key in order if value[key] == best][-1]
     chosen = {(r["params"], float(r["lam"])) for r in ndcg if r["selected"] == "True"}
     assert chosen == {expected}
+
+
+def test_median_fit_of_the_grid(grid_run, shared_data):
+    """The training-time table's last column is the median seconds (iterations) over every
+    fit of the loss's grid, as recorded one row per fit in results.csv."""
+    out, _, rows = grid_run
+    md = (out / "results.md").read_text()
+    assert "median fit of the grid" in md
+    for method in ("ordinal", "ndcg-pairs"):
+        fits = {
+            (r["params"], r["lam"]): (float(r["fit_seconds"]), int(r["iterations"]))
+            for r in rows
+            if r["method"] == method and r["source"] == "bmrm" and r["lam"]
+        }
+        seconds = np.median([s for s, _ in fits.values()])
+        iterations = np.median([i for _, i in fits.values()])
+        section = md.split("## Training time")[1].split("\n## ")[0]
+        (line,) = [ln for ln in section.splitlines() if ln.startswith(f"| {method} |")]
+        assert line.endswith(f"| {seconds:.2f} ({iterations:.0f}) |")
 
 
 def test_second_data_set_is_the_lightgbm_example(grid_run, shared_data):
@@ -227,3 +316,33 @@ def test_bad_grid_item_is_an_argument_error(tmp_path, shared_data):
     assert proc.returncode == 2
     assert "--grid items must look like KEY=V1,V2; got 'k5'" in proc.stderr
     assert not any(tmp_path.iterdir())
+
+
+@pytest.fixture(scope="module")
+def trec_run(tmp_path_factory):
+    data = real_data()
+    out = tmp_path_factory.mktemp("letor_trec")
+    extra = ("--dataset", "trec-news-2018", "--losses", "ordinal", "--folds", "1", "2", "3")
+    extra += ("4", "5", "--lams", "0.1", "--flips", "200")
+    return out, data, run_quick("letor", out, data, extra=extra)
+
+
+def test_trec_news_folds_test_every_query_once(trec_run, shared_data):
+    """The 50 queries of the pooled train and test files are each tested in exactly one of
+    the five folds, in groups of 10, and scored as the LETOR tool's definition gives in
+    file order."""
+    out, data, rows = trec_run
+    root = data / "trec_news_2018"
+    text = (root / "trec_news_2018.train").read_text() + (root / "trec_news_2018.test").read_text()
+    expected = letor_query_measures(text)
+    assert len(expected) == 50
+    with open(out / "per_query.csv", newline="") as fh:
+        constant = [r for r in csv.DictReader(fh) if r["method"] == "constant"]
+    assert sorted(r["qid"] for r in constant) == sorted(expected)
+    for fold in range(1, 6):
+        assert sum(r["fold"] == f"Fold{fold}" for r in constant) == 10
+    for r in constant:
+        for measure in MEASURES:
+            assert float(r[measure]) == pytest.approx(expected[r["qid"]][measure], abs=1e-12)
+    assert "TREC News 2018" in (out / "results.md").read_text()
+    assert not [r for r in rows if r["source"] == "LETOR 4.0 table"]
