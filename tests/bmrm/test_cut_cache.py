@@ -531,3 +531,35 @@ def test_a_cached_fit_saves_and_loads_with_its_counters(tmp_path):
     assert loaded.n_cache_cuts == res.n_cache_cuts and loaded.nfev == res.nfev
     np.testing.assert_array_equal(loaded.history["objective"], res.history["objective"])
     assert np.isinf(res.history["objective"]).sum() == res.n_cache_cuts
+
+
+@pytest.mark.parametrize("reference", ["gap", "oracle"])
+def test_try_cut_threshold_follows_its_reference(reference):
+    """A cache cut is taken exactly when it lifts the model at w by more than ``violation``
+    times the reference: the gap, or R(w_k) − m(w_k) at the last oracle point w_k."""
+    X, y, qid = ranking_data(3, n_queries=30)
+    oracle = make_oracle("ordinal", {"normalize": "none"}, X, y, qid)
+    rng = np.random.default_rng(4)
+    state = bare_state(oracle)
+    cache = CutCache(max_points=3, max_fraction=1e6, reference=reference)
+    cache.bind(oracle, required=True)
+    points = [rng.normal(size=4) for _ in range(3)]
+    for w_k in points:
+        bundle = state.bundle
+        model = max(bundle.A[: bundle.size] @ w_k + bundle.b[: bundle.size])
+        R, a = cache.oracle_cut(state, w_k)
+        state.bundle.add(a, R - a @ w_k)
+        assert cache._eps_est == pytest.approx(max(R - model, 0.0), rel=1e-12, abs=1e-15)
+    state.best_J, state.lower_bound = 5.0, 4.0  # gap 1
+    w = rng.normal(size=4)
+    value = cache.cut(w)[0]
+    bundle = state.bundle
+    lift = value - max(bundle.A[: bundle.size] @ w + bundle.b[: bundle.size])
+    assert lift > 0
+    scale = 1.0 if reference == "gap" else cache._eps_est
+    for factor, taken in ((1.01, False), (0.99, True)):
+        cache.violation = factor * lift / scale
+        size = state.bundle.size
+        assert cache.try_cut(state, w) is taken
+        assert state.bundle.size == size + taken
+        assert state.n_cache_cuts == int(taken)
