@@ -27,10 +27,11 @@ express: the cache works on the disaggregated model Σ_q max_k.
 
 Use by a method (:mod:`bmrm.solver.methods`): before calling the oracle at the point w it
 chose, the method asks :meth:`CutCache.try_cut`; when C(w) exceeds the bundle's model at w by
-more than ``violation`` times the current gap, the cache's plane joins the bundle instead of
-an oracle call (no pass over X; ``n_cache_cuts`` counts them, ``nfev`` does not), and the
-method solves the master again. The certificate stays valid (every plane is a minorant) and
-the best objective is only taken at points where the oracle was called.
+more than ``violation`` times the current gap (or the last oracle call's violation, with
+``reference="oracle"``), the cache's plane joins the bundle instead of an oracle call (no pass
+over X; ``n_cache_cuts`` counts them, ``nfev`` does not), and the method solves the master
+again; at most ``max_streak`` times in a row. The certificate stays valid (every plane is a
+minorant) and the best objective is only taken at points where the oracle was called.
 
 Memory and eviction. The cache holds at most K planes per query, n_queries · K · n_features
 float64 numbers plus one slot of the same size for the oracle's output, with K the smaller of
