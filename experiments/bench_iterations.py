@@ -2,7 +2,8 @@
 
     python experiments/bench_iterations.py [--ltr /tmp/ltr] [--sets small medium demo]
         [--C 1 100] [--demo-losses ndcg ndcg-increasing ndcg-pairs ordinal]
-        [--methods bmrm inout level ls-bmrm ocas bmrm+cache level+cache ocas+cache]
+        [--methods bmrm inout level ls-bmrm ocas bmrm+cache level+cache ocas+cache
+                   'bmrm+cache:max_streak=20,floor=false,bundle_size=200' ...]
         [--repeats 1] [--max-time 600] [--out results/bench_iterations]
 
 SVM^rank's objective ½‖w‖² + C·(1/n_q)·Σ_q Σ_{y_i > y_j} max(0, 1 − (f_i − f_j)) is
@@ -12,10 +13,11 @@ commands and SVM^rank's final objective on each; the train part of ``NAME.npz`` 
 float64). For each set, C and method the script reports, at the first iteration where
 (a) the best objective is within 1e-6 (relative) of SVM^rank's and (b) the relative gap is
 at most 1e-3: iterations, oracle calls (risk evaluations with or without a subgradient),
-passes over X (products X w and Xᵀ g) and seconds, split into oracle, master and other
-(the cut cache's own seconds included in other). A method name ending in ``+cache`` runs that
-method with the per-query cut cache (``cut_cache=True``, :mod:`bmrm.solver.cut_cache`); its
-iterations are oracle calls plus cache cuts (counted apart).
+passes over X (products X w and Xᵀ g) and seconds, split into oracle, master, the cut
+cache's own seconds (cache cuts and storing planes) and other. A method name ending in
+``+cache`` runs that method with the per-query cut cache (:mod:`bmrm.solver.cut_cache`); its
+iterations are oracle calls plus cache cuts (counted apart). ``NAME:key=value,...`` sets the
+fit's ``bundle_size``/``max_idle`` and the cache's options (:func:`parse_method`).
 The demo data of :mod:`bmrm.demo` (NDCG@10 with truncated c in its three tie rules, and
 ordinal, at lam 1e-2 and 1e-4) has no SVM^rank figure: only (b) is reported there, and
 whether it came within the demo's budget of 20 s. The default NDCG (``ties="latent"``) is not
@@ -104,13 +106,42 @@ def problems(args):
 CACHED = ("bmrm", "level", "ocas", "ls-bmrm")
 
 
-def make_method(name: str, cache_fraction: float | None = None):
+def parse_method(spec: str) -> tuple[str, dict, dict]:
+    """``NAME[:key=value,...]`` -> (NAME, CutCache options, fit options). The keys
+    ``bundle_size`` and ``max_idle`` go to the fit, the others (``max_points``, ``violation``,
+    ``max_streak``, ``floor``, ``reference``) to the cut cache of a ``+cache`` method."""
+    name, _, opts = spec.partition(":")
+    cache_opts, fit_opts = {}, {}
+    for item in filter(None, opts.split(",")):
+        key, _, value = item.partition("=")
+        if key in ("bundle_size", "max_idle"):
+            fit_opts[key] = int(float(value))
+        elif key in ("max_points", "max_streak"):
+            cache_opts[key] = int(float(value))
+        elif key == "violation":
+            cache_opts[key] = float(value)
+        elif key == "floor":
+            cache_opts[key] = value.lower() in ("1", "true", "yes")
+        elif key == "reference":
+            cache_opts[key] = value
+        else:
+            raise SystemExit(f"error: unknown method option {key!r} in {spec!r}")
+    if name not in METHODS and name.removesuffix("+cache") not in CACHED:
+        raise SystemExit(f"error: unknown method {name!r}")
+    if cache_opts and not name.endswith("+cache"):
+        raise SystemExit(f"error: cache options need a +cache method: {spec!r}")
+    return name, cache_opts, fit_opts
+
+
+def make_method(spec: str, cache_fraction: float | None = None):
     """A method name of :data:`METHODS`, or one of :data:`CACHED` with ``+cache``: that method
     with the cut cache (a fresh object per fit; ``cache_fraction`` overrides the cache's
-    memory cap, for the warm-up on tiny data)."""
+    memory cap, for the warm-up on tiny data), with the options of :func:`parse_method`."""
+    name, cache_opts, _ = parse_method(spec)
     if name.endswith("+cache"):
-        cache = True if cache_fraction is None else CutCache(max_fraction=cache_fraction)
-        return METHODS[name.removesuffix("+cache")](cut_cache=cache)
+        if cache_fraction is not None:
+            cache_opts = {**cache_opts, "max_fraction": cache_fraction}
+        return METHODS[name.removesuffix("+cache")](cut_cache=CutCache(**cache_opts))
     return name
 
 
@@ -144,7 +175,11 @@ def run_cccp(oracle, d, lam, method, max_time, max_iter, cache_fraction=None):
             "seconds": elapsed,
             "oracle_s": res.oracle_seconds,
             "master_s": res.master_seconds,
-            "other_s": elapsed - res.oracle_seconds - res.master_seconds,
+            "cache_s": getattr(res, "cache_seconds", 0.0),
+            "other_s": elapsed
+            - res.oracle_seconds
+            - res.master_seconds
+            - getattr(res, "cache_seconds", 0.0),
             "J": res.fun,
             "rel_gap": res.gap / abs(res.fun),
         }
@@ -173,7 +208,8 @@ def run(X, y, qid, loss, lam, method, target_J, max_time, max_iter, cache_fracti
             "seconds": elapsed,
             "oracle_s": r.oracle_seconds,
             "master_s": r.master_seconds,
-            "other_s": elapsed - r.oracle_seconds - r.master_seconds,
+            "cache_s": r.cache_seconds,
+            "other_s": elapsed - r.oracle_seconds - r.master_seconds - r.cache_seconds,
             "J": r.fun,
             "rel_gap": float(h["gap"][-1]) / abs(r.fun),
         }
@@ -197,6 +233,7 @@ def run(X, y, qid, loss, lam, method, target_J, max_time, max_iter, cache_fracti
             max_time=max_time,
             method=make_method(method, cache_fraction),
             callback=callback,
+            **parse_method(method)[2],
         )
     return hits, res
 
@@ -211,13 +248,21 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--demo-losses", nargs="+", default=list(DEMO_LOSSES), choices=list(DEMO_LOSSES)
     )
-    choices = sorted(METHODS) + [f"{name}+cache" for name in CACHED]
-    parser.add_argument("--methods", nargs="+", default=sorted(METHODS), choices=choices)
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=sorted(METHODS),
+        help="names of bmrm.solver.methods.METHODS, or bmrm/level/ocas/ls-bmrm with +cache; "
+        "each optionally followed by :key=value,... (bundle_size, max_idle for the fit; "
+        "max_points, violation, max_streak, floor, reference for the cut cache)",
+    )
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--max-time", type=float, default=600.0)
     parser.add_argument("--max-iter", type=int, default=20000)
     parser.add_argument("--out", type=Path, default=REPO / "results" / "bench_iterations")
     args = parser.parse_args(argv)
+    for spec in args.methods:
+        parse_method(spec)
 
     t = time.perf_counter()
     Xw, yw, qw = make_ranking_data(20, 10, 5)
@@ -264,9 +309,11 @@ def main(argv=None) -> int:
                                 "passes": res.n_passes,
                                 "oracle_s": res.oracle_seconds,
                                 "master_s": res.master_seconds,
+                                "cache_s": getattr(res, "cache_seconds", 0.0),
                                 "other_s": res.total_seconds
                                 - res.oracle_seconds
-                                - res.master_seconds,
+                                - res.master_seconds
+                                - getattr(res, "cache_seconds", 0.0),
                                 "J": res.fun,
                                 "rel_gap": res.gap / abs(res.fun),
                             },
@@ -309,6 +356,7 @@ def main(argv=None) -> int:
                 f"{med('seconds'):.2f}",
                 f"{med('oracle_s'):.2f}",
                 f"{med('master_s'):.2f}",
+                f"{med('cache_s'):.2f}",
                 f"{med('other_s'):.2f}",
                 f"{med('rel_gap'):.1e}",
                 ref,
@@ -326,6 +374,7 @@ def main(argv=None) -> int:
         "seconds",
         "oracle s",
         "master s",
+        "cache s",
         "other s",
         "relative gap then",
         "SVM^rank (demo: runs within budget)",

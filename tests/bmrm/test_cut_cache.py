@@ -261,6 +261,8 @@ def test_cache_is_off_when_two_slots_do_not_fit():
         ({"violation": np.nan}, ValueError, "violation must be a finite number >= 0"),
         ({"max_streak": 0}, ValueError, "max_streak must be at least 1"),
         ({"max_streak": 1.0}, TypeError, "max_streak must be an integer"),
+        ({"floor": 1}, TypeError, "floor must be True or False"),
+        ({"reference": "slack"}, ValueError, "reference must be 'gap' or 'oracle'"),
     ],
 )
 def test_bad_cache_options_are_rejected(kwargs, error, match):
@@ -393,29 +395,101 @@ def test_cached_methods_inside_the_concave_convex_procedure():
 
 
 @pytest.mark.parametrize("threads", [1, 3])
-def test_cache_cut_matches_a_numpy_reference_on_blocks(monkeypatch, threads):
+@pytest.mark.parametrize("floor", [True, False])
+def test_cache_cut_matches_a_numpy_reference_on_blocks(monkeypatch, threads, floor):
     import bmrm.solver.cut_cache as cc
 
     monkeypatch.setattr(cc, "n_threads_for", lambda n: threads)
     X, y, qid = ranking_data(11, n_queries=50, d=5)
     oracle = make_oracle("ordinal", {}, X, y, qid)
     state = bare_state(oracle)
-    cache = CutCache(max_points=3, max_fraction=1e6)
+    cache = CutCache(max_points=3, max_fraction=1e6, floor=floor)
     cache.bind(oracle, required=True)
     assert len(cache._bounds) - 1 == min(threads, 50)
     rng = np.random.default_rng(2)
     for _ in range(5):
         cache.oracle_cut(state, rng.normal(size=5) * 2)
+    below = 0
     for _ in range(10):
-        w = rng.normal(size=5)
+        w = rng.normal(size=5) * 3
         V = np.einsum("qkp,p->qk", cache.A, w) + cache.c
         V[np.arange(cache.K)[None, :] >= cache.filled[:, None]] = -np.inf
         k = V.argmax(axis=1)
         rows = np.arange(50)
+        # with the floor, a query whose planes all lie below zero takes the plane R_q >= 0
+        take = V[rows, k] > 0 if floor else np.ones(50, dtype=bool)
+        below += int((V[rows, k] < 0).sum())
         value, a, b = cache.cut(w)
-        assert value == pytest.approx(V[rows, k].sum(), rel=1e-12)
-        np.testing.assert_allclose(a, cache.A[rows, k].sum(axis=0), rtol=1e-12, atol=1e-14)
-        assert b == pytest.approx(cache.c[rows, k].sum(), rel=1e-12, abs=1e-14)
+        assert value == pytest.approx(V[rows, k][take].sum(), rel=1e-12)
+        A_ref = cache.A[rows, k][take].sum(axis=0)
+        np.testing.assert_allclose(a, A_ref, rtol=1e-12, atol=1e-14)
+        assert b == pytest.approx(cache.c[rows, k][take].sum(), rel=1e-12, abs=1e-14)
+        assert value <= oracle(w)[0] + 1e-10
+    assert below > 0  # the floor made a difference somewhere
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_floor_lifts_the_cut_and_keeps_it_a_minorant(seed):
+    """The cut with the plane R_q >= 0 is the cut without it plus Σ_q max(0, −max_k ...),
+    and still lies below the risk."""
+    X, y, qid = ranking_data(20 + seed, n_queries=40, d=4)
+    oracle = make_oracle("ordinal", {"normalize": "none"}, X, y, qid)
+    caches = {}
+    for floor in (True, False):
+        cache = CutCache(max_points=3, max_fraction=1e6, floor=floor)
+        cache.bind(oracle, required=True)
+        state = bare_state(oracle)
+        rng = np.random.default_rng(seed)
+        for _ in range(4):
+            cache.oracle_cut(state, rng.normal(size=4) * 3)
+        caches[floor] = cache
+    rng = np.random.default_rng(100 + seed)
+    lifted = 0
+    for _ in range(40):
+        w = rng.normal(size=4) * rng.choice([0.1, 1.0, 5.0])
+        R = oracle(w)[0]
+        with_floor, a, b = caches[True].cut(w)
+        without = caches[False].cut(w)[0]
+        V = np.einsum("qkp,p->qk", caches[False].A, w) + caches[False].c
+        V[np.arange(3)[None, :] >= caches[False].filled[:, None]] = -np.inf
+        best = V.max(axis=1)
+        assert with_floor == pytest.approx(np.maximum(best, 0).sum(), rel=1e-12, abs=1e-12)
+        assert without == pytest.approx(best.sum(), rel=1e-12, abs=1e-12)
+        assert a @ w + b == pytest.approx(with_floor, rel=1e-10, abs=1e-12)
+        assert without <= with_floor <= R + 1e-10 * (1 + R)
+        lifted += with_floor > without + 1e-12
+    assert lifted > 0
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"reference": "oracle"},
+        {"reference": "oracle", "violation": 0.1, "max_streak": 10_000},
+        {"reference": "gap", "max_streak": 10_000, "floor": False},
+        {"reference": "oracle", "violation": 0.0, "max_streak": 3, "floor": False},
+    ],
+)
+@pytest.mark.parametrize("seed", range(3))
+def test_cache_options_reach_the_direct_optimum(options, seed):
+    """Plain BMRM with each rule for taking a cache cut: the cvxpy optimum, a gap that
+    bounds J − J*, a lower bound below J*, and cache cuts used."""
+    from tests.bmrm.test_methods import ranking_problem
+
+    X, y, qid = ranking_problem(seed, n_queries=20, docs=6)
+    lam = [1e-3, 1e-2, 1e-1][seed]
+    loss = losses.get("ordinal", normalize="none")
+    method = PlainBMRM(cut_cache=CutCache(max_fraction=100.0, **options))
+    res = bmrm.fit(X, y, loss, qid, lam=lam, tol=1e-6, max_iter=20_000, method=method).result_
+    assert res.success, res.message
+    J_star, D, n_q = ordinal_direct(X, y, qid, lam)
+    J = lam / 2 * res.x @ res.x + np.maximum(0, 1 - D @ res.x).sum() / n_q
+    assert J == pytest.approx(res.fun, rel=1e-10)
+    assert J - J_star <= res.gap + 1e-8
+    assert res.gap <= 1e-6 * abs(res.fun)
+    assert res.lower_bound <= J_star + 1e-7
+    assert np.all(np.diff(res.history["lower_bound"]) >= 0)
+    assert res.n_cache_cuts > 0
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -457,3 +531,35 @@ def test_a_cached_fit_saves_and_loads_with_its_counters(tmp_path):
     assert loaded.n_cache_cuts == res.n_cache_cuts and loaded.nfev == res.nfev
     np.testing.assert_array_equal(loaded.history["objective"], res.history["objective"])
     assert np.isinf(res.history["objective"]).sum() == res.n_cache_cuts
+
+
+@pytest.mark.parametrize("reference", ["gap", "oracle"])
+def test_try_cut_threshold_follows_its_reference(reference):
+    """A cache cut is taken exactly when it lifts the model at w by more than ``violation``
+    times the reference: the gap, or R(w_k) − m(w_k) at the last oracle point w_k."""
+    X, y, qid = ranking_data(3, n_queries=30)
+    oracle = make_oracle("ordinal", {"normalize": "none"}, X, y, qid)
+    rng = np.random.default_rng(4)
+    state = bare_state(oracle)
+    cache = CutCache(max_points=3, max_fraction=1e6, reference=reference)
+    cache.bind(oracle, required=True)
+    points = [rng.normal(size=4) for _ in range(3)]
+    for w_k in points:
+        bundle = state.bundle
+        model = max(bundle.A[: bundle.size] @ w_k + bundle.b[: bundle.size])
+        R, a = cache.oracle_cut(state, w_k)
+        state.bundle.add(a, R - a @ w_k)
+        assert cache._eps_est == pytest.approx(max(R - model, 0.0), rel=1e-12, abs=1e-15)
+    state.best_J, state.lower_bound = 5.0, 4.0  # gap 1
+    w = rng.normal(size=4)
+    value = cache.cut(w)[0]
+    bundle = state.bundle
+    lift = value - max(bundle.A[: bundle.size] @ w + bundle.b[: bundle.size])
+    assert lift > 0
+    scale = 1.0 if reference == "gap" else cache._eps_est
+    for factor, taken in ((1.01, False), (0.99, True)):
+        cache.violation = factor * lift / scale
+        size = state.bundle.size
+        assert cache.try_cut(state, w) is taken
+        assert state.bundle.size == size + taken
+        assert state.n_cache_cuts == int(taken)
