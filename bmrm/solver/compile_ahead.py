@@ -1,0 +1,133 @@
+"""Compile the master QP in a second process while this one compiles the loss kernels.
+
+With an empty numba cache the first fit compiles the master QP (:func:`bmrm.solver.qp.
+master_step`, about 5 CPU seconds) and the loss kernels, one after the other on one core.
+The QP's argument types never change, so at the start of a fit :func:`start` can hand it to
+a helper process (``python`` running :data:`_HELPER`) that compiles it into numba's on-disk
+cache, while this process goes on to compile the loss kernels for the first oracle call. The
+first master solve then waits for the helper (:func:`wait`) and loads the QP from the cache:
+the same machine code as compiled here, so results do not change.
+
+The helper is started only when all of the following hold, so that a warm cache or an
+unsuitable set-up costs nothing but a look at the cache index:
+
+* the QP is neither compiled in this process nor in the cache for its argument types;
+* its cache folder is writable (otherwise the helper's work could not reach this process);
+* the process may run on more than one CPU;
+* the environment variable ``BMRM_COMPILE_AHEAD`` is not ``0``.
+
+The helper exits when its work is done or when this process closes its standard input
+(which the operating system does when this process ends), so it never outlives the fit's
+process. If it fails, or takes longer than :data:`TIMEOUT` seconds, it is stopped and this
+process compiles the QP itself. The time spent waiting for it counts as compilation
+(``compile_seconds``, excluded from ``max_time``), through the event
+:data:`WAIT_EVENT` that :class:`~bmrm.solver.compile_clock.CompileClock` listens to.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+from numba.core import event
+
+__all__ = ["TIMEOUT", "WAIT_EVENT", "start", "wait"]
+
+# numba event kind triggered while a fit waits for the helper
+WAIT_EVENT = "bmrm:compile_wait"
+# seconds a fit waits for the helper before compiling the QP itself
+TIMEOUT = 300.0
+
+# The helper: argv[1] is qp.py's path, argv[2] the cache folder this process uses. It loads
+# qp.py alone (numpy and numba, not the whole package) under its own module name, so that
+# numba files its cache entries exactly as for this process.
+_HELPER = r"""
+import importlib.util, os, sys, threading
+
+def _watch():
+    sys.stdin.buffer.read()  # returns at end of file: the fit's process is gone or done
+    os._exit(0)
+
+threading.Thread(target=_watch, daemon=True).start()
+spec = importlib.util.spec_from_file_location("bmrm.solver.qp", sys.argv[1])
+qp = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(qp)
+if qp._master_step._cache.cache_path != sys.argv[2]:
+    os._exit(3)
+qp._master_step.compile(qp.MASTER_STEP_TYPES)
+os._exit(0)
+"""
+
+_lock = threading.Lock()
+_helper: subprocess.Popen | None = None
+
+
+def _needs_compiling(dispatcher, types) -> str | None:
+    """The cache folder the helper should fill, or None when it has nothing to do."""
+    if os.environ.get("BMRM_COMPILE_AHEAD", "1") == "0":
+        return None
+    cache = getattr(dispatcher, "_cache", None)
+    if cache is None or not hasattr(cache, "cache_path"):  # no on-disk cache (or no JIT)
+        return None
+    if types in dispatcher.overloads:
+        return None
+    try:
+        n_cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        n_cpus = os.cpu_count() or 1
+    if n_cpus < 2:
+        return None
+    try:
+        cache._impl.locator.ensure_cache_path()  # creates the folder, checks it is writable
+        key = cache._index_key(types, dispatcher.targetctx.codegen())
+        if key in cache._cache_file._load_index():
+            return None
+    except Exception:  # unwritable folder, unreadable index, or numba's internals changed
+        return None
+    return cache.cache_path
+
+
+def start() -> None:
+    """Start the helper if the QP needs compiling (module docstring); returns at once."""
+    global _helper
+    from bmrm.solver import qp
+
+    if not sys.executable:
+        return
+    with _lock:
+        if _helper is not None and _helper.poll() is None:
+            return  # one is already at work
+        cache_path = _needs_compiling(qp._master_step, qp.MASTER_STEP_TYPES)
+        if cache_path is None:
+            return
+        try:
+            _helper = subprocess.Popen(
+                [sys.executable, "-c", _HELPER, qp.__file__, cache_path],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        except OSError:
+            _helper = None
+
+
+def wait() -> None:
+    """Wait until the helper, if one is running, has finished; stop it after
+    :data:`TIMEOUT` seconds. A no-op (one attribute test) when there is none."""
+    global _helper
+    if _helper is None:
+        return
+    with _lock:
+        helper, _helper = _helper, None
+        if helper is None:
+            return
+        with event.trigger_event(WAIT_EVENT):
+            try:
+                helper.wait(TIMEOUT)
+            except subprocess.TimeoutExpired:
+                helper.kill()
+                helper.wait()
+            finally:
+                helper.stdin.close()
