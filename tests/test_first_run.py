@@ -269,7 +269,9 @@ def test_the_qp_compiled_ahead_in_a_second_process_gives_the_same_fits(tmp_path)
 
         pytest.skip("needs /proc and at least two CPUs (the helper is not started on one)")
     names = ["ordinal", "ndcg"]
-    ahead = _run_ahead(names, dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "a")))
+    # "1": whatever the machine's load (the tests may run beside other work)
+    env = dict(os.environ, BMRM_COMPILE_AHEAD="1")
+    ahead = _run_ahead(names, dict(env, NUMBA_CACHE_DIR=str(tmp_path / "a")))
     alone = _run_ahead(
         names, dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "b"), BMRM_COMPILE_AHEAD="0")
     )
@@ -280,7 +282,7 @@ def test_the_qp_compiled_ahead_in_a_second_process_gives_the_same_fits(tmp_path)
     for name in names:
         assert ahead[name] == alone[name], name
     # a warm cache starts no helper
-    warm = _run_ahead(["ordinal"], dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "a")))
+    warm = _run_ahead(["ordinal"], dict(env, NUMBA_CACHE_DIR=str(tmp_path / "a")))
     assert warm["qp"] == {"hits": 1, "misses": 0}
     assert warm["ordinal"] == ahead["ordinal"]
 
@@ -301,6 +303,30 @@ def test_no_helper_when_the_cache_folder_is_not_writable(monkeypatch):
     assert compile_ahead._needs_compiling(qp._master_step, ("not", "cached")) is None
 
 
+def test_no_helper_on_a_busy_machine_unless_asked_for(monkeypatch, tmp_path):
+    """Without an idle CPU the helper would only take time from the fit: it starts when the
+    load average leaves one CPU free, or when ``BMRM_COMPILE_AHEAD=1``."""
+    import pytest
+
+    from bmrm.solver import compile_ahead, qp
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("the helper is never started on one CPU")
+    n_cpus = len(os.sched_getaffinity(0))
+    cache_path = qp._master_step._cache.cache_path
+    monkeypatch.setattr(qp._master_step._cache._impl.locator, "ensure_cache_path", lambda: None)
+    not_cached = ("a", "signature", "never", "compiled")
+    for load, setting, expected in [
+        (n_cpus, "", None),
+        (n_cpus, "1", cache_path),
+        (0.0, "", cache_path),
+        (0.0, "0", None),
+    ]:
+        monkeypatch.setattr(os, "getloadavg", lambda load=load: (load, load, load))
+        monkeypatch.setenv("BMRM_COMPILE_AHEAD", setting)
+        assert compile_ahead._needs_compiling(qp._master_step, not_cached) == expected
+
+
 ORPHAN_SCRIPT = r"""
 import os
 from bmrm.solver import compile_ahead
@@ -319,7 +345,7 @@ def test_the_helper_ends_with_the_process_that_started_it(tmp_path):
         import pytest
 
         pytest.skip("needs /proc and at least two CPUs (the helper is not started on one)")
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), BMRM_COMPILE_AHEAD="1")
     out = subprocess.run(
         [sys.executable, "-c", ORPHAN_SCRIPT], env=env, capture_output=True, text=True
     )

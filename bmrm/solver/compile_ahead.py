@@ -13,8 +13,11 @@ unsuitable set-up costs nothing but a look at the cache index:
 
 * the QP is neither compiled in this process nor in the cache for its argument types;
 * its cache folder is writable (otherwise the helper's work could not reach this process);
-* the process may run on more than one CPU;
-* the environment variable ``BMRM_COMPILE_AHEAD`` is not ``0``.
+* the process may run on more than one CPU, and one of them is idle: the load average of
+  the last minute is below the number of CPUs minus one half (on a busy machine the helper
+  would only take CPU time from this process);
+* the environment variable ``BMRM_COMPILE_AHEAD`` is not ``0``; ``1`` skips the test of
+  the load (the helper then starts whenever the QP needs compiling).
 
 The helper exits when its work is done or when this process closes its standard input
 (which the operating system does when this process ends), so it never outlives the fit's
@@ -66,7 +69,8 @@ _helper: subprocess.Popen | None = None
 
 def _needs_compiling(dispatcher, types) -> str | None:
     """The cache folder the helper should fill, or None when it has nothing to do."""
-    if os.environ.get("BMRM_COMPILE_AHEAD", "1") == "0":
+    setting = os.environ.get("BMRM_COMPILE_AHEAD", "")
+    if setting == "0":
         return None
     cache = getattr(dispatcher, "_cache", None)
     if cache is None or not hasattr(cache, "cache_path"):  # no on-disk cache (or no JIT)
@@ -78,6 +82,8 @@ def _needs_compiling(dispatcher, types) -> str | None:
     except AttributeError:  # not Linux
         n_cpus = os.cpu_count() or 1
     if n_cpus < 2:
+        return None
+    if setting != "1" and hasattr(os, "getloadavg") and os.getloadavg()[0] > n_cpus - 0.5:
         return None
     try:
         cache._impl.locator.ensure_cache_path()  # creates the folder, checks it is writable
