@@ -65,6 +65,7 @@ os._exit(0)
 
 _lock = threading.Lock()
 _helper: subprocess.Popen | None = None
+_helper_parent = -1  # the process that started _helper (a forked child cannot wait for it)
 
 
 def _needs_compiling(dispatcher, types) -> str | None:
@@ -97,17 +98,21 @@ def _needs_compiling(dispatcher, types) -> str | None:
 
 def start() -> None:
     """Start the helper if the QP needs compiling (module docstring); returns at once."""
-    global _helper
+    global _helper, _helper_parent
     from bmrm.solver import qp
 
-    if not sys.executable:
+    if not sys.executable or getattr(sys, "frozen", False):  # no interpreter to run it
         return
     with _lock:
-        if _helper is not None and _helper.poll() is None:
+        if _helper is not None and _helper_parent == os.getpid() and _helper.poll() is None:
             return  # one is already at work
+        if _helper is not None and _helper_parent == os.getpid():
+            _helper.stdin.close()  # done, but no fit waited for it
+        _helper = None
         cache_path = _needs_compiling(qp._master_step, qp.MASTER_STEP_TYPES)
         if cache_path is None:
             return
+        _helper_parent = os.getpid()
         try:
             _helper = subprocess.Popen(
                 [sys.executable, "-c", _HELPER, qp.__file__, cache_path],
@@ -127,7 +132,7 @@ def wait() -> None:
         return
     with _lock:
         helper, _helper = _helper, None
-        if helper is None:
+        if helper is None or _helper_parent != os.getpid():
             return
         with event.trigger_event(WAIT_EVENT):
             try:
