@@ -88,11 +88,13 @@ class _Clock(event.Listener):
             compile_seconds[0] += time.perf_counter() - self.t
 event.register("numba:compile", _Clock())
 
-# wall seconds the fit waited for the helper compiling the master QP (cold cache only)
-waited = [0.0]
+# wall seconds the fit waited for the helper compiling the master QP (cold cache only), and
+# this process's CPU seconds when it began to wait
+waited, cpu_at_wait = [0.0], [float("nan")]
 class _Wait(event.Listener):
     def on_start(self, ev):
         self.t = time.perf_counter()
+        cpu_at_wait[0] = time.process_time()
     def on_end(self, ev):
         waited[0] += time.perf_counter() - self.t
 event.register("bmrm:compile_wait", _Wait())
@@ -119,7 +121,8 @@ if loss == "preference":
 rows = []
 for i in range(n_fits):
     before, waited_before = compile_seconds[0], waited[0]
-    cpu = time.process_time()
+    cpu_at_wait[0] = float("nan")
+    cpu = cpu0 = time.process_time()
     start = time.perf_counter()
     model = bmrm.fit(
         X, y, loss, qid, lam=1e-2, tol=1e-3, max_iter=MAX_ITER, loss_params=params, **data
@@ -132,6 +135,7 @@ for i in range(n_fits):
         "cpu_seconds": cpu,
         "numba_compile_seconds": compile_seconds[0] - before,
         "helper_wait_seconds": waited[0] - waited_before,
+        "cpu_before_wait": cpu_at_wait[0] - cpu0,
         "reported_compile_seconds": float(res.get("compile_seconds", float("nan"))),
         "objective": res.fun,
         "iterations": int(res.nit),
