@@ -169,7 +169,8 @@ def _make_read_only(path, stack):
 
 def test_a_wheel_in_a_read_only_folder_caches_its_kernels_in_the_user_cache(tmp_path):
     """pip installs the wheel into a folder this process cannot write; numba then keeps its
-    cache in the user's cache folder, and a second process loads every kernel from there."""
+    cache in the user's cache folder (the helper compiling the QP ahead too), and a second
+    process loads every kernel from there."""
     import contextlib
 
     import pytest
@@ -190,7 +191,9 @@ def test_a_wheel_in_a_read_only_folder_caches_its_kernels_in_the_user_cache(tmp_
         capture_output=True,
     )
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME")}
-    env.update(HOME=str(home), PYTHONPATH=str(target))
+    # the helper that compiles the master QP ahead (whatever the machine's load) must also
+    # find the user's cache folder
+    env.update(HOME=str(home), PYTHONPATH=str(target), BMRM_COMPILE_AHEAD="1")
     with contextlib.ExitStack() as stack:
         if not _make_read_only(target, stack):
             pytest.skip("cannot make a folder read-only here (no bind mount for root)")
@@ -209,7 +212,10 @@ def test_a_wheel_in_a_read_only_folder_caches_its_kernels_in_the_user_cache(tmp_
         assert not list(target.rglob("*.nbi"))  # nothing written beside the package
     first, second = runs
     assert first["file"] == str(target / "bmrm" / "__init__.py")
-    assert first["misses"] > 0 and first["hits"] == 0
+    # the first process compiled its kernels, and loaded the QP the helper compiled (on one
+    # CPU there is no helper)
+    assert first["misses"] > 0
+    assert first["hits"] == (1 if len(os.sched_getaffinity(0)) >= 2 else 0)
     assert second["misses"] == 0 and second["hits"] > 0
     assert second["fun"] == first["fun"]
     assert list((home / ".cache" / "numba").rglob("*.nbi"))
