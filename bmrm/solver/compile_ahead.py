@@ -6,7 +6,10 @@ The QP's argument types never change, so at the start of a fit :func:`start` can
 a helper process (``python`` running :data:`_HELPER`) that compiles it into numba's on-disk
 cache, while this process goes on to compile the loss kernels for the first oracle call. The
 first master solve then waits for the helper (:func:`wait`) and loads the QP from the cache:
-the same machine code as compiled here, so results do not change.
+the same machine code as compiled here, so results do not change. While the helper runs
+(:func:`running`), the concave-convex procedure, whose starting problem needs the QP before
+the latent loss, evaluates the latent loss once first, so that its kernels compile here
+meanwhile.
 
 The helper is started only when all of the following hold, so that a warm cache or an
 unsuitable set-up costs nothing but a look at the cache index:
@@ -36,7 +39,7 @@ import threading
 
 from numba.core import event
 
-__all__ = ["TIMEOUT", "WAIT_EVENT", "start", "wait"]
+__all__ = ["TIMEOUT", "WAIT_EVENT", "running", "start", "wait"]
 
 # numba event kind triggered while a fit waits for the helper
 WAIT_EVENT = "bmrm:compile_wait"
@@ -122,6 +125,12 @@ def start() -> None:
             )
         except OSError:
             _helper = None
+
+
+def running() -> bool:
+    """Whether a helper started by this process is still compiling (the cache is cold)."""
+    helper = _helper
+    return helper is not None and _helper_parent == os.getpid() and helper.poll() is None
 
 
 def wait() -> None:
