@@ -568,7 +568,7 @@ def fit(
             )
         w0 = check_w0(w0, d if shape == (d,) else n_params, fit_intercept)
     if regularizer.qp and master in ("auto", "qp") and not nonconvex:
-        # with a cold cache and BMRM_COMPILE_AHEAD=1, a second process compiles the QP
+        # with a cold cache a second process compiles the master QP meanwhile
         compile_ahead.start()
     clock = CompileClock()
     if backend == "local":

@@ -25,7 +25,7 @@ imported by this script can help it:
    seconds of the whole process with its children (``process_cpu_seconds``: the helper
    that compiles the master QP on a cold cache, :mod:`bmrm.solver.compile_ahead`, included).
    ``--compile-ahead`` sets ``BMRM_COMPILE_AHEAD`` for the fits: ``auto`` (unset: the
-   package's default, off), ``on`` (the helper runs on a cold cache) or ``off``.
+   helper runs when a CPU is idle), ``on`` (always on a cold cache) or ``off`` (never).
 3. ``python -m bmrm.demo`` in a fresh process with an empty cache: wall-clock time and the
    printed table, and again with the cache it left.
 

@@ -14,14 +14,13 @@ meanwhile.
 The helper is started only when all of the following hold, so that a warm cache or an
 unsuitable set-up costs nothing but a look at the cache index:
 
-* the environment variable ``BMRM_COMPILE_AHEAD`` is ``1`` (it is off by default: on the
-  2-CPU machine it was measured on, at a load average of about 3, the helper made first
-  fits 2–4 s slower, since its own start-up and compilation, 7.3 CPU seconds, take about
-  as long as the QP's compilation saves, and it slows this process down; its benefit on
-  an idle machine is not measured);
 * the QP is neither compiled in this process nor in the cache for its argument types;
 * its cache folder is writable (otherwise the helper's work could not reach this process);
-* the process may run on more than one CPU.
+* the process may run on more than one CPU, and one of them is idle: the load average of
+  the last minute is below the number of CPUs minus one half (on a busy machine the helper
+  would only take CPU time from this process);
+* the environment variable ``BMRM_COMPILE_AHEAD`` is not ``0``; ``1`` skips the test of
+  the load (the helper then starts whenever the QP needs compiling).
 
 The helper exits when its work is done or when this process closes its standard input
 (which the operating system does when this process ends), so it never outlives the fit's
@@ -74,7 +73,8 @@ _helper_parent = -1  # the process that started _helper (a forked child cannot w
 
 def _needs_compiling(dispatcher, types) -> str | None:
     """The cache folder the helper should fill, or None when it has nothing to do."""
-    if os.environ.get("BMRM_COMPILE_AHEAD", "") != "1":
+    setting = os.environ.get("BMRM_COMPILE_AHEAD", "")
+    if setting == "0":
         return None
     cache = getattr(dispatcher, "_cache", None)
     if cache is None or not hasattr(cache, "cache_path"):  # no on-disk cache (or no JIT)
@@ -86,6 +86,8 @@ def _needs_compiling(dispatcher, types) -> str | None:
     except AttributeError:  # not Linux
         n_cpus = os.cpu_count() or 1
     if n_cpus < 2:
+        return None
+    if setting != "1" and hasattr(os, "getloadavg") and os.getloadavg()[0] > n_cpus - 0.5:
         return None
     try:
         cache._impl.locator.ensure_cache_path()  # creates the folder, checks it is writable
