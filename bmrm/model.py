@@ -13,6 +13,7 @@ import losses
 from bmrm._validation import check_intercept_scaling, check_w0, check_X
 from bmrm.io.model_files import BMRM_RESULT, ModelRecord, read_model_file, write_model_file
 from bmrm.scorers import LinearScorer, get_scorer
+from bmrm.solver import compile_ahead
 from bmrm.solver.cccp import minimize_cccp
 from bmrm.solver.compile_clock import CompileClock
 from bmrm.solver.loop import HISTORY_FIELDS, BMRMResult, minimize_bmrm
@@ -566,6 +567,9 @@ def fit(
                 f"scorer's parameters); got shape {shape}"
             )
         w0 = check_w0(w0, d if shape == (d,) else n_params, fit_intercept)
+    if regularizer.qp and master in ("auto", "qp") and not nonconvex:
+        # with a cold cache a second process compiles the master QP meanwhile
+        compile_ahead.start()
     clock = CompileClock()
     if backend == "local":
         with clock:

@@ -1,6 +1,7 @@
 """First-run benchmark: compile time, cache loading and import time, as a new user meets them.
 
     python experiments/bench_first_run.py [--losses ordinal ndcg ...] [--repeats 1]
+                                          [--compile-ahead auto|on|off]
                                           [--no-demo] [--out results/bench_first_run]
 
 Every measurement runs in a fresh interpreter (``sys.executable``), so nothing compiled or
@@ -19,7 +20,12 @@ imported by this script can help it:
 
    Also recorded: the seconds numba spent compiling during the cold fit (wall-clock time
    inside numba's compiler, from its ``numba:compile`` events; a loaded cache entry is not
-   compiled and not counted), the objective and the iterations of each fit.
+   compiled and not counted), the seconds the fit waited for the helper process that
+   compiles the master QP, the objective and the iterations of each fit, and the CPU
+   seconds of the whole process with its children (``process_cpu_seconds``: the helper
+   that compiles the master QP on a cold cache, :mod:`bmrm.solver.compile_ahead`, included).
+   ``--compile-ahead`` sets ``BMRM_COMPILE_AHEAD`` for the fits: ``auto`` (unset: the
+   helper runs when a CPU is idle), ``on`` (always on a cold cache) or ``off`` (never).
 3. ``python -m bmrm.demo`` in a fresh process with an empty cache: wall-clock time and the
    printed table, and again with the cache it left.
 
@@ -82,6 +88,17 @@ class _Clock(event.Listener):
             compile_seconds[0] += time.perf_counter() - self.t
 event.register("numba:compile", _Clock())
 
+# wall seconds the fit waited for the helper compiling the master QP (cold cache only), and
+# this process's CPU seconds when it began to wait
+waited, cpu_at_wait = [0.0], [float("nan")]
+class _Wait(event.Listener):
+    def on_start(self, ev):
+        self.t = time.perf_counter()
+        cpu_at_wait[0] = time.process_time()
+    def on_end(self, ev):
+        waited[0] += time.perf_counter() - self.t
+event.register("bmrm:compile_wait", _Wait())
+
 import numpy as np
 import bmrm
 import losses
@@ -103,8 +120,9 @@ if loss == "preference":
     data = {"pairs": pairs, "pair_costs": costs}
 rows = []
 for i in range(n_fits):
-    before = compile_seconds[0]
-    cpu = time.process_time()
+    before, waited_before = compile_seconds[0], waited[0]
+    cpu_at_wait[0] = float("nan")
+    cpu = cpu0 = time.process_time()
     start = time.perf_counter()
     model = bmrm.fit(
         X, y, loss, qid, lam=1e-2, tol=1e-3, max_iter=MAX_ITER, loss_params=params, **data
@@ -116,6 +134,8 @@ for i in range(n_fits):
         "seconds": seconds,
         "cpu_seconds": cpu,
         "numba_compile_seconds": compile_seconds[0] - before,
+        "helper_wait_seconds": waited[0] - waited_before,
+        "cpu_before_wait": cpu_at_wait[0] - cpu0,
         "reported_compile_seconds": float(res.get("compile_seconds", float("nan"))),
         "objective": res.fun,
         "iterations": int(res.nit),
@@ -125,12 +145,19 @@ print(json.dumps({"import_seconds": t_import, "fits": rows}))
 """
 
 
-def run(args, cache_dir, timeout=1800):
-    """Run ``python *args`` with ``NUMBA_CACHE_DIR=cache_dir``.
+AHEAD = {"auto": None, "on": "1", "off": "0"}
 
-    Returns (wall-clock seconds, CPU seconds of the child, its stdout).
+
+def run(args, cache_dir, timeout=1800, ahead="auto"):
+    """Run ``python *args`` with ``NUMBA_CACHE_DIR=cache_dir`` and ``BMRM_COMPILE_AHEAD`` as
+    ``ahead`` says.
+
+    Returns (wall-clock seconds, CPU seconds of the child and its children, its stdout).
     """
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache_dir))
+    env.pop("BMRM_COMPILE_AHEAD", None)
+    if AHEAD[ahead] is not None:
+        env["BMRM_COMPILE_AHEAD"] = AHEAD[ahead]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     out = subprocess.run(
@@ -149,6 +176,12 @@ def main(argv=None) -> int:
     parser.add_argument("--losses", nargs="+", default=LOSSES, choices=LOSSES)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--no-demo", action="store_true", help="skip the whole-demo runs")
+    parser.add_argument(
+        "--compile-ahead",
+        choices=list(AHEAD),
+        default="auto",
+        help="BMRM_COMPILE_AHEAD for the fits and the demo (module docstring)",
+    )
     parser.add_argument(
         "--demo-losses", nargs="+", help="the demo's --losses (default: the demo's own)"
     )
@@ -183,11 +216,14 @@ def main(argv=None) -> int:
         for rep in range(args.repeats):
             with tempfile.TemporaryDirectory() as cache:
                 progress(f"{loss}: cold and second fit (rep {rep})")
-                _, _, out = run(["-c", FIT_SCRIPT, name, json.dumps(params), "2"], cache)
+                fit_args = ["-c", FIT_SCRIPT, name, json.dumps(params)]
+                _, cold_cpu, out = run([*fit_args, "2"], cache, ahead=args.compile_ahead)
                 cold, second = json.loads(out)["fits"]
                 progress(f"{loss}: warm fit")
-                _, _, out = run(["-c", FIT_SCRIPT, name, json.dumps(params), "1"], cache)
+                _, warm_cpu, out = run([*fit_args, "1"], cache, ahead=args.compile_ahead)
                 (warm,) = json.loads(out)["fits"]
+            cold["process_cpu_seconds"] = second["process_cpu_seconds"] = cold_cpu
+            warm["process_cpu_seconds"] = warm_cpu
             for what, fit in (("cold", cold), ("second", second), ("warm", warm)):
                 rows.append({"what": what, "loss": loss, "rep": rep, **fit})
             progress(
@@ -207,7 +243,7 @@ def main(argv=None) -> int:
                 demo = ["-m", "bmrm.demo"]
                 if args.demo_losses:
                     demo += ["--losses", *args.demo_losses]
-                seconds, cpu, out = run(demo, cache)
+                seconds, cpu, out = run(demo, cache, ahead=args.compile_ahead)
                 rows.append(
                     {"what": what, "loss": "", "rep": 0, "seconds": seconds, "cpu_seconds": cpu}
                 )
@@ -233,6 +269,7 @@ def main(argv=None) -> int:
                 "loss",
                 "cold fit",
                 "cold CPU",
+                "cold process CPU",
                 "numba compiling",
                 "second fit",
                 "warm-cache fit",
@@ -245,6 +282,7 @@ def main(argv=None) -> int:
                     loss,
                     med("cold", loss),
                     med("cold", loss, "cpu_seconds"),
+                    med("cold", loss, "process_cpu_seconds"),
                     med("cold", loss, "numba_compile_seconds"),
                     med("second", loss),
                     med("warm", loss),

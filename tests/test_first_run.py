@@ -169,7 +169,8 @@ def _make_read_only(path, stack):
 
 def test_a_wheel_in_a_read_only_folder_caches_its_kernels_in_the_user_cache(tmp_path):
     """pip installs the wheel into a folder this process cannot write; numba then keeps its
-    cache in the user's cache folder, and a second process loads every kernel from there."""
+    cache in the user's cache folder (the helper compiling the QP ahead too), and a second
+    process loads every kernel from there."""
     import contextlib
 
     import pytest
@@ -190,7 +191,9 @@ def test_a_wheel_in_a_read_only_folder_caches_its_kernels_in_the_user_cache(tmp_
         capture_output=True,
     )
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME")}
-    env.update(HOME=str(home), PYTHONPATH=str(target))
+    # the helper that compiles the master QP ahead (whatever the machine's load) must also
+    # find the user's cache folder
+    env.update(HOME=str(home), PYTHONPATH=str(target), BMRM_COMPILE_AHEAD="1")
     with contextlib.ExitStack() as stack:
         if not _make_read_only(target, stack):
             pytest.skip("cannot make a folder read-only here (no bind mount for root)")
@@ -209,7 +212,162 @@ def test_a_wheel_in_a_read_only_folder_caches_its_kernels_in_the_user_cache(tmp_
         assert not list(target.rglob("*.nbi"))  # nothing written beside the package
     first, second = runs
     assert first["file"] == str(target / "bmrm" / "__init__.py")
-    assert first["misses"] > 0 and first["hits"] == 0
+    # the first process compiled its kernels, and loaded the QP the helper compiled (on one
+    # CPU there is no helper)
+    assert first["misses"] > 0
+    assert first["hits"] == (1 if len(os.sched_getaffinity(0)) >= 2 else 0)
     assert second["misses"] == 0 and second["hits"] > 0
     assert second["fun"] == first["fun"]
     assert list((home / ".cache" / "numba").rglob("*.nbi"))
+
+
+AHEAD_SCRIPT = r"""
+import gc, json, os, sys
+import numpy as np
+import bmrm
+from bmrm.solver import compile_ahead, qp
+
+rng = np.random.default_rng(3)
+X = rng.normal(size=(600, 6))
+y = rng.integers(0, 3, size=600).astype(float)
+qid = np.repeat(np.arange(60), 10)
+out = {}
+for loss in sys.argv[1].split(","):
+    res = bmrm.fit(X, y, loss, qid, lam=1e-2, tol=1e-4).result_
+    out[loss] = {"w": res.x.tolist(), "fun": res.fun, "nit": int(res.nit)}
+stats = qp._master_step.stats
+out["qp"] = {"hits": sum(stats.cache_hits.values()), "misses": sum(stats.cache_misses.values())}
+out["helper_left"] = compile_ahead._helper is not None
+# this process's children still alive (zombies, already ended, excepted)
+children = []
+for pid in os.listdir("/proc"):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        continue
+    if int(fields[1]) == os.getpid() and fields[0] != "Z":
+        children.append(int(pid))
+out["children"] = children
+print(json.dumps(out))
+"""
+
+
+def _run_ahead(losses_, env):
+    out = subprocess.run(
+        [sys.executable, "-c", AHEAD_SCRIPT, ",".join(losses_)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout)
+
+
+def test_the_qp_compiled_ahead_in_a_second_process_gives_the_same_fits(tmp_path):
+    """With an empty cache a helper process compiles the master QP while the fit compiles
+    its loss; the fit then loads the QP from the cache (a hit, no compilation of its own),
+    leaves no process behind, and its results equal those of a fit that compiled the QP
+    itself (``BMRM_COMPILE_AHEAD=0``) bit for bit."""
+    if not os.path.isdir("/proc") or len(os.sched_getaffinity(0)) < 2:
+        import pytest
+
+        pytest.skip("needs /proc and at least two CPUs (the helper is not started on one)")
+    names = ["ordinal", "ndcg"]
+    # "1": whatever the machine's load (the tests may run beside other work)
+    env = dict(os.environ, BMRM_COMPILE_AHEAD="1")
+    ahead = _run_ahead(names, dict(env, NUMBA_CACHE_DIR=str(tmp_path / "a")))
+    alone = _run_ahead(
+        names, dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "b"), BMRM_COMPILE_AHEAD="0")
+    )
+    assert ahead["qp"] == {"hits": 1, "misses": 0}
+    assert alone["qp"] == {"hits": 0, "misses": 1}
+    for run in (ahead, alone):
+        assert not run["helper_left"] and run["children"] == []
+    for name in names:
+        assert ahead[name] == alone[name], name
+    # a warm cache starts no helper
+    warm = _run_ahead(["ordinal"], dict(env, NUMBA_CACHE_DIR=str(tmp_path / "a")))
+    assert warm["qp"] == {"hits": 1, "misses": 0}
+    assert warm["ordinal"] == ahead["ordinal"]
+
+
+def test_no_helper_when_the_cache_folder_is_not_writable(monkeypatch):
+    from numba.core import caching
+
+    from bmrm.solver import compile_ahead, qp
+
+    def refuse(self):
+        raise PermissionError(f"read-only: {self.get_cache_path()}")
+
+    monkeypatch.setattr(caching._CacheLocator, "ensure_cache_path", refuse)
+    monkeypatch.delenv("BMRM_COMPILE_AHEAD", raising=False)
+    assert compile_ahead._needs_compiling(qp._master_step, ("not", "cached")) is None
+    monkeypatch.undo()
+    monkeypatch.setenv("BMRM_COMPILE_AHEAD", "0")
+    assert compile_ahead._needs_compiling(qp._master_step, ("not", "cached")) is None
+
+
+def test_no_helper_on_a_busy_machine_unless_asked_for(monkeypatch, tmp_path):
+    """Without an idle CPU the helper would only take time from the fit: it starts when the
+    load average leaves one CPU free, or when ``BMRM_COMPILE_AHEAD=1``."""
+    import pytest
+
+    from bmrm.solver import compile_ahead, qp
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("the helper is never started on one CPU")
+    n_cpus = len(os.sched_getaffinity(0))
+    cache_path = qp._master_step._cache.cache_path
+    monkeypatch.setattr(qp._master_step._cache._impl.locator, "ensure_cache_path", lambda: None)
+    not_cached = ("a", "signature", "never", "compiled")
+    for load, setting, expected in [
+        (n_cpus, "", None),
+        (n_cpus, "1", cache_path),
+        (0.0, "", cache_path),
+        (0.0, "0", None),
+    ]:
+        monkeypatch.setattr(os, "getloadavg", lambda load=load: (load, load, load))
+        monkeypatch.setenv("BMRM_COMPILE_AHEAD", setting)
+        assert compile_ahead._needs_compiling(qp._master_step, not_cached) == expected
+
+
+ORPHAN_SCRIPT = r"""
+import os
+from bmrm.solver import compile_ahead
+compile_ahead.start()
+print(compile_ahead._helper.pid if compile_ahead._helper is not None else -1, flush=True)
+os._exit(0)  # ends without waiting for the helper
+"""
+
+
+def test_the_helper_ends_with_the_process_that_started_it(tmp_path):
+    """A fit's process that ends early (here at once) takes its helper along: the helper
+    sees its standard input close and exits, long before its compilation would end."""
+    import time
+
+    if not os.path.isdir("/proc") or len(os.sched_getaffinity(0)) < 2:
+        import pytest
+
+        pytest.skip("needs /proc and at least two CPUs (the helper is not started on one)")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), BMRM_COMPILE_AHEAD="1")
+    out = subprocess.run(
+        [sys.executable, "-c", ORPHAN_SCRIPT], env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    pid = int(out.stdout)
+    assert pid > 0  # an empty cache: a helper was started
+
+    def running():
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + 120
+    while running() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not running()
+    assert not list(tmp_path.rglob("*master_step*.nbi"))  # it stopped before compiling

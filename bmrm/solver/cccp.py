@@ -59,6 +59,7 @@ import time
 
 import numpy as np
 
+from bmrm.solver import compile_ahead
 from bmrm.solver.bundle import Bundle
 from bmrm.solver.compile_clock import CompileClock
 from bmrm.solver.loop import BMRMResult, minimize_bmrm
@@ -202,6 +203,14 @@ def minimize_cccp(
         )
         results = []
         initial = oracle.initial() if w0 is None else None
+        if initial is not None and compile_ahead.running():
+            # A cold cache, and a second process compiles the master QP, which the starting
+            # problem needs first: meanwhile compile the latent loss's kernels here (one
+            # oracle call, not counted; its value is not used and changes nothing).
+            calls = getattr(oracle, "calls", None)
+            oracle(np.zeros(n_features))
+            if calls is not None:
+                oracle.calls = calls
         if initial is not None:
             res = minimize_bmrm(
                 initial,

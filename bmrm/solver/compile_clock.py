@@ -4,8 +4,9 @@ The first call of a numba kernel with new argument types compiles it (seconds) o
 from the on-disk cache (milliseconds). :class:`CompileClock` measures the wall-clock time
 during which any thread is inside numba's compiler (waiting for its lock included), through
 numba's event API (the ``numba:compiler_lock`` event, triggered on every entry to the
-compiler). The solver excludes that time from its ``max_time`` budget and reports it as
-``compile_seconds``.
+compiler), and while a fit waits for the master QP compiled by a second process
+(:mod:`bmrm.solver.compile_ahead`). The solver excludes that time from its ``max_time``
+budget and reports it as ``compile_seconds``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from numba.core import event
 
 __all__ = ["CompileClock"]
 
-_EVENT = "numba:compiler_lock"
+# numba's compiler lock, and a fit waiting for the QP from a second process
+# (:mod:`bmrm.solver.compile_ahead`)
+_EVENTS = ("numba:compiler_lock", "bmrm:compile_wait")
 
 
 class CompileClock(event.Listener):
@@ -54,8 +57,10 @@ class CompileClock(event.Listener):
             return self.seconds + running
 
     def __enter__(self) -> CompileClock:
-        event.register(_EVENT, self)
+        for kind in _EVENTS:
+            event.register(kind, self)
         return self
 
     def __exit__(self, *exc) -> None:
-        event.unregister(_EVENT, self)
+        for kind in _EVENTS:
+            event.unregister(kind, self)

@@ -24,7 +24,7 @@ distance of the objective to its minimum.
 """
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 
 
 @njit(cache=True)
@@ -499,7 +499,17 @@ def active_set(Q, b, alpha, grad, tol, max_iter, L, S, s_given, tau):
     return iterations, gmax - gmin, s
 
 
-@njit(cache=True)
+# The argument types of every call of :func:`master_step`: fixed, so that
+# :mod:`bmrm.solver.compile_ahead` can compile it in another process before the first call.
+_F1 = types.Array(types.float64, 1, "C")
+_F2 = types.Array(types.float64, 2, "C")
+_I1 = types.Array(types.int64, 1, "C")
+MASTER_STEP_TYPES = (
+    _F2, _F1, _F2, _I1, types.int64, types.float64, _F1, types.float64, types.float64, _F2,
+    _I1, _I1, _F1, _F1,
+)  # fmt: skip
+
+
 def master_step(G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S_ids, meta, alpha):
     """One L2 master solve from the bundle's buffers: the work of ``QPMaster.solve``.
 
@@ -524,6 +534,19 @@ def master_step(G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S
     violation, tol : float
         The KKT violation reached and the one asked for, both in the scale of Q.
     """
+    from bmrm.solver.compile_ahead import wait
+
+    wait()  # for a helper process compiling _master_step into the cache, if one runs
+    return _master_step(
+        G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S_ids, meta, alpha
+    )
+
+
+@njit(cache=True)
+def _master_step(
+    G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S_ids, meta, alpha
+):
+    """The compiled body of :func:`master_step`."""
     b = np.empty(k)
     total = 0.0
     max_b = 0.0
