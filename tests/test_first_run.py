@@ -82,9 +82,10 @@ print(json.dumps(out))
 """
 
 
-def run(n_fits, env):
+def _run_script(script, args, env):
+    """Run ``script`` in a new Python process; its printed JSON."""
     out = subprocess.run(
-        [sys.executable, "-c", SCRIPT, json.dumps(CONFIGS), str(n_fits)],
+        [sys.executable, "-c", script, *args],
         env=env,
         capture_output=True,
         text=True,
@@ -92,6 +93,10 @@ def run(n_fits, env):
     )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout)
+
+
+def run(n_fits, env):
+    return _run_script(SCRIPT, [json.dumps(CONFIGS), str(n_fits)], env)
 
 
 def test_first_fit_equals_second_fit_and_a_fit_from_the_warm_cache(tmp_path):
@@ -254,15 +259,7 @@ print(json.dumps(out))
 
 
 def _run_ahead(losses_, env):
-    out = subprocess.run(
-        [sys.executable, "-c", AHEAD_SCRIPT, ",".join(losses_)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout)
+    return _run_script(AHEAD_SCRIPT, [",".join(losses_)], env)
 
 
 def test_the_qp_compiled_ahead_in_a_second_process_gives_the_same_fits(tmp_path):
