@@ -43,6 +43,17 @@ Two savings keep the iterates' guarantees:
   subgradient (the same scores, the same maximising ordering); the surrogates' equal
   risks there are checked, and on a mismatch the planes are not carried.
 
+Two evaluations are reused rather than repeated, which changes no number of the result:
+
+* J(w_t) needs the latent loss at w_t, which fixes its latent part at the scores X w_t and
+  evaluates M − ⟨φ_{h(X w_t)}, ·⟩ there: the very computation (the same scores, the same
+  latent choice, the same kernels) of the next surrogate's first evaluation, at its
+  starting point w_t. For the package's :class:`~bmrm.solver.oracle.RiskOracle` that
+  evaluation's ``(R, a)`` is handed to the next subproblem instead of being repeated
+  (saving one evaluation per step; other oracles evaluate again).
+* The shift of step t + 1 needs surrogate t + 1 at w = 0, which the shift of step t + 2
+  needs again as its ``previous`` value: it is kept (an n_features vector), not recomputed.
+
 The result is a stationary point in the CCCP sense, not a certified global minimum: the
 problem is not convex. The returned gap is that of the last convex subproblem.
 
@@ -87,19 +98,41 @@ class _CarriedPlanes:
         self.bundle = state.bundle
 
 
+class _Evaluated:
+    """An oracle whose first call, at the point ``w``, returns ``(R, a)`` evaluated before
+    (by the latent oracle at ``w``, the same computation: module docstring) instead of
+    evaluating again; any other call goes to ``oracle``, as do its other attributes."""
+
+    def __init__(self, oracle, w: np.ndarray, R: float, a: np.ndarray):
+        self.oracle = oracle
+        self._evaluated = (w, R, a)
+        self.reused = 0
+
+    def __call__(self, w: np.ndarray):
+        evaluated, self._evaluated = self._evaluated, None
+        if evaluated is not None and np.array_equal(evaluated[0], w):
+            self.reused += 1
+            return evaluated[1], evaluated[2].copy()
+        return self.oracle(w)
+
+    def __getattr__(self, name: str):
+        return getattr(self.oracle, name)
+
+
 def _shifted_bundle(
-    bundle: Bundle, previous_at_zero: tuple, current: RiskOracle, n_features: int
+    bundle: Bundle, previous_at_zero: tuple, current_at_zero: tuple, n_features: int
 ) -> Bundle | None:
-    """The planes of the previous surrogate's risk moved to ``current``'s latent choice, or
-    None.
+    """The planes of the previous surrogate's risk moved to the current one's latent
+    choice, or None.
 
     Both risks are M̄(w) − ⟨u, w⟩ with the same M̄; at w = 0 they share M̄'s value and
     subgradient, so their subgradients differ by u_prev − u_cur there, which is the shift.
-    ``previous_at_zero`` is the previous surrogate's ``(R, a)`` at w = 0, taken before it
-    was dropped, so that its arrays are not held beside ``current``'s.
+    ``previous_at_zero`` and ``current_at_zero`` are the two surrogates' ``(R, a)`` at
+    w = 0 (the previous one taken before it was dropped, so that its arrays are not held
+    beside the current one's).
     """
     r_prev, g_prev = previous_at_zero
-    r_cur, g_cur = current(np.zeros(n_features))
+    r_cur, g_cur = current_at_zero
     if abs(r_prev - r_cur) > 1e-9 * max(1.0, abs(r_cur)):
         return None
     delta = np.asarray(g_cur, dtype=np.float64) - np.asarray(g_prev, dtype=np.float64)
@@ -229,11 +262,17 @@ def minimize_cccp(
         w = np.zeros(n_features) if w0 is None else np.array(w0, dtype=np.float64)
         w = regularizer.project(w)
 
+        # a RiskOracle's latent evaluation at w is the next surrogate's first (docstring)
+        reuse = isinstance(oracle, RiskOracle)
+        evaluated = None  # (w, R, a) of the last latent evaluation, kept when reusable
+
         def objective(w):
-            value = lam * regularizer.value(w) + oracle(w)[0]
+            nonlocal evaluated
+            R, a = oracle(w)
+            evaluated = (w, R, a) if reuse else None
             # the latent oracle is called once per step: its work arrays need not stay
             oracle.release()
-            return value
+            return lam * regularizer.value(w) + R
 
         J = objective(w)
         outer_objective = [J]
@@ -247,7 +286,9 @@ def minimize_cccp(
             method = "level" if regularizer.qp else "bmrm"
         step_tol = max(tol, min(0.1, 0.1 * inner_scale)) if adaptive else fixed_tol
         surrogate, carrier = None, None
-        shift_calls = 0  # oracle calls of _shifted_bundle, counted in nfev
+        surrogate_at_zero = None  # the current surrogate's (R, a) at w = 0, once evaluated
+        extra_calls = 0  # oracle calls at w = 0 for the shifts, counted in nfev
+        reused = 0  # evaluations reused, counted in the subproblems' nfev but not made
         for outer in range(1, max_outer + 1):
             if stopped:
                 break
@@ -260,16 +301,28 @@ def minimize_cccp(
             carry = carry_planes and carrier is not None and carrier.bundle is not None
             # the finished surrogate is evaluated at 0 for the shift and dropped before the
             # next one is made: two surrogates' targets and work arrays are never held at once
-            previous_at_zero = surrogate(np.zeros(n_features)) if carry else None
-            surrogate = None
+            previous_at_zero = None
+            if carry:
+                previous_at_zero = surrogate_at_zero
+                if previous_at_zero is None:
+                    previous_at_zero = surrogate(np.zeros(n_features))
+                    extra_calls += 1
+            surrogate, surrogate_at_zero = None, None
             surrogate = oracle.convexified(w)
             planes = None
             if carry:
-                planes = _shifted_bundle(carrier.bundle, previous_at_zero, surrogate, n_features)
-                shift_calls += 2
+                surrogate_at_zero = surrogate(np.zeros(n_features))
+                extra_calls += 1
+                planes = _shifted_bundle(
+                    carrier.bundle, previous_at_zero, surrogate_at_zero, n_features
+                )
             carrier = _CarriedPlanes(method, planes)
+            first = surrogate
+            if evaluated is not None and evaluated[0] is w:
+                first = _Evaluated(surrogate, *evaluated)
+            evaluated = None
             res = minimize_bmrm(
-                surrogate,
+                first,
                 n_features,
                 lam,
                 regularizer=regularizer,
@@ -282,6 +335,8 @@ def minimize_cccp(
                 **bmrm_options,
             )
             results.append(res)
+            reused += getattr(first, "reused", 0)
+            first = None
             surrogate.release()  # called again only once, at 0, for the next shift
             stopped = res.status in (3, 4)
             J_new = objective(res.x)
@@ -320,7 +375,7 @@ def minimize_cccp(
             lower_bound=last.lower_bound,
             gap=last.gap,
             nit=sum(r.nit for r in results),
-            nfev=sum(r.nfev for r in results) + len(outer_objective) + shift_calls,
+            nfev=sum(r.nfev for r in results) + len(outer_objective) + extra_calls - reused,
             status=last.status,
             success=last.success,
             message=f"{last.message} (last of {len(results) - n_init} concave-convex steps)",

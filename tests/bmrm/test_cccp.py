@@ -42,7 +42,7 @@ def test_shifted_planes_bound_the_next_surrogate(seed, name):
     for w in [w_old, res.x, *rng.normal(size=(20, 5)) * 2.0]:
         r, g = old(w)
         bundle.add(g, r - g @ w)
-    shifted = _shifted_bundle(bundle, old(np.zeros(5)), new, 5)
+    shifted = _shifted_bundle(bundle, old(np.zeros(5)), new(np.zeros(5)), 5)
     assert shifted is not None and shifted.size == bundle.size
     delta = shifted.A[1] - bundle.A[1]
     for w in rng.normal(size=(30, 5)) * 3.0:
@@ -63,7 +63,7 @@ def test_planes_of_different_risks_are_not_carried():
     bundle = Bundle(5)
     r, g = a(np.ones(5))
     bundle.add(g, r - g @ np.ones(5))
-    assert _shifted_bundle(bundle, a(np.zeros(5)), b, 5) is None
+    assert _shifted_bundle(bundle, a(np.zeros(5)), b(np.zeros(5)), 5) is None
 
 
 OPTIONS = [
@@ -98,6 +98,95 @@ def test_procedure_guarantees_hold_with_every_option(seed, options, name):
     again = minimize_bmrm(oracle.convexified(res.x), 5, lam, w0=res.x, tol=1e-9)
     J_next = enumerated_objective(X, y, qid, again.x, lam, name, PARAMS[name])
     assert J_next >= res.fun - 3 * tol * abs(res.fun) - 1e-9
+
+
+class Recording:
+    """An oracle (not a RiskOracle, so the procedure reuses none of its evaluations as a
+    surrogate's first one) that records every call ``(w, R, a)`` of the latent oracle and
+    of each surrogate it makes."""
+
+    def __init__(self, oracle, calls=None):
+        self.oracle = oracle
+        self.calls = [] if calls is None else calls
+        self.surrogates = []
+
+    loss = property(lambda self: self.oracle.loss)
+
+    def __call__(self, w):
+        R, a = self.oracle(w)
+        self.calls.append((np.array(w, copy=True), R, np.array(a, copy=True)))
+        return R, a
+
+    def convexified(self, w):
+        surrogate = Recording(self.oracle.convexified(w))
+        self.surrogates.append((np.array(w, copy=True), surrogate))
+        return surrogate
+
+    def initial(self):
+        return self.oracle.initial()
+
+    def release(self):
+        self.oracle.release()
+
+
+def tied_problem(seed):
+    """small_problem with an all-equal-label query, a one-document query and duplicated
+    rows (documents of equal label and equal scores)."""
+    X, y, qid = small_problem(seed)
+    X = np.vstack([X, np.repeat(X[:1], 4, axis=0), X[:3], X[3:4]])
+    y = np.concatenate([y, [1, 1, 1, 1], y[:3], [2]])
+    qid = np.concatenate([qid, [100] * 4, [101] * 3, [102]])
+    return X, y, qid
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize(
+    "options", [{}, {"carry_planes": False}, {"inner_tol": 1e-6}, {"method": "bmrm"}]
+)
+@pytest.mark.parametrize("name", ["ndcg", "neru"])
+def test_reused_evaluations_change_nothing(seed, options, name):
+    """The procedure reuses the latent evaluation at w_t as the first evaluation of the
+    surrogate fixed at w_t, and each surrogate's value at w = 0 for two shifts. Against a
+    run that reuses neither (an oracle that is not a RiskOracle, whose every surrogate is
+    evaluated afresh): the same iterates, objectives and history, bit for bit, with fewer
+    oracle calls; and the reused values are what a fresh evaluation gives, bit for bit."""
+    X, y, qid = (small_problem if seed % 2 else tied_problem)(seed)
+    prepared = losses.prepare(losses.get(name, **PARAMS[name]), y, qid)
+    lam, tol = 0.05, 1e-6
+    fused = minimize_cccp(RiskOracle(X, prepared), 5, lam, tol=tol, max_iter=2000, **options)
+    recording = Recording(RiskOracle(X, prepared))
+    plain = minimize_cccp(recording, 5, lam, tol=tol, max_iter=2000, **options)
+    assert fused.n_outer == plain.n_outer >= 1
+    np.testing.assert_array_equal(fused.x, plain.x)
+    assert fused.fun == plain.fun
+    np.testing.assert_array_equal(fused.outer_objective, plain.outer_objective)
+    for key in plain.history:
+        if key != "elapsed" and not key.endswith("seconds"):
+            np.testing.assert_array_equal(fused.history[key], plain.history[key], err_msg=key)
+    # each surrogate starts at the point where the latent oracle was evaluated last
+    latent = {w.tobytes(): (R, a) for w, R, a in recording.calls}
+    n_reused = 0
+    for w, surrogate in recording.surrogates:
+        start = [c for c in surrogate.calls if np.any(c[0] != 0)][0]
+        np.testing.assert_array_equal(start[0], w)
+        if w.tobytes() in latent:
+            R, a = latent[w.tobytes()]
+            assert start[1] == R
+            np.testing.assert_array_equal(start[2], a)
+            n_reused += 1
+        # a surrogate evaluated at 0 twice (two shifts) gives the same value both times
+        at_zero = [c for c in surrogate.calls if not np.any(c[0])]
+        for _, R, a in at_zero[1:]:
+            assert R == at_zero[0][1]
+            np.testing.assert_array_equal(a, at_zero[0][2])
+    assert n_reused == len(recording.surrogates)
+    n_zero = sum(
+        not np.any(c[0]) for _, surrogate in recording.surrogates for c in surrogate.calls
+    )
+    # the recorded run makes (and counts) each surrogate's first evaluation itself
+    assert plain.nfev == fused.nfev + n_reused
+    carried = plain.n_outer - 1 if options.get("carry_planes", True) else 0
+    assert n_zero == (carried + 1 if carried else 0)
 
 
 def test_bad_options_named():
