@@ -21,9 +21,11 @@ imported by this script can help it:
    Also recorded: the seconds numba spent compiling during the cold fit (wall-clock time
    inside numba's compiler, from its ``numba:compile`` events; a loaded cache entry is not
    compiled and not counted), the seconds the fit waited for the helper process that
-   compiles the master QP, the objective and the iterations of each fit, and the CPU
-   seconds of the whole process with its children (``process_cpu_seconds``: the helper
-   that compiles the master QP on a cold cache, :mod:`bmrm.solver.compile_ahead`, included).
+   compiles the master QP, the objective, the iterations and oracle calls of each fit, the
+   CPU seconds of the whole process with its children (``process_cpu_seconds``: the helper
+   that compiles the master QP on a cold cache, :mod:`bmrm.solver.compile_ahead`,
+   included), and the machine's load average over the last minute when the process
+   started (``load``: wall times mean little unless it is below the number of CPUs).
    ``--compile-ahead`` sets ``BMRM_COMPILE_AHEAD`` for the fits: ``auto`` (unset: the
    helper runs when a CPU is idle), ``on`` (always on a cold cache) or ``off`` (never).
 3. ``python -m bmrm.demo`` in a fresh process with an empty cache: wall-clock time and the
@@ -139,6 +141,7 @@ for i in range(n_fits):
         "reported_compile_seconds": float(res.get("compile_seconds", float("nan"))),
         "objective": res.fun,
         "iterations": int(res.nit),
+        "oracle_calls": int(res.nfev),
         "status": res.message,
     })
 print(json.dumps({"import_seconds": t_import, "fits": rows}))
@@ -152,13 +155,15 @@ def run(args, cache_dir, timeout=1800, ahead="auto"):
     """Run ``python *args`` with ``NUMBA_CACHE_DIR=cache_dir`` and ``BMRM_COMPILE_AHEAD`` as
     ``ahead`` says.
 
-    Returns (wall-clock seconds, CPU seconds of the child and its children, its stdout).
+    Returns (wall-clock seconds, CPU seconds of the child and its children, its stdout, the
+    load average of the last minute when it started).
     """
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache_dir))
     env.pop("BMRM_COMPILE_AHEAD", None)
     if AHEAD[ahead] is not None:
         env["BMRM_COMPILE_AHEAD"] = AHEAD[ahead]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    load = os.getloadavg()[0]
     start = time.perf_counter()
     out = subprocess.run(
         [sys.executable, *args], env=env, capture_output=True, text=True, timeout=timeout
@@ -168,7 +173,7 @@ def run(args, cache_dir, timeout=1800, ahead="auto"):
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     if out.returncode != 0:
         raise RuntimeError(f"{args}: exit {out.returncode}\n{out.stderr[-3000:]}")
-    return seconds, cpu, out.stdout
+    return seconds, cpu, out.stdout, load
 
 
 def main(argv=None) -> int:
@@ -192,7 +197,7 @@ def main(argv=None) -> int:
     progress("import bmrm")
     with tempfile.TemporaryDirectory() as cache:
         for rep in range(args.repeats + 2):
-            _, _, out = run(
+            _, _, out, _ = run(
                 [
                     "-c",
                     "import time; t = time.perf_counter(); c = time.process_time(); "
@@ -217,13 +222,19 @@ def main(argv=None) -> int:
             with tempfile.TemporaryDirectory() as cache:
                 progress(f"{loss}: cold and second fit (rep {rep})")
                 fit_args = ["-c", FIT_SCRIPT, name, json.dumps(params)]
-                _, cold_cpu, out = run([*fit_args, "2"], cache, ahead=args.compile_ahead)
+                _, cold_cpu, out, cold_load = run(
+                    [*fit_args, "2"], cache, ahead=args.compile_ahead
+                )
                 cold, second = json.loads(out)["fits"]
                 progress(f"{loss}: warm fit")
-                _, warm_cpu, out = run([*fit_args, "1"], cache, ahead=args.compile_ahead)
+                _, warm_cpu, out, warm_load = run(
+                    [*fit_args, "1"], cache, ahead=args.compile_ahead
+                )
                 (warm,) = json.loads(out)["fits"]
             cold["process_cpu_seconds"] = second["process_cpu_seconds"] = cold_cpu
             warm["process_cpu_seconds"] = warm_cpu
+            cold["load"] = second["load"] = cold_load
+            warm["load"] = warm_load
             for what, fit in (("cold", cold), ("second", second), ("warm", warm)):
                 rows.append({"what": what, "loss": loss, "rep": rep, **fit})
             progress(
@@ -232,7 +243,8 @@ def main(argv=None) -> int:
                 f"{cold['numba_compile_seconds']:.2f} s), second {second['seconds']:.2f} s "
                 f"(CPU {second['cpu_seconds']:.2f} s), warm {warm['seconds']:.2f} s (CPU "
                 f"{warm['cpu_seconds']:.2f} s); {cold['iterations']} iterations, "
-                f"{cold['status']}"
+                f"{cold['oracle_calls']} oracle calls, {cold['status']} (load average "
+                f"{cold_load:.2f} / {warm['load']:.2f})"
             )
 
     demo_text = {}
@@ -243,12 +255,19 @@ def main(argv=None) -> int:
                 demo = ["-m", "bmrm.demo"]
                 if args.demo_losses:
                     demo += ["--losses", *args.demo_losses]
-                seconds, cpu, out = run(demo, cache, ahead=args.compile_ahead)
+                seconds, cpu, out, load = run(demo, cache, ahead=args.compile_ahead)
                 rows.append(
-                    {"what": what, "loss": "", "rep": 0, "seconds": seconds, "cpu_seconds": cpu}
+                    {
+                        "what": what,
+                        "loss": "",
+                        "rep": 0,
+                        "seconds": seconds,
+                        "cpu_seconds": cpu,
+                        "load": load,
+                    }
                 )
                 demo_text[what] = out
-                progress(f"{what}: {seconds:.1f} s (CPU {cpu:.1f} s)")
+                progress(f"{what}: {seconds:.1f} s (CPU {cpu:.1f} s, load average {load:.2f})")
 
     write_csv(args.out / "results.csv", rows)
 
@@ -275,7 +294,9 @@ def main(argv=None) -> int:
                 "warm-cache fit",
                 "warm CPU",
                 "iterations",
+                "oracle calls",
                 "objective",
+                "load (cold)",
             ],
             [
                 (
@@ -288,7 +309,9 @@ def main(argv=None) -> int:
                     med("warm", loss),
                     med("warm", loss, "cpu_seconds"),
                     int(med("cold", loss, "iterations")),
+                    int(med("cold", loss, "oracle_calls")),
                     f"{med('cold', loss, 'objective'):.6f}",
+                    med("cold", loss, "load"),
                 )
                 for loss in args.losses
             ],
@@ -298,7 +321,7 @@ def main(argv=None) -> int:
         lines += [
             "",
             f"`python -m bmrm.demo`, {what}: {med(what, ''):.1f} s, CPU "
-            f"{med(what, '', 'cpu_seconds'):.1f} s",
+            f"{med(what, '', 'cpu_seconds'):.1f} s (load average {med(what, '', 'load'):.2f})",
             "",
             "```",
             text.rstrip(),
