@@ -202,10 +202,11 @@ def minimize_cccp(
     -------
     BMRMResult
         ``x`` the last accepted iterate (the best: J never increases), ``fun`` J(x) with
-        the latent loss, ``nit`` / ``nfev`` summed over the subproblems (the starting one
-        included), ``lower_bound`` / ``gap`` (of the last convex subproblem, not a bound
-        for the non-convex problem), ``status``, ``success`` and ``message`` from the last
-        subproblem, and
+        the latent loss, ``nit`` summed over the subproblems (the starting one included),
+        ``nfev`` the oracle calls made (the subproblems', the latent objective's and the
+        shifts', a reused evaluation counted once), ``lower_bound`` / ``gap`` (of the last
+        convex subproblem, not a bound for the non-convex problem), ``status``, ``success``
+        and ``message`` from the last subproblem, and
         ``n_outer``, ``outer_objective`` (J at w0 and at each subproblem's solution),
         ``outer_converged`` (the decrease fell below the tolerance) and ``history`` of
         every bundle iteration, with a column ``outer`` numbering the subproblem.
