@@ -20,12 +20,14 @@ imported by this script can help it:
 
    Also recorded: the seconds numba spent compiling during the cold fit (wall-clock time
    inside numba's compiler, from its ``numba:compile`` events; a loaded cache entry is not
-   compiled and not counted), the seconds the fit waited for the helper process that
-   compiles the master QP, the objective, the iterations and oracle calls of each fit, the
-   CPU seconds of the whole process with its children (``process_cpu_seconds``: the helper
-   that compiles the master QP on a cold cache, :mod:`bmrm.solver.compile_ahead`,
-   included), and the machine's load average over the last minute when the process
-   started (``load``: wall times mean little unless it is below the number of CPUs).
+   compiled and not counted), per compiled function the CPU seconds of its own compilation
+   in the fit's process (callees excluded; ``kernels.csv``, the largest in ``results.md``),
+   the seconds the fit waited for the helper process that compiles the master QP, the
+   objective, the iterations and oracle calls of each fit, the CPU seconds of the whole
+   process with its children (``process_cpu_seconds``: the helper that compiles the master
+   QP on a cold cache, :mod:`bmrm.solver.compile_ahead`, included), and the machine's load
+   average over the last minute when the process started (``load``: wall times mean little
+   unless it is below the number of CPUs).
    ``--compile-ahead`` sets ``BMRM_COMPILE_AHEAD`` for the fits: ``auto`` (unset: the
    helper runs when a CPU is idle), ``on`` (always on a cold cache) or ``off`` (never).
 3. ``python -m bmrm.demo`` in a fresh process with an empty cache: wall-clock time and the
@@ -78,16 +80,27 @@ t_import = time.perf_counter()
 from numba.core import event
 
 compile_seconds = [0.0]
+# per compiled function: CPU seconds of this thread inside its own compilation, the
+# compilations of the functions it calls excluded (numba compiles on the calling thread)
+kernel_seconds, _stack = {}, []
 class _Clock(event.Listener):
     depth = 0
     def on_start(self, ev):
         if self.depth == 0:
             self.t = time.perf_counter()
         self.depth += 1
+        _stack.append([time.thread_time(), 0.0])
     def on_end(self, ev):
         self.depth -= 1
         if self.depth == 0:
             compile_seconds[0] += time.perf_counter() - self.t
+        start, inner = _stack.pop()
+        spent = time.thread_time() - start
+        if _stack:
+            _stack[-1][1] += spent
+        f = ev.data["dispatcher"].py_func
+        name = f"{f.__module__}.{f.__qualname__}"
+        kernel_seconds[name] = kernel_seconds.get(name, 0.0) + spent - inner
 event.register("numba:compile", _Clock())
 
 # wall seconds the fit waited for the helper compiling the master QP (cold cache only), and
@@ -123,6 +136,7 @@ if loss == "preference":
 rows = []
 for i in range(n_fits):
     before, waited_before = compile_seconds[0], waited[0]
+    kernel_seconds.clear()
     cpu_at_wait[0] = float("nan")
     cpu = cpu0 = time.process_time()
     start = time.perf_counter()
@@ -143,6 +157,7 @@ for i in range(n_fits):
         "iterations": int(res.nit),
         "oracle_calls": int(res.nfev),
         "status": res.message,
+        "kernel_compile_cpu_seconds": dict(kernel_seconds),
     })
 print(json.dumps({"import_seconds": t_import, "fits": rows}))
 """
@@ -192,7 +207,7 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--out", type=Path, default=REPO / "results" / "bench_first_run")
     args = parser.parse_args(argv)
-    rows = []
+    rows, kernel_rows = [], []
 
     progress("import bmrm")
     with tempfile.TemporaryDirectory() as cache:
@@ -235,7 +250,12 @@ def main(argv=None) -> int:
             warm["process_cpu_seconds"] = warm_cpu
             cold["load"] = second["load"] = cold_load
             warm["load"] = warm_load
+            for function, seconds in cold["kernel_compile_cpu_seconds"].items():
+                kernel_rows.append(
+                    {"loss": loss, "rep": rep, "function": function, "cpu_seconds": seconds}
+                )
             for what, fit in (("cold", cold), ("second", second), ("warm", warm)):
+                fit.pop("kernel_compile_cpu_seconds")
                 rows.append({"what": what, "loss": loss, "rep": rep, **fit})
             progress(
                 f"{loss}: cold {cold['seconds']:.2f} s (CPU {cold['cpu_seconds']:.2f} s, numba "
@@ -270,6 +290,8 @@ def main(argv=None) -> int:
                 progress(f"{what}: {seconds:.1f} s (CPU {cpu:.1f} s, load average {load:.2f})")
 
     write_csv(args.out / "results.csv", rows)
+    if kernel_rows:
+        write_csv(args.out / "kernels.csv", kernel_rows)
 
     def med(what, loss, key="seconds"):
         values = [r[key] for r in rows if r["what"] == what and r["loss"] == loss]
@@ -317,6 +339,24 @@ def main(argv=None) -> int:
             ],
         ),
     ]
+
+    def short(function):
+        # numba's own overloads are named like module.ol_np_empty.<locals>.impl
+        return function.split(".<locals>")[0].rsplit(".", 1)[-1]
+
+    for loss in args.losses:
+        # median over repetitions of each function's compile CPU seconds in the cold fit
+        by_function = {}
+        for r in kernel_rows:
+            if r["loss"] == loss:
+                by_function.setdefault(r["function"], []).append(r["cpu_seconds"])
+        ranked = sorted(((statistics.median(v), f) for f, v in by_function.items()), reverse=True)
+        lines += [
+            "",
+            f"{loss}, cold fit: numba compiled {len(ranked)} functions in this process, "
+            f"{sum(t for t, _ in ranked):.2f} CPU s (the helper's work not included); the "
+            "largest: " + ", ".join(f"{short(f)} {t:.2f}" for t, f in ranked[:12]),
+        ]
     for what, text in demo_text.items():
         lines += [
             "",
