@@ -116,6 +116,8 @@ class _Evaluated:
         return self.oracle(w)
 
     def __getattr__(self, name: str):
+        if name == "oracle":  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
         return getattr(self.oracle, name)
 
 
