@@ -42,7 +42,11 @@ each query's planes from earlier oracle calls and, where the per-query maximum o
 is violated enough at the point the method chose, add it instead of calling the oracle (the
 constraint cache of SVM^rank's 1-slack solver; :mod:`bmrm.solver.cut_cache`). For example
 ``bmrm.fit(X, y, "ordinal", qid, lam=1e-2, method=PlainBMRM(cut_cache=True))``. Its
-planes are counted in ``n_cache_cuts``, apart from ``nfev``.
+planes are counted in ``n_cache_cuts``, apart from ``nfev``. :class:`PlainBMRM` (``"bmrm"``)
+uses it by default (``cut_cache="auto"``) with the QP master of the L2 problem, and then
+solves the master exactly: with the cache it needed 3–90× fewer oracle calls and 2.5–19× less time
+on every problem of ``experiments/bench_iterations.py`` it was measured on (the README has
+the figures); ``PlainBMRM(cut_cache=False)`` is the method of Teo et al. as published.
 
 Along a segment w(t) = w_a + t·(w_b − w_a) the scores are affine, f(t) = f_a + t·(f_b − f_a),
 so for the package's risk oracle the line search costs one product X w_b and loss
@@ -433,9 +437,10 @@ class PlainBMRM:
     """
 
     name = "bmrm"
-    # subclasses that do not call __init__ run without a cache
+    # subclasses that do not call __init__ run without a cache, at the loop's master accuracy
     cache = None
     _cache_required = False
+    master_rtol = None
 
     def __init__(self, cut_cache="auto", master_rtol: float | None = None):
         self.cache, self._cache_required = make_cut_cache(cut_cache)
