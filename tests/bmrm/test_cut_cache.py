@@ -624,9 +624,9 @@ def test_plain_bmrm_rejects_a_bad_master_rtol(bad):
         PlainBMRM(master_rtol=bad)
 
 
-def test_plain_bmrm_solves_the_master_exactly_with_the_cache_on():
-    """master_rtol None: 0 while the cache is on, the loop's 1e-3 without it; a number given
-    is kept either way."""
+def test_plain_bmrm_master_accuracy():
+    """master_rtol None: the loop's 1e-3, with the cache on or off; a number given is kept,
+    and the fit still reaches the direct optimum with a gap that bounds J − J*."""
     from tests.bmrm.test_methods import ranking_problem
 
     X, y, qid = ranking_problem(5, n_queries=12, docs=20)
@@ -637,12 +637,14 @@ def test_plain_bmrm_solves_the_master_exactly_with_the_cache_on():
             super().step(state)
             seen.setdefault(self.key, set()).add(state.master_rtol)
 
-    for key, options in [
-        ("on", {}),
-        ("off", {"cut_cache": False}),
-        ("given", {"master_rtol": 0.5}),
-    ]:
-        spy = Spy(**options)
+    loss = losses.get("ordinal", normalize="none")
+    J_star, D, n_q = ordinal_direct(X, y, qid, 1e-2)
+    options = {"on": {}, "off": {"cut_cache": False}, "exact": {"master_rtol": 0.0}}
+    for key, kwargs in options.items():
+        spy = Spy(**kwargs)
         spy.key = key
-        bmrm.fit(X, y, "ordinal", qid, lam=1e-2, method=spy)
-    assert seen == {"on": {0.0}, "off": {1e-3}, "given": {0.5}}
+        res = bmrm.fit(X, y, loss, qid, lam=1e-2, tol=1e-6, method=spy).result_
+        assert res.success and (res.n_cache_cuts > 0) == (key != "off")
+        J = 0.5e-2 * res.x @ res.x + np.maximum(0, 1 - D @ res.x).sum() / n_q
+        assert J - J_star <= res.gap + 1e-8
+    assert seen == {"on": {1e-3}, "off": {1e-3}, "exact": {0.0}}
