@@ -3,8 +3,14 @@
     python experiments/bench_iterations.py [--ltr /tmp/ltr] [--sets small medium demo]
         [--C 1 100] [--demo-losses ndcg ndcg-increasing ndcg-pairs ordinal]
         [--methods bmrm inout level ls-bmrm ocas bmrm+cache level+cache ocas+cache
-                   'bmrm+cache:max_streak=20,floor=false,bundle_size=200' ...]
-        [--repeats 1] [--max-time 600] [--out results/bench_iterations]
+                   'bmrm+cache:max_streak=20,floor=false,bundle_size=200'
+                   bmrm:cut_cache=false 'bmrm:master_rtol=0,max_idle=none' ...]
+        [--repeats 1] [--max-time 600] [--max-iter 20000] [--out results/bench_iterations]
+
+``bmrm`` is plain BMRM as ``bmrm.fit`` runs it, with the per-query cut cache where it
+applies (:class:`bmrm.solver.methods.PlainBMRM`); ``bmrm:cut_cache=false`` is plain BMRM
+without it. Within each repetition every method runs once, in the order given, so that all
+see the same spread of load.
 
 SVM^rank's objective ½‖w‖² + C·(1/n_q)·Σ_q Σ_{y_i > y_j} max(0, 1 − (f_i − f_j)) is
 ``bmrm.fit(X, y, losses.get("ordinal", normalize="none"), qid, lam=1/C)`` with J = pval / C.
