@@ -429,7 +429,8 @@ def fit(
     w0 : array-like or None
         Warm start (with the intercept last when ``fit_intercept``).
     method : {"auto", "bmrm", "inout", "level", "ls-bmrm", "ocas", "nrbm", "lbfgs"}, object or None
-        The solver method (:mod:`bmrm.solver.methods`): plain BMRM, in-out cutting planes,
+        The solver method (:mod:`bmrm.solver.methods`): plain BMRM (with the per-query cut
+        cache where it applies, :class:`~bmrm.solver.methods.PlainBMRM`), in-out cutting planes,
         the level bundle method, line-search BMRM, or the optimized cutting plane algorithm
         (OCAS), or any object with a ``step(state)`` method. ``"auto"`` (also None) is the
         level bundle method for ``regularizer="l2"`` without bounds (it needs the fewest

@@ -3,8 +3,14 @@
     python experiments/bench_iterations.py [--ltr /tmp/ltr] [--sets small medium demo]
         [--C 1 100] [--demo-losses ndcg ndcg-increasing ndcg-pairs ordinal]
         [--methods bmrm inout level ls-bmrm ocas bmrm+cache level+cache ocas+cache
-                   'bmrm+cache:max_streak=20,floor=false,bundle_size=200' ...]
-        [--repeats 1] [--max-time 600] [--out results/bench_iterations]
+                   'bmrm+cache:max_streak=20,floor=false,bundle_size=200'
+                   bmrm:cut_cache=false 'bmrm:master_rtol=0,max_idle=none' ...]
+        [--repeats 1] [--max-time 600] [--max-iter 20000] [--out results/bench_iterations]
+
+``bmrm`` is plain BMRM as ``bmrm.fit`` runs it, with the per-query cut cache where it
+applies (:class:`bmrm.solver.methods.PlainBMRM`); ``bmrm:cut_cache=false`` is plain BMRM
+without it. Within each repetition every method runs once, in the order given, so that all
+see the same spread of load.
 
 SVM^rank's objective ½‖w‖² + C·(1/n_q)·Σ_q Σ_{y_i > y_j} max(0, 1 − (f_i − f_j)) is
 ``bmrm.fit(X, y, losses.get("ordinal", normalize="none"), qid, lam=1/C)`` with J = pval / C.
@@ -108,14 +114,24 @@ CACHED = ("bmrm", "level", "ocas", "ls-bmrm")
 
 def parse_method(spec: str) -> tuple[str, dict, dict]:
     """``NAME[:key=value,...]`` -> (NAME, CutCache options, fit options). The keys
-    ``bundle_size`` and ``max_idle`` go to the fit, the others (``max_points``, ``violation``,
-    ``max_streak``, ``floor``, ``reference``) to the cut cache of a ``+cache`` method."""
+    ``bundle_size`` and ``max_idle`` go to the fit (``max_idle=none``: never prune idle
+    planes); ``cut_cache`` (true/false) to a method of :data:`CACHED`
+    (``bmrm:cut_cache=false``: plain BMRM without the cache it uses by default);
+    ``master_rtol`` to the solver state (the master's accuracy as a fraction of the gap; 0:
+    exact); the others (``max_points``, ``violation``, ``max_streak``, ``floor``,
+    ``reference``) to the cut cache of a ``+cache`` method."""
     name, _, opts = spec.partition(":")
     cache_opts, fit_opts = {}, {}
     for item in filter(None, opts.split(",")):
         key, _, value = item.partition("=")
-        if key in ("bundle_size", "max_idle"):
+        if key == "max_idle" and value.lower() == "none":
+            fit_opts[key] = 2**62
+        elif key in ("bundle_size", "max_idle"):
             fit_opts[key] = int(float(value))
+        elif key == "master_rtol":
+            fit_opts[key] = float(value)
+        elif key == "cut_cache":
+            fit_opts[key] = value.lower() in ("1", "true", "yes")
         elif key in ("max_points", "max_streak"):
             cache_opts[key] = int(float(value))
         elif key == "violation":
@@ -128,6 +144,8 @@ def parse_method(spec: str) -> tuple[str, dict, dict]:
             raise SystemExit(f"error: unknown method option {key!r} in {spec!r}")
     if name not in METHODS and name.removesuffix("+cache") not in CACHED:
         raise SystemExit(f"error: unknown method {name!r}")
+    if "cut_cache" in fit_opts and name not in CACHED:
+        raise SystemExit(f"error: cut_cache needs one of {CACHED}: {spec!r}")
     if cache_opts and not name.endswith("+cache"):
         raise SystemExit(f"error: cache options need a +cache method: {spec!r}")
     return name, cache_opts, fit_opts
@@ -137,12 +155,34 @@ def make_method(spec: str, cache_fraction: float | None = None):
     """A method name of :data:`METHODS`, or one of :data:`CACHED` with ``+cache``: that method
     with the cut cache (a fresh object per fit; ``cache_fraction`` overrides the cache's
     memory cap, for the warm-up on tiny data), with the options of :func:`parse_method`."""
-    name, cache_opts, _ = parse_method(spec)
+    name, cache_opts, fit_opts = parse_method(spec)
     if name.endswith("+cache"):
         if cache_fraction is not None:
             cache_opts = {**cache_opts, "max_fraction": cache_fraction}
-        return METHODS[name.removesuffix("+cache")](cut_cache=CutCache(**cache_opts))
-    return name
+        method = METHODS[name.removesuffix("+cache")](cut_cache=CutCache(**cache_opts))
+    elif "cut_cache" in fit_opts:
+        method = METHODS[name](cut_cache=fit_opts["cut_cache"])
+    elif "master_rtol" in fit_opts:
+        method = METHODS[name]()
+    else:
+        return name
+    if "master_rtol" in fit_opts:
+        return _MasterAccuracy(method, fit_opts["master_rtol"])
+    return method
+
+
+class _MasterAccuracy:
+    """``method`` with the master problem solved to ``rtol`` times the gap."""
+
+    def __init__(self, method, rtol: float):
+        self.method, self.rtol = method, rtol
+
+    def step(self, state) -> None:
+        if hasattr(self.method, "master_rtol"):  # plain BMRM's own option
+            self.method.master_rtol = self.rtol
+        else:
+            state.master_rtol = self.rtol
+        self.method.step(state)
 
 
 def run_cccp(oracle, d, lam, method, max_time, max_iter, cache_fraction=None):
@@ -233,7 +273,11 @@ def run(X, y, qid, loss, lam, method, target_J, max_time, max_iter, cache_fracti
             max_time=max_time,
             method=make_method(method, cache_fraction),
             callback=callback,
-            **parse_method(method)[2],
+            **{
+                k: v
+                for k, v in parse_method(method)[2].items()
+                if k not in ("master_rtol", "cut_cache")
+            },
         )
     return hits, res
 
@@ -254,7 +298,8 @@ def main(argv=None) -> int:
         default=sorted(METHODS),
         help="names of bmrm.solver.methods.METHODS, or bmrm/level/ocas/ls-bmrm with +cache; "
         "each optionally followed by :key=value,... (bundle_size, max_idle for the fit; "
-        "max_points, violation, max_streak, floor, reference for the cut cache)",
+        "max_points, violation, max_streak, floor, reference for the cut cache; "
+        "master_rtol for the master's accuracy)",
     )
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--max-time", type=float, default=600.0)
@@ -276,8 +321,9 @@ def main(argv=None) -> int:
 
     rows = []
     for name, setting, X, y, qid, loss, lam, target_J in problems(args):
-        for method in args.methods:
-            for rep in range(args.repeats):
+        # repetitions outside, methods inside: each method sees the same spread of load
+        for rep in range(args.repeats):
+            for method in args.methods:
                 progress(f"{name} {setting} {method} repetition {rep + 1}")
                 hits, res = run(
                     X, y, qid, loss, lam, method, target_J, args.max_time, args.max_iter

@@ -563,3 +563,88 @@ def test_try_cut_threshold_follows_its_reference(reference):
         assert cache.try_cut(state, w) is taken
         assert state.bundle.size == size + taken
         assert state.n_cache_cuts == int(taken)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_plain_bmrm_uses_the_cache_by_default_where_it_applies(seed):
+    """method="bmrm" takes cache cuts by default for a per-query loss whose cache fits the
+    memory cap (20 documents per query: 4 planes per query), reaches the cvxpy optimum with a
+    gap that bounds J − J*; cut_cache=False is the cache-free fit, to the same optimum."""
+    from tests.bmrm.test_methods import ranking_problem
+
+    X, y, qid = ranking_problem(seed, n_queries=12, docs=20)
+    lam = [1e-3, 1e-2, 1e-1][seed]
+    loss = losses.get("ordinal", normalize="none")
+    J_star, D, n_q = ordinal_direct(X, y, qid, lam)
+    fits = {
+        "default": bmrm.fit(X, y, loss, qid, lam=lam, tol=1e-6, max_iter=20_000, method="bmrm"),
+        "object": bmrm.fit(X, y, loss, qid, lam=lam, tol=1e-6, max_iter=20_000,
+                           method=PlainBMRM()),
+        "off": bmrm.fit(X, y, loss, qid, lam=lam, tol=1e-6, max_iter=20_000,
+                        method=PlainBMRM(cut_cache=False)),
+    }  # fmt: skip
+    for name, model in fits.items():
+        res = model.result_
+        assert res.success, (name, res.message)
+        J = lam / 2 * res.x @ res.x + np.maximum(0, 1 - D @ res.x).sum() / n_q
+        assert J == pytest.approx(res.fun, rel=1e-10)
+        assert J - J_star <= res.gap + 1e-8
+        assert res.gap <= 1e-6 * abs(res.fun)
+        assert res.lower_bound <= J_star + 1e-7
+        assert (res.n_cache_cuts > 0) == (name != "off"), name
+    np.testing.assert_array_equal(fits["default"].result_.x, fits["object"].result_.x)
+
+
+def test_default_cache_stays_off_where_it_does_not_apply():
+    """The default ("auto") is off under the memory cap (6 documents per query leave fewer
+    than two planes per query in a quarter of X's bytes) and with the cvxpy master (the L1
+    regularizer, or master="cvxpy"): the fits equal the cache-free ones."""
+    from tests.bmrm.test_methods import ranking_problem
+
+    loss = losses.get("ordinal", normalize="none")
+    X, y, qid = ranking_problem(3, n_queries=12, docs=6)
+    cases = [({}, X, y, qid)]
+    X, y, qid = ranking_problem(4, n_queries=12, docs=20)
+    cases += [({"regularizer": "l1"}, X, y, qid), ({"master": "cvxpy"}, X, y, qid)]
+    for options, X, y, qid in cases:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            auto = bmrm.fit(X, y, loss, qid, lam=1e-2, method="bmrm", **options).result_
+            off = bmrm.fit(
+                X, y, loss, qid, lam=1e-2, method=PlainBMRM(cut_cache=False), **options
+            ).result_
+        assert auto.n_cache_cuts == 0, options
+        assert auto.nit == off.nit, options
+        np.testing.assert_array_equal(auto.x, off.x)
+
+
+@pytest.mark.parametrize("bad", [-1e-3, np.inf, np.nan, "0"])
+def test_plain_bmrm_rejects_a_bad_master_rtol(bad):
+    with pytest.raises(ValueError, match="master_rtol must be a finite number >= 0"):
+        PlainBMRM(master_rtol=bad)
+
+
+def test_plain_bmrm_master_accuracy():
+    """master_rtol None: the loop's 1e-3, with the cache on or off; a number given is kept,
+    and the fit still reaches the direct optimum with a gap that bounds J − J*."""
+    from tests.bmrm.test_methods import ranking_problem
+
+    X, y, qid = ranking_problem(5, n_queries=12, docs=20)
+    seen = {}
+
+    class Spy(PlainBMRM):
+        def step(self, state):
+            super().step(state)
+            seen.setdefault(self.key, set()).add(state.master_rtol)
+
+    loss = losses.get("ordinal", normalize="none")
+    J_star, D, n_q = ordinal_direct(X, y, qid, 1e-2)
+    options = {"on": {}, "off": {"cut_cache": False}, "exact": {"master_rtol": 0.0}}
+    for key, kwargs in options.items():
+        spy = Spy(**kwargs)
+        spy.key = key
+        res = bmrm.fit(X, y, loss, qid, lam=1e-2, tol=1e-6, method=spy).result_
+        assert res.success and (res.n_cache_cuts > 0) == (key != "off")
+        J = 0.5e-2 * res.x @ res.x + np.maximum(0, 1 - D @ res.x).sum() / n_q
+        assert J - J_star <= res.gap + 1e-8
+    assert seen == {"on": {1e-3}, "off": {1e-3}, "exact": {0.0}}
