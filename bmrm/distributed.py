@@ -216,8 +216,9 @@ def _split_loss_data(loss, loss_data, inverse, bounds):
     return out
 
 
-def _numpy_tasks(client, X, y, qid, loss, n_parts, build_args, loss_data):
-    """Partitions of in-memory input, cut at query boundaries after a stable sort by qid.
+def _numpy_tasks(client, X, y, qid, loss, nthreads, build_args, loss_data):
+    """Partitions of in-memory input, cut at query boundaries after a stable sort by qid, one
+    per worker thread (``nthreads``: address -> threads) and placed on it.
 
     The targets and loss data are first checked here as a local fit would, so errors come
     before any work is sent. Each task definition carries its rows, so the scheduler can
@@ -231,6 +232,8 @@ def _numpy_tasks(client, X, y, qid, loss, n_parts, build_args, loss_data):
     if y.dtype.kind in "biuf" and not np.all(np.isfinite(y.astype(np.float64))):
         raise ValueError("y must not contain NaN or inf")
     groups = losses.prepare(loss, y, qid, n_samples=n, **loss_data).groups
+    slots = [address for address in sorted(nthreads) for _ in range(nthreads[address])]
+    n_parts = max(1, len(slots))
     if qid is None and getattr(loss, "pointwise", False):
         ptr = np.arange(n + 1)
     else:
@@ -245,7 +248,7 @@ def _numpy_tasks(client, X, y, qid, loss, n_parts, build_args, loss_data):
     with warnings.catch_warnings():
         # carrying the rows in the task is the point: the scheduler can rebuild the partition
         warnings.filterwarnings("ignore", message="Sending large graph")
-        for (start, stop), part_data in zip(bounds, data, strict=True):
+        for p, ((start, stop), part_data) in enumerate(zip(bounds, data, strict=True)):
             rows = slice(start, stop)
             part_qid = None if qid is None else np.asarray(qid)[rows]
             tasks.append(
@@ -257,6 +260,10 @@ def _numpy_tasks(client, X, y, qid, loss, n_parts, build_args, loss_data):
                     loss,
                     *build_args,
                     part_data,
+                    # about equal rows on every worker thread (loose: a worker that has
+                    # gone is passed over when the partition is rebuilt)
+                    workers=[slots[p % len(slots)]] if slots else None,
+                    allow_other_workers=bool(slots),
                     pure=False,
                 )
             )
@@ -370,7 +377,9 @@ class DaskRiskOracle:
         must hold whole queries, else a ValueError says how to rechunk. A dask DataFrame's
         partitions are shuffled by qid when a query spans two of them. In-memory input is
         sorted by qid (stably) and cut at query boundaries into one partition per worker
-        thread.
+        thread, placed on that thread's worker. The partitions of dask input stay where Dask
+        computes them (the oracle moves no data): each worker's share of the rows is its
+        share of the work per iteration, so spread them evenly (e.g. by persisting them so).
     y : array-like, dask array or dask Series, or a column name of a DataFrame ``X``
     loss : loss object
     qid : like ``y``, or None (all rows one query; then one partition unless pointwise)
@@ -426,8 +435,8 @@ class DaskRiskOracle:
                 "with backend='dask'"
             )
         if in_memory:
-            n_parts = max(1, sum(client.nthreads().values()))
-            tasks = _numpy_tasks(client, X, y, qid, loss, n_parts, build_args, loss_data)
+            nthreads = client.nthreads()
+            tasks = _numpy_tasks(client, X, y, qid, loss, nthreads, build_args, loss_data)
         elif module.startswith("dask.array"):
             tasks = _array_tasks(client, X, y, qid, loss, build_args)
         else:

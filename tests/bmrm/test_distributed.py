@@ -444,3 +444,15 @@ def test_stale_groups_give_the_same_sums_and_are_remade(three_workers):
     np.testing.assert_array_equal(a_new, a)
     assert sorted(i for _, group in oracle.groups for i in group) == list(range(6))
     assert {address for address, _ in oracle.groups} <= set(workers)
+
+
+def test_numpy_input_puts_one_partition_on_each_worker_thread(three_workers):
+    from bmrm.distributed import DaskRiskOracle
+
+    X, y, qid = ranking_data(32, n_queries=90)
+    oracle = DaskRiskOracle(three_workers, X, y, losses.get("ordinal"), qid)
+    oracle(np.zeros(X.shape[1]))
+    assert len(oracle.partitions) == 3 and oracle.tasks == 3
+    held = three_workers.who_has(oracle.partitions)
+    assert sorted(addrs[0] for addrs in held.values()) == sorted(three_workers.nthreads())
+    assert sorted(len(group) for _, group in oracle.groups) == [1, 1, 1]
