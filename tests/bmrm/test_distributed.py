@@ -456,3 +456,34 @@ def test_numpy_input_puts_one_partition_on_each_worker_thread(three_workers):
     held = three_workers.who_has(oracle.partitions)
     assert sorted(addrs[0] for addrs in held.values()) == sorted(three_workers.nthreads())
     assert sorted(len(group) for _, group in oracle.groups) == [1, 1, 1]
+
+
+def test_oracle_regroups_after_a_worker_is_killed():
+    """A worker process killed between two calls: the next call still gives bit for bit the
+    same sums (Dask rebuilds the lost partitions elsewhere), finds that its group ran
+    elsewhere, and the call after asks where the partitions now are: only live workers."""
+    from bmrm.distributed import DaskRiskOracle
+
+    X, y, qid = ranking_data(33, n_queries=120, shuffled=False)
+    chunks = query_chunks(qid, 6)
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        Xd = da.from_array(X, chunks=(chunks, -1))
+        oracle = DaskRiskOracle(c, Xd, y, losses.get("ordinal"), qid)
+        w = np.random.default_rng(1).standard_normal(X.shape[1])
+        R, a = oracle(w)
+        victim = oracle.groups[0][0]
+        os.kill(c.run(os.getpid)[victim], signal.SIGKILL)
+        R_after, a_after = oracle(w)
+        assert oracle.groups is None
+        R_again, a_again = oracle(w)
+        alive = set(c.nthreads())
+        assert {address for address, _ in oracle.groups} <= alive - {victim}
+        assert sorted(i for _, group in oracle.groups for i in group) == list(range(6))
+    assert R_after == R and R_again == R
+    np.testing.assert_array_equal(a_after, a)
+    np.testing.assert_array_equal(a_again, a)
