@@ -2,10 +2,11 @@
 
 The data are cut into partitions that hold whole queries, and each partition lives on a
 worker as a :class:`~bmrm.solver.oracle.RiskOracle` over its rows (its ``X``, its prepared
-targets). At every iteration the client sends w to every partition, each partition returns
-its summed risk Σ_{q∈p} l(X_q w, y_q) and its Xᵀ∂l/∂f (d + 1 numbers), and the client adds
-them in partition order, divides by the global number of terms and solves the master problem
-itself. Nothing proportional to the data crosses the network after the partitions are built.
+targets). At every iteration the client sends w in one task per worker thread, which
+returns, for each partition that worker holds, its summed risk Σ_{q∈p} l(X_q w, y_q) and its
+Xᵀ∂l/∂f (d + 1 numbers); the client adds them in partition order, divides by the global
+number of terms and solves the master problem itself. Nothing proportional to the data
+crosses the network after the partitions are built.
 
 Because a query's loss only depends on that query's scores, the risk of Teo, Vishwanathan,
 Smola & Le (JMLR 11 (2010), eq. 1), R(w) = (1/n) Σ_p Σ_{q∈p} l(X_q w, y_q), and its
@@ -32,6 +33,11 @@ from losses._threads import thread_limit
 
 __all__ = ["DaskRiskOracle"]
 
+# One risk task per worker thread and iteration, evaluating the partitions that worker holds
+# (True), or one task per partition (False: the scheduler's and client's work per iteration
+# then grows with the number of partitions; kept to measure that cost against).
+GROUP_TASKS = True
+
 # Threads of a partition task's kernels. Dask runs one task per worker thread and sets OpenMP
 # and BLAS to one thread in its worker processes; kernels spread by every task over numba's
 # count (all the machine's cores, whatever NUMBA_NUM_THREADS the workers were meant to get
@@ -47,15 +53,11 @@ class _Partition:
         self.n_rows = n_rows
         self.nbytes = nbytes
 
-
-def _register_sizeof() -> None:
-    # Dask's scheduler keeps tasks next to their data by its size: report the partition's
-    # arrays, or a partition would look free to move.
-    from dask.sizeof import sizeof
-
-    @sizeof.register(_Partition)
-    def _sizeof_partition(part: _Partition) -> int:
-        return part.nbytes
+    def __sizeof__(self) -> int:
+        # Dask measures results by ``sys.getsizeof`` unless told otherwise, in every process
+        # (the workers' too): report the partition's arrays, so that the scheduler keeps tasks
+        # next to them and the workers' memory accounting sees them
+        return self.nbytes
 
 
 def _as_matrix(X):
@@ -98,14 +100,47 @@ def _partition_risk(part: _Partition, w: np.ndarray) -> tuple[float, np.ndarray]
     return R * n_terms, a * n_terms
 
 
+def _worker_address() -> str | None:
+    from distributed import get_worker
+
+    try:
+        return get_worker().address
+    except ValueError:  # not on a worker
+        return None
+
+
+def _group_risk(w: np.ndarray, *parts: _Partition) -> tuple[str | None, np.ndarray]:
+    """The summed risks and Σ Xᵀ∂l/∂f of ``parts``, one row ``[R_p, a_p]`` per partition in
+    the order given, and the address of the worker that ran the task."""
+    out = np.empty((len(parts), 0 if not parts else 1 + parts[0].oracle.n_features))
+    for row, part in zip(out, parts, strict=True):
+        R, a = _partition_risk(part, w)
+        row[0] = R
+        row[1:] = a
+    return _worker_address(), out
+
+
 def _derived_partition(part: _Partition, oracle: RiskOracle) -> _Partition:
     # the new oracle shares the partition's X, whose size it reports as the original does,
     # so the scheduler keeps it where that X is
     return _Partition(oracle, part.n_rows, part.nbytes)
 
 
-def _release_partition(part: _Partition) -> None:
-    part.oracle.release()
+def _release_group(*parts: _Partition) -> None:
+    for part in parts:
+        part.oracle.release()
+
+
+def _balanced(indices: list[int], rows: list[int], n_bins: int) -> list[list[int]]:
+    """``indices`` split into at most ``n_bins`` non-empty lists of about equal rows (largest
+    first into the lightest bin), each list in increasing order."""
+    bins: list[list[int]] = [[] for _ in range(max(1, min(n_bins, len(indices))))]
+    load = [0] * len(bins)
+    for i in sorted(indices, key=lambda i: (-rows[i], i)):
+        b = load.index(min(load))
+        bins[b].append(i)
+        load[b] += rows[i]
+    return [sorted(b) for b in bins]
 
 
 def _convexified_partition(part: _Partition, w: np.ndarray) -> _Partition:
@@ -181,8 +216,9 @@ def _split_loss_data(loss, loss_data, inverse, bounds):
     return out
 
 
-def _numpy_tasks(client, X, y, qid, loss, n_parts, build_args, loss_data):
-    """Partitions of in-memory input, cut at query boundaries after a stable sort by qid.
+def _numpy_tasks(client, X, y, qid, loss, nthreads, build_args, loss_data):
+    """Partitions of in-memory input, cut at query boundaries after a stable sort by qid, one
+    per worker thread (``nthreads``: address -> threads) and placed on it.
 
     The targets and loss data are first checked here as a local fit would, so errors come
     before any work is sent. Each task definition carries its rows, so the scheduler can
@@ -196,6 +232,8 @@ def _numpy_tasks(client, X, y, qid, loss, n_parts, build_args, loss_data):
     if y.dtype.kind in "biuf" and not np.all(np.isfinite(y.astype(np.float64))):
         raise ValueError("y must not contain NaN or inf")
     groups = losses.prepare(loss, y, qid, n_samples=n, **loss_data).groups
+    slots = [address for address in sorted(nthreads) for _ in range(nthreads[address])]
+    n_parts = max(1, len(slots))
     if qid is None and getattr(loss, "pointwise", False):
         ptr = np.arange(n + 1)
     else:
@@ -210,7 +248,7 @@ def _numpy_tasks(client, X, y, qid, loss, n_parts, build_args, loss_data):
     with warnings.catch_warnings():
         # carrying the rows in the task is the point: the scheduler can rebuild the partition
         warnings.filterwarnings("ignore", message="Sending large graph")
-        for (start, stop), part_data in zip(bounds, data, strict=True):
+        for p, ((start, stop), part_data) in enumerate(zip(bounds, data, strict=True)):
             rows = slice(start, stop)
             part_qid = None if qid is None else np.asarray(qid)[rows]
             tasks.append(
@@ -222,6 +260,10 @@ def _numpy_tasks(client, X, y, qid, loss, n_parts, build_args, loss_data):
                     loss,
                     *build_args,
                     part_data,
+                    # about equal rows on every worker thread (loose: a worker that has
+                    # gone is passed over when the partition is rebuilt)
+                    workers=[slots[p % len(slots)]] if slots else None,
+                    allow_other_workers=bool(slots),
                     pure=False,
                 )
             )
@@ -335,7 +377,9 @@ class DaskRiskOracle:
         must hold whole queries, else a ValueError says how to rechunk. A dask DataFrame's
         partitions are shuffled by qid when a query spans two of them. In-memory input is
         sorted by qid (stably) and cut at query boundaries into one partition per worker
-        thread.
+        thread, placed on that thread's worker. The partitions of dask input stay where Dask
+        computes them (the oracle moves no data): each worker's share of the rows is its
+        share of the work per iteration, so spread them evenly (e.g. by persisting them so).
     y : array-like, dask array or dask Series, or a column name of a DataFrame ``X``
     loss : loss object
     qid : like ``y``, or None (all rows one query; then one partition unless pointwise)
@@ -352,12 +396,20 @@ class DaskRiskOracle:
 
     Notes
     -----
-    Per call: one task per partition carrying w (8·d bytes) and returning d + 1 numbers;
-    the client adds the returns in partition order, so the result does not depend on which
-    worker finished first. Partition objects report their size to Dask, whose scheduler
-    then runs each task where its partition is. A task runs its kernels on its own thread
-    (``TASK_THREADS``): the parallelism is the workers' threads and processes, as for
-    Dask's own tasks, so give a worker as many threads as the cores it should use.
+    Per call: one task per worker thread, which evaluates the partitions that worker holds
+    (its partition futures are the task's dependencies, so no data moves) and returns one
+    row ``[R_p, a_p]`` (d + 1 numbers) per partition; w (8·d bytes) travels inside each
+    task. The client adds the rows in partition order, so the result does not depend on the
+    grouping, on which worker ran what or on which task finished first. Grouping by worker
+    keeps the scheduler's and client's work per iteration (a few milliseconds of CPU per
+    task) independent of the number of partitions. The groups come from
+    ``client.who_has`` at the first call and again after a task ran elsewhere than its
+    group's worker (a worker died and Dask rebuilt its partitions elsewhere, or a partition
+    was lost): the restriction to a worker is loose, so such a call still completes, with
+    Dask moving what it must. Partition objects report their size to Dask. A task runs its
+    kernels on its own thread (``TASK_THREADS``): the parallelism is the workers' threads
+    and processes, as for Dask's own tasks, so give a worker as many threads as the cores it
+    should use. ``calls`` and ``tasks`` count the calls and the risk tasks submitted.
     """
 
     def __init__(
@@ -372,7 +424,6 @@ class DaskRiskOracle:
         intercept_scaling=1.0,
         **loss_data,
     ):
-        _register_sizeof()
         self.client = client
         self.loss = loss
         build_args = (bool(fit_intercept), float(intercept_scaling))
@@ -384,8 +435,8 @@ class DaskRiskOracle:
                 "with backend='dask'"
             )
         if in_memory:
-            n_parts = max(1, sum(client.nthreads().values()))
-            tasks = _numpy_tasks(client, X, y, qid, loss, n_parts, build_args, loss_data)
+            nthreads = client.nthreads()
+            tasks = _numpy_tasks(client, X, y, qid, loss, nthreads, build_args, loss_data)
         elif module.startswith("dask.array"):
             tasks = _array_tasks(client, X, y, qid, loss, build_args)
         else:
@@ -393,6 +444,7 @@ class DaskRiskOracle:
         info = client.gather(client.map(_partition_info, tasks, pure=False))
         keep = [i for i, (rows, _, _) in enumerate(info) if rows > 0]
         self.partitions = [tasks[i] for i in keep]
+        self.rows = [info[i][0] for i in keep]
         if not self.partitions:
             raise ValueError("X has no rows")
         widths = {info[i][2] for i in keep}
@@ -404,61 +456,130 @@ class DaskRiskOracle:
         # the precision of the products, which bounds how well planes and values agree
         dtypes = list(getattr(X, "dtypes", [])) or [getattr(X, "dtype", np.float64)]
         self.dtype = np.result_type(*dtypes)
+        self.group_tasks = GROUP_TASKS
+        self.groups = None  # [(worker address or None, partition indices)], made on first use
         self.calls = 0
+        self.tasks = 0
         self.seconds = 0.0
+
+    def _group(self) -> list[tuple[str | None, list[int]]]:
+        """Partition indices per task: the partitions held by each worker, split into one
+        list per worker thread of about equal rows (``client.who_has``, one scheduler round
+        trip). A partition held by no worker (lost with its worker and not yet rebuilt) gets
+        a task of its own, which the scheduler places where it rebuilds it."""
+        if not self.group_tasks:
+            return [(None, [i]) for i in range(len(self.partitions))]
+        who_has = self.client.who_has(self.partitions)
+        nthreads = self.client.nthreads()
+        held: dict[str, list[int]] = {}
+        load: dict[str, int] = {}
+        lost = []
+        for i, part in enumerate(self.partitions):
+            holders = [a for a in who_has.get(part.key, ()) if a in nthreads]
+            if not holders:
+                lost.append(i)
+                continue
+            # a partition held twice (copied after a failure) goes to the lighter holder
+            address = min(holders, key=lambda a: (load.get(a, 0), a))
+            held.setdefault(address, []).append(i)
+            load[address] = load.get(address, 0) + self.rows[i]
+        groups = [
+            (address, chunk)
+            for address in sorted(held)
+            for chunk in _balanced(held[address], self.rows, nthreads[address])
+        ]
+        return groups + [(None, [i]) for i in lost]
+
+    def _submit_groups(self, function, *args) -> list:
+        """One task per group: ``function(*args, *partitions of the group)`` on the group's
+        worker (a loose restriction: a worker that has died is passed over)."""
+        if self.groups is None:
+            self.groups = self._group()
+        return [
+            self.client.submit(
+                function,
+                *args,
+                *[self.partitions[i] for i in indices],
+                workers=None if address is None else [address],
+                allow_other_workers=address is not None,
+                pure=False,
+            )
+            for address, indices in self.groups
+        ]
 
     def __call__(self, w: np.ndarray):
         """Return ``(R(w), a)`` with ``a`` a subgradient of R at ``w``."""
         start = time.perf_counter()
         w = np.ascontiguousarray(w, dtype=np.float64)
-        futures = [
-            self.client.submit(_partition_risk, part, w, pure=False) for part in self.partitions
-        ]
+        futures = self._submit_groups(_group_risk, w)
+        groups = self.groups
+        rows = [None] * len(self.partitions)
+        for (address, indices), (ran_on, values) in zip(
+            groups, self.client.gather(futures), strict=True
+        ):
+            if address is None or ran_on != address:
+                # a worker died or a partition was rebuilt elsewhere: ask where the
+                # partitions are before the next call (the sums do not depend on it)
+                self.groups = None
+            for i, row in zip(indices, values, strict=True):
+                rows[i] = row
+        # added in partition order, whatever the grouping and whichever task finished first
         R = 0.0
         a = np.zeros(self.n_features)
-        for R_part, a_part in self.client.gather(futures):
-            R += R_part
-            a += a_part
+        for row in rows:
+            R += row[0]
+            a += row[1:]
         self.calls += 1
+        self.tasks += len(futures)
         self.seconds += time.perf_counter() - start
         return R / self.n_terms, a / self.n_terms
 
     def _derived(self, partitions: list) -> DaskRiskOracle:
-        """An oracle over ``partitions`` (tasks on this oracle's partitions), same sizes."""
+        """An oracle over ``partitions`` (tasks on this oracle's partitions), same sizes and
+        grouping."""
         other = object.__new__(DaskRiskOracle)
         other.__dict__.update(self.__dict__)
         other.partitions = partitions
         other.calls = 0
+        other.tasks = 0
         other.seconds = 0.0
         return other
+
+    def _submit_each(self, function, *args) -> list:
+        """``function(partition, *args)`` for every partition, each on its group's worker."""
+        if self.groups is None:
+            self.groups = self._group()
+        where = {i: address for address, indices in self.groups for i in indices}
+        return [
+            self.client.submit(
+                function,
+                part,
+                *args,
+                workers=None if where[i] is None else [where[i]],
+                allow_other_workers=where[i] is not None,
+                pure=False,
+            )
+            for i, part in enumerate(self.partitions)
+        ]
 
     def convexified(self, w: np.ndarray) -> DaskRiskOracle:
         """The oracle of the convex surrogate with the latent part fixed at the scores
         X w: each partition convexifies its queries from its own scores (the partitions
         stay on their workers; only w travels)."""
         w = np.ascontiguousarray(w, dtype=np.float64)
-        return self._derived(
-            [
-                self.client.submit(_convexified_partition, part, w, pure=False)
-                for part in self.partitions
-            ]
-        )
+        return self._derived(self._submit_each(_convexified_partition, w))
 
     def initial(self) -> DaskRiskOracle | None:
         """The oracle of the loss's ``initial_loss`` on every partition, or None when the
         loss offers none."""
         if not hasattr(self.loss, "initial_loss"):
             return None
-        return self._derived(
-            [self.client.submit(_initial_partition, part, pure=False) for part in self.partitions]
-        )
+        return self._derived(self._submit_each(_initial_partition))
 
     def release(self) -> None:
         """Drop the partitions' work arrays on the workers (:meth:`RiskOracle.release`);
         waits until every partition has done so."""
-        self.client.gather(
-            [self.client.submit(_release_partition, part, pure=False) for part in self.partitions]
-        )
+        self.client.gather(self._submit_groups(_release_group))
 
     def close(self) -> None:
         """Release the partitions held by the workers."""

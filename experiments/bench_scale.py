@@ -2,7 +2,7 @@
 
     python experiments/bench_scale.py [--scale 1.0] [--lam 1e-2] [--tol 1e-3] [--out DIR]
         [--losses ordinal,ndcg@10] [--max-iter 1000] [--dask-iter 12] [--dask-rounds 1]
-        [--skip-local|--skip-dask]
+        [--skip-local|--skip-dask] [--task-modes worker,partition]
     python experiments/bench_scale.py --bandwidth [--repeats 5]
 
 1. Data: a synthetic set shaped like MSLR-WEB30K (31,531 queries of 20..219 documents, about
@@ -10,27 +10,40 @@
    blocks of whole queries with the model of ``../shared/tools/gen_ltr.py`` (written out in
    :func:`make_block`: query-shifted Gaussian features, softplus on the last quarter, graded
    labels 0..4 from global thresholds on a noisy latent score). Saved once as ``.npy`` in
-   ``--work``.
+   ``--work`` for the one-machine fits (the Dask runs make it in the workers).
 2. One machine: the ordinal loss and NDCG@10 fitted to a relative gap ``--tol`` with 1 and 2
    numba threads, each fit in a fresh process that loads X first: wall and CPU time of the
    fit (with the load average: on a shared machine CPU seconds are the steadier figure),
    iterations, oracle calls, concave-convex steps (NDCG's default latent ties), oracle and
    master time, peak RSS of the process and its peak growth during the
    fit, both against the size of X.
-3. Dask: a ``LocalCluster`` of 1 and 2 worker processes (one thread each; a partition task
-   runs its kernels on that thread) whose workers generate their own blocks (a dask array
-   of delayed blocks, so X never crosses the network); ``--dask-iter`` iterations of the
-   ordinal fit, ``--dask-rounds`` times alternating 1 and 2 workers. Reported, per
-   iteration between the first and the last iteration's callback: time (median), oracle
-   time and throughput (rows/s), the workers' CPU seconds and the partition tasks' own
-   (thread) CPU and wall seconds, rows per worker CPU-second and per task CPU-second (which
-   stay put when the machine is loaded: if two workers' rows per CPU-second match one's,
-   two workers do twice the work per CPU-second and only the cores available limit the
-   wall-clock scaling), the busiest worker's time in tasks against the iteration's, the CPU
-   of the scheduler and client (one process: ``LocalCluster`` runs the scheduler in the
-   client's process, so the two columns are the same figure), the payload (pickled w sent
-   to each partition, pickled (R, a) returned) and the loopback traffic measured with
-   psutil (an upper bound: other processes on the machine use the loopback too).
+3. Dask: a ``LocalCluster`` of 1 and 2 worker processes (one thread each; a risk task runs
+   its kernels on that thread) whose workers generate their own blocks, about the same rows
+   on each worker (so X never crosses the network, and the client never holds it); the
+   partitions are built where their blocks are. ``--dask-iter`` iterations of the ordinal
+   fit, ``--dask-rounds`` times alternating 1 and 2 workers, for each of ``--task-modes``:
+   ``worker`` (one risk task per worker thread and iteration, the oracle's default) and
+   ``partition`` (one task per partition, as the oracle did before, to compare within the
+   same run). Reported, per iteration between the first and the last iteration's callback:
+   time (median), oracle time and throughput (rows/s), risk tasks, the busiest worker's
+   share of the rows, the workers' CPU seconds and the partition evaluations' own (thread)
+   CPU and wall seconds, rows per worker CPU-second and per task CPU-second (which stay put
+   when the machine is loaded: if two workers' rows per CPU-second match one's, two workers
+   do twice the work per CPU-second and only the cores available limit the wall-clock
+   scaling), the busiest worker's time in tasks against the iteration's, the CPU of the
+   scheduler and client (one process: ``LocalCluster`` runs the scheduler in the client's
+   process) with the master problem's part and that process's CPU per second when idle, the
+   payload (pickled w sent in each task, pickled per-partition rows (R, a) returned) and
+   the loopback traffic measured with psutil (an upper bound: other processes on the
+   machine use the loopback too), and the peak RSS of the client process and of the
+   largest worker against the size of X. The summary line per task mode gives the ratio of
+   the time per iteration with 1 and 2 workers. For the timing on an idle machine::
+
+       python experiments/bench_scale.py --scale 0.5 --skip-local --dask-rounds 3
+
+   and at full size (about 2 GB of X in the workers; a few minutes)::
+
+       python experiments/bench_scale.py --scale 1 --skip-local --task-modes worker
 
 4. ``--bandwidth`` (alone): what bounds the scaling from one worker to two. One process and
    two concurrent processes (single-threaded, started together behind a barrier) run
@@ -222,15 +235,18 @@ def _process_cpu_seconds() -> float:
 
 
 def _time_partition_tasks() -> None:
-    """On a worker: wrap the partition task so that each call records (start, end, thread
-    CPU seconds, rows) in ``bmrm.distributed._bench_task_log`` (the oracle's own time, apart
-    from the worker's communication and scheduling)."""
+    """On a worker: wrap the risk task and the partition evaluation so that each call records
+    (start, end, thread CPU seconds, rows or partitions) in ``_bench_task_log`` (one entry
+    per partition: the oracle's own time, apart from the worker's communication and
+    scheduling) and ``_bench_group_log`` (one entry per task) of ``bmrm.distributed``."""
     import bmrm.distributed as distributed
 
     if hasattr(distributed, "_bench_task_log"):
         return
     log = distributed._bench_task_log = []
+    group_log = distributed._bench_group_log = []
     inner = distributed._partition_risk
+    inner_group = distributed._group_risk
 
     def timed(part, w):
         t0, c0 = time.perf_counter(), time.thread_time()
@@ -238,13 +254,52 @@ def _time_partition_tasks() -> None:
         log.append((t0, time.perf_counter(), time.thread_time() - c0, part.n_rows))
         return out
 
+    def timed_group(w, *parts):
+        t0, c0 = time.perf_counter(), time.thread_time()
+        out = inner_group(w, *parts)
+        group_log.append((t0, time.perf_counter(), time.thread_time() - c0, len(parts)))
+        return out
+
     distributed._partition_risk = timed
+    distributed._group_risk = timed_group
+    # the worker's peak RSS, sampled (ru_maxrss would count the client process the worker
+    # was started from)
+    import psutil
+
+    peak = distributed._bench_peak_rss = [0]
+    process = psutil.Process()
+
+    def sample():
+        while True:
+            peak[0] = max(peak[0], process.memory_info().rss)
+            time.sleep(0.02)
+
+    threading.Thread(target=sample, daemon=True).start()
 
 
-def _partition_task_log() -> list:
+def _partition_task_log() -> tuple[list, list]:
     import bmrm.distributed as distributed
 
-    return list(distributed._bench_task_log)
+    return list(distributed._bench_task_log), list(distributed._bench_group_log)
+
+
+def _peak_rss_bytes() -> int:
+    """The worker's peak resident set size, as sampled since ``_time_partition_tasks``."""
+    import bmrm.distributed as distributed
+
+    return max(distributed._bench_peak_rss[0], _rss_bytes())
+
+
+def _rss_bytes() -> int:
+    import psutil
+
+    return psutil.Process().memory_info().rss
+
+
+def make_qid(spec: dict, block: int) -> np.ndarray:
+    """Block ``block``'s query ids alone (as :func:`make_block`'s, without making X)."""
+    first, stop = spec["blocks"][block]
+    return np.repeat(np.arange(first, stop, dtype=np.int64), spec["sizes"][first:stop])
 
 
 def child_dask(args) -> dict:
@@ -254,13 +309,17 @@ def child_dask(args) -> dict:
     from distributed import Client, LocalCluster
 
     import bmrm
+    import bmrm.distributed
 
+    # the client side groups the tasks: one per worker thread, or one per partition
+    bmrm.distributed.GROUP_TASKS = args.tasks == "worker"
     spec = make_spec(args.scale)
     n_blocks = len(spec["blocks"])
     # a partition task runs its kernels on its own thread (bmrm.distributed.TASK_THREADS);
     # NUMBA_NUM_THREADS in ``env`` would not reach numba, which the workers import before
     # applying it (they re-import this script, whose imports import bmrm)
     with (
+        PeakRSS() as client_rss,
         LocalCluster(
             n_workers=args.workers,
             threads_per_worker=1,
@@ -273,12 +332,25 @@ def child_dask(args) -> dict:
         client.run(_time_partition_tasks)
         # the workers' own CPU while idle (event loop, heartbeats, Dask's sampling profiler)
         idle_start, idle = time.perf_counter(), client.run(_process_cpu_seconds)
+        idle_client = time.process_time()
         time.sleep(3.0)
         idle_end = client.run(_process_cpu_seconds)
+        idle_client = (time.process_time() - idle_client) / (time.perf_counter() - idle_start)
         idle_cpu = sum(idle_end[a] - idle[a] for a in idle) / (time.perf_counter() - idle_start)
-        build = dask.delayed(make_block, pure=True)
-        blocks = [build(spec, b) for b in range(n_blocks)]
         rows = spec["block_rows"]
+        # every worker makes about the same number of rows (blocks in order, each to the
+        # worker with the fewest rows so far), kept in its memory: left to the scheduler, the
+        # blocks went 70:30 at --scale 0.5, which alone bounds two workers at 1.4x. The
+        # partitions are then built where their blocks are and share their arrays.
+        load = dict.fromkeys(sorted(client.nthreads()), 0)
+        where = []
+        for r in rows:
+            where.append(min(load, key=lambda a: (load[a], a)))
+            load[where[-1]] += r
+        blocks = [
+            dask.delayed(client.submit(make_block, spec, b, workers=[where[b]], pure=False))
+            for b in range(n_blocks)
+        ]
 
         def column(i, shape, dtype):
             return da.concatenate(
@@ -288,7 +360,12 @@ def child_dask(args) -> dict:
 
         X = column(0, lambda r: (r, N_FEATURES), np.float32)
         y = column(1, lambda r: (r,), np.int8)
-        qid = column(2, lambda r: (r,), np.int64)
+        # qid from its own small tasks: the check that no query spans two partitions reads
+        # qid alone, and must not make X (twice the generation time at full size)
+        qid = da.concatenate(
+            [da.from_delayed(dask.delayed(make_qid, pure=True)(spec, b), shape=(r,),
+                             dtype=np.int64) for b, r in enumerate(rows)]
+        )  # fmt: skip
         loss = get_loss("ordinal")
         times = []
         worker_cpu, scheduler_cpu, client_cpu = [], [], []
@@ -313,34 +390,55 @@ def child_dask(args) -> dict:
                 backend="dask", client=client, callback=stamp,
             )  # fmt: skip
             total = time.perf_counter() - start
-        tasks = {addr: np.array(log) for addr, log in client.run(_partition_task_log).items()}
+        logs = client.run(_partition_task_log)
+        tasks = {addr: np.array(log).reshape(-1, 4) for addr, (log, _) in logs.items()}
+        groups = {addr: np.array(log).reshape(-1, 4) for addr, (_, log) in logs.items()}
+        worker_peak = client.run(_peak_rss_bytes)
+        worker_rss = client.run(_rss_bytes)
+        worker_rows = {
+            a: int(t[(t[:, 0] >= times[-2][0]) & (t[:, 1] <= times[-1][0]), 3].sum())
+            for a, t in tasks.items()
+        }
     r = model.result_
     oracle_per_iter = np.diff(np.r_[0.0, r.history["oracle_seconds"]])
     per_iter = np.diff([t for t, _ in times])
     lo_bytes = np.diff([c.bytes_sent for _, c in times])
     n_parts = n_blocks
-    w = np.zeros(N_FEATURES)
-    sent = n_parts * len(pickle.dumps(w))
-    returned = n_parts * len(pickle.dumps((0.0, np.zeros(N_FEATURES))))
     n = sum(rows)
+    n_timed = max(1, len(times) - 1)
+
+    def in_window(t):
+        return t[(t[:, 0] >= times[0][0]) & (t[:, 1] <= times[-1][0])]
+
+    n_tasks = sum(len(in_window(g)) for g in groups.values()) / n_timed
+    # payload: w in every task; one row [R_p, a_p] per partition back, in one array per task
+    w = np.zeros(N_FEATURES)
+    sent = round(n_tasks) * len(pickle.dumps(w))
+    per_task = max(1, round(n_parts / max(1, n_tasks)))
+    returned = round(n_tasks) * len(
+        pickle.dumps(("tcp://127.0.0.1:40000", np.zeros((per_task, N_FEATURES + 1))))
+    )
     oracle_median = statistics.median(oracle_per_iter[1:])
     from bmrm.solver.oracle import FUSED_MIN_BYTES
 
-    n_timed = max(1, len(times) - 1)
     cpu_per_iter = (worker_cpu[1] - worker_cpu[0]) / n_timed
     # the partition tasks of the timed iterations (after the first callback)
-    timed = {a: t[(t[:, 0] >= times[0][0]) & (t[:, 1] <= times[-1][0])] for a, t in tasks.items()}
+    timed = {a: in_window(t) for a, t in tasks.items()}
     task_cpu = sum(float(t[:, 2].sum()) for t in timed.values()) / n_timed
     task_wall = sum(float((t[:, 1] - t[:, 0]).sum()) for t in timed.values()) / n_timed
     # the busiest worker's time in tasks against the wall time, both between the first and last
     # iteration's callbacks
     busiest = max(float((t[:, 1] - t[:, 0]).sum()) for t in timed.values()) / n_timed
+    master_per_iter = np.diff(np.r_[0.0, r.history["master_seconds"]])
     return {
         "backend": "dask",
         "loss": "ordinal",
         "workers": args.workers,
+        "tasks": args.tasks,
         "rows": n,
         "partitions": n_parts,
+        "tasks_per_iter": n_tasks,
+        "busiest_worker_rows_share": max(worker_rows.values()) / max(1, sum(worker_rows.values())),
         "setup_s": total - float(np.sum(r.history["elapsed"][-1:])),
         "iterations": int(r.nit),
         "s_per_iter": statistics.median(per_iter),
@@ -355,7 +453,15 @@ def child_dask(args) -> dict:
         "busiest_worker_task_share": busiest * n_timed / (times[-1][0] - times[0][0]),
         "scheduler_cpu_s_per_iter": (scheduler_cpu[1] - scheduler_cpu[0]) / n_timed,
         "client_cpu_s_per_iter": (client_cpu[1] - client_cpu[0]) / n_timed,
+        "master_s_per_iter": statistics.median(master_per_iter[1:]),
+        # the scheduler's and client's CPU while idle (heartbeats, dashboard, profiler), which
+        # the per-iteration figure includes for the iteration's duration
+        "idle_client_cpu_s_per_s": idle_client,
         "load_1min": os.getloadavg()[0],
+        "X_MB": n * N_FEATURES * 4 / 2**20,
+        "client_peak_rss_MB": client_rss.peak / 2**20,
+        "worker_peak_rss_MB": max(worker_peak.values()) / 2**20,
+        "worker_rss_MB": max(worker_rss.values()) / 2**20,
         "one_pass_partitions": sum(4 * N_FEATURES * b >= FUSED_MIN_BYTES for b in rows),
         "payload_bytes_per_iter": sent + returned,
         "loopback_bytes_per_iter": float(np.median(lo_bytes)),
@@ -525,6 +631,13 @@ def main() -> None:
     parser.add_argument("--child", choices=["local", "dask"], help=argparse.SUPPRESS)
     parser.add_argument("--loss", default="ordinal", help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--tasks", default="worker", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--task-modes",
+        default="worker,partition",
+        help="risk tasks per iteration: 'worker' (one per worker thread, the oracle's default), "
+        "'partition' (one per partition, as before), or both, comma-separated",
+    )
     args = parser.parse_args()
     if args.child:
         result = child_local(args) if args.child == "local" else child_dask(args)
@@ -540,7 +653,7 @@ def main() -> None:
         return
     spec = make_spec(args.scale)
     args.work = args.work / f"scale{args.scale:g}"
-    if not (args.work / "qid.npy").exists():
+    if not args.skip_local and not (args.work / "qid.npy").exists():
         progress(f"generating {sum(spec['block_rows'])} rows into {args.work}")
         start = time.perf_counter()
         write_set(spec, args.work)
@@ -557,10 +670,11 @@ def main() -> None:
     if not args.skip_dask:
         # alternating 1 and 2 workers, so that a change of the machine's load hits both
         for rnd in range(args.dask_rounds):
-            for workers in (1, 2):
-                progress(f"dask round {rnd + 1}: {workers} worker process(es)")
-                rows.append(run_child(args, "dask", {}, workers=workers))
-                progress(str(rows[-1]))
+            for mode in args.task_modes.split(","):
+                for workers in (1, 2):
+                    progress(f"dask round {rnd + 1}: {workers} worker process(es), {mode} tasks")
+                    rows.append(run_child(args, "dask", {}, workers=workers, tasks=mode))
+                    progress(str(rows[-1]))
     args.out.mkdir(parents=True, exist_ok=True)
     write_csv(args.out / "results.csv", rows)
     local = [r for r in rows if r["backend"] == "local"]
@@ -579,29 +693,54 @@ def main() -> None:
         ))  # fmt: skip
     if remote:
         text += ["", markdown_table(
-            ["workers", "partitions (one-pass)", "setup s", "s/iter",
-             "oracle s/iter", "rows/s", "idle workers CPU s/s", "worker CPU s/iter",
-             "task CPU s/iter",
-             "rows per worker CPU-s", "rows per task CPU-s", "busiest worker in tasks",
-             "scheduler CPU s/iter", "client CPU s/iter", "load", "payload B/iter",
-             "loopback B/iter"],
-            [[r["workers"], f"{r['partitions']} ({r['one_pass_partitions']})",
+            ["workers", "tasks", "partitions (one-pass)", "tasks/iter", "busiest worker rows",
+             "setup s", "s/iter", "oracle s/iter", "rows/s", "idle workers CPU s/s",
+             "worker CPU s/iter", "task CPU s/iter", "rows per worker CPU-s",
+             "rows per task CPU-s", "busiest worker in tasks",
+             "scheduler+client CPU s/iter", "of which master s/iter",
+             "idle scheduler+client CPU s/s", "load",
+             "payload B/iter", "loopback B/iter", "X MB", "client peak RSS MB",
+             "worker peak RSS MB"],
+            [[r["workers"], r["tasks"], f"{r['partitions']} ({r['one_pass_partitions']})",
+              round(r["tasks_per_iter"], 1), f"{r['busiest_worker_rows_share']:.0%}",
               round(r["setup_s"], 1), round(r["s_per_iter"], 3), round(r["oracle_s_per_iter"], 3),
               round(r["rows_per_s"]), round(r["idle_worker_cpu_s_per_s"], 3),
               round(r["worker_cpu_s_per_iter"], 3),
               round(r["task_cpu_s_per_iter"], 3), round(r["rows_per_worker_cpu_s"]),
               round(r["rows_per_task_cpu_s"]), f"{r['busiest_worker_task_share']:.0%}",
-              round(r["scheduler_cpu_s_per_iter"], 4), round(r["client_cpu_s_per_iter"], 4),
+              round(r["client_cpu_s_per_iter"], 4), round(r["master_s_per_iter"], 4),
+              round(r["idle_client_cpu_s_per_s"], 3),
               round(r["load_1min"], 1), r["payload_bytes_per_iter"],
-              round(r["loopback_bytes_per_iter"])]
+              round(r["loopback_bytes_per_iter"]), round(r["X_MB"]),
+              round(r["client_peak_rss_MB"]), round(r["worker_peak_rss_MB"])]
              for r in remote],
         )]  # fmt: skip
-        one = [r["rows_per_s"] for r in remote if r["workers"] == 1]
-        two = [r["rows_per_s"] for r in remote if r["workers"] == 2]
-        if one and two:
+        text.append(
+            "\n(LocalCluster runs the scheduler in the client's process: scheduler+client CPU "
+            "is that process's CPU per iteration, the master problem included.)"
+        )
+        for mode in args.task_modes.split(","):
+            sel = {k: [r for r in remote if r["tasks"] == mode and r["workers"] == k]
+                   for k in (1, 2)}  # fmt: skip
+            if not (sel[1] and sel[2]):
+                continue
+
+            def med(key, k, sel=sel):
+                return statistics.median(r[key] for r in sel[k])
+
             text.append(
-                f"\noracle throughput, 2 workers / 1 worker (medians of {len(one)} and "
-                f"{len(two)} runs): {statistics.median(two) / statistics.median(one):.2f}x"
+                f"\n{mode} tasks (medians of {len(sel[1])} and {len(sel[2])} runs, load "
+                f"{min(r['load_1min'] for r in sel[1] + sel[2]):.1f}.."
+                f"{max(r['load_1min'] for r in sel[1] + sel[2]):.1f}): s/iter "
+                f"{med('s_per_iter', 1):.3f} (1 worker) / {med('s_per_iter', 2):.3f} (2 workers)"
+                f" = {med('s_per_iter', 1) / med('s_per_iter', 2):.2f}x; oracle throughput "
+                f"{med('rows_per_s', 2) / med('rows_per_s', 1):.2f}x; tasks/iter "
+                f"{med('tasks_per_iter', 1):.0f} / {med('tasks_per_iter', 2):.0f}; "
+                f"scheduler+client CPU s/iter {med('client_cpu_s_per_iter', 1):.4f} / "
+                f"{med('client_cpu_s_per_iter', 2):.4f}; worker CPU s/iter "
+                f"{med('worker_cpu_s_per_iter', 1):.3f} / {med('worker_cpu_s_per_iter', 2):.3f}; "
+                f"payload B/iter {med('payload_bytes_per_iter', 1):.0f} / "
+                f"{med('payload_bytes_per_iter', 2):.0f}"
             )
     (args.out / "results.md").write_text("\n".join(text) + "\n")
     print("\n".join(text))

@@ -327,7 +327,163 @@ def test_worker_killed_mid_fit_is_replaced(tmp_path):
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
 
+        # first without failure (after it, the replacement worker may not have joined yet, and
+        # in-memory input is cut into one partition per worker thread present)
+        undisturbed = bmrm.fit(X, y, "ordinal", qid, backend="dask", client=c, **kw)
         remote = bmrm.fit(X, y, "ordinal", qid, backend="dask", client=c, callback=kill_one, **kw)
         pids = set(c.run(os.getpid).values())
     assert killed and killed[0] not in pids  # the worker was replaced
     assert_same_fit(local, remote)
+    # the rebuilt partitions, wherever they went and however the tasks were regrouped, give
+    # the same sums in the same order as a fit without failure
+    np.testing.assert_array_equal(remote.coef_, undisturbed.coef_)
+    assert remote.result_.fun == undisturbed.result_.fun
+    assert remote.result_.nit == undisturbed.result_.nit
+
+
+def risk_task_workers(stream) -> list[str]:
+    """The workers that ran the risk tasks recorded by ``distributed.get_task_stream``."""
+    return [t["worker"] for t in stream.data if str(t["key"]).startswith("_group_risk")]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_one_risk_task_per_worker_thread_same_sums_as_per_partition_and_local(three_workers, seed):
+    """Grouping by worker: each call runs one risk task per worker (one thread each), on the
+    worker holding its partitions (none moves), and gives bit for bit the sums of one task
+    per partition, and the local oracle's to rounding, on random problems with
+    one-document queries, ties and an all-equal-label query."""
+    from bmrm.distributed import DaskRiskOracle
+    from bmrm.solver.oracle import RiskOracle
+
+    c = three_workers
+    X, y, qid = ranking_data(20 + seed, n_queries=60, shuffled=False)
+    name = ["ordinal", "ndcg", "ranknet", "listnet"][seed]
+    loss = losses.get(name, ties="increasing") if name == "ndcg" else losses.get(name)
+    chunks = query_chunks(qid, 8)
+    Xd = da.from_array(X, chunks=(chunks, -1))
+    yd = da.from_array(y, chunks=(chunks,))
+    qd = da.from_array(qid, chunks=(chunks,))
+    grouped = DaskRiskOracle(c, Xd, yd, loss, qd, fit_intercept=seed % 2 == 1)
+    single = DaskRiskOracle(c, Xd, yd, loss, qd, fit_intercept=seed % 2 == 1)
+    single.group_tasks = False
+    local = RiskOracle(X, losses.prepare(loss, y, qid), fit_intercept=seed % 2 == 1)
+    assert len(grouped.partitions) == 8
+    held = c.who_has(grouped.partitions)
+    rng = np.random.default_rng(seed)
+    for _ in range(3):
+        w = rng.standard_normal(grouped.n_features)
+        with distributed.get_task_stream(client=c) as stream:
+            R_g, a_g = grouped(w)
+        ran_on = risk_task_workers(stream)
+        R_s, a_s = single(w)
+        R_l, a_l = local(w)
+        assert R_g == R_s
+        np.testing.assert_array_equal(a_g, a_s)
+        assert R_g == pytest.approx(R_l, rel=1e-13)
+        np.testing.assert_allclose(a_g, a_l, rtol=0, atol=1e-13 * np.abs(a_l).max())
+        holders = {addrs[0] for addrs in held.values()}
+        assert sorted(ran_on) == sorted(holders)  # one task per worker holding partitions
+    assert grouped.calls == 3 and grouped.tasks == 3 * len(holders)
+    assert single.tasks == 3 * 8
+    # every group's partitions are held by its worker, and no partition was copied
+    assert c.who_has(grouped.partitions) == held
+    for address, indices in grouped.groups:
+        assert {held[grouped.partitions[i].key][0] for i in indices} == {address}
+
+
+def test_two_threads_per_worker_give_two_balanced_tasks():
+    from bmrm.distributed import DaskRiskOracle
+
+    X, y, qid = ranking_data(30, n_queries=80, shuffled=False)
+    chunks = query_chunks(qid, 6)
+    loss = losses.get("ordinal")
+    with (
+        distributed.LocalCluster(
+            n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0"
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        Xd = da.from_array(X, chunks=(chunks, -1))
+        oracle = DaskRiskOracle(c, Xd, y, loss, qid)
+        R, a = oracle(np.ones(X.shape[1]))
+        assert oracle.tasks == 2
+        indices = sorted(i for _, group in oracle.groups for i in group)
+        assert indices == list(range(6))
+        loads = [sum(oracle.rows[i] for i in group) for _, group in oracle.groups]
+        assert max(loads) - min(loads) <= max(oracle.rows)
+    from bmrm.solver.oracle import RiskOracle
+
+    R_l, a_l = RiskOracle(X, losses.prepare(loss, y, qid))(np.ones(X.shape[1]))
+    assert R == pytest.approx(R_l, rel=1e-13)
+    np.testing.assert_allclose(a, a_l, rtol=0, atol=1e-13 * np.abs(a_l).max())
+
+
+def test_stale_groups_give_the_same_sums_and_are_remade(three_workers):
+    """Groups that no longer match where the partitions are (a group straddling workers, a
+    group on a worker that has gone) still give the same sums, and a task that ran
+    elsewhere than its group's worker makes the oracle ask where the partitions are."""
+    from bmrm.distributed import DaskRiskOracle
+
+    c = three_workers
+    X, y, qid = ranking_data(31, n_queries=60, shuffled=False)
+    chunks = query_chunks(qid, 6)
+    Xd = da.from_array(X, chunks=(chunks, -1))
+    oracle = DaskRiskOracle(c, Xd, y, losses.get("ordinal"), qid)
+    w = np.random.default_rng(0).standard_normal(X.shape[1])
+    R, a = oracle(w)
+    workers = sorted(c.nthreads())
+    # partitions 0..2 pinned to a worker that holds at most some of them; 3..5 to one that
+    # does not exist (the restriction is loose, so they run where Dask decides)
+    oracle.groups = [(workers[0], [0, 1, 2]), ("tcp://127.0.0.1:9", [3, 4, 5])]
+    R_stale, a_stale = oracle(w)
+    assert R_stale == R
+    np.testing.assert_array_equal(a_stale, a)
+    assert oracle.groups is None  # to be remade at the next call
+    R_new, a_new = oracle(w)
+    assert R_new == R
+    np.testing.assert_array_equal(a_new, a)
+    assert sorted(i for _, group in oracle.groups for i in group) == list(range(6))
+    assert {address for address, _ in oracle.groups} <= set(workers)
+
+
+def test_numpy_input_puts_one_partition_on_each_worker_thread(three_workers):
+    from bmrm.distributed import DaskRiskOracle
+
+    X, y, qid = ranking_data(32, n_queries=90)
+    oracle = DaskRiskOracle(three_workers, X, y, losses.get("ordinal"), qid)
+    oracle(np.zeros(X.shape[1]))
+    assert len(oracle.partitions) == 3 and oracle.tasks == 3
+    held = three_workers.who_has(oracle.partitions)
+    assert sorted(addrs[0] for addrs in held.values()) == sorted(three_workers.nthreads())
+    assert sorted(len(group) for _, group in oracle.groups) == [1, 1, 1]
+
+
+def test_oracle_regroups_after_a_worker_is_killed():
+    """A worker process killed between two calls: the next call still gives bit for bit the
+    same sums (Dask rebuilds the lost partitions elsewhere), finds that its group ran
+    elsewhere, and the call after asks where the partitions now are: only live workers."""
+    from bmrm.distributed import DaskRiskOracle
+
+    X, y, qid = ranking_data(33, n_queries=120, shuffled=False)
+    chunks = query_chunks(qid, 6)
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        Xd = da.from_array(X, chunks=(chunks, -1))
+        oracle = DaskRiskOracle(c, Xd, y, losses.get("ordinal"), qid)
+        w = np.random.default_rng(1).standard_normal(X.shape[1])
+        R, a = oracle(w)
+        victim = oracle.groups[0][0]
+        os.kill(c.run(os.getpid)[victim], signal.SIGKILL)
+        R_after, a_after = oracle(w)
+        assert oracle.groups is None
+        R_again, a_again = oracle(w)
+        alive = set(c.nthreads())
+        assert {address for address, _ in oracle.groups} <= alive - {victim}
+        assert sorted(i for _, group in oracle.groups for i in group) == list(range(6))
+    assert R_after == R and R_again == R
+    np.testing.assert_array_equal(a_after, a)
+    np.testing.assert_array_equal(a_again, a)
