@@ -39,12 +39,16 @@ already normalised per query to [0, 1].
 
 ``--grid KEY=V1,V2`` tunes parameters of the structured losses (``ndcg*``, ``neru*``; for
 example ``discount=log2,original`` (``original`` is the LETOR tool's discount),
-``truncate_c=false,true``, ``c=power,dcg``, ``k=5,10``, ``ties=latent,pairs``) jointly with
-lam: every combination of the grid is fitted for every lam, and the validation measure
-chooses the pair per fold (ties go to the later combination, lams visited ascending).
-Repeating ``--grid`` tunes over the union of the grids, in the given order (for example
-``--grid ties=latent c=power,dcg --grid ties=pairs``: ``c`` is not a parameter of the pairs
-formulation, so it is not crossed with it); a combination given twice is fitted once.
+``truncate_c=false,true``, ``c=power,dcg``, ``k=5,10``, ``ties=latent,pairs``,
+``gain=exp,linear`` (the gain the loss trains with, 2^y − 1 or y; the measures keep the
+LETOR tool's 2^y − 1)) jointly with lam: every combination of the grid is fitted for every
+lam, and the validation measure chooses the pair per fold (ties go to the later
+combination, lams visited ascending). Repeating ``--grid`` tunes over the union of the
+grids, in the given order (for example ``--grid ties=latent c=power,dcg --grid
+ties=pairs``: ``c`` is not a parameter of the pairs formulation, so it is not crossed with
+it); a combination given twice is fitted once. Every combination is checked against every
+structured loss of the run before any fit: an unknown parameter or a bad value is an
+argument error naming it.
 
 A constant feature is not offered: every structured and pairwise loss here depends on the
 scores of a query only through their differences (its subgradient in f sums to zero over
@@ -188,6 +192,26 @@ def parse_grid(groups) -> list[dict]:
             grid = [{**g, key: value(v)} for g in grid for v in values.split(",")]
         union += [g for g in grid if g not in union]
     return union
+
+
+def check_grid(grid: list[dict], methods) -> None:
+    """Build every structured loss of ``methods`` with every combination of ``grid``.
+
+    Raises ``ValueError`` naming the combination, the method and the loss's complaint (an
+    unknown parameter, such as ``gain`` for a NERU loss, or a value out of range), so that a
+    bad ``--grid`` stops the run before any fit.
+    """
+    for method in methods:
+        name, base = METHODS[method]
+        if name not in STRUCTURED:
+            continue
+        for params in grid:
+            try:
+                losses.get(name, **{**base, **params})
+            except (TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"--grid setting {grid_text(params)} is not valid for {method}: {exc}"
+                ) from None
 
 
 def grid_option_text(groups) -> str:
@@ -498,6 +522,10 @@ def main(argv=None) -> int:
     mq2008 = args.dataset == "mq2008"
     tuned = len(grid) > 1
     losses_run = args.losses or (("ordinal", "squared") if quick else LOSSES)
+    try:
+        check_grid(grid, losses_run)
+    except ValueError as exc:
+        parser.error(str(exc))
     lams = tuple(args.lams or ((1e-2, 1e-1) if quick else LAMS))
     five_folds = args.dataset in ("mq2008", "trec-news-2018")
     folds = tuple(args.folds or ((1,) if quick or not five_folds else (1, 2, 3, 4, 5)))
