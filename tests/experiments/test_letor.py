@@ -318,6 +318,54 @@ def test_bad_grid_item_is_an_argument_error(tmp_path, shared_data):
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize(
+    ("losses_run", "item", "message"),
+    [
+        # NERU has no gain parameter: the combination is refused for it, not skipped
+        (
+            ("ordinal", "neru"),
+            "gain=exp,linear",
+            "--grid setting gain=exp is not valid for neru: NERULoss.__init__() got an "
+            "unexpected keyword argument 'gain'",
+        ),
+        (
+            ("ndcg", "ndcg-pairs"),
+            "gain=exp,cubic",
+            "--grid setting gain=cubic is not valid for ndcg: gain must be 'exp' or "
+            "'linear'; got 'cubic'",
+        ),
+        (
+            ("ndcg",),
+            "gains=linear",
+            "--grid setting gains=linear is not valid for ndcg: NDCGLoss.__init__() got an "
+            "unexpected keyword argument 'gains'",
+        ),
+    ],
+)
+def test_invalid_grid_setting_is_an_argument_error(
+    tmp_path, shared_data, losses_run, item, message
+):
+    """Every combination of the grid is built for every structured loss of the run before
+    any fit: an unknown parameter or a bad value stops the run with the combination, the
+    method and the reason named, and nothing written."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "experiments/letor.py", "--out", str(out), "--losses", *losses_run]
+        + ["--grid", item],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert "warm-up" not in proc.stderr
+    assert not out.exists()
+
+
 @pytest.fixture(scope="module")
 def trec_run(tmp_path_factory):
     data = real_data()
