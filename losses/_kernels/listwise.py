@@ -139,7 +139,8 @@ def _candidates(lq, order, m, n_top, n_levels, tree, cand, cand_rank):
     return n_cand
 
 
-@njit(**INNER)
+# inlined into its only caller, like _query_loss
+@njit(inline="always", **INNER)
 def _chain_workspace(n_nodes, n_heap):
     """Arrays of the chain flow: potentials, distances, predecessors, settled flags and
     list, and a binary heap (keys, nodes)."""
@@ -400,7 +401,14 @@ def _truncated_order(
     return n_union
 
 
-@njit(**INNER)
+# inline="always": numba inlines this body into structured_loss before typing, so LLVM
+# optimises the per-query code and the callees linked into it (the chain flow, the
+# assignment, the sort) once, in the kernel, instead of once here and again in the kernel
+# that calls it: measured from an empty cache, about 2 s less CPU for the first NDCG@10
+# fit's compilation. Inlining the chain flow or the small helpers (heap, Fenwick tree)
+# the same way made the compilation slower: their bodies are then typed and optimised
+# again at every call site.
+@njit(inline="always", **INNER)
 def _query_loss(
     fq,
     bq,
@@ -700,7 +708,8 @@ def pessimistic_metric(q_start, q_stop, f, query_ptr, gain, inv_norm, a, values)
 # The latent tie-breaking: σ chosen best for the scores, and a loss with σ's weights given.
 
 
-@njit(**INNER)
+# inlined into its only caller, like _query_loss: one compilation instead of two
+@njit(inline="always", **INNER)
 def _latent_ideal_weights(lq, tq, n_levels, c, counts, sigma, out):
     """``out[d]``: mean of ``c`` over the positions that d's tie group holds in σ.
 
