@@ -56,6 +56,7 @@ evaluations on scores, with no further pass over X.
 from __future__ import annotations
 
 import math
+import numbers
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -446,10 +447,12 @@ class PlainBMRM:
     def __init__(self, cut_cache="auto", master_rtol: float | None = None):
         self.cache, self._cache_required = make_cut_cache(cut_cache)
         if master_rtol is not None and not (
-            isinstance(master_rtol, (int, float)) and 0.0 <= master_rtol < math.inf
+            isinstance(master_rtol, numbers.Real)
+            and not isinstance(master_rtol, bool)
+            and 0.0 <= master_rtol < math.inf
         ):
             raise ValueError(f"master_rtol must be a finite number >= 0; got {master_rtol!r}")
-        self.master_rtol = master_rtol
+        self.master_rtol = None if master_rtol is None else float(master_rtol)
 
     def step(self, state: SolverState) -> None:
         cache = self.cache

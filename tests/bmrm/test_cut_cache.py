@@ -618,10 +618,14 @@ def test_default_cache_stays_off_where_it_does_not_apply():
         np.testing.assert_array_equal(auto.x, off.x)
 
 
-@pytest.mark.parametrize("bad", [-1e-3, np.inf, np.nan, "0"])
+@pytest.mark.parametrize("bad", [-1e-3, np.inf, np.nan, "0", True])
 def test_plain_bmrm_rejects_a_bad_master_rtol(bad):
     with pytest.raises(ValueError, match="master_rtol must be a finite number >= 0"):
         PlainBMRM(master_rtol=bad)
+
+
+def test_plain_bmrm_takes_numpy_master_rtol():
+    assert PlainBMRM(master_rtol=np.float32(0.25)).master_rtol == 0.25
 
 
 def test_plain_bmrm_master_accuracy():
