@@ -23,6 +23,8 @@ Both stop on the simplex KKT condition max_{α_i>0} ∇_i − min_j ∇_j ≤ to
 distance of the objective to its minimum.
 """
 
+import types as types_module
+
 import numpy as np
 from numba import njit, types
 
@@ -534,12 +536,49 @@ def master_step(G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S
     violation, tol : float
         The KKT violation reached and the one asked for, both in the scale of Q.
     """
-    from bmrm.solver.compile_ahead import wait
+    from bmrm.solver import compile_ahead
 
-    wait()  # for a helper process compiling _master_step into the cache, if one runs
-    return _master_step(
-        G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S_ids, meta, alpha
-    )
+    step = _master_step
+    if (
+        not _master_step.overloads
+        and k * (k + A.shape[1]) <= INTERPRET_MAX
+        and compile_ahead.running()
+    ):
+        # a helper process is compiling _master_step into the cache: meanwhile its Python
+        # source runs here, with the same result (see _interpreted)
+        step = _interpreted("_master_step")
+    else:
+        compile_ahead.wait()  # for that helper, if one runs
+    return step(G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S_ids, meta, alpha)
+
+
+# Largest bundle, in entries of A and G (k·(k + d)), that master_step solves by the
+# interpreter while the compiled solver is not yet available: about 30 ms per solve
+INTERPRET_MAX = 200_000
+_python_namespace: dict | None = None
+
+
+def _interpreted(name: str):
+    """The Python function of this module's compiled function ``name``, calling the Python
+    functions of the compiled functions it uses: the same source, run by the interpreter.
+
+    The result is the compiled function's, bit for bit: numba compiles these functions
+    without fast-math, so every floating-point operation is the IEEE one that Python and
+    NumPy's scalars perform, in the same order (``np.sqrt`` and ``np.hypot`` are NumPy's own
+    on both sides). ``tests/bmrm/test_qp.py`` compares the two on random and degenerate
+    bundles, and whole fits.
+    """
+    global _python_namespace
+    if _python_namespace is None:
+        namespace = dict(globals())
+        for key, value in globals().items():
+            func = getattr(value, "py_func", None)
+            if func is not None and getattr(func, "__module__", None) == __name__:
+                namespace[key] = types_module.FunctionType(
+                    func.__code__, namespace, key, func.__defaults__, func.__closure__
+                )
+        _python_namespace = namespace
+    return _python_namespace[name]
 
 
 @njit(cache=True)
