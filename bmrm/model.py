@@ -570,7 +570,7 @@ def fit(
         w0 = check_w0(w0, d if shape == (d,) else n_params, fit_intercept)
     if regularizer.qp and master in ("auto", "qp") and not nonconvex:
         # with a cold cache a second process compiles the master QP meanwhile
-        compile_ahead.start()
+        compile_ahead.start(ordinal=getattr(loss_obj, "latent", False) and w0 is None)
     clock = CompileClock()
     if backend == "local":
         with clock:

@@ -64,15 +64,30 @@ def _watch():
     os._exit(0)
 
 threading.Thread(target=_watch, daemon=True).start()
-spec = importlib.util.spec_from_file_location("bmrm.solver.qp", sys.argv[1])
+qp_path, cache_path, root, ordinal_cache = sys.argv[1:5]
+if ordinal_cache:
+    # the ordinal loss's kernels, by one call on a tiny problem: the argument types of a
+    # fit's calls (queries shorter than the radix-sort threshold)
+    try:
+        sys.path.insert(0, root)
+        import numpy as np
+        from losses._kernels.ordinal import ordinal_pairs
+        from losses.ordinal import OrdinalLoss
+        if ordinal_pairs._cache.cache_path == ordinal_cache:
+            loss = OrdinalLoss()
+            loss.loss_grad(np.zeros(4), loss.validate(np.array([0, 1, 0, 1]), [0, 2, 4]))
+    except Exception:
+        pass  # the fit's process compiles them itself
+    finally:
+        sys.path.remove(root)
+spec = importlib.util.spec_from_file_location("bmrm.solver.qp", qp_path)
 qp = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(qp)
-if qp._master_step._cache.cache_path != sys.argv[2]:
+if qp._master_step._cache.cache_path != cache_path:
     os._exit(3)
 qp._master_step.compile(qp.MASTER_STEP_TYPES)
 os._exit(0)
 """
-
 _lock = threading.Lock()
 _helper: subprocess.Popen | None = None
 _helper_parent = -1  # the process that started _helper (a forked child cannot wait for it)
@@ -106,9 +121,26 @@ def _needs_compiling(dispatcher, types) -> str | None:
     return cache.cache_path
 
 
-def start() -> None:
-    """Start the helper if the QP needs compiling (module docstring); returns at once."""
+def _ordinal_cache() -> str:
+    """The cache folder of the ordinal loss's kernels, or "" when the helper should leave
+    them alone (compiled in this process already, or no usable cache)."""
+    from losses._kernels.ordinal import ordinal_pairs
+
+    cache = getattr(ordinal_pairs, "_cache", None)
+    if ordinal_pairs.overloads or cache is None or not hasattr(cache, "cache_path"):
+        return ""
+    return cache.cache_path
+
+
+def start(ordinal: bool = False) -> None:
+    """Start the helper if the QP needs compiling (module docstring); returns at once.
+
+    ``ordinal=True`` has it compile the ordinal loss's kernels first, for the concave-convex
+    procedure's starting problem, which needs them only after this process has compiled the
+    latent loss's.
+    """
     global _helper, _helper_parent
+    import losses
     from bmrm.solver import qp
 
     if not sys.executable or getattr(sys, "frozen", False):  # no interpreter to run it
@@ -124,8 +156,10 @@ def start() -> None:
             return
         _helper_parent = os.getpid()
         try:
+            root = os.path.dirname(os.path.dirname(os.path.abspath(losses.__file__)))
+            ordinal_cache = _ordinal_cache() if ordinal else ""
             _helper = subprocess.Popen(
-                [sys.executable, "-c", _HELPER, qp.__file__, cache_path],
+                [sys.executable, "-c", _HELPER, qp.__file__, cache_path, root, ordinal_cache],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
