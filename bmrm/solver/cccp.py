@@ -248,6 +248,8 @@ def minimize_cccp(
             if calls is not None:
                 oracle.calls = calls
         if initial is not None:
+            # the helper compiles the starting loss's kernels (the ordinal loss's), if asked
+            compile_ahead.wait_ordinal()
             res = minimize_bmrm(
                 initial,
                 n_features,

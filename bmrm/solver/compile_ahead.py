@@ -1,15 +1,20 @@
 """Compile the master QP in a second process while this one compiles the loss kernels.
 
 With an empty numba cache the first fit compiles the master QP (:func:`bmrm.solver.qp.
-master_step`, about 5 CPU seconds) and the loss kernels, one after the other on one core.
-The QP's argument types never change, so at the start of a fit :func:`start` can hand it to
-a helper process (``python`` running :data:`_HELPER`) that compiles it into numba's on-disk
-cache, while this process goes on to compile the loss kernels for the first oracle call. The
-first master solve then waits for the helper (:func:`wait`) and loads the QP from the cache:
-the same machine code as compiled here, so results do not change. While the helper runs
-(:func:`running`), the concave-convex procedure, whose starting problem needs the QP before
-the latent loss, evaluates the latent loss once first, so that its kernels compile here
-meanwhile.
+master_step`, about 6 CPU seconds) and the loss kernels. The QP's argument types never
+change, so at the start of a fit :func:`start` can hand it to a helper process (``python``
+running :data:`_HELPER`) that compiles it into numba's on-disk cache, while this process
+goes on to compile the loss kernels for the first oracle call. Until the helper is done
+(:func:`running`), :func:`~bmrm.solver.qp.master_step` solves the master problems with the
+QP's own Python source (bit for bit the compiled result); after that it loads the compiled
+QP from the cache. A bundle too large for the interpreter waits for the helper instead
+(:func:`wait`).
+
+For a latent loss (the concave-convex procedure, :mod:`bmrm.solver.cccp`) the helper first
+compiles the ordinal loss's kernels, which the procedure's starting problem needs only after
+this process has compiled the latent loss's (``start(ordinal=True)``): the procedure
+evaluates the latent loss once first while the helper runs, then waits for the helper's
+word that the ordinal kernels are in the cache (:func:`wait_ordinal`) and loads them.
 
 The helper is started only when all of the following hold, so that a warm cache or an
 unsuitable set-up costs nothing but a look at the cache index:
@@ -22,31 +27,36 @@ unsuitable set-up costs nothing but a look at the cache index:
 * the environment variable ``BMRM_COMPILE_AHEAD`` is not ``0``; ``1`` skips the test of
   the load (the helper then starts whenever the QP needs compiling).
 
-Measured on the demo's data on a 2-CPU machine, first fit from an empty cache, wall seconds,
-helper off / on, two runs each, interleaved: idle machine (load average below 1.6) ordinal
-10.5 / 7.3, latent NDCG@10 20.5 / 15.3, NERU 17.9 / 12.4; with other work running (load
-average 2–5, both CPUs busy) the helper made the same fits 2–4 s slower, its own start-up
-and compilation (7.3 CPU seconds) taking CPU time from the fit, which is why a busy machine
-does not start it.
+Measured on the demo's data on a 2-CPU machine (``experiments/bench_first_run.py``), first
+fit from an empty cache, wall seconds: with the helper compiling the QP while the fit waited
+for it, squared 8.1, ordinal 9.9, preference 10.5, latent NDCG@10 14.4–16.8; with the
+interpreter meanwhile and the ordinal kernels compiled by the helper, 1.3, 4.8, 2.2 and
+10.4–10.9 (the fits are the same, bit for bit). With other work running (load average 2–5,
+both CPUs busy) the helper made the same fits 2–4 s slower, its own start-up and
+compilation taking CPU time from the fit, which is why a busy machine does not start it.
 
 The helper exits when its work is done or when this process closes its standard input
 (which the operating system does when this process ends), so it never outlives the fit's
-process. If it fails, or takes longer than :data:`TIMEOUT` seconds, it is stopped and this
-process compiles the QP itself. The time spent waiting for it counts as compilation
-(``compile_seconds``, excluded from ``max_time``), through the event
-:data:`WAIT_EVENT` that :class:`~bmrm.solver.compile_clock.CompileClock` listens to.
+process. A process that ends normally while the helper still compiles waits for it first
+(an ``atexit`` handler), so that the next process finds the QP in the cache. If the helper
+fails, or takes longer than :data:`TIMEOUT` seconds, it is stopped and this process compiles
+the QP itself. The time spent waiting for it counts as compilation (``compile_seconds``,
+excluded from ``max_time``), through the event :data:`WAIT_EVENT` that
+:class:`~bmrm.solver.compile_clock.CompileClock` listens to.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import select
 import subprocess
 import sys
 import threading
 
 from numba.core import event
 
-__all__ = ["TIMEOUT", "WAIT_EVENT", "running", "start", "wait"]
+__all__ = ["TIMEOUT", "WAIT_EVENT", "running", "start", "wait", "wait_ordinal"]
 
 # numba event kind triggered while a fit waits for the helper
 WAIT_EVENT = "bmrm:compile_wait"
@@ -80,6 +90,8 @@ if ordinal_cache:
         pass  # the fit's process compiles them itself
     finally:
         sys.path.remove(root)
+    sys.stdout.write("ordinal\n")  # compiled (or failed): the fit's process goes on
+    sys.stdout.flush()
 spec = importlib.util.spec_from_file_location("bmrm.solver.qp", qp_path)
 qp = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(qp)
@@ -91,6 +103,8 @@ os._exit(0)
 _lock = threading.Lock()
 _helper: subprocess.Popen | None = None
 _helper_parent = -1  # the process that started _helper (a forked child cannot wait for it)
+_ordinal_pending = False  # the helper compiles the ordinal kernels and has not said it is done
+_at_exit_registered = False
 
 
 def _needs_compiling(dispatcher, types) -> str | None:
@@ -139,7 +153,7 @@ def start(ordinal: bool = False) -> None:
     procedure's starting problem, which needs them only after this process has compiled the
     latent loss's.
     """
-    global _helper, _helper_parent
+    global _helper, _helper_parent, _ordinal_pending, _at_exit_registered
     import losses
     from bmrm.solver import qp
 
@@ -150,7 +164,9 @@ def start(ordinal: bool = False) -> None:
             return  # one is already at work
         if _helper is not None and _helper_parent == os.getpid():
             _helper.stdin.close()  # done, but no fit waited for it
+            _helper.stdout.close()
         _helper = None
+        _ordinal_pending = False
         cache_path = _needs_compiling(qp._master_step, qp.MASTER_STEP_TYPES)
         if cache_path is None:
             return
@@ -161,17 +177,48 @@ def start(ordinal: bool = False) -> None:
             _helper = subprocess.Popen(
                 [sys.executable, "-c", _HELPER, qp.__file__, cache_path, root, ordinal_cache],
                 stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
             )
         except OSError:
             _helper = None
+            return
+        _ordinal_pending = bool(ordinal_cache)
+        if not _at_exit_registered:
+            atexit.register(_finish)
+            _at_exit_registered = True
 
 
 def running() -> bool:
     """Whether a helper started by this process is still compiling (the cache is cold)."""
     helper = _helper
     return helper is not None and _helper_parent == os.getpid() and helper.poll() is None
+
+
+def wait_ordinal() -> None:
+    """Wait until the helper, if it was asked to, has compiled the ordinal loss's kernels
+    into the cache (or failed to; stopped after :data:`TIMEOUT` seconds). The time counts
+    as compilation, as in :func:`wait`."""
+    global _ordinal_pending
+    helper = _helper
+    if not _ordinal_pending or helper is None or _helper_parent != os.getpid():
+        return
+    with event.trigger_event(WAIT_EVENT):
+        ready, _, _ = select.select([helper.stdout], [], [], TIMEOUT)
+        if ready:
+            helper.stdout.readline()  # "ordinal", or end of file if the helper ended
+    _ordinal_pending = False
+
+
+def _finish() -> None:
+    """At the end of the process: let a helper still compiling finish, so that the cache
+    holds the master QP for the next process (a fit no longer waits for it, solving its
+    master problems by the interpreter meanwhile; see :func:`bmrm.solver.qp.master_step`)."""
+    if running():
+        try:
+            wait()
+        except Exception:  # the process is ending: never fail here
+            pass
 
 
 def wait() -> None:
@@ -192,3 +239,4 @@ def wait() -> None:
                 helper.wait()
             finally:
                 helper.stdin.close()
+                helper.stdout.close()

@@ -524,6 +524,11 @@ def master_step(G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S
     in the bundle (``ids[:k]``, increasing) and τ is within a factor 10⁴ of the largest
     ‖a_i‖²; otherwise a new one is built with τ = max ‖a_i‖². Both are updated on return.
 
+    While a helper process compiles :func:`_master_step` into numba's cache
+    (:mod:`bmrm.solver.compile_ahead`) and this process has not compiled it, bundles of up
+    to :data:`INTERPRET_MAX` entries are solved by its Python source (:func:`_interpreted`),
+    with the same result bit for bit; larger ones wait for the helper.
+
     Returns
     -------
     w : (d,) float64

@@ -189,3 +189,91 @@ def test_fits_never_fall_back_from_the_active_set(loss, lam, monkeypatch):
     model = bmrm.fit(X, y, loss, np.repeat(np.arange(15), 20), lam=lam, tol=1e-4, max_iter=3000)
     assert model.result_.status == 0
     assert seen and max(seen) == 0
+
+
+def _master_args(bundle, lam, state, accuracy):
+    """Arguments of qp.master_step for ``bundle``, with the factor state ``state`` (L, S,
+    S_ids, meta) carried from call to call as QPMaster does."""
+    k = bundle.size
+    return (
+        bundle.G, bundle.b, bundle.A, bundle.ids, k, lam, bundle.alpha, 1e-11, accuracy,
+        *state, np.empty(k),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("lam", [1e-6, 1e-2, 10.0])
+@pytest.mark.parametrize("seed", range(4))
+def test_interpreted_master_step_equals_the_compiled_one(kind, lam, seed):
+    """While the compiled QP is not yet available, master_step runs its Python source: the
+    same numbers bit for bit, over a growing bundle whose factor is reused between solves
+    (degenerate bundles and inexact requests included)."""
+    from bmrm.solver import qp
+
+    python_step = qp._interpreted("_master_step")
+    assert not hasattr(python_step, "overloads")  # the interpreter's, not numba's
+    rng = np.random.default_rng(zlib.crc32(f"interp-{kind}-{lam}-{seed}".encode()))
+    d = int(rng.integers(2, 40))
+    A, b = random_bundle(rng, 30, d, kind)
+    capacity = 31
+    bundles = [Bundle(d, capacity=capacity), Bundle(d, capacity=capacity)]
+    states = [
+        [np.zeros((capacity, capacity)), np.zeros(capacity, dtype=np.int64),
+         np.zeros(capacity, dtype=np.int64), np.zeros(2)]
+        for _ in range(2)
+    ]  # fmt: skip
+    for i in range(len(b)):
+        accuracy = 0.0 if i % 3 else 1e-3 * abs(b[i])
+        outs = []
+        steps = (qp._master_step, python_step)
+        for bundle, state, step in zip(bundles, states, steps, strict=True):
+            bundle.add(A[i], b[i])
+            args = _master_args(bundle, lam, state, accuracy)
+            w, lower, n_steps, violation, tol = step(*args)
+            alpha = args[-1]
+            bundle.alpha[: bundle.size] = alpha  # the next warm start, as the solver loop
+            # the factor's state; plane numbers as positions in the bundle (the numbers
+            # themselves are global, different in the two bundles)
+            L, S, S_ids, meta = state
+            positions = np.searchsorted(bundle.ids[: bundle.size], S_ids[: int(meta[1])])
+            outs.append((w, lower, int(n_steps), violation, tol, alpha.copy(),
+                         [L.copy(), S.copy(), positions, meta.copy()]))  # fmt: skip
+        compiled, interpreted = outs
+        np.testing.assert_array_equal(interpreted[0], compiled[0])
+        assert interpreted[1:5] == compiled[1:5]
+        np.testing.assert_array_equal(interpreted[5], compiled[5])
+        for x, y in zip(interpreted[6], compiled[6], strict=True):
+            np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("loss", ["ordinal", "squared", "ndcg"])
+@pytest.mark.parametrize("method", ["auto", "bmrm"])
+def test_fits_with_the_interpreted_master_equal_compiled_fits(loss, method, monkeypatch):
+    """A fit whose master problems all run in the interpreter (as while a helper process
+    compiles the QP) equals the fit with the compiled QP, bit for bit."""
+    import bmrm
+    from bmrm.solver import compile_ahead, qp
+
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((400, 7))
+    y = rng.integers(0, 3, size=400).astype(float)
+    qid = np.repeat(np.arange(40), 10)
+    compiled = bmrm.fit(X, y, loss, qid, lam=1e-3, tol=1e-4, method=method, max_iter=200)
+
+    class NotYetCompiled:
+        """Stands for the QP before it is compiled; calling it fails the test."""
+
+        overloads = {}
+        py_func = qp._master_step.py_func
+
+        def __call__(self, *args):
+            raise AssertionError("the compiled QP was called")
+
+    monkeypatch.setattr(qp, "_master_step", NotYetCompiled())
+    monkeypatch.setattr(qp, "_python_namespace", None)
+    monkeypatch.setattr(compile_ahead, "running", lambda: True)
+    interpreted = bmrm.fit(X, y, loss, qid, lam=1e-3, tol=1e-4, method=method, max_iter=200)
+    a, b = compiled.result_, interpreted.result_
+    np.testing.assert_array_equal(a.x, b.x)
+    assert (a.fun, a.nit, a.nfev) == (b.fun, b.nit, b.nfev)
+    np.testing.assert_array_equal(a.history["objective"], b.history["objective"])
