@@ -277,3 +277,44 @@ def test_fits_with_the_interpreted_master_equal_compiled_fits(loss, method, monk
     np.testing.assert_array_equal(a.x, b.x)
     assert (a.fun, a.nit, a.nfev) == (b.fun, b.nit, b.nfev)
     np.testing.assert_array_equal(a.history["objective"], b.history["objective"])
+
+
+@pytest.mark.parametrize(
+    "k,d,interpreted", [(99, 2000, True), (100, 3, False), (9, 20_001, False)]
+)
+def test_only_small_bundles_are_solved_by_the_interpreter(k, d, interpreted, monkeypatch):
+    """Up to 100 planes (the zero plane included) and 200,000 entries of A the interpreter
+    solves the master problem while the helper compiles; a larger bundle waits for the
+    compiled QP instead (an interpreted solve of hundreds of planes takes seconds)."""
+    from bmrm.solver import compile_ahead, qp
+
+    calls = []
+    compiled = qp._master_step
+    python_step = qp._interpreted("_master_step")
+
+    class NotYetCompiled:
+        overloads = {}
+        py_func = compiled.py_func
+
+        def __call__(self, *args):
+            calls.append("compiled")
+            return compiled(*args)
+
+    def interpreter(name):
+        calls.append("interpreted")
+        return python_step
+
+    monkeypatch.setattr(qp, "_master_step", NotYetCompiled())
+    monkeypatch.setattr(qp, "_interpreted", interpreter)
+    monkeypatch.setattr(compile_ahead, "running", lambda: True)
+    rng = np.random.default_rng(k + d)
+    A, b = random_bundle(rng, k, d, "random")
+    bundle = bundle_of(A, b)
+    assert bundle.size == k + 1  # with the zero plane
+    capacity = bundle.capacity
+    state = [np.zeros((capacity, capacity)), np.zeros(capacity, dtype=np.int64),
+             np.zeros(capacity, dtype=np.int64), np.zeros(2)]  # fmt: skip
+    w, lower, _, violation, tol = qp.master_step(*_master_args(bundle, 1e-2, state, 0.0))
+    assert calls == ["interpreted" if interpreted else "compiled"]
+    assert violation <= tol
+    assert lower == pytest.approx(cvxpy_master_value(A, b, 1e-2), rel=1e-6, abs=1e-9)
