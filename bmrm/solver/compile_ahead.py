@@ -100,6 +100,7 @@ if qp._master_step._cache.cache_path != cache_path:
 qp._master_step.compile(qp.MASTER_STEP_TYPES)
 os._exit(0)
 """
+
 _lock = threading.Lock()
 _helper: subprocess.Popen | None = None
 _helper_parent = -1  # the process that started _helper (a forked child cannot wait for it)
@@ -204,7 +205,10 @@ def wait_ordinal() -> None:
     if not _ordinal_pending or helper is None or _helper_parent != os.getpid():
         return
     with event.trigger_event(WAIT_EVENT):
-        ready, _, _ = select.select([helper.stdout], [], [], TIMEOUT)
+        try:
+            ready = select.select([helper.stdout], [], [], TIMEOUT)[0]
+        except (OSError, ValueError):  # no select on pipes (Windows): wait without a limit
+            ready = True
         if ready:
             helper.stdout.readline()  # "ordinal", or end of file if the helper ended
     _ordinal_pending = False
