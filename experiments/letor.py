@@ -630,23 +630,20 @@ def infer_settings(run_dir: Path, rows: list[dict]) -> dict:
             f"{run_dir}: the lams of results.csv ({lams}) are not the lam grid of results.md "
             f"({solver.group(2)})"
         )
-    params = {
-        (m, f): list(
-            dict.fromkeys(r["params"] for r in fits if r["method"] == m and r["fold"] == f)
-        )
-        for m in losses_run
-        for f in dict.fromkeys(r["fold"] for r in fits)
-    }
+    # the lams of every (method, fold, parameters), and the parameters in order, in one pass
+    fitted: dict[tuple, list[float]] = {}
+    params: dict[tuple, list[str]] = {}
+    for r in fits:
+        if r["split"] == "vali" and r["measure"] == MEASURES[0]:  # one row per fit
+            fitted.setdefault((r["method"], r["fold"], r["params"]), []).append(r["lam"])
+            strings = params.setdefault((r["method"], r["fold"]), [])
+            if r["params"] not in strings:
+                strings.append(r["params"])
     structured = [m for m in losses_run if METHODS[m][0] in STRUCTURED]
     if tuned:
         groups = [chunk.split() for chunk in tuned.group(2).split("--grid") if chunk.strip()]
     else:
-        seen = {
-            p
-            for m in structured
-            for f in dict.fromkeys(r["fold"] for r in fits)
-            for p in params[m, f]
-        }
+        seen = {p for (m, _), strings in params.items() if m in structured for p in strings}
         groups = [sorted(seen)[0].split(",")] if seen and seen != {"default"} else None
     try:
         grid = parse_grid(groups)
@@ -663,15 +660,7 @@ def infer_settings(run_dir: Path, rows: list[dict]) -> dict:
                 f"{run_dir}: {m} in {f} was fitted with {strings}, not the grid {expected}"
             )
         for p in grid if m in structured else [{}]:
-            got = [
-                r["lam"]
-                for r in fits
-                if r["method"] == m
-                and r["fold"] == f
-                and r["params"] == grid_text(p)
-                and r["split"] == "vali"
-                and r["measure"] == MEASURES[0]
-            ]
+            got = fitted[m, f, grid_text(p)]
             if got != lams:
                 raise ValueError(
                     f"{run_dir}: {m} {grid_text(p)} in {f} was fitted at lams {got}, not {lams}"
