@@ -3,6 +3,8 @@
     python experiments/letor.py [--data ../shared/data] [--out results/letor] [--quick]
         [--dataset mq2008|lightgbm-example|trec-news-2018] [--losses ...] [--lams ...]
         [--grid KEY=V1,V2 ...] [--method auto|bmrm|ocas|...] [--time-repeats N]
+    python experiments/letor.py --merge RUN_DIR [RUN_DIR ...] --out OUT_DIR [--flips N]
+        [--infer-settings]
 
 Data: ``<data>/mq2008`` (the partitions S1..S5, rotated into the five standard folds by
 :func:`bmrm.io.load_letor_fold`) and the official baseline tables
@@ -104,12 +106,45 @@ Writes ``results.csv`` (one row per method × fold × lam × split × measure, w
 seconds, iterations, gap and ‖w‖; the official baselines' rows have no lam; with
 ``--time-repeats N`` also the median seconds and iterations of N refits of each chosen
 setting, measures ``refit_seconds`` and ``refit_iterations``),
-``per_query.csv`` (test values of the chosen models per query), ``results.md`` and the plots
-``ndcg_at_k.png``, ``validation_lam.png`` and ``folds.png``.
+``per_query.csv`` (test values of the chosen models per query), ``results.md``, the plots
+``ndcg_at_k.png``, ``validation_lam.png`` and ``folds.png``, and ``run.json`` (the settings
+that change the figures: data set, losses, lams, ``--grid``, tol, max_iter, solver method,
+pair cost, refit count; with the folds, flips and wall seconds). When the ordinal loss and an
+``*-increasing`` loss run, ``results.csv`` also holds the latter's training risk along the
+chosen ordinal direction on the first fold (measures ``risk_along_ordinal@rho=…``).
+
+Merging runs: a long grid can be run as several processes over disjoint ``--folds``, each
+with its own ``--out``; ``--merge RUN_DIR ...`` then writes into ``--out`` the report one run
+over the union of their folds (ascending) would have written, without fitting: the same
+``results.csv`` and ``per_query.csv`` rows (fold by fold as each run wrote them), the
+randomization tests recomputed over the pooled test queries of all folds (``--flips``,
+default the runs' common count; same seed), the same ``results.md`` and plots. Timings are
+the runs' own: the wall time is their sum. One function (:func:`write_report`) writes the
+report of a fitting run and of a merge. Before anything is written it refuses, as an argument
+error: a RUN_DIR that is missing or lacks ``results.csv`` or ``per_query.csv``, a fold held by
+two runs, runs that differ in any setting of ``run.json`` (the ``--grid`` compared as its
+union of combinations), runs whose official baseline rows or (without ``--flips``) flips
+differ, ``--out`` equal to a RUN_DIR, and any fitting option (``--data``, ``--quick``,
+``--dataset``, ``--losses``, ``--lams``, ``--folds``, ``--grid``, ``--tol``, ``--max-iter``,
+``--method``, ``--pair-cost``, ``--time-repeats``). A run written before ``run.json``
+existed is refused unless ``--infer-settings`` is given; then its settings are read from its
+own files (:func:`infer_settings`): the methods, the lams (exact) and the parameter string
+of every fit, with its folds, from ``results.csv``; the data set, solver method, tol (as
+printed, six significant digits), max_iter, pair cost, ``--grid`` options, refit count,
+flips and wall time (whole seconds) from the first paragraph of ``results.md``; the printed
+lam grid and number of combinations must match ``results.csv``, and each structured loss
+must have been fitted at every (combination, lam) of that grid, in order, in every fold.
+Neither way checks that the runs read the same data folder or ran the same code. The table
+of training risk along the ordinal direction (shown when a loss stays at w = 0) uses the rows
+of the union's first fold: they exist when that fold came first in its run and the run wrote
+them (runs older than ``run.json`` did not); otherwise the table is left out.
 """
 
 from __future__ import annotations
 
+import argparse
+import csv
+import json
 import re
 import time
 import warnings
@@ -481,264 +516,348 @@ def plot_folds(path, per_fold, folds):
     plt.close(fig)
 
 
-def main(argv=None) -> int:
-    parser = base_parser("letor", __doc__.splitlines()[0])
-    parser.add_argument("--losses", nargs="+", default=None, choices=LOSSES)
-    parser.add_argument("--lams", nargs="+", type=float, default=None)
-    parser.add_argument("--folds", nargs="+", type=int, default=None)
-    parser.add_argument("--tol", type=float, default=1e-3)
-    parser.add_argument("--max-iter", type=int, default=None)
-    parser.add_argument("--flips", type=int, default=None, help="randomization-test flips")
-    parser.add_argument(
-        "--pair-cost",
-        default="gain_difference",
-        choices=("zero_one", "linear", "gain_difference"),
-        help="cost of the preference loss's pairs",
-    )
-    parser.add_argument("--dataset", default="mq2008", choices=DATASETS)
-    parser.add_argument(
-        "--grid",
-        nargs="+",
-        action="append",
-        default=None,
-        metavar="KEY=V1,V2",
-        help="parameters of the structured losses tuned with lam on validation (repeat "
-        "--grid for a union of grids)",
-    )
-    parser.add_argument("--method", default=None, help="solver method of bmrm.fit (auto)")
-    parser.add_argument(
-        "--time-repeats",
-        type=int,
-        default=0,
-        metavar="N",
-        help="refit each loss's chosen setting N times per fold (losses interleaved) and "
-        "report the median seconds",
-    )
-    args = parser.parse_args(argv)
-    if args.time_repeats < 0:
-        parser.error(f"--time-repeats must be >= 0; got {args.time_repeats}")
-    try:
-        grid = parse_grid(args.grid)
-    except ValueError as exc:
-        parser.error(str(exc))
-    quick = args.quick
-    mq2008 = args.dataset == "mq2008"
-    tuned = len(grid) > 1
-    losses_run = args.losses or (("ordinal", "squared") if quick else LOSSES)
-    try:
-        check_grid(grid, losses_run)
-    except ValueError as exc:
-        parser.error(str(exc))
-    lams = tuple(args.lams or ((1e-2, 1e-1) if quick else LAMS))
-    five_folds = args.dataset in ("mq2008", "trec-news-2018")
-    folds = tuple(args.folds or ((1,) if quick or not five_folds else (1, 2, 3, 4, 5)))
-    if not five_folds and folds != (1,):
-        parser.error(f"--dataset {args.dataset} has one split: --folds 1; got {list(folds)}")
-    if not set(folds) <= {1, 2, 3, 4, 5}:
-        parser.error(f"--folds must be among 1..5; got {list(folds)}")
-    max_iter = args.max_iter or (30 if quick else 2000)
-    n_flips = args.flips or (1000 if quick else 10_000)
-    official_names = OFFICIAL if mq2008 else ()
-    official = {}
-    if mq2008:
-        root = require(args.data / "mq2008", "MQ2008")
-        baseline_dir = require(args.data / "letor4_baselines", "LETOR 4.0 baseline tables")
-        for name in OFFICIAL:
-            official[name] = parse_baseline(require(baseline_dir / f"{name}.MQ2008.txt", name))
+# ------------------------------------------------------------------------------ run records
 
-        def load(fold):
-            return load_letor_fold(root, fold)
-    elif args.dataset == "trec-news-2018":
-        trec = trec_news_folds(require(args.data / "trec_news_2018", "TREC News 2018"))
+OFFICIAL_SOURCE = "LETOR 4.0 table"
+RUN_FILE = "run.json"
+ALONG = "risk_along_ordinal@rho="
+# the settings that change a run's figures; --merge refuses runs that differ in any of them
+SETTINGS = (
+    "dataset",
+    "losses",
+    "lams",
+    "grid",
+    "tol",
+    "max_iter",
+    "method",
+    "pair_cost",
+    "time_repeats",
+)
+# options that only act on fitting, by attribute name: refused with --merge
+FIT_ONLY = {
+    "data": "--data",
+    "quick": "--quick",
+    "dataset": "--dataset",
+    "losses": "--losses",
+    "lams": "--lams",
+    "folds": "--folds",
+    "grid": "--grid",
+    "tol": "--tol",
+    "max_iter": "--max-iter",
+    "method": "--method",
+    "pair_cost": "--pair-cost",
+    "time_repeats": "--time-repeats",
+}
+RUN_FILES = ("results.csv", "per_query.csv")
+# typed columns of results.csv and per_query.csv; an empty cell is a missing key
+FLOAT_COLUMNS = {"value", "lam", "fit_seconds", "rel_gap", "coef_norm", *MEASURES}
+INT_COLUMNS = {"qid", "iterations", "cccp_steps"}
 
-        def load(fold):
-            return trec[fold]
+
+def read_rows(path: Path) -> list[dict]:
+    """Rows of a CSV written by :func:`write_report`, as the run held them: empty cells
+    dropped, numbers and ``selected`` typed back (a float's text is its repr, so it reads back
+    to the same float)."""
+
+    def typed(key, text):
+        if key in FLOAT_COLUMNS:
+            return float(text)
+        if key in INT_COLUMNS:
+            return int(text)
+        if key == "selected":
+            return text == "True"
+        return text
+
+    with open(path, newline="") as fh:
+        return [{k: typed(k, v) for k, v in row.items() if v != ""} for row in csv.DictReader(fh)]
+
+
+def row_folds(rows) -> list[int]:
+    """The folds of this package's rows (of results.csv or per_query.csv), in order of first
+    appearance."""
+    names = dict.fromkeys(
+        r["fold"] for r in rows if r.get("source", "bmrm") == "bmrm" and r["fold"] != "pooled"
+    )
+    return [int(name.removeprefix("Fold")) for name in names]
+
+
+def infer_settings(run_dir: Path, rows: list[dict]) -> dict:
+    """The settings, folds, flips and wall seconds of a run written without ``run.json``.
+
+    Read from the run's own files, and cross-checked between them: the methods, the lams
+    (exact floats) and the parameter strings of every fit from ``results.csv``; the data set
+    (title), solver method, tol (as printed, ``%g``: six significant digits), max_iter, pair
+    cost, ``--grid`` options, refit count, flips and wall time (whole seconds) from the first
+    lines of ``results.md``; the printed lam grid and number of combinations must agree with
+    ``results.csv``, and every structured loss's parameter strings must be the grid's
+    combinations in order. Raises ``ValueError`` naming what does not read back.
+    """
+    md_path = run_dir / "results.md"
+    if not md_path.is_file():
+        raise ValueError(f"{run_dir} has no results.md to read its settings from")
+    text = md_path.read_text()
+    lines = text.splitlines()
+    titles = {title: name for name, title in TITLES.items()}
+    if not lines or lines[0] not in titles:
+        raise ValueError(f"{md_path}: its first line is not a title of experiments/letor.py")
+    head = lines[2] if len(lines) > 2 else ""
+
+    def find(pattern: str, what: str, where: str = head) -> re.Match:
+        match = re.search(pattern, where)
+        if match is None:
+            raise ValueError(f"{md_path}: {what} not found")
+        return match
+
+    solver = find(r"Solver method (\S+)\. lam grid (.*?), chosen per fold", "solver method")
+    tol = find(r"; tol (\S+) \(relative gap\), max_iter (\d+);", "tol and max_iter")
+    cost = find(
+        r"Preference pairs: all label-ordered pairs, cost (\S+)\. Wall time (\d+) s", "cost"
+    )
+    flips = find(r"\((\d+) sign flips, two-sided\)", "number of sign flips", text)
+    refits = re.search(r"median of (\d+) refits per fold", text)
+    tuned = re.search(r"tuned on validation \((\d+) combinations\): `([^`]*)`", head)
+
+    fits = [r for r in rows if r.get("source") == "bmrm" and "lam" in r]
+    losses_run = list(dict.fromkeys(r["method"] for r in fits))
+    if not losses_run:
+        raise ValueError(f"{run_dir / 'results.csv'} holds no fits")
+    unknown = [m for m in losses_run if m not in METHODS]
+    if unknown:
+        raise ValueError(f"{run_dir / 'results.csv'}: unknown methods {unknown}")
+    lams = list(dict.fromkeys(r["lam"] for r in fits if r["method"] == losses_run[0]))
+    if ", ".join(f"{v:g}" for v in lams) != solver.group(2):
+        raise ValueError(
+            f"{run_dir}: the lams of results.csv ({lams}) are not the lam grid of results.md "
+            f"({solver.group(2)})"
+        )
+    # the lams of every (method, fold, parameters), and the parameters in order, in one pass
+    fitted: dict[tuple, list[float]] = {}
+    params: dict[tuple, list[str]] = {}
+    for r in fits:
+        if r["split"] == "vali" and r["measure"] == MEASURES[0]:  # one row per fit
+            fitted.setdefault((r["method"], r["fold"], r["params"]), []).append(r["lam"])
+            strings = params.setdefault((r["method"], r["fold"]), [])
+            if r["params"] not in strings:
+                strings.append(r["params"])
+    structured = [m for m in losses_run if METHODS[m][0] in STRUCTURED]
+    if tuned:
+        groups = [chunk.split() for chunk in tuned.group(2).split("--grid") if chunk.strip()]
     else:
-        example = lightgbm_example(require(args.data / "lightgbm_rank", "LightGBM example"))
+        seen = {p for (m, _), strings in params.items() if m in structured for p in strings}
+        groups = [sorted(seen)[0].split(",")] if seen and seen != {"default"} else None
+    try:
+        grid = parse_grid(groups)
+    except ValueError as exc:
+        raise ValueError(f"{md_path}: {exc}") from None
+    if tuned and int(tuned.group(1)) != len(grid):
+        raise ValueError(
+            f"{md_path}: {tuned.group(1)} combinations, but its --grid gives {len(grid)}"
+        )
+    for (m, f), strings in params.items():
+        expected = [grid_text(p) for p in grid] if m in structured else ["default"]
+        if strings != expected:
+            raise ValueError(
+                f"{run_dir}: {m} in {f} was fitted with {strings}, not the grid {expected}"
+            )
+        for p in grid if m in structured else [{}]:
+            got = fitted[m, f, grid_text(p)]
+            if got != lams:
+                raise ValueError(
+                    f"{run_dir}: {m} {grid_text(p)} in {f} was fitted at lams {got}, not {lams}"
+                )
+    settings = {
+        "dataset": titles[lines[0]],
+        "losses": losses_run,
+        "lams": lams,
+        "grid": groups,
+        "tol": float(tol.group(1)),
+        "max_iter": int(tol.group(2)),
+        "method": solver.group(1),
+        "pair_cost": cost.group(1),
+        "time_repeats": int(refits.group(1)) if refits else 0,
+    }
+    return {
+        "settings": settings,
+        "folds": row_folds(rows),
+        "flips": int(flips.group(1)),
+        "wall_seconds": float(cost.group(2)),
+    }
 
-        def load(fold):
-            return example
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    rows: list[dict] = []
-    for name, table in official.items():
-        for fold_name, values in table.items():
-            for measure, value in values.items():
-                rows.append(
-                    {
-                        "method": name,
-                        "source": "LETOR 4.0 table",
-                        "fold": fold_name,
-                        "split": "test",
-                        "measure": measure,
-                        "value": value,
-                    }
+def load_run(run_dir: Path, infer: bool) -> dict:
+    """A finished run's record (``run.json``, or :func:`infer_settings` when ``infer``) with
+    its rows; raises ``ValueError`` naming a missing or inconsistent file."""
+    if not run_dir.is_dir():
+        raise ValueError(f"{run_dir} is not a folder")
+    missing = [name for name in RUN_FILES if not (run_dir / name).is_file()]
+    if missing:
+        raise ValueError(f"{run_dir} lacks {', '.join(missing)} (not a finished letor.py run)")
+    rows = read_rows(run_dir / "results.csv")
+    query_rows = read_rows(run_dir / "per_query.csv")
+    if (run_dir / RUN_FILE).is_file():
+        try:
+            record = json.loads((run_dir / RUN_FILE).read_text())
+            record = {
+                "settings": {key: record["settings"][key] for key in SETTINGS},
+                "folds": [int(f) for f in record["folds"]],
+                "flips": int(record["flips"]),
+                "wall_seconds": float(record["wall_seconds"]),
+            }
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(
+                f"{run_dir / RUN_FILE} does not read as a run record: {exc!r}"
+            ) from None
+    elif infer:
+        record = infer_settings(run_dir, rows)
+    else:
+        raise ValueError(
+            f"{run_dir} has no {RUN_FILE} (written before letor.py recorded its settings); "
+            "pass --infer-settings to read them from its results.csv and results.md"
+        )
+    for name, held in (("results.csv", row_folds(rows)), ("per_query.csv", row_folds(query_rows))):
+        if held != record["folds"]:
+            raise ValueError(
+                f"{run_dir}: {name} holds folds {held}, its record says {record['folds']}"
+            )
+    return {"dir": run_dir, **record, "rows": rows, "query_rows": query_rows}
+
+
+def merge_runs(runs: list[dict], flips: int | None) -> dict:
+    """One run's record and rows from runs over disjoint folds: folds ascending, the rows of
+    each fold as its run wrote them, wall seconds summed. Raises ``ValueError`` naming a fold
+    held twice, a setting the runs differ in, differing official tables or flips."""
+    owner: dict[int, Path] = {}
+    for run in runs:
+        for fold in run["folds"]:
+            if fold in owner:
+                raise ValueError(f"Fold{fold} is in two runs: {owner[fold]} and {run['dir']}")
+            owner[fold] = run["dir"]
+    first = runs[0]
+    for run in runs[1:]:
+        for key in SETTINGS:
+            a, b = first["settings"][key], run["settings"][key]
+            if key == "grid":
+                a, b = ([grid_text(p) for p in parse_grid(g)] for g in (a, b))
+            if a != b:
+                raise ValueError(
+                    f"the runs differ in {key}: {first['dir']} has {a!r}, {run['dir']} has {b!r}"
                 )
 
-    progress(f"warm-up (numba compile) for {', '.join(losses_run)}")
-    warm_up(losses_run, load(folds[0])["train"], args.pair_cost)
+        def official(r):
+            return [row for row in r["rows"] if row["source"] == OFFICIAL_SOURCE]
 
+        if official(run) != official(first):
+            raise ValueError(
+                f"the official baseline rows of {first['dir']} and {run['dir']} differ"
+            )
+    if flips is None:
+        counts = {run["flips"] for run in runs}
+        if len(counts) > 1:
+            raise ValueError(
+                f"the runs used different numbers of sign flips ({sorted(counts)}): give --flips N"
+            )
+        flips = counts.pop()
+    folds = sorted(owner)
+    by_dir = {run["dir"]: run for run in runs}
+
+    def block(key, fold):
+        return [r for r in by_dir[owner[fold]][key] if r.get("fold") == f"Fold{fold}"]
+
+    rows = [r for r in first["rows"] if r["source"] == OFFICIAL_SOURCE]
+    rows += [r for fold in folds for r in block("rows", fold) if r["source"] == "bmrm"]
+    return {
+        "settings": first["settings"],
+        "folds": folds,
+        "flips": flips,
+        "wall_seconds": sum(run["wall_seconds"] for run in runs),
+        "rows": rows,
+        "query_rows": [r for fold in folds for r in block("query_rows", fold)],
+    }
+
+
+# -------------------------------------------------------------------------------- the report
+
+
+def write_report(
+    out: Path,
+    settings: dict,
+    folds,
+    n_flips: int,
+    rows: list[dict],
+    query_rows: list[dict],
+    wall_seconds: float,
+    merged_from=(),
+    data=None,
+) -> None:
+    """Randomization tests, ``results.csv``, ``per_query.csv``, ``results.md``, the plots and
+    ``run.json`` of a run over ``folds``, from its rows alone.
+
+    ``rows`` are the official tables' rows followed, fold by fold, by this package's rows
+    (every fit of the grid with its measures and ``selected`` flag, the refits' medians, the
+    best feature's column, the test measures of ``best feature`` and ``constant``, the
+    training risk along the ordinal direction); ``query_rows`` the test measures of every
+    method per query, fold by fold. A fitting run and ``--merge`` both call this, so the
+    merged report is the one a run over the union of the folds writes.
+    """
+    losses_run = list(settings["losses"])
+    lams = list(settings["lams"])
+    grid = parse_grid(settings["grid"])
+    tuned = len(grid) > 1
+    max_iter = settings["max_iter"]
+    time_repeats = settings["time_repeats"]
     methods = [*losses_run, "best feature", "constant"]
-    test_q = {m: {meas: [] for meas in MEASURES} for m in methods}
-    per_fold = {m: {} for m in methods}
-    vali = {loss: {lam: [] for lam in lams} for loss in losses_run}
-    chosen_lam = {loss: {} for loss in losses_run}
-    chosen_info = {loss: {} for loss in losses_run}
-    chosen_params = {loss: {} for loss in losses_run}
+    fold_of = {f"Fold{f}": f for f in folds}
+    rows = list(rows)
+
+    official: dict[str, dict[str, dict[str, float]]] = {}
+    for r in rows:
+        if r["source"] == OFFICIAL_SOURCE:
+            official.setdefault(r["method"], {}).setdefault(r["fold"], {})[r["measure"]] = r[
+                "value"
+            ]
+    official_names = tuple(official)
+
+    per_fold = {m: {f: {} for f in folds} for m in methods}
+    chosen = {loss: {} for loss in losses_run}  # fold -> a selected row of the fit
+    vali = {loss: {lam: {} for lam in lams} for loss in losses_run}  # best over params
     grid_seconds = {loss: 0.0 for loss in losses_run}
     grid_fits = {loss: [] for loss in losses_run}  # (seconds, iterations) of every fit
-    query_rows: list[dict] = []
-    along: dict[str, list[float]] = {}
-    started = time.perf_counter()
+    refit = {loss: {f: {} for f in folds} for loss in losses_run}
+    along_at: dict[str, dict[str, float]] = {}
+    for r in rows:
+        if r["source"] != "bmrm" or r["fold"] not in fold_of:
+            continue
+        fold, m = fold_of[r["fold"]], r["method"]
+        if "lam" in r:  # a fit of the grid: one row per split and measure
+            if r["split"] == "vali" and r["measure"] == MEASURES[0]:
+                grid_seconds[m] += r["fit_seconds"]
+                grid_fits[m].append((r["fit_seconds"], r["iterations"]))
+            if r["split"] == "vali" and r["measure"] == select_by(m):
+                vali[m][r["lam"]][fold] = max(vali[m][r["lam"]].get(fold, -np.inf), r["value"])
+            if r["selected"]:
+                chosen[m][fold] = r
+                if r["split"] == "test":
+                    per_fold[m][fold][r["measure"]] = r["value"]
+        elif r["measure"] in ("refit_seconds", "refit_iterations"):
+            refit[m][fold][r["measure"]] = r["value"]
+        elif r["measure"].startswith(ALONG):
+            if fold == folds[0]:
+                along_at.setdefault(m, {})[r["measure"].removeprefix(ALONG)] = r["value"]
+        elif r["split"] == "test" and m in per_fold and m not in losses_run:
+            per_fold[m][fold][r["measure"]] = r["value"]
+    along = {m: [values[f"{rho:g}"] for rho in SCALES] for m, values in along_at.items()}
+    chosen_lam = {m: {f: chosen[m][f]["lam"] for f in folds} for m in losses_run}
+    chosen_params = {m: {f: chosen[m][f]["params"] for f in folds} for m in losses_run}
+    chosen_info = {m: {f: {**chosen[m][f], **refit[m][f]} for f in folds} for m in losses_run}
 
+    # the measures give one value per query in order of first appearance, fold by fold
+    test_q = {m: {meas: [] for meas in MEASURES} for m in methods}
     for fold in folds:
-        splits = load(fold)
-        X, y, qid = splits["train"]
-        Xv, yv, qv = splits["vali"]
-        Xt, yt, qt = splits["test"]
-        progress(
-            f"fold {fold}: {X.shape[0]} train rows / {np.unique(qid).size} queries, "
-            f"{np.unique(qt).size} test queries"
-        )
-        pairs = pairs_from_labels(y, qid, cost=args.pair_cost) if "preference" in methods else None
-        scores_test = {}
-        chosen_model = {}
-        chosen_setting = {}
-        for loss in losses_run:
-            best = None
-            fit_rows = []
-            settings = grid if METHODS[loss][0] in STRUCTURED else [{}]
-            best_at = {lam: -np.inf for lam in lams}
-            for params, lam in ((p, lam) for p in settings for lam in lams):
-                model, info = fit_loss(
-                    loss, X, y, qid, lam, args.tol, max_iter, pairs, params, args.method
-                )
-                grid_seconds[loss] += info["fit_seconds"]
-                grid_fits[loss].append((info["fit_seconds"], info["iterations"]))
-                mv = query_measures(yv, model.decision_function(Xv), qv)
-                mt = query_measures(yt, model.decision_function(Xt), qt)
-                best_at[lam] = max(best_at[lam], float(mv[select_by(loss)].mean()))
-                for split, values in (("vali", mv), ("test", mt)):
-                    for measure in MEASURES:
-                        fit_rows.append(
-                            {
-                                "method": loss,
-                                "source": "bmrm",
-                                "fold": f"Fold{fold}",
-                                "lam": lam,
-                                "params": grid_text(params),
-                                "split": split,
-                                "measure": measure,
-                                "value": float(values[measure].mean()),
-                                **info,
-                            }
-                        )
-                score = float(mv[select_by(loss)].mean())
-                # ties go to the larger lam (the simpler model): lams are visited ascending
-                if best is None or score >= best[0]:
-                    best = (score, lam, mt, info, model, params)
-                progress(
-                    f"  {loss:<10} {grid_text(params)} lam={lam:<7g} {info['iterations']:4d} it "
-                    f"{info['fit_seconds']:6.2f} s  ‖w‖={info['coef_norm']:.3g}  "
-                    f"vali {select_by(loss)}={score:.4f}  test MAP={mt['MAP'].mean():.4f}"
-                )
-            for lam in lams:
-                vali[loss][lam].append(best_at[lam])
-            _, lam, mt, info, model, params = best
-            chosen_params[loss][fold] = grid_text(params)
-            chosen_setting[loss] = (lam, params)
-            chosen_model[loss] = model
-            chosen_lam[loss][fold] = lam
-            chosen_info[loss][fold] = info
-            scores_test[loss] = mt
-            for row in fit_rows:
-                row["selected"] = row["lam"] == lam and row["params"] == grid_text(params)
-            rows += fit_rows
-
-        # timing: the chosen settings refitted, losses interleaved so that load changes on a
-        # shared machine reach them alike
-        refits = {loss: [] for loss in losses_run}
-        for _ in range(args.time_repeats):
-            for loss in losses_run:
-                lam, params = chosen_setting[loss]
-                refits[loss].append(
-                    fit_loss(loss, X, y, qid, lam, args.tol, max_iter, pairs, params, args.method)[
-                        1
-                    ]
-                )
-        for loss, infos in refits.items():
-            if not infos:
-                continue
-            median = {
-                "refit_seconds": float(np.median([i["fit_seconds"] for i in infos])),
-                "refit_iterations": float(np.median([i["iterations"] for i in infos])),
-            }
-            chosen_info[loss][fold].update(median)
-            for measure, value in median.items():
-                rows.append(
-                    {
-                        "method": loss,
-                        "source": "bmrm",
-                        "fold": f"Fold{fold}",
-                        "split": "train",
-                        "measure": measure,
-                        "value": value,
-                    }
-                )
-
-        if fold == folds[0] and "ordinal" in chosen_model:
-            # the structured losses along the ordinal model's direction, on training data
-            f = X @ chosen_model["ordinal"].coef_
-            for method in ("ndcg-increasing", "neru-increasing"):
-                if method in losses_run:
-                    loss = losses.get(METHODS[method][0], **METHODS[method][1])
-                    along[method] = [losses.risk(loss, rho * f, y, qid)[0] for rho in SCALES]
-
-        j, sign = best_feature(X, y, qid)
-        scores_test["best feature"] = query_measures(yt, sign * Xt[:, j], qt)
-        progress(f"  best feature: {'−' if sign < 0 else ''}x{j + 1}")
-        rows.append(
-            {
-                "method": "best feature",
-                "source": "bmrm",
-                "fold": f"Fold{fold}",
-                "split": "train",
-                "measure": "feature",
-                "value": float(sign * (j + 1)),
-            }
-        )
-        scores_test["constant"] = query_measures(yt, np.zeros(Xt.shape[0]), qt)
-
-        # the measures give one value per query in order of first appearance
-        _, first = np.unique(qt, return_index=True)
-        q_order = qt[np.sort(first)]
-        for method, mt in scores_test.items():
-            per_fold[method][fold] = {m: float(mt[m].mean()) for m in MEASURES}
-            for measure in MEASURES:
-                test_q[method][measure].append(mt[measure])
-                if method not in losses_run:
-                    rows.append(
-                        {
-                            "method": method,
-                            "source": "bmrm",
-                            "fold": f"Fold{fold}",
-                            "split": "test",
-                            "measure": measure,
-                            "value": float(mt[measure].mean()),
-                        }
-                    )
-            for i, q in enumerate(q_order):
-                query_rows.append(
-                    {
-                        "method": method,
-                        "fold": f"Fold{fold}",
-                        "qid": int(q),
-                        **{m: float(mt[m][i]) for m in MEASURES},
-                    }
-                )
-
-    total_seconds = time.perf_counter() - started
-    pooled = {m: {meas: np.concatenate(v) for meas, v in d.items()} for m, d in test_q.items()}
+        for r in query_rows:
+            if r["fold"] == f"Fold{fold}":
+                for meas in MEASURES:
+                    test_q[r["method"]][meas].append(r[meas])
+    pooled = {m: {meas: np.array(v) for meas, v in d.items()} for m, d in test_q.items()}
     means = {
         m: {meas: float(np.mean([per_fold[m][f][meas] for f in folds])) for meas in MEASURES}
         for m in methods
@@ -753,7 +872,7 @@ def main(argv=None) -> int:
         }
         for name in official_names
     }
-    if mq2008 and len(folds) == 5:
+    if official and len(folds) == 5:
         for name, table in official.items():
             for meas in LETOR_MEASURES:
                 if abs(official_means[name][meas] - table["Avg"][meas]) > 1e-3:
@@ -789,35 +908,40 @@ def main(argv=None) -> int:
             }
         )
 
-    write_csv(args.out / "results.csv", rows)
-    write_csv(args.out / "per_query.csv", query_rows)
-
+    dataset, tol, pair_cost = settings["dataset"], settings["tol"], settings["pair_cost"]
+    settings_grid, settings_method = settings["grid"], settings["method"]
+    merged_text = (
+        ", summed over the runs merged by `--merge` "
+        f"({', '.join(Path(p).name for p in merged_from)})"
+        if merged_from
+        else ""
+    )
     # ------------------------------------------------------------------ Markdown
     n_queries = pooled[methods[0]]["MAP"].size
     fold_text = ", ".join(f"Fold{f}" for f in folds)
     lines = [
-        TITLES[args.dataset],
+        TITLES[dataset],
         "",
         f"Folds {fold_text}; {n_queries} pooled test queries. "
         + (
             f"Structured-loss parameters tuned on validation ({len(grid)} combinations): "
-            f"`{grid_option_text(args.grid)}`. "
+            f"`{grid_option_text(settings_grid)}`. "
             if tuned
             else ""
         )
-        + f"Solver method {args.method or 'auto'}. lam grid "
+        + f"Solver method {settings_method}. lam grid "
         f"{', '.join(f'{v:g}' for v in lams)}, chosen per fold by validation {SELECT_BY} "
         f"({SELECT_NERU} for the NERU losses); "
-        f"tol {args.tol:g} (relative gap), max_iter {max_iter}; "
+        f"tol {tol:g} (relative gap), max_iter {max_iter}; "
         + (
             "features scaled to [0, 1] per query. "
-            if args.dataset == "trec-news-2018"
+            if dataset == "trec-news-2018"
             else "raw features. "
         )
         + "Measures with the "
         "LETOR tool's conventions; values are means over test folds of per-fold query means. "
-        f"Preference pairs: all label-ordered pairs, cost {args.pair_cost}. Wall time "
-        f"{total_seconds:.0f} s (shared 2-core machine).",
+        f"Preference pairs: all label-ordered pairs, cost {pair_cost}. Wall time "
+        f"{wall_seconds:.0f} s (shared 2-core machine){merged_text}.",
         "",
         "## Test results",
         "",
@@ -918,9 +1042,9 @@ def main(argv=None) -> int:
         "The official tables publish no training times.",
         "",
     ]
-    if args.time_repeats:
+    if time_repeats:
         lines += [
-            f"Seconds per fit at the chosen setting, median of {args.time_repeats} refits per "
+            f"Seconds per fit at the chosen setting, median of {time_repeats} refits per "
             "fold (losses interleaved; compilation excluded by the warm-up), with the median "
             "bundle iterations in brackets:",
             "",
@@ -996,14 +1120,358 @@ def main(argv=None) -> int:
                 ),
                 "",
             ]
-    (args.out / "results.md").write_text("\n".join(lines))
+    # every figure is computed: write
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(out / "results.csv", rows)
+    write_csv(out / "per_query.csv", query_rows)
+    (out / "results.md").write_text("\n".join(lines))
 
-    plot_ndcg_at_k(args.out / "ndcg_at_k.png", means, official_means)
-    plot_validation(args.out / "validation_lam.png", vali, losses_run, lams)
+    plot_ndcg_at_k(out / "ndcg_at_k.png", means, official_means)
+    plot_validation(
+        out / "validation_lam.png",
+        {m: {lam: [vali[m][lam][f] for f in folds] for lam in lams} for m in losses_run},
+        losses_run,
+        lams,
+    )
     combined = {**per_fold, **{f"{n} (LETOR)": official_fold[n] for n in official_names}}
-    plot_folds(args.out / "folds.png", combined, folds)
-    progress(f"done in {total_seconds:.0f} s; wrote {args.out}")
+    plot_folds(out / "folds.png", combined, folds)
+    record = {
+        "settings": {key: settings[key] for key in SETTINGS},
+        "folds": list(folds),
+        "flips": n_flips,
+        "wall_seconds": wall_seconds,
+        "bmrm_version": bmrm.__version__,
+    }
+    if data is not None:
+        record["data"] = str(data)
+    if merged_from:
+        record["merged_from"] = [str(path) for path in merged_from]
+    (out / RUN_FILE).write_text(json.dumps(record, indent=1) + "\n")
+    progress(f"done in {wall_seconds:.0f} s; wrote {out}")
     print("\n".join(lines))
+
+
+# ---------------------------------------------------------------------------------- main
+
+UNSET = object()  # an option not given on the command line
+
+
+def main(argv=None) -> int:
+    parser = base_parser("letor", __doc__.splitlines()[0])
+    parser.add_argument("--losses", nargs="+", default=None, choices=LOSSES)
+    parser.add_argument("--lams", nargs="+", type=float, default=None)
+    parser.add_argument("--folds", nargs="+", type=int, default=None)
+    parser.add_argument("--tol", type=float, default=1e-3)
+    parser.add_argument("--max-iter", type=int, default=None)
+    parser.add_argument("--flips", type=int, default=None, help="randomization-test flips")
+    parser.add_argument(
+        "--pair-cost",
+        default="gain_difference",
+        choices=("zero_one", "linear", "gain_difference"),
+        help="cost of the preference loss's pairs",
+    )
+    parser.add_argument("--dataset", default="mq2008", choices=DATASETS)
+    parser.add_argument(
+        "--grid",
+        nargs="+",
+        action="append",
+        default=None,
+        metavar="KEY=V1,V2",
+        help="parameters of the structured losses tuned with lam on validation (repeat "
+        "--grid for a union of grids)",
+    )
+    parser.add_argument("--method", default=None, help="solver method of bmrm.fit (auto)")
+    parser.add_argument(
+        "--time-repeats",
+        type=int,
+        default=0,
+        metavar="N",
+        help="refit each loss's chosen setting N times per fold (losses interleaved) and "
+        "report the median seconds",
+    )
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        type=Path,
+        default=None,
+        metavar="RUN_DIR",
+        help="write the report of one run over the union of the folds of these finished runs "
+        "(disjoint folds, same settings) into --out; no fitting",
+    )
+    parser.add_argument(
+        "--infer-settings",
+        action="store_true",
+        help="with --merge: read the settings of a run without run.json from its results.csv "
+        "and results.md",
+    )
+    # options not given stay UNSET, so that --merge can refuse the fitting ones
+    given = argparse.Namespace(**{dest: UNSET for dest in FIT_ONLY if dest != "grid"}, out=UNSET)
+    args = parser.parse_args(argv, given)
+    if args.flips is not None and args.flips < 1:
+        parser.error(f"--flips must be >= 1; got {args.flips}")
+    if args.merge is not None:
+        return merge_main(parser, args)
+    if args.infer_settings:
+        parser.error("--infer-settings only applies with --merge")
+    for dest in [*FIT_ONLY, "out"]:
+        if getattr(args, dest) is UNSET:
+            setattr(args, dest, parser.get_default(dest))
+    if args.time_repeats < 0:
+        parser.error(f"--time-repeats must be >= 0; got {args.time_repeats}")
+    try:
+        grid = parse_grid(args.grid)
+    except ValueError as exc:
+        parser.error(str(exc))
+    quick = args.quick
+    mq2008 = args.dataset == "mq2008"
+    losses_run = args.losses or (("ordinal", "squared") if quick else LOSSES)
+    try:
+        check_grid(grid, losses_run)
+    except ValueError as exc:
+        parser.error(str(exc))
+    lams = tuple(args.lams or ((1e-2, 1e-1) if quick else LAMS))
+    five_folds = args.dataset in ("mq2008", "trec-news-2018")
+    folds = tuple(args.folds or ((1,) if quick or not five_folds else (1, 2, 3, 4, 5)))
+    if not five_folds and folds != (1,):
+        parser.error(f"--dataset {args.dataset} has one split: --folds 1; got {list(folds)}")
+    if not set(folds) <= {1, 2, 3, 4, 5}:
+        parser.error(f"--folds must be among 1..5; got {list(folds)}")
+    if len(set(folds)) < len(folds):
+        parser.error(f"--folds must not repeat a fold; got {list(folds)}")
+    max_iter = args.max_iter or (30 if quick else 2000)
+    n_flips = args.flips or (1000 if quick else 10_000)
+    settings = {
+        "dataset": args.dataset,
+        "losses": list(losses_run),
+        "lams": list(lams),
+        "grid": args.grid,
+        "tol": args.tol,
+        "max_iter": max_iter,
+        "method": args.method or "auto",
+        "pair_cost": args.pair_cost,
+        "time_repeats": args.time_repeats,
+    }
+    official = {}
+    if mq2008:
+        root = require(args.data / "mq2008", "MQ2008")
+        baseline_dir = require(args.data / "letor4_baselines", "LETOR 4.0 baseline tables")
+        for name in OFFICIAL:
+            official[name] = parse_baseline(require(baseline_dir / f"{name}.MQ2008.txt", name))
+
+        def load(fold):
+            return load_letor_fold(root, fold)
+    elif args.dataset == "trec-news-2018":
+        trec = trec_news_folds(require(args.data / "trec_news_2018", "TREC News 2018"))
+
+        def load(fold):
+            return trec[fold]
+    else:
+        example = lightgbm_example(require(args.data / "lightgbm_rank", "LightGBM example"))
+
+        def load(fold):
+            return example
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+    for name, table in official.items():
+        for fold_name, values in table.items():
+            for measure, value in values.items():
+                rows.append(
+                    {
+                        "method": name,
+                        "source": OFFICIAL_SOURCE,
+                        "fold": fold_name,
+                        "split": "test",
+                        "measure": measure,
+                        "value": value,
+                    }
+                )
+
+    progress(f"warm-up (numba compile) for {', '.join(losses_run)}")
+    warm_up(losses_run, load(folds[0])["train"], args.pair_cost)
+
+    methods = [*losses_run, "best feature", "constant"]
+    query_rows: list[dict] = []
+    started = time.perf_counter()
+
+    for fold in folds:
+        splits = load(fold)
+        X, y, qid = splits["train"]
+        Xv, yv, qv = splits["vali"]
+        Xt, yt, qt = splits["test"]
+        progress(
+            f"fold {fold}: {X.shape[0]} train rows / {np.unique(qid).size} queries, "
+            f"{np.unique(qt).size} test queries"
+        )
+        pairs = pairs_from_labels(y, qid, cost=args.pair_cost) if "preference" in methods else None
+        scores_test = {}
+        chosen_model = {}
+        chosen_setting = {}
+        for loss in losses_run:
+            best = None
+            fit_rows = []
+            settings_loss = grid if METHODS[loss][0] in STRUCTURED else [{}]
+            for params, lam in ((p, lam) for p in settings_loss for lam in lams):
+                model, info = fit_loss(
+                    loss, X, y, qid, lam, args.tol, max_iter, pairs, params, args.method
+                )
+                mv = query_measures(yv, model.decision_function(Xv), qv)
+                mt = query_measures(yt, model.decision_function(Xt), qt)
+                for split, values in (("vali", mv), ("test", mt)):
+                    for measure in MEASURES:
+                        fit_rows.append(
+                            {
+                                "method": loss,
+                                "source": "bmrm",
+                                "fold": f"Fold{fold}",
+                                "lam": lam,
+                                "params": grid_text(params),
+                                "split": split,
+                                "measure": measure,
+                                "value": float(values[measure].mean()),
+                                **info,
+                            }
+                        )
+                score = float(mv[select_by(loss)].mean())
+                # ties go to the larger lam (the simpler model): lams are visited ascending
+                if best is None or score >= best[0]:
+                    best = (score, lam, mt, model, params)
+                progress(
+                    f"  {loss:<10} {grid_text(params)} lam={lam:<7g} {info['iterations']:4d} it "
+                    f"{info['fit_seconds']:6.2f} s  ‖w‖={info['coef_norm']:.3g}  "
+                    f"vali {select_by(loss)}={score:.4f}  test MAP={mt['MAP'].mean():.4f}"
+                )
+            _, lam, mt, model, params = best
+            chosen_setting[loss] = (lam, params)
+            chosen_model[loss] = model
+            scores_test[loss] = mt
+            for row in fit_rows:
+                row["selected"] = row["lam"] == lam and row["params"] == grid_text(params)
+            rows += fit_rows
+
+        # timing: the chosen settings refitted, losses interleaved so that load changes on a
+        # shared machine reach them alike
+        refits = {loss: [] for loss in losses_run}
+        for _ in range(args.time_repeats):
+            for loss in losses_run:
+                lam, params = chosen_setting[loss]
+                refits[loss].append(
+                    fit_loss(loss, X, y, qid, lam, args.tol, max_iter, pairs, params, args.method)[
+                        1
+                    ]
+                )
+        for loss, infos in refits.items():
+            if not infos:
+                continue
+            median = {
+                "refit_seconds": float(np.median([i["fit_seconds"] for i in infos])),
+                "refit_iterations": float(np.median([i["iterations"] for i in infos])),
+            }
+            for measure, value in median.items():
+                rows.append(
+                    {
+                        "method": loss,
+                        "source": "bmrm",
+                        "fold": f"Fold{fold}",
+                        "split": "train",
+                        "measure": measure,
+                        "value": value,
+                    }
+                )
+
+        if fold == folds[0] and "ordinal" in chosen_model:
+            # the structured losses along the ordinal model's direction, on training data
+            f = X @ chosen_model["ordinal"].coef_
+            for method in ("ndcg-increasing", "neru-increasing"):
+                if method in losses_run:
+                    loss = losses.get(METHODS[method][0], **METHODS[method][1])
+                    for rho in SCALES:
+                        rows.append(
+                            {
+                                "method": method,
+                                "source": "bmrm",
+                                "fold": f"Fold{fold}",
+                                "split": "train",
+                                "measure": f"{ALONG}{rho:g}",
+                                "value": float(losses.risk(loss, rho * f, y, qid)[0]),
+                            }
+                        )
+
+        j, sign = best_feature(X, y, qid)
+        scores_test["best feature"] = query_measures(yt, sign * Xt[:, j], qt)
+        progress(f"  best feature: {'−' if sign < 0 else ''}x{j + 1}")
+        rows.append(
+            {
+                "method": "best feature",
+                "source": "bmrm",
+                "fold": f"Fold{fold}",
+                "split": "train",
+                "measure": "feature",
+                "value": float(sign * (j + 1)),
+            }
+        )
+        scores_test["constant"] = query_measures(yt, np.zeros(Xt.shape[0]), qt)
+
+        # the measures give one value per query in order of first appearance
+        _, first = np.unique(qt, return_index=True)
+        q_order = qt[np.sort(first)]
+        for method, mt in scores_test.items():
+            for measure in MEASURES:
+                if method not in losses_run:
+                    rows.append(
+                        {
+                            "method": method,
+                            "source": "bmrm",
+                            "fold": f"Fold{fold}",
+                            "split": "test",
+                            "measure": measure,
+                            "value": float(mt[measure].mean()),
+                        }
+                    )
+            for i, q in enumerate(q_order):
+                query_rows.append(
+                    {
+                        "method": method,
+                        "fold": f"Fold{fold}",
+                        "qid": int(q),
+                        **{m: float(mt[m][i]) for m in MEASURES},
+                    }
+                )
+
+    total_seconds = time.perf_counter() - started
+    write_report(
+        args.out, settings, folds, n_flips, rows, query_rows, total_seconds, data=args.data
+    )
+    return 0
+
+
+def merge_main(parser, args) -> int:
+    """``--merge``: every check before anything is written, then :func:`write_report`."""
+    fitting = [FIT_ONLY[d] for d in FIT_ONLY if getattr(args, d) not in (UNSET, None)]
+    if fitting:
+        parser.error(f"--merge takes finished runs; {', '.join(fitting)} only apply to fitting")
+    if args.out is UNSET:
+        parser.error("--merge needs --out OUT_DIR")
+    out = args.out.resolve()
+    for run_dir in args.merge:
+        if run_dir.resolve() == out:
+            parser.error(f"--out {args.out} is one of the runs given to --merge")
+    try:
+        runs = [load_run(run_dir, args.infer_settings) for run_dir in args.merge]
+        merged = merge_runs(runs, args.flips)
+    except ValueError as exc:
+        parser.error(f"--merge: {exc}")
+    progress(f"merging {', '.join(str(r['dir']) for r in runs)} into {args.out}")
+    write_report(
+        args.out,
+        merged["settings"],
+        merged["folds"],
+        merged["flips"],
+        merged["rows"],
+        merged["query_rows"],
+        merged["wall_seconds"],
+        merged_from=[r["dir"] for r in runs],
+    )
     return 0
 
 
