@@ -201,6 +201,25 @@ def _master_args(bundle, lam, state, accuracy):
     )  # fmt: skip
 
 
+def _factor_state(capacity):
+    """The factor state (L, S, S_ids, meta) QPMaster keeps between master solves, empty."""
+    return [np.zeros((capacity, capacity)), np.zeros(capacity, dtype=np.int64),
+            np.zeros(capacity, dtype=np.int64), np.zeros(2)]  # fmt: skip
+
+
+class _NotYetCompiled:
+    """Stands for the compiled QP before it is compiled (no overloads); a call goes to
+    ``on_call``."""
+
+    def __init__(self, compiled, on_call):
+        self.overloads = {}
+        self.py_func = compiled.py_func
+        self._on_call = on_call
+
+    def __call__(self, *args):
+        return self._on_call(*args)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("lam", [1e-6, 1e-2, 10.0])
 @pytest.mark.parametrize("seed", range(4))
@@ -217,11 +236,7 @@ def test_interpreted_master_step_equals_the_compiled_one(kind, lam, seed):
     A, b = random_bundle(rng, 30, d, kind)
     capacity = 31
     bundles = [Bundle(d, capacity=capacity), Bundle(d, capacity=capacity)]
-    states = [
-        [np.zeros((capacity, capacity)), np.zeros(capacity, dtype=np.int64),
-         np.zeros(capacity, dtype=np.int64), np.zeros(2)]
-        for _ in range(2)
-    ]  # fmt: skip
+    states = [_factor_state(capacity) for _ in range(2)]
     for i in range(len(b)):
         accuracy = 0.0 if i % 3 else 1e-3 * abs(b[i])
         outs = []
@@ -260,16 +275,10 @@ def test_fits_with_the_interpreted_master_equal_compiled_fits(loss, method, monk
     qid = np.repeat(np.arange(40), 10)
     compiled = bmrm.fit(X, y, loss, qid, lam=1e-3, tol=1e-4, method=method, max_iter=200)
 
-    class NotYetCompiled:
-        """Stands for the QP before it is compiled; calling it fails the test."""
+    def fail(*args):
+        raise AssertionError("the compiled QP was called")
 
-        overloads = {}
-        py_func = qp._master_step.py_func
-
-        def __call__(self, *args):
-            raise AssertionError("the compiled QP was called")
-
-    monkeypatch.setattr(qp, "_master_step", NotYetCompiled())
+    monkeypatch.setattr(qp, "_master_step", _NotYetCompiled(qp._master_step, fail))
     monkeypatch.setattr(qp, "_python_namespace", None)
     monkeypatch.setattr(compile_ahead, "running", lambda: True)
     interpreted = bmrm.fit(X, y, loss, qid, lam=1e-3, tol=1e-4, method=method, max_iter=200)
@@ -292,28 +301,22 @@ def test_only_small_bundles_are_solved_by_the_interpreter(k, d, interpreted, mon
     compiled = qp._master_step
     python_step = qp._interpreted("_master_step")
 
-    class NotYetCompiled:
-        overloads = {}
-        py_func = compiled.py_func
-
-        def __call__(self, *args):
-            calls.append("compiled")
-            return compiled(*args)
+    def compiled_step(*args):
+        calls.append("compiled")
+        return compiled(*args)
 
     def interpreter(name):
         calls.append("interpreted")
         return python_step
 
-    monkeypatch.setattr(qp, "_master_step", NotYetCompiled())
+    monkeypatch.setattr(qp, "_master_step", _NotYetCompiled(compiled, compiled_step))
     monkeypatch.setattr(qp, "_interpreted", interpreter)
     monkeypatch.setattr(compile_ahead, "running", lambda: True)
     rng = np.random.default_rng(k + d)
     A, b = random_bundle(rng, k, d, "random")
     bundle = bundle_of(A, b)
     assert bundle.size == k + 1  # with the zero plane
-    capacity = bundle.capacity
-    state = [np.zeros((capacity, capacity)), np.zeros(capacity, dtype=np.int64),
-             np.zeros(capacity, dtype=np.int64), np.zeros(2)]  # fmt: skip
+    state = _factor_state(bundle.capacity)
     w, lower, _, violation, tol = qp.master_step(*_master_args(bundle, 1e-2, state, 0.0))
     assert calls == ["interpreted" if interpreted else "compiled"]
     assert violation <= tol
