@@ -208,6 +208,8 @@ class _Targets(NamedTuple):
     pair_scale: np.ndarray | None = None
     # some query is longer than n_top (needs the truncated path or the chain flow)
     long_queries: bool = True
+    # some query of 2 to n_top documents (needs the full assignment)
+    short_queries: bool = True
 
 
 def _check_weights(c: np.ndarray, *, name: str = "c") -> np.ndarray:
@@ -372,6 +374,7 @@ class _StructuredRankingLoss(Loss):
             None,
             pair_scale,
             bool(np.any(long)),
+            bool(np.any((sizes >= 2) & (sizes <= n_top))),
         )
 
     def _pair_scale(self, query, level, sizes, n_levels, inv_norm, n_top) -> np.ndarray:
@@ -488,6 +491,7 @@ class _StructuredRankingLoss(Loss):
             # True or None: a path passed None is not compiled (see the kernel)
             True if targets.truncated and targets.long_queries else None,
             True if not targets.truncated and targets.long_queries else None,
+            True if targets.short_queries else None,
             ideal_c,
             values,
             grad,
