@@ -37,7 +37,7 @@ import numpy as np
 from numba import njit
 
 from losses._kernels import INNER
-from losses._kernels.assignment import solve_assignment
+from losses._kernels.assignment import solve_assignment, solve_assignment_from
 from losses._kernels.fenwick import fenwick_add, fenwick_prefix
 from losses._kernels.sorting import argsort_stable, sorted_copy
 
@@ -422,6 +422,7 @@ def _query_loss(
     k,
     truncated,
     chain,
+    square,
     gq,
     iw,
     fw,
@@ -433,11 +434,12 @@ def _query_loss(
 ):
     """Loss of one non-degenerate query; adds its subgradient into ``gq`` (zeros on entry).
 
-    ``truncated`` and ``chain`` (each True or None) as in :func:`structured_loss`; a query
-    longer than ``k`` needs one of them True. Workspaces: ``iw`` / ``fw`` / ``bw`` integer /
-    float / boolean rows, ``top_idx`` / ``top_val`` the per-level buffers of the truncated
-    path, ``cost_buf`` the ``n_top × n_candidates`` cost matrix and ``cw`` the chain flow's
-    arrays.
+    ``truncated``, ``chain`` and ``square`` (each True or None) as in
+    :func:`structured_loss`; a query longer than ``k`` needs one of the first two True, a
+    query of at most ``k`` documents ``square`` True. Workspaces: ``iw`` / ``fw`` / ``bw``
+    integer / float / boolean rows, ``top_idx`` / ``top_val`` the per-level buffers of the
+    truncated path, ``cost_buf`` the ``n_top × n_candidates`` cost matrix and ``cw`` the
+    chain flow's arrays.
     """
     m = fq.shape[0]
     n_top = min(k, m)
@@ -467,33 +469,45 @@ def _query_loss(
         _ideal_order(lq, order, m, n_levels, iw[_COUNTS], sigma)
     n_cand = _candidates(lq, order, n_ranked, n_top, n_levels, iw[_TREE], cand, cand_rank)
 
-    if n_top == m:
-        # Square problem: documents as rows is about twice as fast on these rank-two
-        # costs; the solver's column owners are then the document of each position.
-        cost = cost_buf[: m * m].reshape((m, m))
-        for t in range(m):
-            d = cand[t]
-            for p in range(m):
-                cost[t, p] = a[p] * bq[d] * inv_norm - c[p] * fq[d]
-        solve_assignment(
-            cost,
-            iw[_FLOW],
-            fw[_U],
-            fw[_V],
-            fw[_SHORTEST],
-            iw[_PATH],
-            col_of_row,
-            iw[_REMAINING],
-            bw[0],
-            bw[1],
-        )
-    else:
+    if square is not None:
+        if n_top == m:
+            # Square problem: documents as rows is about twice as fast on these rank-two
+            # costs; the solver's column owners are then the document of each position.
+            cost = cost_buf[: m * m].reshape((m, m))
+            for t in range(m):
+                d = cand[t]
+                for p in range(m):
+                    cost[t, p] = a[p] * bq[d] * inv_norm - c[p] * fq[d]
+            # Start from the optimal column duals of the score part −c_p f_d alone (all
+            # documents are candidates here, in rank order t): v_p = Σ_{1<=s<=p}
+            # f_(s) (c_{s−1} − c_s) makes sorting by score optimal for that part (module
+            # docstring), so that only the rows the gains move need augmenting.
+            v_start = fw[_W]
+            v_start[0] = 0.0
+            for p in range(1, m):
+                v_start[p] = v_start[p - 1] + fq[cand[p]] * (c[p - 1] - c[p])
+            solve_assignment_from(
+                cost,
+                v_start,
+                iw[_FLOW],
+                fw[_U],
+                fw[_V],
+                fw[_SHORTEST],
+                iw[_PATH],
+                col_of_row,
+                iw[_REMAINING],
+                bw[0],
+                bw[1],
+            )
+    if n_top < m:
         cost = cost_buf[: n_top * n_cand].reshape((n_top, n_cand))
         for p in range(n_top):
             for t in range(n_cand):
                 d = cand[t]
                 cost[p, t] = a[p] * bq[d] * inv_norm - c[p] * fq[d]
-        if short:
+        # truncated (every query longer than k is short then) and chain are tested on the
+        # arguments so that a path passed None compiles nothing, not even its solver
+        if truncated is not None:
             solve_assignment(
                 cost,
                 col_of_row,
@@ -554,6 +568,7 @@ def structured_loss(
     k,
     truncated,
     chain,
+    square,
     ideal_c,
     values,
     grad,
@@ -593,6 +608,11 @@ def structured_loss(
         queries take the chain flow. Every query longer than k needs one of the two paths;
         a path passed None is left out of the compiled kernel (the common cases compile
         one of them, or neither when no query is longer than k).
+    square : True or None
+        True when some query of at least two documents has at most k of them: those
+        queries take the full m × m assignment. None leaves that path (and the assignment
+        solver, unless the truncated path needs it) out of the compiled kernel; no query
+        of two to k documents may then be passed.
     ideal_c : float64 array of shape (n,) or (0,)
         Empty: σ puts equal gains in increasing score (the convex rule). Otherwise σ's part
         is given per document, the weight an ideal ordering (or a mean of ideal orderings)
@@ -647,6 +667,7 @@ def structured_loss(
             k,
             truncated,
             chain,
+            square,
             gq,
             iw,
             fw,

@@ -209,6 +209,34 @@ def test_large_queries_against_scipy(name, params):
             np.testing.assert_allclose(grad[s], expected_grad, atol=1e-10)
 
 
+@pytest.mark.parametrize("truncate_c", [False, True])
+@pytest.mark.parametrize("name", ["ndcg", "neru"])
+def test_kernel_paths_follow_the_query_lengths(name, truncate_c):
+    """The kernel's paths for queries longer than k and for queries of 2 to k documents are
+    compiled only when such queries are present (``long_queries``, ``short_queries``); a
+    kernel compiled with a path the batch does not use gives the same results bit for bit."""
+    loss, measure = build(name, {"k": 5, "truncate_c": truncate_c})
+    rng = np.random.default_rng(8)
+    for sizes, long, short in (
+        ([6, 9, 20], True, False),
+        ([2, 3, 5], False, True),
+        ([1, 4, 12], True, True),
+        ([1], False, False),
+    ):
+        f, y, ptr = random_batch(rng, name, 60, sizes=sizes)
+        targets = loss.validate(y, ptr)
+        assert (targets.long_queries, targets.short_queries) == (long, short), sizes
+        values, grad = loss.loss_grad(f, targets)
+        both = loss.loss_grad(f, targets._replace(long_queries=True, short_queries=True))
+        np.testing.assert_array_equal(both[0], values)
+        np.testing.assert_array_equal(both[1], grad)
+        for q, s in enumerate(blocks(ptr)):
+            if s.stop - s.start <= 7:
+                c = weights(loss, s.stop - s.start)
+                expected, _, _ = brute_force(f[s], y[s], measure, c)
+                assert values[q] == pytest.approx(expected, rel=1e-10, abs=1e-12)
+
+
 @pytest.mark.parametrize(("name", "params"), CONFIGS, ids=IDS)
 def test_document_order_does_not_matter(name, params):
     loss, _ = build(name, params)
