@@ -131,7 +131,18 @@ so in this π every document follows all of its dominators; likewise the positio
   :func:`losses._kernels.assignment.solve_assignment`. The candidates are found without
   sorting the whole query: every candidate is among the K best documents of its gain level
   (its better documents of the same level dominate it), and so are all its dominators;
-* when K = m every position has a discount and the problem is the full m × m assignment;
+* when K = m every position has a discount and the problem is the full m × m assignment
+  (documents as rows in ≻ order, F_1 >= ... >= F_m their scores), solved by
+  :func:`losses._kernels.assignment.solve_assignment_from` from the column duals
+  v_1 = 0, v_p = Σ_{2<=s<=p} F_s (c_{s−1} − c_s). These are optimal for the score part
+  −c_p F_t alone, where the order ≻ is optimal: with u_t = −c_t F_t − v_t the reduced cost
+  −c_p F_t − u_t − v_p is F_t (c_t − c_p) − Σ_{t<s<=p} F_s (c_{s−1} − c_s) >= 0 for p > t
+  (as F_s <= F_t) and Σ_{p<s<=t} F_s (c_{s−1} − c_s) − F_t (c_p − c_t) >= 0 for p < t (as
+  F_s >= F_t), zero for p = t (the rearrangement inequality in dual form). The solver
+  makes them feasible for the whole cost by row minima and augments only the rows whose
+  cheapest position is taken, so the work shrinks as the scores outweigh the gains
+  (measured on the demo's 40-document queries: 10.7–51 µs per query against 58–63 µs
+  from zero duals);
 * otherwise the tail holds the non-chosen documents in ≻ order. Writing F_1 >= ... >= F_m
   for the sorted scores and k_r for the number of chosen documents among the first r in ≻
   order, summation by parts gives the tail's value as a constant plus
@@ -144,10 +155,10 @@ The maximisation over π does not depend on the tie rule. Cost per query, L gain
 O(m + L·K log(L·K) + K²·n_candidates) typically with truncated c (O(m·K) worst case for
 the selection); O(m log m + K (K·n_candidates + m)
 log m) with untruncated c and K < m; O(m³) worst case when K = m (NERU without k, or
-k >= m), where the rank-two costs make shortest-augmenting-path solvers markedly slower
-than on random matrices. Both reductions are checked against the full m × m assignment and
-against brute force over all permutations in the tests. Latent ties add the choice of σ,
-O(m log m) per query.
+k >= m), where the rank-two costs make shortest-augmenting-path solvers from zero duals
+markedly slower than on random matrices (hence the start above). Both reductions and the
+start are checked against the full m × m assignment and against brute force over all
+permutations in the tests. Latent ties add the choice of σ, O(m log m) per query.
 
 References
 ----------

@@ -19,6 +19,12 @@ and the assignment is optimal.
 Among columns at the same tentative distance a free one is taken first, so a path ends as
 soon as it can; this only matters for speed on problems with ties.
 
+:func:`solve_assignment_from` solves a square problem from given column duals instead of
+zeros: every row's dual is its smallest reduced cost (so the duals are feasible), a row
+whose cheapest column is still free takes it, and only the remaining rows are augmented
+as above. The result is optimal whatever the given duals; good ones (near optimal for the
+costs) leave few rows to augment.
+
 Complexity: ``O(n_rows² · n_cols)`` in the worst case, ``O(n_rows · n_cols)`` memory for the
 matrix plus ``O(n_rows + n_cols)`` workspace.
 
@@ -32,6 +38,75 @@ Aerospace and Electronic Systems 52 (2016) 1679–1696.
 
 import numpy as np
 from numba import njit
+
+from losses._kernels import INNER
+
+
+@njit(**INNER)
+def _augment(
+    cur, cost, col_of_row, u, v, shortest, path, row_of_col, remaining, row_done, col_done
+):
+    """Assign the free row ``cur`` by the cheapest alternating path to a free column
+    (Dijkstra on reduced costs) and shift the duals of the rows and columns it scanned.
+
+    On entry the duals are feasible for every row but ``cur`` (reduced costs
+    ``cost[i, j] - u[i] - v[j] >= 0``) and zero on every assigned pair; both hold for all
+    rows on return.
+    """
+    n_rows, n_cols = cost.shape
+    for i in range(n_rows):
+        row_done[i] = False
+    for j in range(n_cols):
+        shortest[j] = np.inf
+        col_done[j] = False
+        remaining[j] = n_cols - 1 - j
+    n_remaining = n_cols
+    min_val = 0.0
+    i = cur
+    sink = -1
+    while sink == -1:
+        row_done[i] = True
+        best = -1
+        lowest = np.inf
+        base = min_val - u[i]
+        for it in range(n_remaining):
+            j = remaining[it]
+            r = base + cost[i, j] - v[j]
+            s = shortest[j]
+            if r < s:
+                path[j] = i
+                shortest[j] = r
+                s = r
+            if s < lowest or (s == lowest and row_of_col[j] == -1):
+                lowest = s
+                best = it
+        min_val = lowest
+        j = remaining[best]
+        col_done[j] = True
+        n_remaining -= 1
+        remaining[best] = remaining[n_remaining]
+        if row_of_col[j] == -1:
+            sink = j
+        else:
+            i = row_of_col[j]
+
+    u[cur] += min_val
+    for i in range(n_rows):
+        if row_done[i] and i != cur:
+            u[i] += min_val - shortest[col_of_row[i]]
+    for j in range(n_cols):
+        if col_done[j]:
+            v[j] -= min_val - shortest[j]
+
+    j = sink
+    while True:
+        i = path[j]
+        row_of_col[j] = i
+        previous = col_of_row[i]
+        col_of_row[i] = j
+        j = previous
+        if i == cur:
+            break
 
 
 @njit(cache=True)
@@ -71,63 +146,49 @@ def solve_assignment(
     for j in range(n_cols):
         v[j] = 0.0
         row_of_col[j] = -1
-
     for cur in range(n_rows):
-        for i in range(n_rows):
-            row_done[i] = False
-        for j in range(n_cols):
-            shortest[j] = np.inf
-            col_done[j] = False
-            remaining[j] = n_cols - 1 - j
-        n_remaining = n_cols
-        min_val = 0.0
-        i = cur
-        sink = -1
-        while sink == -1:
-            row_done[i] = True
-            best = -1
-            lowest = np.inf
-            base = min_val - u[i]
-            for it in range(n_remaining):
-                j = remaining[it]
-                r = base + cost[i, j] - v[j]
-                s = shortest[j]
-                if r < s:
-                    path[j] = i
-                    shortest[j] = r
-                    s = r
-                if s < lowest or (s == lowest and row_of_col[j] == -1):
-                    lowest = s
-                    best = it
-            min_val = lowest
-            j = remaining[best]
-            col_done[j] = True
-            n_remaining -= 1
-            remaining[best] = remaining[n_remaining]
-            if row_of_col[j] == -1:
-                sink = j
-            else:
-                i = row_of_col[j]
-
-        u[cur] += min_val
-        for i in range(n_rows):
-            if row_done[i] and i != cur:
-                u[i] += min_val - shortest[col_of_row[i]]
-        for j in range(n_cols):
-            if col_done[j]:
-                v[j] -= min_val - shortest[j]
-
-        j = sink
-        while True:
-            i = path[j]
-            row_of_col[j] = i
-            previous = col_of_row[i]
-            col_of_row[i] = j
-            j = previous
-            if i == cur:
-                break
-
+        _augment(
+            cur, cost, col_of_row, u, v, shortest, path, row_of_col, remaining, row_done, col_done
+        )
     total = 0.0
     for i in range(n_rows):
+        total += cost[i, col_of_row[i]]
+    return total
+
+
+@njit(cache=True)
+def solve_assignment_from(
+    cost, v_start, col_of_row, u, v, shortest, path, row_of_col, remaining, row_done, col_done
+):
+    """:func:`solve_assignment` for a square ``cost``, starting from the column duals
+    ``v_start`` (module docstring); the other parameters and the result are the same.
+
+    ``v_start`` : float64 array, length >= n (any finite values; not modified).
+    """
+    n = cost.shape[0]
+    for j in range(n):
+        v[j] = v_start[j]
+        row_of_col[j] = -1
+    for i in range(n):
+        best = np.inf
+        col = 0
+        for j in range(n):
+            r = cost[i, j] - v[j]
+            if r < best:
+                best = r
+                col = j
+        u[i] = best
+        col_of_row[i] = -1
+        if row_of_col[col] == -1:
+            row_of_col[col] = i
+            col_of_row[i] = col
+    for cur in range(n):
+        if col_of_row[cur] == -1:
+            _augment(
+                cur, cost, col_of_row, u, v, shortest, path, row_of_col, remaining, row_done,
+                col_done,
+            )  # fmt: skip
+    total = 0.0
+    for i in range(n):
         total += cost[i, col_of_row[i]]
     return total

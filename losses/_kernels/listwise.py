@@ -37,7 +37,7 @@ import numpy as np
 from numba import njit
 
 from losses._kernels import INNER
-from losses._kernels.assignment import solve_assignment
+from losses._kernels.assignment import solve_assignment, solve_assignment_from
 from losses._kernels.fenwick import fenwick_add, fenwick_prefix
 from losses._kernels.sorting import argsort_stable, sorted_copy
 
@@ -478,8 +478,17 @@ def _query_loss(
                 d = cand[t]
                 for p in range(m):
                     cost[t, p] = a[p] * bq[d] * inv_norm - c[p] * fq[d]
-            solve_assignment(
+            # Start from the optimal column duals of the score part −c_p f_d alone (all
+            # documents are candidates here, in rank order t): v_p = Σ_{1<=s<=p}
+            # f_(s) (c_{s−1} − c_s) makes sorting by score optimal for that part (module
+            # docstring), so that only the rows the gains move need augmenting.
+            v_start = fw[_W]
+            v_start[0] = 0.0
+            for p in range(1, m):
+                v_start[p] = v_start[p - 1] + fq[cand[p]] * (c[p - 1] - c[p])
+            solve_assignment_from(
                 cost,
+                v_start,
                 iw[_FLOW],
                 fw[_U],
                 fw[_V],

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linear_sum_assignment
 
-from losses._kernels.assignment import solve_assignment
+from losses._kernels.assignment import solve_assignment, solve_assignment_from
 
 
 def linear_assignment(cost):
@@ -145,3 +145,125 @@ def test_reused_oversized_workspace():
 )
 def test_integer_matrices_hypothesis(rows):
     check_against_scipy(np.array(rows, dtype=np.float64))
+
+
+# ------------------------------------------------------------------------------------------
+# solve_assignment_from: square problems from given column duals
+
+
+def assignment_from(cost, v_start):
+    """:func:`solve_assignment_from` with fresh workspaces; returns ``(col_of_row,
+    row_of_col, total)`` and checks that ``v_start`` is left unchanged."""
+    n = cost.shape[0]
+    before = v_start.copy()
+    col_of_row = np.empty(n, dtype=np.int64)
+    row_of_col = np.empty(n, dtype=np.int64)
+    total = solve_assignment_from(
+        np.ascontiguousarray(cost),
+        v_start,
+        col_of_row,
+        np.empty(n),
+        np.empty(n),
+        np.empty(n),
+        np.empty(n, dtype=np.int64),
+        row_of_col,
+        np.empty(n, dtype=np.int64),
+        np.empty(n, dtype=bool),
+        np.empty(n, dtype=bool),
+    )
+    np.testing.assert_array_equal(v_start, before)
+    return col_of_row, row_of_col, total
+
+
+def score_part_duals(c, f_sorted):
+    """The optimal column duals of −c_p f_t with f sorted descending (rows) and c
+    non-increasing (columns), as the structured losses start from."""
+    v = np.zeros(len(c))
+    v[1:] = np.cumsum(f_sorted[1:] * (c[:-1] - c[1:]))
+    return v
+
+
+def random_duals(rng, n, cost):
+    kind = int(rng.integers(5))
+    if kind == 0:
+        return np.zeros(n)
+    if kind == 1:
+        return rng.normal(size=n) * max(1.0, np.abs(cost).max())
+    if kind == 2:
+        return rng.integers(-2, 3, size=n).astype(np.float64)  # ties in the reduced costs
+    if kind == 3:
+        return np.full(n, 1e6)
+    return np.cumsum(rng.exponential(size=n))  # increasing
+
+
+def check_from_against_scipy(cost, v_start):
+    n = cost.shape[0]
+    col_of_row, row_of_col, total = assignment_from(cost, v_start)
+    assert sorted(col_of_row.tolist()) == list(range(n))
+    np.testing.assert_array_equal(row_of_col[col_of_row], np.arange(n))
+    rows, cols = linear_sum_assignment(cost)
+    best = cost[rows, cols].sum()
+    ours = cost[np.arange(n), col_of_row].sum()
+    scale = max(1.0, np.abs(cost).max(), np.abs(v_start).max()) * n
+    assert ours == pytest.approx(best, rel=1e-12, abs=1e-12 * scale)
+    assert total == pytest.approx(ours, rel=1e-12, abs=1e-12 * scale)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_from_duals_random_matrices_match_scipy(kind):
+    """Any starting duals give an optimal assignment: zeros, random, tied, huge."""
+    rng = np.random.default_rng(100 + KINDS.index(kind))
+    for _ in range(300):
+        n = int(rng.integers(1, 13))
+        cost = random_cost(rng, n, n, kind)
+        check_from_against_scipy(cost, random_duals(rng, n, cost))
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 40, 120])
+def test_from_duals_on_the_losses_costs_match_scipy(n):
+    """The structured losses' costs a_p b_t / Z − c_p f_t (rows in score order, few gain
+    levels, tied scores) from the score part's optimal duals, as the losses call it."""
+    rng = np.random.default_rng(n)
+    for trial in range(60 if n <= 40 else 10):
+        c = np.sort(rng.exponential(size=n))[::-1]
+        a = np.sort(rng.exponential(size=n))[::-1]
+        f = rng.normal(size=n) * 10.0 ** rng.integers(-3, 2)
+        if trial % 3 == 0:
+            f = np.round(f)  # tied scores
+        f = np.sort(f)[::-1]
+        b = rng.integers(0, 5, size=n) / rng.uniform(1.0, 20.0)
+        cost = np.outer(b, a) - np.outer(f, c)
+        check_from_against_scipy(cost, score_part_duals(c, f))
+
+
+def test_score_part_duals_are_optimal_for_the_score_part():
+    """The duals the losses start from make sorting by score optimal for −c_p f_t: with
+    u_t = min_p (cost[t, p] − v_p) every row's minimum is on the diagonal, so no row needs
+    augmenting (the derivation in losses/_kernels/listwise.py's square path)."""
+    rng = np.random.default_rng(9)
+    for _ in range(200):
+        n = int(rng.integers(1, 30))
+        c = np.sort(rng.exponential(size=n))[::-1]
+        f = np.sort(rng.normal(size=n))[::-1]
+        cost = -np.outer(f, c)
+        v = score_part_duals(c, f)
+        reduced = cost - v[None, :]
+        diagonal = np.diag(reduced)
+        scale = max(1.0, np.abs(cost).max()) * n
+        assert np.all(reduced >= diagonal[:, None] - 1e-12 * scale)
+        col_of_row, _, total = assignment_from(cost, v)
+        assert total == pytest.approx(np.trace(cost), abs=1e-12 * scale)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(1, 6).flatmap(
+        lambda n: st.tuples(
+            st.lists(st.lists(st.integers(-3, 3), min_size=n, max_size=n), min_size=n, max_size=n),
+            st.lists(st.integers(-3, 3), min_size=n, max_size=n),
+        )
+    )
+)
+def test_from_duals_integer_matrices_hypothesis(case):
+    rows, duals = case
+    check_from_against_scipy(np.array(rows, dtype=np.float64), np.array(duals, dtype=np.float64))
