@@ -42,7 +42,7 @@ from numba import njit
 from losses._kernels import INNER
 
 
-@njit(**INNER)
+@njit(inline="always", **INNER)
 def _augment(
     cur, cost, col_of_row, u, v, shortest, path, row_of_col, remaining, row_done, col_done
 ):
