@@ -21,6 +21,7 @@ from bmrm.solver.nrbm import NRBM
 from bmrm.solver.oracle import RiskOracle
 from bmrm.solver.regularizers import Regularizer, from_spec, make_regularizer
 from bmrm.solver.scorer_oracle import check_nonconvex, fit_nonconvex
+from losses.listwise import NDCGLoss, NERULoss
 from losses.validation import check_int, check_positive
 
 __all__ = ["LinearModel", "fit", "load", "save"]
@@ -570,7 +571,11 @@ def fit(
         w0 = check_w0(w0, d if shape == (d,) else n_params, fit_intercept)
     if regularizer.qp and master in ("auto", "qp") and not nonconvex:
         # with a cold cache a second process compiles the master QP meanwhile
-        compile_ahead.start(ordinal=getattr(loss_obj, "latent", False) and w0 is None)
+        starts_ordinal = getattr(loss_obj, "latent", False) and w0 is None
+        compile_ahead.start(
+            ordinal=starts_ordinal,
+            latent=starts_ordinal and isinstance(loss_obj, (NDCGLoss, NERULoss)),
+        )
     clock = CompileClock()
     if backend == "local":
         with clock:

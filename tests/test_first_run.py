@@ -245,8 +245,13 @@ out = {}
 for loss in sys.argv[1].split(","):
     res = bmrm.fit(X, y, loss, qid, lam=1e-2, tol=1e-4).result_
     out[loss] = {"w": res.x.tolist(), "fun": res.fun, "nit": int(res.nit)}
+from losses._kernels.listwise import latent_ideal_weights
 from losses._kernels.ordinal import ordinal_pairs
-for name, kernel in (("qp", qp._master_step), ("ordinal_kernel", ordinal_pairs)):
+for name, kernel in (
+    ("qp", qp._master_step),
+    ("ordinal_kernel", ordinal_pairs),
+    ("latent_kernel", latent_ideal_weights),
+):
     stats = kernel.stats
     out[name] = {
         "hits": sum(stats.cache_hits.values()), "misses": sum(stats.cache_misses.values())
@@ -275,10 +280,11 @@ def _run_ahead(losses_, env):
 def test_the_qp_compiled_ahead_in_a_second_process_gives_the_same_fits(tmp_path):
     """With an empty cache a helper process compiles the master QP while the fit compiles
     its loss and solves its master problems in the interpreter; for a latent loss the helper
-    first compiles the ordinal kernels of the concave-convex start, which the fit loads from
-    the cache. The fit's process never compiles either itself, its results equal those of a
-    process that compiled everything (``BMRM_COMPILE_AHEAD=0``) bit for bit, and when it ends
-    the helper has finished and left the QP in the cache."""
+    first compiles the ordinal kernels of the concave-convex start and the latent loss's
+    ideal-ordering weights, which the fit loads from the cache. The fit's process never
+    compiles any of them itself, its results equal those of a process that compiled
+    everything (``BMRM_COMPILE_AHEAD=0``) bit for bit, and when it ends the helper has
+    finished and left the QP in the cache."""
     if not os.path.isdir("/proc") or len(os.sched_getaffinity(0)) < 2:
         import pytest
 
@@ -292,8 +298,10 @@ def test_the_qp_compiled_ahead_in_a_second_process_gives_the_same_fits(tmp_path)
     )
     assert ahead["qp"]["misses"] == 0 and ahead["qp"]["hits"] <= 1
     assert ahead["ordinal_kernel"] == {"hits": 1, "misses": 0}
+    assert ahead["latent_kernel"] == {"hits": 1, "misses": 0}
     assert alone["qp"] == {"hits": 0, "misses": 1}
     assert alone["ordinal_kernel"] == {"hits": 0, "misses": 1}
+    assert alone["latent_kernel"] == {"hits": 0, "misses": 1}
     assert alone["helper"] == -1 and alone["children"] == []
     # the helper was a child of the fit's process, and nothing else was
     assert ahead["helper"] > 0 or ahead["qp"]["hits"] == 1
@@ -387,3 +395,33 @@ def test_the_helper_ends_with_the_process_that_started_it(tmp_path):
         time.sleep(0.1)
     assert not running()
     assert not list(tmp_path.rglob("*master_step*.nbi"))  # it stopped before compiling
+
+
+def test_waiting_for_a_stage_reads_every_line_the_helper_wrote(monkeypatch):
+    """The helper may report several stages at once; waiting for the second must not wait
+    for more output (the helper then goes on compiling the QP for seconds)."""
+    from bmrm.solver import compile_ahead
+
+    helper = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; print('ordinal\\nlatent', flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    monkeypatch.setattr(compile_ahead, "TIMEOUT", 5.0)
+    monkeypatch.setattr(compile_ahead, "_helper", helper)
+    monkeypatch.setattr(compile_ahead, "_helper_parent", os.getpid())
+    monkeypatch.setattr(compile_ahead, "_pending", {"ordinal", "latent"})
+    try:
+        assert compile_ahead.wait_for("ordinal") is True
+        # the helper is still running: "latent" was reported, not the end of its output
+        assert compile_ahead.pending("latent") is False
+        assert compile_ahead.wait_for("latent") is False  # nothing left to wait for
+        assert helper.poll() is None
+    finally:
+        helper.stdin.close()
+        helper.wait()
+        helper.stdout.close()

@@ -240,16 +240,20 @@ def minimize_cccp(
         results = []
         initial = oracle.initial() if w0 is None else None
         if initial is not None and compile_ahead.running():
-            # A cold cache, and a second process compiles the master QP, which the starting
-            # problem needs first: meanwhile compile the latent loss's kernels here (one
-            # oracle call, not counted; its value is not used and changes nothing).
+            # A cold cache, and a second process compiles the starting problem's kernels
+            # (the ordinal loss's) and possibly the latent loss's ideal-ordering weights:
+            # meanwhile compile the latent loss's other kernels here (one oracle call, not
+            # counted; its value is not used and changes nothing).
             calls = getattr(oracle, "calls", None)
-            oracle(np.zeros(n_features))
+            warm_up = oracle
+            if compile_ahead.pending("latent") and hasattr(oracle, "without_latent"):
+                warm_up = oracle.without_latent()
+            warm_up(np.zeros(n_features))
             if calls is not None:
                 oracle.calls = calls
         if initial is not None:
             # the helper compiles the starting loss's kernels (the ordinal loss's), if asked
-            compile_ahead.wait_ordinal()
+            compile_ahead.wait_for("ordinal")
             res = minimize_bmrm(
                 initial,
                 n_features,
@@ -279,6 +283,7 @@ def minimize_cccp(
             oracle.release()
             return lam * regularizer.value(w) + R
 
+        compile_ahead.wait_for("latent")  # the helper's ideal-ordering weights, if asked
         J = objective(w)
         outer_objective = [J]
         n_init = len(results)

@@ -11,10 +11,12 @@ QP from the cache. A bundle too large for the interpreter waits for the helper i
 (:func:`wait`).
 
 For a latent loss (the concave-convex procedure, :mod:`bmrm.solver.cccp`) the helper first
-compiles the ordinal loss's kernels, which the procedure's starting problem needs only after
-this process has compiled the latent loss's (``start(ordinal=True)``): the procedure
-evaluates the latent loss once first while the helper runs, then waits for the helper's
-word that the ordinal kernels are in the cache (:func:`wait_ordinal`) and loads them.
+compiles the ordinal loss's kernels, which the procedure's starting problem needs, and then
+the latent loss's ideal-ordering weights, which it needs after that problem
+(``start(ordinal=True, latent=True)``). Meanwhile the procedure compiles the latent loss's
+other kernels here (one evaluation with the latent part left out), then waits for the
+helper's word that a stage's kernels are in the cache (:func:`wait_for`) before the first
+call that needs them, and loads them.
 
 The helper is started only when all of the following hold, so that a warm cache or an
 unsuitable set-up costs nothing but a look at the cache index:
@@ -31,7 +33,9 @@ Measured on the demo's data on a 2-CPU machine (``experiments/bench_first_run.py
 fit from an empty cache, wall seconds: with the helper compiling the QP while the fit waited
 for it, squared 8.1, ordinal 9.9, preference 10.5, latent NDCG@10 14.4–16.8; with the
 interpreter meanwhile and the ordinal kernels compiled by the helper, 1.3, 4.8, 2.2 and
-10.4–10.9 (the fits are the same, bit for bit). With other work running (load average 2–5,
+10.4–10.9 (the fits are the same, bit for bit); latent NDCG@10 with the ideal-ordering
+weights compiled by the helper too, 9.5–11.7 against 10.0–13.3 without, in an interleaved
+comparison on a noisier day. With other work running (load average 2–5,
 both CPUs busy) the helper made the same fits 2–4 s slower, its own start-up and
 compilation taking CPU time from the fit, which is why a busy machine does not start it.
 
@@ -53,10 +57,11 @@ import select
 import subprocess
 import sys
 import threading
+import time
 
 from numba.core import event
 
-__all__ = ["TIMEOUT", "WAIT_EVENT", "running", "start", "wait", "wait_ordinal"]
+__all__ = ["TIMEOUT", "WAIT_EVENT", "pending", "running", "start", "wait", "wait_for"]
 
 # numba event kind triggered while a fit waits for the helper
 WAIT_EVENT = "bmrm:compile_wait"
@@ -74,7 +79,9 @@ def _watch():
     os._exit(0)
 
 threading.Thread(target=_watch, daemon=True).start()
-qp_path, cache_path, root, ordinal_cache = sys.argv[1:5]
+qp_path, cache_path, root, ordinal_cache, latent_cache = sys.argv[1:6]
+# Stages before the QP, each ended by its name on a line of its own (also when it failed:
+# the fit's process then compiles those kernels itself).
 if ordinal_cache:
     # the ordinal loss's kernels, by one call on a tiny problem: the argument types of a
     # fit's calls (queries shorter than the radix-sort threshold)
@@ -87,10 +94,26 @@ if ordinal_cache:
             loss = OrdinalLoss()
             loss.loss_grad(np.zeros(4), loss.validate(np.array([0, 1, 0, 1]), [0, 2, 4]))
     except Exception:
-        pass  # the fit's process compiles them itself
+        pass
     finally:
         sys.path.remove(root)
-    sys.stdout.write("ordinal\n")  # compiled (or failed): the fit's process goes on
+    sys.stdout.write("ordinal\n")
+    sys.stdout.flush()
+if latent_cache:
+    # the latent NDCG / NERU losses' ideal-ordering weights, the same way
+    try:
+        sys.path.insert(0, root)
+        import numpy as np
+        from losses._kernels.listwise import latent_ideal_weights
+        from losses.listwise import NDCGLoss
+        if latent_ideal_weights._cache.cache_path == latent_cache:
+            loss = NDCGLoss()
+            loss.ideal_weights(np.zeros(4), loss.validate(np.array([0, 1, 0, 1]), [0, 2, 4]))
+    except Exception:
+        pass
+    finally:
+        sys.path.remove(root)
+    sys.stdout.write("latent\n")
     sys.stdout.flush()
 spec = importlib.util.spec_from_file_location("bmrm.solver.qp", qp_path)
 qp = importlib.util.module_from_spec(spec)
@@ -104,7 +127,7 @@ os._exit(0)
 _lock = threading.Lock()
 _helper: subprocess.Popen | None = None
 _helper_parent = -1  # the process that started _helper (a forked child cannot wait for it)
-_ordinal_pending = False  # the helper compiles the ordinal kernels and has not said it is done
+_pending: set[str] = set()  # stages the helper was given and has not reported done
 _at_exit_registered = False
 
 
@@ -136,27 +159,28 @@ def _needs_compiling(dispatcher, types) -> str | None:
     return cache.cache_path
 
 
-def _ordinal_cache() -> str:
-    """The cache folder of the ordinal loss's kernels, or "" when the helper should leave
-    them alone (compiled in this process already, or no usable cache)."""
-    from losses._kernels.ordinal import ordinal_pairs
-
-    cache = getattr(ordinal_pairs, "_cache", None)
-    if ordinal_pairs.overloads or cache is None or not hasattr(cache, "cache_path"):
+def _cache_path_if_uncompiled(dispatcher) -> str:
+    """The cache folder of a kernel, or "" when the helper should leave it alone (compiled
+    in this process already, or no usable cache)."""
+    cache = getattr(dispatcher, "_cache", None)
+    if dispatcher.overloads or cache is None or not hasattr(cache, "cache_path"):
         return ""
     return cache.cache_path
 
 
-def start(ordinal: bool = False) -> None:
+def start(ordinal: bool = False, latent: bool = False) -> None:
     """Start the helper if the QP needs compiling (module docstring); returns at once.
 
     ``ordinal=True`` has it compile the ordinal loss's kernels first, for the concave-convex
-    procedure's starting problem, which needs them only after this process has compiled the
-    latent loss's.
+    procedure's starting problem; ``latent=True`` then the ideal-ordering weights of the
+    latent NDCG and NERU losses, which the procedure needs after that problem. Either is
+    left out if this process has compiled it already.
     """
-    global _helper, _helper_parent, _ordinal_pending, _at_exit_registered
+    global _helper, _helper_parent, _pending, _at_exit_registered
     import losses
     from bmrm.solver import qp
+    from losses._kernels.listwise import latent_ideal_weights
+    from losses._kernels.ordinal import ordinal_pairs
 
     if not sys.executable or getattr(sys, "frozen", False):  # no interpreter to run it
         return
@@ -167,16 +191,19 @@ def start(ordinal: bool = False) -> None:
             _helper.stdin.close()  # done, but no fit waited for it
             _helper.stdout.close()
         _helper = None
-        _ordinal_pending = False
+        _pending = set()
         cache_path = _needs_compiling(qp._master_step, qp.MASTER_STEP_TYPES)
         if cache_path is None:
             return
         _helper_parent = os.getpid()
+        stages = {
+            "ordinal": _cache_path_if_uncompiled(ordinal_pairs) if ordinal else "",
+            "latent": _cache_path_if_uncompiled(latent_ideal_weights) if latent else "",
+        }
         try:
             root = os.path.dirname(os.path.dirname(os.path.abspath(losses.__file__)))
-            ordinal_cache = _ordinal_cache() if ordinal else ""
             _helper = subprocess.Popen(
-                [sys.executable, "-c", _HELPER, qp.__file__, cache_path, root, ordinal_cache],
+                [sys.executable, "-c", _HELPER, qp.__file__, cache_path, root, *stages.values()],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -184,7 +211,7 @@ def start(ordinal: bool = False) -> None:
         except OSError:
             _helper = None
             return
-        _ordinal_pending = bool(ordinal_cache)
+        _pending = {name for name, path in stages.items() if path}
         if not _at_exit_registered:
             atexit.register(_finish)
             _at_exit_registered = True
@@ -196,22 +223,37 @@ def running() -> bool:
     return helper is not None and _helper_parent == os.getpid() and helper.poll() is None
 
 
-def wait_ordinal() -> None:
-    """Wait until the helper, if it was asked to, has compiled the ordinal loss's kernels
-    into the cache (or failed to; stopped after :data:`TIMEOUT` seconds). The time counts
-    as compilation, as in :func:`wait`."""
-    global _ordinal_pending
+def pending(stage: str) -> bool:
+    """Whether the helper was given ``stage`` ("ordinal" or "latent") and has not yet
+    reported it done."""
+    return stage in _pending and _helper is not None and _helper_parent == os.getpid()
+
+
+def wait_for(stage: str) -> bool:
+    """Wait until the helper, if it was given ``stage`` ("ordinal" or "latent"), has
+    compiled its kernels into the cache (or failed to; at most :data:`TIMEOUT` seconds in
+    all). The time counts as compilation, as in :func:`wait`. Returns whether the helper
+    reported the stage (False: not given, or the helper ended or ran out of time first)."""
     helper = _helper
-    if not _ordinal_pending or helper is None or _helper_parent != os.getpid():
-        return
+    if not pending(stage):
+        return False
     with event.trigger_event(WAIT_EVENT):
-        try:
-            ready = select.select([helper.stdout], [], [], TIMEOUT)[0]
-        except (OSError, ValueError):  # no select on pipes (Windows): wait without a limit
-            ready = True
-        if ready:
-            helper.stdout.readline()  # "ordinal", or end of file if the helper ended
-    _ordinal_pending = False
+        deadline = time.monotonic() + TIMEOUT
+        fd = helper.stdout.fileno()
+        while stage in _pending:
+            # the helper's lines, read from the pipe itself (a buffered reader could hold
+            # lines that select() no longer sees)
+            try:
+                ready = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]
+            except (OSError, ValueError):  # no select on pipes (Windows): wait without a limit
+                ready = True
+            chunk = os.read(fd, 4096) if ready else b""
+            if not chunk:  # the helper ended, or the time is up: this process compiles
+                _pending.clear()
+                return False
+            for line in chunk.decode(errors="replace").split():
+                _pending.discard(line)
+    return True
 
 
 def _finish() -> None:
