@@ -18,7 +18,7 @@ from bmrm.solver.cccp import minimize_cccp
 from bmrm.solver.compile_clock import CompileClock
 from bmrm.solver.loop import HISTORY_FIELDS, BMRMResult, minimize_bmrm
 from bmrm.solver.nrbm import NRBM
-from bmrm.solver.oracle import RiskOracle
+from bmrm.solver.oracle import RiskOracle, own_products_dtype
 from bmrm.solver.regularizers import Regularizer, from_spec, make_regularizer
 from bmrm.solver.scorer_oracle import check_nonconvex, fit_nonconvex
 from losses.listwise import NDCGLoss, NERULoss
@@ -575,6 +575,7 @@ def fit(
         compile_ahead.start(
             ordinal=starts_ordinal,
             latent=starts_ordinal and isinstance(loss_obj, (NDCGLoss, NERULoss)),
+            dtype=own_products_dtype(X) if backend == "local" else "",
         )
     clock = CompileClock()
     if backend == "local":

@@ -245,12 +245,14 @@ out = {}
 for loss in sys.argv[1].split(","):
     res = bmrm.fit(X, y, loss, qid, lam=1e-2, tol=1e-4).result_
     out[loss] = {"w": res.x.tolist(), "fun": res.fun, "nit": int(res.nit)}
+from bmrm.solver.bundle import _append_plane
 from losses._kernels.listwise import latent_ideal_weights
 from losses._kernels.ordinal import ordinal_pairs
 for name, kernel in (
     ("qp", qp._master_step),
     ("ordinal_kernel", ordinal_pairs),
     ("latent_kernel", latent_ideal_weights),
+    ("bundle_kernel", _append_plane),
 ):
     stats = kernel.stats
     out[name] = {
@@ -280,9 +282,9 @@ def _run_ahead(losses_, env):
 def test_the_qp_compiled_ahead_in_a_second_process_gives_the_same_fits(tmp_path):
     """With an empty cache a helper process compiles the master QP while the fit compiles
     its loss and solves its master problems in the interpreter; for a latent loss the helper
-    first compiles the ordinal kernels of the concave-convex start and the latent loss's
-    ideal-ordering weights, which the fit loads from the cache. The fit's process never
-    compiles any of them itself, its results equal those of a process that compiled
+    first compiles the ordinal kernels of the concave-convex start, the bundle's kernels and
+    the latent loss's ideal-ordering weights, which the fit loads from the cache. The fit's
+    process never compiles any of them itself, its results equal those of a process that compiled
     everything (``BMRM_COMPILE_AHEAD=0``) bit for bit, and when it ends the helper has
     finished and left the QP in the cache."""
     if not os.path.isdir("/proc") or len(os.sched_getaffinity(0)) < 2:
@@ -299,9 +301,11 @@ def test_the_qp_compiled_ahead_in_a_second_process_gives_the_same_fits(tmp_path)
     assert ahead["qp"]["misses"] == 0 and ahead["qp"]["hits"] <= 1
     assert ahead["ordinal_kernel"] == {"hits": 1, "misses": 0}
     assert ahead["latent_kernel"] == {"hits": 1, "misses": 0}
+    assert ahead["bundle_kernel"] == {"hits": 1, "misses": 0}
     assert alone["qp"] == {"hits": 0, "misses": 1}
     assert alone["ordinal_kernel"] == {"hits": 0, "misses": 1}
     assert alone["latent_kernel"] == {"hits": 0, "misses": 1}
+    assert alone["bundle_kernel"] == {"hits": 0, "misses": 1}
     assert alone["helper"] == -1 and alone["children"] == []
     # the helper was a child of the fit's process, and nothing else was
     assert ahead["helper"] > 0 or ahead["qp"]["hits"] == 1

@@ -252,8 +252,10 @@ def minimize_cccp(
             if calls is not None:
                 oracle.calls = calls
         if initial is not None:
-            # the helper compiles the starting loss's kernels (the ordinal loss's), if asked
+            # the helper compiles the starting loss's kernels (the ordinal loss's) and the
+            # bundle's and products' kernels, if asked
             compile_ahead.wait_for("ordinal")
+            compile_ahead.wait_for("solver")
             res = minimize_bmrm(
                 initial,
                 n_features,

@@ -11,12 +11,12 @@ QP from the cache. A bundle too large for the interpreter waits for the helper i
 (:func:`wait`).
 
 For a latent loss (the concave-convex procedure, :mod:`bmrm.solver.cccp`) the helper first
-compiles the ordinal loss's kernels, which the procedure's starting problem needs, and then
-the latent loss's ideal-ordering weights, which it needs after that problem
-(``start(ordinal=True, latent=True)``). Meanwhile the procedure compiles the latent loss's
-other kernels here (one evaluation with the latent part left out), then waits for the
-helper's word that a stage's kernels are in the cache (:func:`wait_for`) before the first
-call that needs them, and loads them.
+compiles the ordinal loss's kernels and the bundle's and products' kernels, which the
+procedure's starting problem needs, and then the latent loss's ideal-ordering weights,
+which it needs after that problem (``start(ordinal=True, latent=True, dtype=...)``).
+Meanwhile the procedure compiles the latent loss's other kernels here (one evaluation with
+the latent part left out), then waits for the helper's word that a stage's kernels are in
+the cache (:func:`wait_for`) before the first call that needs them, and loads them.
 
 The helper is started only when all of the following hold, so that a warm cache or an
 unsuitable set-up costs nothing but a look at the cache index:
@@ -34,10 +34,11 @@ fit from an empty cache, wall seconds: with the helper compiling the QP while th
 for it, squared 8.1, ordinal 9.9, preference 10.5, latent NDCG@10 14.4–16.8; with the
 interpreter meanwhile and the ordinal kernels compiled by the helper, 1.3, 4.8, 2.2 and
 10.4–10.9 (the fits are the same, bit for bit); latent NDCG@10 with the ideal-ordering
-weights compiled by the helper too, 9.5–11.7 against 10.0–13.3 without, in an interleaved
-comparison on a noisier day. With other work running (load average 2–5,
-both CPUs busy) the helper made the same fits 2–4 s slower, its own start-up and
-compilation taking CPU time from the fit, which is why a busy machine does not start it.
+weights compiled by the helper too, 9.5–11.7 against 10.0–13.3 without, and with the
+bundle's and products' kernels too, 7.8–8.2 against 8.9–9.4 (interleaved comparisons).
+With other work running (load average 2–5, both CPUs busy) the helper made the same fits
+2–4 s slower, its own start-up and compilation taking CPU time from the fit, which is why
+a busy machine does not start it.
 
 The helper exits when its work is done or when this process closes its standard input
 (which the operating system does when this process ends), so it never outlives the fit's
@@ -79,7 +80,7 @@ def _watch():
     os._exit(0)
 
 threading.Thread(target=_watch, daemon=True).start()
-qp_path, cache_path, root, ordinal_cache, latent_cache = sys.argv[1:6]
+qp_path, cache_path, root, ordinal_cache, solver_dtype, latent_cache = sys.argv[1:7]
 # Stages before the QP, each ended by its name on a line of its own (also when it failed:
 # the fit's process then compiles those kernels itself).
 if ordinal_cache:
@@ -98,6 +99,35 @@ if ordinal_cache:
     finally:
         sys.path.remove(root)
     sys.stdout.write("ordinal\n")
+    sys.stdout.flush()
+if solver_dtype:
+    # the bundle's kernels and the products of a dense X of that dtype, from their files
+    # alone like the QP below
+    try:
+        sys.path.insert(0, root)
+        import numpy as np
+        def _load(name):
+            spec = importlib.util.spec_from_file_location(
+                "bmrm.solver." + name, os.path.join(os.path.dirname(qp_path), name + ".py")
+            )
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+        bundle = _load("bundle")
+        if bundle._append_plane._cache.cache_path == cache_path:
+            planes = bundle.Bundle(3)
+            planes.add(np.ones(3), 1.0)
+            planes.set_weights(np.array([0.5, 0.5]))
+            products = _load("products")
+            X, g, out = np.ones((4, 3), dtype=solver_dtype), np.ones(4), np.empty(3)
+            products.matvec(X, np.ones(3), np.empty(4))
+            products.rmatvec(X, g, out)
+            products._scaled_rmatvec_rows(0, 4, X, g, 2.0, out)
+    except Exception:
+        pass
+    finally:
+        sys.path.remove(root)
+    sys.stdout.write("solver\n")
     sys.stdout.flush()
 if latent_cache:
     # the latent NDCG / NERU losses' ideal-ordering weights, the same way
@@ -168,8 +198,12 @@ def _cache_path_if_uncompiled(dispatcher) -> str:
     return cache.cache_path
 
 
-def start(ordinal: bool = False, latent: bool = False) -> None:
+def start(ordinal: bool = False, latent: bool = False, dtype: str = "") -> None:
     """Start the helper if the QP needs compiling (module docstring); returns at once.
+
+    ``dtype`` ("float32" or "float64"; "" for none) has it compile, before the QP, the
+    bundle's kernels and the products of a dense X of that dtype, which this process
+    needs after its first oracle call (it compiles them itself if the helper is late).
 
     ``ordinal=True`` has it compile the ordinal loss's kernels first, for the concave-convex
     procedure's starting problem; ``latent=True`` then the ideal-ordering weights of the
@@ -179,6 +213,7 @@ def start(ordinal: bool = False, latent: bool = False) -> None:
     global _helper, _helper_parent, _pending, _at_exit_registered
     import losses
     from bmrm.solver import qp
+    from bmrm.solver.bundle import _append_plane
     from losses._kernels.listwise import latent_ideal_weights
     from losses._kernels.ordinal import ordinal_pairs
 
@@ -198,6 +233,7 @@ def start(ordinal: bool = False, latent: bool = False) -> None:
         _helper_parent = os.getpid()
         stages = {
             "ordinal": _cache_path_if_uncompiled(ordinal_pairs) if ordinal else "",
+            "solver": "" if _append_plane.overloads else dtype,
             "latent": _cache_path_if_uncompiled(latent_ideal_weights) if latent else "",
         }
         try:
@@ -224,13 +260,13 @@ def running() -> bool:
 
 
 def pending(stage: str) -> bool:
-    """Whether the helper was given ``stage`` ("ordinal" or "latent") and has not yet
-    reported it done."""
+    """Whether the helper was given ``stage`` ("ordinal", "solver" or "latent") and has not
+    yet reported it done."""
     return stage in _pending and _helper is not None and _helper_parent == os.getpid()
 
 
 def wait_for(stage: str) -> bool:
-    """Wait until the helper, if it was given ``stage`` ("ordinal" or "latent"), has
+    """Wait until the helper, if it was given ``stage`` ("ordinal", "solver" or "latent"), has
     compiled its kernels into the cache (or failed to; at most :data:`TIMEOUT` seconds in
     all). The time counts as compilation, as in :func:`wait`. Returns whether the helper
     reported the stage (False: not given, or the helper ended or ran out of time first)."""

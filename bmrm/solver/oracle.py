@@ -46,6 +46,19 @@ def _max_abs(X) -> float:
     return float(np.abs(data).max(initial=0.0))
 
 
+def own_products_dtype(X) -> str:
+    """The dtype's name ("float32" or "float64") when the oracle computes X's products with
+    its own kernels (:mod:`bmrm.solver.products`: X dense, 2-d, C-ordered), else ""."""
+    if (
+        not sp.issparse(X)
+        and getattr(X, "ndim", 0) == 2
+        and X.dtype in (np.float32, np.float64)
+        and X.flags.c_contiguous
+    ):
+        return X.dtype.name
+    return ""
+
+
 class RiskOracle:
     """R(w) = (1/n_terms) Σ_q l(X_q w, y_q) and its subgradient Xᵀ ∂l/∂f / n_terms.
 
@@ -68,12 +81,7 @@ class RiskOracle:
         self.dtype = X.dtype
         self.calls = 0
         self.seconds = 0.0
-        self._own_products = (
-            not sp.issparse(X)
-            and X.ndim == 2
-            and X.dtype in (np.float32, np.float64)
-            and X.flags.c_contiguous
-        )
+        self._own_products = bool(own_products_dtype(X))
         self._buffers: dict[str, np.ndarray] = {}
         self.fused = self._fused_plan(FUSED_MIN_BYTES)
 
