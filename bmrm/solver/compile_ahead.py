@@ -81,70 +81,75 @@ def _watch():
 
 threading.Thread(target=_watch, daemon=True).start()
 qp_path, cache_path, root, ordinal_cache, solver_dtype, latent_cache = sys.argv[1:7]
-# Stages before the QP, each ended by its name on a line of its own (also when it failed:
-# the fit's process then compiles those kernels itself).
-if ordinal_cache:
+
+
+def stage(name, compile_kernels):
+    # one stage before the QP, ended by its name on a line of its own, also when it failed
+    # (the fit's process then compiles those kernels itself)
+    try:
+        sys.path.insert(0, root)
+        compile_kernels()
+    except Exception:
+        pass
+    finally:
+        sys.path.remove(root)
+    sys.stdout.write(name + "\n")
+    sys.stdout.flush()
+
+
+def ordinal():
     # the ordinal loss's kernels, by one call on a tiny problem: the argument types of a
     # fit's calls (queries shorter than the radix-sort threshold)
-    try:
-        sys.path.insert(0, root)
-        import numpy as np
-        from losses._kernels.ordinal import ordinal_pairs
-        from losses.ordinal import OrdinalLoss
-        if ordinal_pairs._cache.cache_path == ordinal_cache:
-            loss = OrdinalLoss()
-            loss.loss_grad(np.zeros(4), loss.validate(np.array([0, 1, 0, 1]), [0, 2, 4]))
-    except Exception:
-        pass
-    finally:
-        sys.path.remove(root)
-    sys.stdout.write("ordinal\n")
-    sys.stdout.flush()
-if solver_dtype:
-    # the bundle's kernels and the products of a dense X of that dtype, from their files
-    # alone like the QP below
-    try:
-        sys.path.insert(0, root)
-        import numpy as np
-        def _load(name):
-            spec = importlib.util.spec_from_file_location(
-                "bmrm.solver." + name, os.path.join(os.path.dirname(qp_path), name + ".py")
-            )
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            return module
-        bundle = _load("bundle")
-        if bundle._append_plane._cache.cache_path == cache_path:
-            planes = bundle.Bundle(3)
-            planes.add(np.ones(3), 1.0)
-            planes.set_weights(np.array([0.5, 0.5]))
-            products = _load("products")
-            X, g, out = np.ones((4, 3), dtype=solver_dtype), np.ones(4), np.empty(3)
-            products.matvec(X, np.ones(3), np.empty(4))
-            products.rmatvec(X, g, out)
-            products._scaled_rmatvec_rows(0, 4, X, g, 2.0, out)
-    except Exception:
-        pass
-    finally:
-        sys.path.remove(root)
-    sys.stdout.write("solver\n")
-    sys.stdout.flush()
-if latent_cache:
-    # the latent NDCG / NERU losses' ideal-ordering weights, the same way
-    try:
-        sys.path.insert(0, root)
-        import numpy as np
-        from losses._kernels.listwise import latent_ideal_weights
-        from losses.listwise import NDCGLoss
-        if latent_ideal_weights._cache.cache_path == latent_cache:
-            loss = NDCGLoss()
-            loss.ideal_weights(np.zeros(4), loss.validate(np.array([0, 1, 0, 1]), [0, 2, 4]))
-    except Exception:
-        pass
-    finally:
-        sys.path.remove(root)
-    sys.stdout.write("latent\n")
-    sys.stdout.flush()
+    import numpy as np
+    from losses._kernels.ordinal import ordinal_pairs
+    from losses.ordinal import OrdinalLoss
+    if ordinal_pairs._cache.cache_path == ordinal_cache:
+        loss = OrdinalLoss()
+        loss.loss_grad(np.zeros(4), loss.validate(np.array([0, 1, 0, 1]), [0, 2, 4]))
+
+
+def load(name):
+    # a module of the solver from its file alone, like the QP below
+    spec = importlib.util.spec_from_file_location(
+        "bmrm.solver." + name, os.path.join(os.path.dirname(qp_path), name + ".py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def solver():
+    # the bundle's kernels and the products of a dense X of that dtype
+    import numpy as np
+    bundle = load("bundle")
+    if bundle._append_plane._cache.cache_path == cache_path:
+        planes = bundle.Bundle(3)
+        planes.add(np.ones(3), 1.0)
+        planes.set_weights(np.array([0.5, 0.5]))
+        products = load("products")
+        X, g, out = np.ones((4, 3), dtype=solver_dtype), np.ones(4), np.empty(3)
+        products.matvec(X, np.ones(3), np.empty(4))
+        products.rmatvec(X, g, out)
+        products._scaled_rmatvec_rows(0, 4, X, g, 2.0, out)
+
+
+def latent():
+    # the latent NDCG / NERU losses' ideal-ordering weights, like the ordinal kernels
+    import numpy as np
+    from losses._kernels.listwise import latent_ideal_weights
+    from losses.listwise import NDCGLoss
+    if latent_ideal_weights._cache.cache_path == latent_cache:
+        loss = NDCGLoss()
+        loss.ideal_weights(np.zeros(4), loss.validate(np.array([0, 1, 0, 1]), [0, 2, 4]))
+
+
+for name, given, compile_kernels in (
+    ("ordinal", ordinal_cache, ordinal),
+    ("solver", solver_dtype, solver),
+    ("latent", latent_cache, latent),
+):
+    if given:
+        stage(name, compile_kernels)
 spec = importlib.util.spec_from_file_location("bmrm.solver.qp", qp_path)
 qp = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(qp)
