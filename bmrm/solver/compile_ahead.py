@@ -109,7 +109,7 @@ def ordinal():
 
 
 def load(name):
-    # a module of the solver from its file alone, like the QP below
+    # a module of the solver from its file alone (the QP's too)
     spec = importlib.util.spec_from_file_location(
         "bmrm.solver." + name, os.path.join(os.path.dirname(qp_path), name + ".py")
     )
@@ -150,9 +150,7 @@ for name, given, compile_kernels in (
 ):
     if given:
         stage(name, compile_kernels)
-spec = importlib.util.spec_from_file_location("bmrm.solver.qp", qp_path)
-qp = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(qp)
+qp = load("qp")
 if qp._master_step._cache.cache_path != cache_path:
     os._exit(3)
 qp._master_step.compile(qp.MASTER_STEP_TYPES)

@@ -876,8 +876,7 @@ def _pairs_query(fq, bq, lq, n_levels, inv_norm, a, k, scale, gq):
                     if position[j] < position[d]:
                         acc += fq[j] - fq[d]
                     tail[row + y] = acc + tail[row + width + y]
-                tail[row + size[low]] = 0.0
-            # row x = size[h] (no document of level h left) stays zero
+            # column y = size[low] and row x = size[h] (nothing left) stay zero
 
     radix = np.empty(n_levels, dtype=np.int64)
     n_states = 1
