@@ -435,6 +435,23 @@ def _truncated_order(
     return n_union
 
 
+@njit(**INNER)
+def _evaluate(fq, bq, inv_norm, a, c, n_top, n_pos, pi, sigma, gq):
+    """The loss of the maximising π against σ; adds its subgradient into ``gq``."""
+    value = 1.0
+    for p in range(n_top):
+        value -= a[p] * bq[pi[p]] * inv_norm
+    for p in range(n_pos):
+        value += c[p] * (fq[pi[p]] - fq[sigma[p]])
+    if value <= 0.0:
+        # σ itself attains the maximum 0 (rounding aside): zero loss, zero subgradient.
+        return 0.0
+    for p in range(n_pos):
+        gq[pi[p]] += c[p]
+        gq[sigma[p]] -= c[p]
+    return value
+
+
 # inline="always": numba inlines this body into structured_loss before typing, so LLVM
 # optimises the per-query code and the callees linked into it (the chain flow, the
 # assignment, the sort) once, in the kernel, instead of once here and again in the kernel
@@ -483,6 +500,39 @@ def _query_loss(
     cand = iw[_CAND]
     cand_rank = iw[_CAND_RANK]
     col_of_row = iw[_COL_OF_ROW]
+    # All scores equal (the concave-convex procedure evaluates its surrogates at w = 0):
+    # Σ_p c_p f_{π(p)} is then the same for every π, and a π maximises the loss when its
+    # top K positions hold the K smallest gains in increasing order (the rearrangement
+    # inequality; a = 0 beyond K). No assignment is solved. Of these π the kernel takes the
+    # one nearest σ, for the smallest subgradient (a fit from w = 0 starts along it): the
+    # top holds σ's last K documents, equal gains in σ's order, and the other positions
+    # follow σ.
+    tied = True
+    for d in range(1, m):
+        if fq[d] != fq[0]:
+            tied = False
+            break
+    if tied:
+        for r in range(m):
+            order[r] = r
+        _ideal_order(lq, order, m, n_levels, iw[_COUNTS], sigma)
+        start = iw[_COUNTS]
+        for level in range(n_levels):
+            start[level] = 0
+        for p in range(m - n_top, m):
+            start[lq[sigma[p]]] += 1
+        position = 0
+        for level in range(n_levels):
+            size = start[level]
+            start[level] = position
+            position += size
+        for p in range(m - n_top, m):
+            d = sigma[p]
+            pi[start[lq[d]]] = d
+            start[lq[d]] += 1
+        for p in range(m - n_top):
+            pi[n_top + p] = sigma[p]
+        return _evaluate(fq, bq, inv_norm, a, c, n_top, m, pi, sigma, gq)
     short = False
     n_ranked = m
     n_pos = m
@@ -571,18 +621,7 @@ def _query_loss(
                 pi[p] = order[r]
                 p += 1
 
-    value = 1.0
-    for p in range(n_top):
-        value -= a[p] * bq[pi[p]] * inv_norm
-    for p in range(n_pos):
-        value += c[p] * (fq[pi[p]] - fq[sigma[p]])
-    if value <= 0.0:
-        # σ itself attains the maximum 0 (rounding aside): zero loss, zero subgradient.
-        return 0.0
-    for p in range(n_pos):
-        gq[pi[p]] += c[p]
-        gq[sigma[p]] -= c[p]
-    return value
+    return _evaluate(fq, bq, inv_norm, a, c, n_top, n_pos, pi, sigma, gq)
 
 
 @njit(cache=True, nogil=True)

@@ -209,6 +209,48 @@ def test_large_queries_against_scipy(name, params):
             np.testing.assert_allclose(grad[s], expected_grad, atol=1e-10)
 
 
+@pytest.mark.parametrize(("name", "params"), CONFIGS, ids=IDS)
+def test_equal_scores_against_the_references(name, params):
+    """Queries whose scores are all equal (a surrogate at w = 0) skip the assignment: their
+    loss equals brute force (m <= 7) or scipy's full assignment, and the subgradient is
+    the one of a maximising π (the subgradient inequality against other scores), on every
+    path (square, truncated, chain) and under both tie rules."""
+    rng = np.random.default_rng(23 + CONFIGS.index((name, params)))
+    sizes = [2, 3, 4, 5, 6, 7, 9, 16, 40]
+    for ties in ("increasing", "latent"):
+        loss = losses.get(name, **{**params, "ties": ties})
+        _, measure = build(name, params)
+        _, y, ptr = random_batch(rng, name, 60, sizes=sizes)
+        f = np.repeat(rng.normal(size=len(ptr) - 1) * 3.0, np.diff(ptr))
+        targets = loss.validate(y, ptr)
+        values, grad = loss.loss_grad(f, targets)
+        for q, s in enumerate(blocks(ptr)):
+            c = weights(loss, s.stop - s.start)
+            if s.stop - s.start <= 7:
+                expected = brute_force(f[s], y[s], measure, c)[0]
+            else:
+                expected = assignment_reference(f[s], y[s], measure, c)[0]
+            # the latent rule's σ part is the same at equal scores: every ideal ordering
+            # places the same total weight Σ c on scores that are all equal
+            assert values[q] == pytest.approx(expected, abs=1e-10)
+            assert grad[s].sum() == pytest.approx(0.0, abs=1e-10)
+        for _ in range(5):
+            other = f + rng.normal(size=f.size) * rng.choice([0.01, 1.0])
+            ref = losses.get(name, **{**params, "ties": "increasing"})
+            v_other, _ = ref.loss_grad(other, ref.validate(y, ptr))
+            if ties == "increasing":
+                # convex: the subgradient inequality of the loss itself
+                for q, s in enumerate(blocks(ptr)):
+                    assert v_other[q] >= values[q] + grad[s] @ (other[s] - f[s]) - 1e-9
+            else:
+                # the surrogate with the ties fixed at f is convex and its value at f is
+                # the latent loss's: the same inequality for the surrogate
+                surrogate = loss.convexify(f, targets)
+                v_sur, _ = loss.loss_grad(other, surrogate)
+                for q, s in enumerate(blocks(ptr)):
+                    assert v_sur[q] >= values[q] + grad[s] @ (other[s] - f[s]) - 1e-9
+
+
 @pytest.mark.parametrize("truncate_c", [False, True])
 @pytest.mark.parametrize("name", ["ndcg", "neru"])
 def test_kernel_paths_follow_the_query_lengths(name, truncate_c):
