@@ -149,7 +149,14 @@ so in this π every document follows all of its dominators; likewise the positio
   Σ_r (F_r − F_{r+1}) C(r − k_r), C(n) = Σ_{t <= n} c_{K+t}, which is concave in k_r. The
   problem is then a min-cost flow of K units (positions → candidates → a chain over ranks
   with convex arc costs), solved by K Dijkstra searches on about K·n_candidates + 3m arcs
-  instead of an m × m assignment.
+  instead of an m × m assignment;
+* when all scores of the query are equal (the concave-convex procedure evaluates its
+  surrogates at w = 0), Σ_i c_i f_{π(i)} is the same for every π and the maximisers are
+  the π whose top K positions hold K smallest gains in increasing order (the
+  rearrangement inequality, a being non-increasing and zero beyond k): O(m + L), no
+  assignment. Among them the kernel takes one close to σ, to keep the subgradient small
+  (a fit from w = 0 starts along it): σ's last K documents on top, equal gains in σ's
+  order, the other documents in σ's order.
 
 The maximisation over π does not depend on the tie rule. Cost per query, L gain levels:
 O(m + L·K log(L·K) + K²·n_candidates) typically with truncated c (O(m·K) worst case for

@@ -503,10 +503,10 @@ def _query_loss(
     # All scores equal (the concave-convex procedure evaluates its surrogates at w = 0):
     # Σ_p c_p f_{π(p)} is then the same for every π, and a π maximises the loss when its
     # top K positions hold the K smallest gains in increasing order (the rearrangement
-    # inequality; a = 0 beyond K). No assignment is solved. Of these π the kernel takes the
-    # one nearest σ, for the smallest subgradient (a fit from w = 0 starts along it): the
-    # top holds σ's last K documents, equal gains in σ's order, and the other positions
-    # follow σ.
+    # inequality; a = 0 beyond K). No assignment is solved. Of these π the kernel takes one
+    # close to σ, to keep the subgradient small (a fit from w = 0 starts along it): the top
+    # holds σ's last K documents, equal gains in σ's order, and the other positions follow
+    # σ.
     tied = True
     for d in range(1, m):
         if fq[d] != fq[0]:
