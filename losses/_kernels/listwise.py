@@ -436,20 +436,28 @@ def _truncated_order(
 
 
 @njit(**INNER)
-def _evaluate(fq, bq, inv_norm, a, c, n_top, n_pos, pi, sigma, gq):
-    """The loss of the maximising π against σ; adds its subgradient into ``gq``."""
-    value = 1.0
-    for p in range(n_top):
-        value -= a[p] * bq[pi[p]] * inv_norm
-    for p in range(n_pos):
-        value += c[p] * (fq[pi[p]] - fq[sigma[p]])
-    if value <= 0.0:
-        # σ itself attains the maximum 0 (rounding aside): zero loss, zero subgradient.
-        return 0.0
-    for p in range(n_pos):
-        gq[pi[p]] += c[p]
-        gq[sigma[p]] -= c[p]
-    return value
+def _tied_orders(lq, m, n_top, n_levels, counts, order, sigma, pi):
+    """σ and a maximising π of a query whose scores are all equal (see :func:`_query_loss`):
+    π's top ``n_top`` positions hold σ's last ``n_top`` documents by gain level ascending
+    (equal levels in σ's order), and its other positions follow σ."""
+    for r in range(m):
+        order[r] = r
+    _ideal_order(lq, order, m, n_levels, counts, sigma)
+    for level in range(n_levels):
+        counts[level] = 0
+    for p in range(m - n_top, m):
+        counts[lq[sigma[p]]] += 1
+    position = 0
+    for level in range(n_levels):
+        size = counts[level]
+        counts[level] = position
+        position += size
+    for p in range(m - n_top, m):
+        d = sigma[p]
+        pi[counts[lq[d]]] = d
+        counts[lq[d]] += 1
+    for p in range(m - n_top):
+        pi[n_top + p] = sigma[p]
 
 
 # inline="always": numba inlines this body into structured_loss before typing, so LLVM
@@ -513,115 +521,111 @@ def _query_loss(
             tied = False
             break
     if tied:
-        for r in range(m):
-            order[r] = r
-        _ideal_order(lq, order, m, n_levels, iw[_COUNTS], sigma)
-        start = iw[_COUNTS]
-        for level in range(n_levels):
-            start[level] = 0
-        for p in range(m - n_top, m):
-            start[lq[sigma[p]]] += 1
-        position = 0
-        for level in range(n_levels):
-            size = start[level]
-            start[level] = position
-            position += size
-        for p in range(m - n_top, m):
-            d = sigma[p]
-            pi[start[lq[d]]] = d
-            start[lq[d]] += 1
-        for p in range(m - n_top):
-            pi[n_top + p] = sigma[p]
-        return _evaluate(fq, bq, inv_norm, a, c, n_top, m, pi, sigma, gq)
-    short = False
-    n_ranked = m
-    n_pos = m
-    # `is not None` on an argument is decided at compile time: a path passed None is not
-    # compiled at all (numba prunes the branch), which saves most of a first compilation
-    if truncated is not None:
-        if n_top < m:
-            short = True
-            n_ranked = _truncated_order(
-                fq, lq, m, n_top, n_levels, cut_level, n_above, top_idx, top_val, iw, fw, order,
-                sigma,
-            )  # fmt: skip
-            n_pos = n_top
-    if not short:
-        ranked = argsort_stable(-fq)
-        for r in range(m):
-            order[r] = ranked[r]
-        _ideal_order(lq, order, m, n_levels, iw[_COUNTS], sigma)
-    n_cand = _candidates(lq, order, n_ranked, n_top, n_levels, iw[_TREE], cand, cand_rank)
-
-    if square is not None:
-        if n_top == m:
-            # Square problem: documents as rows is about twice as fast on these rank-two
-            # costs; the solver's column owners are then the document of each position.
-            cost = cost_buf[: m * m].reshape((m, m))
-            for t in range(m):
-                d = cand[t]
-                for p in range(m):
-                    cost[t, p] = a[p] * bq[d] * inv_norm - c[p] * fq[d]
-            # Start from the optimal column duals of the score part −c_p f_d alone (all
-            # documents are candidates here, in rank order t): v_p = Σ_{1<=s<=p}
-            # f_(s) (c_{s−1} − c_s) makes sorting by score optimal for that part (module
-            # docstring), so that only the rows the gains move need augmenting.
-            v_start = fw[_W]
-            v_start[0] = 0.0
-            for p in range(1, m):
-                v_start[p] = v_start[p - 1] + fq[cand[p]] * (c[p - 1] - c[p])
-            solve_assignment_from(
-                cost,
-                v_start,
-                iw[_FLOW],
-                fw[_U],
-                fw[_V],
-                fw[_SHORTEST],
-                iw[_PATH],
-                col_of_row,
-                iw[_REMAINING],
-                bw[0],
-                bw[1],
-            )
-    if n_top < m:
-        cost = cost_buf[: n_top * n_cand].reshape((n_top, n_cand))
-        for p in range(n_top):
-            for t in range(n_cand):
-                d = cand[t]
-                cost[p, t] = a[p] * bq[d] * inv_norm - c[p] * fq[d]
-        # truncated (every query longer than k is short then) and chain are tested on the
-        # arguments so that a path passed None compiles nothing, not even its solver
+        _tied_orders(lq, m, n_top, n_levels, iw[_COUNTS], order, sigma, pi)
+        n_pos = m
+    else:
+        short = False
+        n_ranked = m
+        n_pos = m
+        # `is not None` on an argument is decided at compile time: a path passed None is not
+        # compiled at all (numba prunes the branch), which saves most of a first compilation
         if truncated is not None:
-            solve_assignment(
-                cost,
-                col_of_row,
-                fw[_U],
-                fw[_V],
-                fw[_SHORTEST],
-                iw[_PATH],
-                iw[_ROW_OF_COL],
-                iw[_REMAINING],
-                bw[0],
-                bw[1],
-            )
-        elif chain is not None:
-            _chain_flow(cost, n_top, n_cand, fq, order, cand_rank, c, m, col_of_row, iw, fw, cw)
+            if n_top < m:
+                short = True
+                n_ranked = _truncated_order(
+                    fq, lq, m, n_top, n_levels, cut_level, n_above, top_idx, top_val, iw, fw,
+                    order, sigma,
+                )  # fmt: skip
+                n_pos = n_top
+        if not short:
+            ranked = argsort_stable(-fq)
+            for r in range(m):
+                order[r] = ranked[r]
+            _ideal_order(lq, order, m, n_levels, iw[_COUNTS], sigma)
+        n_cand = _candidates(lq, order, n_ranked, n_top, n_levels, iw[_TREE], cand, cand_rank)
 
-    for p in range(n_top):
-        pi[p] = cand[col_of_row[p]]
-    if not short:
-        used = iw[_FLAG]
-        for d in range(m):
-            used[d] = 0
+        if square is not None:
+            if n_top == m:
+                # Square problem: documents as rows is about twice as fast on these rank-two
+                # costs; the solver's column owners are then the document of each position.
+                cost = cost_buf[: m * m].reshape((m, m))
+                for t in range(m):
+                    d = cand[t]
+                    for p in range(m):
+                        cost[t, p] = a[p] * bq[d] * inv_norm - c[p] * fq[d]
+                # Start from the optimal column duals of the score part −c_p f_d alone (all
+                # documents are candidates here, in rank order t): v_p = Σ_{1<=s<=p}
+                # f_(s) (c_{s−1} − c_s) makes sorting by score optimal for that part (module
+                # docstring), so that only the rows the gains move need augmenting.
+                v_start = fw[_W]
+                v_start[0] = 0.0
+                for p in range(1, m):
+                    v_start[p] = v_start[p - 1] + fq[cand[p]] * (c[p - 1] - c[p])
+                solve_assignment_from(
+                    cost,
+                    v_start,
+                    iw[_FLOW],
+                    fw[_U],
+                    fw[_V],
+                    fw[_SHORTEST],
+                    iw[_PATH],
+                    col_of_row,
+                    iw[_REMAINING],
+                    bw[0],
+                    bw[1],
+                )
+        if n_top < m:
+            cost = cost_buf[: n_top * n_cand].reshape((n_top, n_cand))
+            for p in range(n_top):
+                for t in range(n_cand):
+                    d = cand[t]
+                    cost[p, t] = a[p] * bq[d] * inv_norm - c[p] * fq[d]
+            # truncated (every query longer than k is short then) and chain are tested on the
+            # arguments so that a path passed None compiles nothing, not even its solver
+            if truncated is not None:
+                solve_assignment(
+                    cost,
+                    col_of_row,
+                    fw[_U],
+                    fw[_V],
+                    fw[_SHORTEST],
+                    iw[_PATH],
+                    iw[_ROW_OF_COL],
+                    iw[_REMAINING],
+                    bw[0],
+                    bw[1],
+                )
+            elif chain is not None:
+                _chain_flow(
+                    cost, n_top, n_cand, fq, order, cand_rank, c, m, col_of_row, iw, fw, cw
+                )
+
         for p in range(n_top):
-            used[pi[p]] = 1
-        p = n_top
-        for r in range(m):
-            if used[order[r]] == 0:
-                pi[p] = order[r]
-                p += 1
+            pi[p] = cand[col_of_row[p]]
+        if not short:
+            used = iw[_FLAG]
+            for d in range(m):
+                used[d] = 0
+            for p in range(n_top):
+                used[pi[p]] = 1
+            p = n_top
+            for r in range(m):
+                if used[order[r]] == 0:
+                    pi[p] = order[r]
+                    p += 1
 
-    return _evaluate(fq, bq, inv_norm, a, c, n_top, n_pos, pi, sigma, gq)
+    value = 1.0
+    for p in range(n_top):
+        value -= a[p] * bq[pi[p]] * inv_norm
+    for p in range(n_pos):
+        value += c[p] * (fq[pi[p]] - fq[sigma[p]])
+    if value <= 0.0:
+        # σ itself attains the maximum 0 (rounding aside): zero loss, zero subgradient.
+        return 0.0
+    for p in range(n_pos):
+        gq[pi[p]] += c[p]
+        gq[sigma[p]] -= c[p]
+    return value
 
 
 @njit(cache=True, nogil=True)
