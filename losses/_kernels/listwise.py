@@ -436,10 +436,22 @@ def _truncated_order(
 
 
 @njit(**INNER)
-def _tied_orders(lq, m, n_top, n_levels, counts, order, sigma, pi):
-    """σ and a maximising π of a query whose scores are all equal (see :func:`_query_loss`):
-    π's top ``n_top`` positions hold σ's last ``n_top`` documents by gain level ascending
-    (equal levels in σ's order), and its other positions follow σ."""
+def _tied_query_loss(fq, bq, lq, n_levels, inv_norm, a, c, n_top, gq, iw):
+    """:func:`_query_loss` for a query whose scores are all equal (the concave-convex
+    procedure evaluates its surrogates at w = 0; a convex fit starts there).
+
+    Σ_p c_p f_{π(p)} is then the same for every π, and a π maximises the loss when its top K
+    positions hold K smallest gains in increasing order (the rearrangement inequality; a is
+    zero beyond K); no assignment is solved. Of these π the one taken is close to σ, to keep
+    the subgradient small: σ's last K documents on top (equal gains in σ's order), the other
+    positions following σ. σ, the rank order (the documents' order) and π are left in the
+    workspace rows as :func:`_query_loss` leaves them.
+    """
+    m = fq.shape[0]
+    order = iw[_ORDER]
+    sigma = iw[_SIGMA]
+    pi = iw[_PI]
+    counts = iw[_COUNTS]
     for r in range(m):
         order[r] = r
     _ideal_order(lq, order, m, n_levels, counts, sigma)
@@ -458,6 +470,16 @@ def _tied_orders(lq, m, n_top, n_levels, counts, order, sigma, pi):
         counts[lq[d]] += 1
     for p in range(m - n_top):
         pi[n_top + p] = sigma[p]
+    # every score is fq[0]: the score part Σ_p c_p (f_π(p) − f_σ(p)) is zero
+    value = 1.0
+    for p in range(n_top):
+        value -= a[p] * bq[pi[p]] * inv_norm
+    if value <= 0.0:
+        return 0.0
+    for p in range(m):
+        gq[pi[p]] += c[p]
+        gq[sigma[p]] -= c[p]
+    return value
 
 
 # inline="always": numba inlines this body into structured_loss before typing, so LLVM
@@ -508,111 +530,93 @@ def _query_loss(
     cand = iw[_CAND]
     cand_rank = iw[_CAND_RANK]
     col_of_row = iw[_COL_OF_ROW]
-    # All scores equal (the concave-convex procedure evaluates its surrogates at w = 0):
-    # Σ_p c_p f_{π(p)} is then the same for every π, and a π maximises the loss when its
-    # top K positions hold the K smallest gains in increasing order (the rearrangement
-    # inequality; a = 0 beyond K). No assignment is solved. Of these π the kernel takes one
-    # close to σ, to keep the subgradient small (a fit from w = 0 starts along it): the top
-    # holds σ's last K documents, equal gains in σ's order, and the other positions follow
-    # σ.
-    tied = True
-    for d in range(1, m):
-        if fq[d] != fq[0]:
-            tied = False
-            break
-    if tied:
-        _tied_orders(lq, m, n_top, n_levels, iw[_COUNTS], order, sigma, pi)
-        n_pos = m
-    else:
-        short = False
-        n_ranked = m
-        n_pos = m
-        # `is not None` on an argument is decided at compile time: a path passed None is not
-        # compiled at all (numba prunes the branch), which saves most of a first compilation
-        if truncated is not None:
-            if n_top < m:
-                short = True
-                n_ranked = _truncated_order(
-                    fq, lq, m, n_top, n_levels, cut_level, n_above, top_idx, top_val, iw, fw,
-                    order, sigma,
-                )  # fmt: skip
-                n_pos = n_top
-        if not short:
-            ranked = argsort_stable(-fq)
-            for r in range(m):
-                order[r] = ranked[r]
-            _ideal_order(lq, order, m, n_levels, iw[_COUNTS], sigma)
-        n_cand = _candidates(lq, order, n_ranked, n_top, n_levels, iw[_TREE], cand, cand_rank)
-
-        if square is not None:
-            if n_top == m:
-                # Square problem: documents as rows is about twice as fast on these rank-two
-                # costs; the solver's column owners are then the document of each position.
-                cost = cost_buf[: m * m].reshape((m, m))
-                for t in range(m):
-                    d = cand[t]
-                    for p in range(m):
-                        cost[t, p] = a[p] * bq[d] * inv_norm - c[p] * fq[d]
-                # Start from the optimal column duals of the score part −c_p f_d alone (all
-                # documents are candidates here, in rank order t): v_p = Σ_{1<=s<=p}
-                # f_(s) (c_{s−1} − c_s) makes sorting by score optimal for that part (module
-                # docstring), so that only the rows the gains move need augmenting.
-                v_start = fw[_W]
-                v_start[0] = 0.0
-                for p in range(1, m):
-                    v_start[p] = v_start[p - 1] + fq[cand[p]] * (c[p - 1] - c[p])
-                solve_assignment_from(
-                    cost,
-                    v_start,
-                    iw[_FLOW],
-                    fw[_U],
-                    fw[_V],
-                    fw[_SHORTEST],
-                    iw[_PATH],
-                    col_of_row,
-                    iw[_REMAINING],
-                    bw[0],
-                    bw[1],
-                )
+    short = False
+    n_ranked = m
+    n_pos = m
+    # `is not None` on an argument is decided at compile time: a path passed None is not
+    # compiled at all (numba prunes the branch), which saves most of a first compilation
+    if truncated is not None:
         if n_top < m:
-            cost = cost_buf[: n_top * n_cand].reshape((n_top, n_cand))
-            for p in range(n_top):
-                for t in range(n_cand):
-                    d = cand[t]
-                    cost[p, t] = a[p] * bq[d] * inv_norm - c[p] * fq[d]
-            # truncated (every query longer than k is short then) and chain are tested on the
-            # arguments so that a path passed None compiles nothing, not even its solver
-            if truncated is not None:
-                solve_assignment(
-                    cost,
-                    col_of_row,
-                    fw[_U],
-                    fw[_V],
-                    fw[_SHORTEST],
-                    iw[_PATH],
-                    iw[_ROW_OF_COL],
-                    iw[_REMAINING],
-                    bw[0],
-                    bw[1],
-                )
-            elif chain is not None:
-                _chain_flow(
-                    cost, n_top, n_cand, fq, order, cand_rank, c, m, col_of_row, iw, fw, cw
-                )
+            short = True
+            n_ranked = _truncated_order(
+                fq, lq, m, n_top, n_levels, cut_level, n_above, top_idx, top_val, iw, fw, order,
+                sigma,
+            )  # fmt: skip
+            n_pos = n_top
+    if not short:
+        ranked = argsort_stable(-fq)
+        for r in range(m):
+            order[r] = ranked[r]
+        _ideal_order(lq, order, m, n_levels, iw[_COUNTS], sigma)
+    n_cand = _candidates(lq, order, n_ranked, n_top, n_levels, iw[_TREE], cand, cand_rank)
 
+    if square is not None:
+        if n_top == m:
+            # Square problem: documents as rows is about twice as fast on these rank-two
+            # costs; the solver's column owners are then the document of each position.
+            cost = cost_buf[: m * m].reshape((m, m))
+            for t in range(m):
+                d = cand[t]
+                for p in range(m):
+                    cost[t, p] = a[p] * bq[d] * inv_norm - c[p] * fq[d]
+            # Start from the optimal column duals of the score part −c_p f_d alone (all
+            # documents are candidates here, in rank order t): v_p = Σ_{1<=s<=p}
+            # f_(s) (c_{s−1} − c_s) makes sorting by score optimal for that part (module
+            # docstring), so that only the rows the gains move need augmenting.
+            v_start = fw[_W]
+            v_start[0] = 0.0
+            for p in range(1, m):
+                v_start[p] = v_start[p - 1] + fq[cand[p]] * (c[p - 1] - c[p])
+            solve_assignment_from(
+                cost,
+                v_start,
+                iw[_FLOW],
+                fw[_U],
+                fw[_V],
+                fw[_SHORTEST],
+                iw[_PATH],
+                col_of_row,
+                iw[_REMAINING],
+                bw[0],
+                bw[1],
+            )
+    if n_top < m:
+        cost = cost_buf[: n_top * n_cand].reshape((n_top, n_cand))
         for p in range(n_top):
-            pi[p] = cand[col_of_row[p]]
-        if not short:
-            used = iw[_FLAG]
-            for d in range(m):
-                used[d] = 0
-            for p in range(n_top):
-                used[pi[p]] = 1
-            p = n_top
-            for r in range(m):
-                if used[order[r]] == 0:
-                    pi[p] = order[r]
-                    p += 1
+            for t in range(n_cand):
+                d = cand[t]
+                cost[p, t] = a[p] * bq[d] * inv_norm - c[p] * fq[d]
+        # truncated (every query longer than k is short then) and chain are tested on the
+        # arguments so that a path passed None compiles nothing, not even its solver
+        if truncated is not None:
+            solve_assignment(
+                cost,
+                col_of_row,
+                fw[_U],
+                fw[_V],
+                fw[_SHORTEST],
+                iw[_PATH],
+                iw[_ROW_OF_COL],
+                iw[_REMAINING],
+                bw[0],
+                bw[1],
+            )
+        elif chain is not None:
+            _chain_flow(cost, n_top, n_cand, fq, order, cand_rank, c, m, col_of_row, iw, fw, cw)
+
+    for p in range(n_top):
+        pi[p] = cand[col_of_row[p]]
+    if not short:
+        used = iw[_FLAG]
+        for d in range(m):
+            used[d] = 0
+        for p in range(n_top):
+            used[pi[p]] = 1
+        p = n_top
+        for r in range(m):
+            if used[order[r]] == 0:
+                pi[p] = order[r]
+                p += 1
 
     value = 1.0
     for p in range(n_top):
@@ -731,29 +735,40 @@ def structured_loss(
             continue
         fq = f[start:stop]
         gq = grad[start:stop]
-        value = _query_loss(
-            fq,
-            gain[start:stop],
-            level[start:stop],
-            n_levels[q],
-            cut_level[q],
-            n_above[q],
-            inv_norm[q],
-            a,
-            c,
-            k,
-            truncated,
-            chain,
-            square,
-            gq,
-            iw,
-            fw,
-            bw,
-            top_idx,
-            top_val,
-            cost_buf,
-            cw,
-        )
+        tied = True
+        for d in range(1, stop - start):
+            if fq[d] != fq[0]:
+                tied = False
+                break
+        if tied:
+            value = _tied_query_loss(
+                fq, gain[start:stop], level[start:stop], n_levels[q], inv_norm[q], a, c,
+                min(k, stop - start), gq, iw,
+            )  # fmt: skip
+        else:
+            value = _query_loss(
+                fq,
+                gain[start:stop],
+                level[start:stop],
+                n_levels[q],
+                cut_level[q],
+                n_above[q],
+                inv_norm[q],
+                a,
+                c,
+                k,
+                truncated,
+                chain,
+                square,
+                gq,
+                iw,
+                fw,
+                bw,
+                top_idx,
+                top_val,
+                cost_buf,
+                cw,
+            )
         if ideal_c.size == 0:
             values[q] = value
             continue
