@@ -198,7 +198,8 @@ from losses.validation import check_finite_targets, check_graded_labels, check_k
 
 __all__ = ["NDCGLoss", "NERULoss"]
 
-# σ chosen by the kernel (equal gains in increasing score): no per-document ideal weights
+# an empty array: no per-document ideal weights (σ chosen by the kernel, equal gains in
+# increasing score), or no store of assignment duals
 _NO_IDEAL = np.empty(0)
 
 _NAMED_C = ("power", "dcg")
@@ -228,6 +229,9 @@ class _Targets(NamedTuple):
     long_queries: bool = True
     # some query of 2 to n_top documents (needs the full assignment)
     short_queries: bool = True
+    # per row, the column duals of its query's last full assignment (NaN: none yet), read
+    # and written by the kernel to start the next one (structured_loss); None: not kept
+    duals: np.ndarray | None = None
 
 
 def _check_weights(c: np.ndarray, *, name: str = "c") -> np.ndarray:
@@ -376,6 +380,10 @@ class _StructuredRankingLoss(Loss):
         pair_scale = None
         if self.ties == "pairs":
             pair_scale = self._pair_scale(query, level, sizes, n_levels, inv_norm, n_top)
+        short_queries = bool(np.any((sizes >= 2) & (sizes <= n_top)))
+        duals = None
+        if short_queries and pair_scale is None:
+            duals = np.full(gain.size, np.nan)
         return _Targets(
             query_ptr,
             gain,
@@ -392,7 +400,8 @@ class _StructuredRankingLoss(Loss):
             None,
             pair_scale,
             bool(np.any(long)),
-            bool(np.any((sizes >= 2) & (sizes <= n_top))),
+            short_queries,
+            duals,
         )
 
     def _pair_scale(self, query, level, sizes, n_levels, inv_norm, n_top) -> np.ndarray:
@@ -518,6 +527,7 @@ class _StructuredRankingLoss(Loss):
             True if not targets.truncated and targets.long_queries else None,
             True if targets.short_queries else None,
             ideal_c,
+            _NO_IDEAL if targets.duals is None else targets.duals,
             values,
             grad,
         )

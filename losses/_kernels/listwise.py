@@ -19,7 +19,9 @@ documents by score, descending, ties by index):
    ``K`` best documents of every gain level (the candidates are among them) and the
    lowest-scored documents of the level that σ cuts at position ``K``; then a
    ``K × n_candidates`` assignment. ``O(m)`` typically plus a small sort and the assignment;
-3. ``K = m``: an ``m × m`` assignment (documents as rows);
+3. ``K = m``: an ``m × m`` assignment (documents as rows), started from the duals the
+   query's previous assignment ended with when the loss keeps them and the result is
+   certified (``duals`` of :func:`structured_loss`), else from the score part's duals;
 4. otherwise (``c`` positive beyond k): a min-cost flow whose tail part is a chain over the
    rank order fills the top ``K`` positions; the other documents follow in rank order;
 5. the loss and subgradient are evaluated from that permutation and σ.
@@ -486,6 +488,56 @@ def _tied_query_loss(fq, bq, lq, n_levels, inv_norm, a, c, n_top, gq, iw):
     return value
 
 
+@njit(**INNER)
+def _tight_cycle(cost, tol, iw, fw, owner):
+    """Whether another assignment may be optimal within ``tol`` of the square assignment
+    :func:`_query_loss` just solved (each row's column in ``iw[_FLOW]``, each column's
+    row in ``owner``, the duals in ``fw[_U]`` and ``fw[_V]``).
+
+    Any other assignment differs from it by alternating cycles, and costs more by the sum
+    of the reduced costs ``cost[t, p] − u_t − v_p`` (all >= 0, 0 on assigned pairs) of the
+    unassigned pairs on them. So when every cycle of the rows' graph with an arc t → owner
+    of p for each unassigned pair of reduced cost below ``tol`` is absent, every other
+    assignment costs at least ``tol`` more: the optimum is unique by that margin. Depth-
+    first search for a cycle, ``O(m²)``; True when there is one.
+    """
+    m = cost.shape[0]
+    col = iw[_FLOW]
+    u = fw[_U]
+    v = fw[_V]
+    state = iw[_FLAG]  # 0 unvisited, 1 on the search path, 2 done
+    stack = iw[_PATH]
+    next_col = iw[_REMAINING]
+    for t in range(m):
+        state[t] = 0
+    for root in range(m):
+        if state[root] != 0:
+            continue
+        depth = 0
+        stack[0] = root
+        next_col[0] = 0
+        state[root] = 1
+        while depth >= 0:
+            t = stack[depth]
+            p = next_col[depth]
+            while p < m and (p == col[t] or cost[t, p] - u[t] - v[p] >= tol):
+                p += 1
+            if p == m:
+                state[t] = 2
+                depth -= 1
+                continue
+            next_col[depth] = p + 1
+            s = owner[p]
+            if state[s] == 1:
+                return True
+            if state[s] == 0:
+                state[s] = 1
+                depth += 1
+                stack[depth] = s
+                next_col[depth] = 0
+    return False
+
+
 # inline="always": numba inlines this body into structured_loss before typing, so LLVM
 # optimises the per-query code and the callees linked into it (the chain flow, the
 # assignment, the sort) once, in the kernel, instead of once here and again in the kernel
@@ -516,6 +568,7 @@ def _query_loss(
     top_val,
     cost_buf,
     cw,
+    duals_q,
 ):
     """Loss of one non-degenerate query; adds its subgradient into ``gq`` (zeros on entry).
 
@@ -524,7 +577,8 @@ def _query_loss(
     query of at most ``k`` documents ``square`` True. Workspaces: ``iw`` / ``fw`` / ``bw``
     integer / float / boolean rows, ``top_idx`` / ``top_val`` the per-level buffers of the
     truncated path, ``cost_buf`` the ``n_top × n_candidates`` cost matrix and ``cw`` the
-    chain flow's arrays.
+    chain flow's arrays. ``duals_q``: the query's slice of ``duals`` (see
+    :func:`structured_loss`), empty when none are kept.
     """
     m = fq.shape[0]
     n_top = min(k, m)
@@ -552,7 +606,16 @@ def _query_loss(
         for r in range(m):
             order[r] = ranked[r]
         _ideal_order(lq, order, m, n_levels, iw[_COUNTS], sigma)
-    n_cand = _candidates(lq, order, n_ranked, n_top, n_levels, iw[_TREE], cand, cand_rank)
+    if truncated is None and chain is None:
+        # every query here has at most k documents (n_top = m), so every document is a
+        # candidate; leaving out the dominator count (and its Fenwick tree) also leaves it
+        # out of the compiled kernel
+        n_cand = m
+        for t in range(m):
+            cand[t] = order[t]
+            cand_rank[t] = t
+    else:
+        n_cand = _candidates(lq, order, n_ranked, n_top, n_levels, iw[_TREE], cand, cand_rank)
 
     if square is not None:
         if n_top == m:
@@ -563,27 +626,54 @@ def _query_loss(
                 d = cand[t]
                 for p in range(m):
                     cost[t, p] = a[p] * bq[d] * inv_norm - c[p] * fq[d]
-            # Start from the optimal column duals of the score part −c_p f_d alone (all
-            # documents are candidates here, in rank order t): v_p = Σ_{1<=s<=p}
-            # f_(s) (c_{s−1} − c_s) makes sorting by score optimal for that part (module
-            # docstring), so that only the rows the gains move need augmenting.
+            # Start from the column duals this query's last assignment ended with, when
+            # there are some (duals_q: the loss's per-query store, empty when it keeps none)
+            # and no two scores are equal: for nearby scores they are nearly optimal, and
+            # few rows are left to augment. That result is kept only when its duals
+            # certify that the optimum is unique by a margin far above rounding
+            # (_tight_cycle, with 1e-9 of the costs' scale, which bounds |a_p b_d / Z| +
+            # |c_p f_d|): the start below then reaches the same assignment, so that no
+            # result depends on the store. Otherwise, and without stored duals, start from
+            # the optimal column duals of the score part −c_p f_d alone (all documents are
+            # candidates here, in rank order t): v_p = Σ_{1<=s<=p} f_(s) (c_{s−1} − c_s)
+            # makes sorting by score optimal for that part (module docstring), so that only
+            # the rows the gains move need augmenting.
             v_start = fw[_W]
-            v_start[0] = 0.0
-            for p in range(1, m):
-                v_start[p] = v_start[p - 1] + fq[cand[p]] * (c[p - 1] - c[p])
-            solve_assignment_from(
-                cost,
-                v_start,
-                iw[_FLOW],
-                fw[_U],
-                fw[_V],
-                fw[_SHORTEST],
-                iw[_PATH],
-                col_of_row,
-                iw[_REMAINING],
-                bw[0],
-                bw[1],
-            )
+            warm = duals_q.size > 0
+            for p in range(duals_q.size):
+                # cand is the rank order: equal scores are neighbours in it
+                if np.isnan(duals_q[p]) or (p > 0 and fq[cand[p]] == fq[cand[p - 1]]):
+                    warm = False
+                    break
+                v_start[p] = duals_q[p]
+            while True:
+                if not warm:
+                    v_start[0] = 0.0
+                    for p in range(1, m):
+                        v_start[p] = v_start[p - 1] + fq[cand[p]] * (c[p - 1] - c[p])
+                solve_assignment_from(
+                    cost,
+                    v_start,
+                    iw[_FLOW],
+                    fw[_U],
+                    fw[_V],
+                    fw[_SHORTEST],
+                    iw[_PATH],
+                    col_of_row,
+                    iw[_REMAINING],
+                    bw[0],
+                    bw[1],
+                )
+                if not warm:
+                    break
+                top = abs(fq[cand[0]])
+                bottom = abs(fq[cand[m - 1]])
+                tol = 1e-9 * (1.0 + c[0] * (top if top > bottom else bottom))
+                if not _tight_cycle(cost, tol, iw, fw, col_of_row):
+                    break
+                warm = False
+            for p in range(duals_q.size):
+                duals_q[p] = fw[_V][p]
     if n_top < m:
         cost = cost_buf[: n_top * n_cand].reshape((n_top, n_cand))
         for p in range(n_top):
@@ -655,6 +745,7 @@ def structured_loss(
     chain,
     square,
     ideal_c,
+    duals,
     values,
     grad,
 ):
@@ -705,6 +796,16 @@ def structured_loss(
         ``max_π [Δ(π) + Σ_i c_i f_{π(i)}] − Σ_d ideal_c[d] f_d``, clipped at 0. The
         maximisation leaves its own σ in the workspace row ``_SIGMA``; that σ's part is added
         back and ``ideal_c``'s subtracted.
+    duals : float64 array of shape (n,) or (0,)
+        Empty, or a store read and written by the full assignment (queries of two to k
+        documents): a query's rows hold the column duals its last assignment ended with,
+        and its next assignment starts from them when its scores are all different (NaN:
+        none yet). Consecutive oracle calls of a fit have nearby scores, and a start near
+        the optimal duals leaves few rows to augment. Such a result is kept only when its
+        duals certify that the optimum is unique by a margin far above rounding
+        (:func:`_tight_cycle`); otherwise, and without stored duals, the assignment starts
+        from the score part's duals. The loss and subgradient are therefore the ones
+        without a store, bit for bit, whatever it holds.
     values : float64 array of shape (n_queries,)
         Output: per-query losses.
     grad : float64 array of shape (n,)
@@ -772,6 +873,7 @@ def structured_loss(
                 top_val,
                 cost_buf,
                 cw,
+                duals[start:stop],
             )
         if ideal_c.size == 0:
             values[q] = value

@@ -1,12 +1,26 @@
 """The shortest-augmenting-path assignment solver against scipy.optimize.linear_sum_assignment."""
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numba import njit
 from scipy.optimize import linear_sum_assignment
 
 from losses._kernels.assignment import solve_assignment, solve_assignment_from
+from losses._kernels.listwise import (
+    _FLOW,
+    _N_FLOAT,
+    _N_INT,
+    _PATH,
+    _REMAINING,
+    _SHORTEST,
+    _U,
+    _V,
+    _tight_cycle,
+)
 
 
 def linear_assignment(cost):
@@ -267,3 +281,61 @@ def test_score_part_duals_are_optimal_for_the_score_part():
 def test_from_duals_integer_matrices_hypothesis(case):
     rows, duals = case
     check_from_against_scipy(np.array(rows, dtype=np.float64), np.array(duals, dtype=np.float64))
+
+
+# ------------------------------------------------------------------------------------------
+# the certificate that a square assignment is the unique optimum by a margin
+
+
+@njit
+def _solve_and_certify(cost, v_start, tol):
+    m = cost.shape[0]
+    iw = np.empty((_N_INT, m + 1), dtype=np.int64)
+    fw = np.empty((_N_FLOAT, m))
+    bw = np.empty((2, m), dtype=np.bool_)
+    owner = np.empty(m + 1, dtype=np.int64)
+    # as _query_loss calls it: each row's column in iw[_FLOW], the duals in fw[_U], fw[_V]
+    solve_assignment_from(
+        cost, v_start, iw[_FLOW], fw[_U], fw[_V], fw[_SHORTEST], iw[_PATH], owner,
+        iw[_REMAINING], bw[0], bw[1],
+    )  # fmt: skip
+    return _tight_cycle(cost, tol, iw, fw, owner), iw[_FLOW][:m].copy()
+
+
+@pytest.mark.parametrize("integer", [True, False])
+def test_tight_cycle_against_every_permutation(integer):
+    """No cycle of reduced costs below tol: every other assignment costs at least tol more
+    than the one found (brute force over all permutations). A cycle: some other assignment
+    costs at most m·tol more. Integer costs (exact ties, tol 0.5 and 1e-9) and continuous
+    ones with planted near-ties, from random starting duals."""
+    rng = np.random.default_rng(41 if integer else 42)
+    seen = {True: 0, False: 0}
+    for _ in range(600):
+        m = int(rng.integers(2, 7))
+        if integer:
+            cost = rng.integers(-3, 4, size=(m, m)).astype(np.float64)
+            tol = float(rng.choice([0.5, 1e-9]))
+        else:
+            cost = rng.normal(size=(m, m))
+            if rng.random() < 0.5:
+                # a second optimum within 1e-12: swapping the columns of two rows of an
+                # optimal assignment costs the same, up to that
+                _, opt = linear_sum_assignment(cost)
+                i, j = rng.choice(m, size=2, replace=False)
+                cost[i, opt[j]] = (
+                    cost[i, opt[i]] + cost[j, opt[j]] - cost[j, opt[i]] + rng.normal() * 1e-12
+                )
+            tol = float(rng.choice([1e-9, 1e-3]))
+        v_start = random_duals(rng, m, cost)
+        cycle, col = _solve_and_certify(cost, v_start, tol)
+        every = [(list(perm), cost[np.arange(m), list(perm)].sum()) for perm in
+                 itertools.permutations(range(m))]  # fmt: skip
+        ours = cost[np.arange(m), col].sum()
+        assert ours == pytest.approx(min(x for _, x in every), abs=1e-9)
+        others = min(x for perm, x in every if perm != col.tolist())
+        if cycle:
+            assert others <= ours + m * tol + 1e-12
+        else:
+            assert others >= ours + tol - 1e-12
+        seen[bool(cycle)] += 1
+    assert min(seen.values()) > 50

@@ -280,6 +280,53 @@ def test_kernel_paths_follow_the_query_lengths(name, truncate_c):
 
 
 @pytest.mark.parametrize(("name", "params"), CONFIGS, ids=IDS)
+def test_assignment_duals_store_changes_nothing(name, params):
+    """Queries of 2 to k documents start their assignment from the duals their last call
+    ended with (``targets.duals``). Over a sequence of calls on one set of targets (nearby
+    scores, new scores with ties, equal scores, and a store overwritten with arbitrary
+    finite values) every result equals, bit for bit, the call on fresh targets, and brute
+    force; both tie rules."""
+    rng = np.random.default_rng(300 + CONFIGS.index((name, params)))
+    _, measure = build(name, params)
+    for ties in ("increasing", "latent"):
+        loss = losses.get(name, **{**params, "ties": ties})
+        n_top = 8 if loss.k is None else loss.k
+        _, y, ptr = random_batch(rng, name, 80, sizes=[1, 2, 3, 4, 5, 6, 7, 9])
+        targets = loss.validate(y, ptr)
+        square = [s for s in blocks(ptr) if 2 <= s.stop - s.start <= n_top]
+        assert (targets.duals is not None) == bool(square)
+        f = rng.normal(size=ptr[-1])
+        n_warm = 0
+        for step in range(8):
+            if step in (1, 2, 6):
+                f = f + rng.normal(size=f.size) * (0.01 if step != 2 else 0.3)
+            elif step == 3:
+                f = np.concatenate([random_scores(rng, s.stop - s.start) for s in blocks(ptr)])
+            elif step == 4:
+                f = np.repeat(rng.normal(size=len(ptr) - 1), np.diff(ptr))
+            elif step == 5 and targets.duals is not None:
+                targets.duals[:] = rng.normal(size=targets.duals.size) * 100.0
+            if targets.duals is not None:
+                n_warm += int(np.isfinite(targets.duals).any())
+            values, grad = loss.loss_grad(f, targets)
+            fresh_values, fresh_grad = loss.loss_grad(f, loss.validate(y, ptr))
+            np.testing.assert_array_equal(values, fresh_values)
+            np.testing.assert_array_equal(grad, fresh_grad)
+            if ties == "increasing":
+                for q, s in enumerate(blocks(ptr)):
+                    c = weights(loss, s.stop - s.start)
+                    expected = brute_force(f[s], y[s], measure, c)[0]
+                    assert values[q] == pytest.approx(expected, abs=1e-10)
+        if square:
+            # the store was filled and then read: every call after the first started warm
+            assert n_warm == 7
+            for s in square:
+                live = targets.inv_norm[np.searchsorted(ptr, s.start)] > 0
+                if live and np.ptp(f[s]) > 0:
+                    assert np.isfinite(targets.duals[s]).all()
+
+
+@pytest.mark.parametrize(("name", "params"), CONFIGS, ids=IDS)
 def test_document_order_does_not_matter(name, params):
     loss, _ = build(name, params)
     rng = np.random.default_rng(21)
