@@ -568,7 +568,8 @@ def _query_loss(
     top_val,
     cost_buf,
     cw,
-    duals_q,
+    duals,
+    start,
 ):
     """Loss of one non-degenerate query; adds its subgradient into ``gq`` (zeros on entry).
 
@@ -577,8 +578,8 @@ def _query_loss(
     query of at most ``k`` documents ``square`` True. Workspaces: ``iw`` / ``fw`` / ``bw``
     integer / float / boolean rows, ``top_idx`` / ``top_val`` the per-level buffers of the
     truncated path, ``cost_buf`` the ``n_top × n_candidates`` cost matrix and ``cw`` the
-    chain flow's arrays. ``duals_q``: the query's slice of ``duals`` (see
-    :func:`structured_loss`), empty when none are kept.
+    chain flow's arrays. ``duals`` and ``start``: the store of :func:`structured_loss`
+    and the query's first row in it.
     """
     m = fq.shape[0]
     n_top = min(k, m)
@@ -638,6 +639,7 @@ def _query_loss(
             # candidates here, in rank order t): v_p = Σ_{1<=s<=p} f_(s) (c_{s−1} − c_s)
             # makes sorting by score optimal for that part (module docstring), so that only
             # the rows the gains move need augmenting.
+            duals_q = duals[start : start + m] if duals.size > 0 else duals
             v_start = fw[_W]
             warm = duals_q.size > 0
             for p in range(duals_q.size):
@@ -873,7 +875,8 @@ def structured_loss(
                 top_val,
                 cost_buf,
                 cw,
-                duals[start:stop],
+                duals,
+                start,
             )
         if ideal_c.size == 0:
             values[q] = value
