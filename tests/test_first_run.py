@@ -339,7 +339,7 @@ def test_no_helper_when_the_cache_folder_is_not_writable(monkeypatch):
 
 def test_no_helper_on_a_busy_machine_unless_asked_for(monkeypatch, tmp_path):
     """Without an idle CPU the helper would only take time from the fit: it starts when the
-    load average leaves one CPU free, or when ``BMRM_COMPILE_AHEAD=1``."""
+    other work leaves a CPU free beside the fit's, or when ``BMRM_COMPILE_AHEAD=1``."""
     import pytest
 
     from bmrm.solver import compile_ahead, qp
@@ -350,15 +350,48 @@ def test_no_helper_on_a_busy_machine_unless_asked_for(monkeypatch, tmp_path):
     cache_path = qp._master_step._cache.cache_path
     monkeypatch.setattr(qp._master_step._cache._impl.locator, "ensure_cache_path", lambda: None)
     not_cached = ("a", "signature", "never", "compiled")
-    for load, setting, expected in [
+    for busy, setting, expected in [
         (n_cpus, "", None),
+        (n_cpus - 1.4, "", None),
         (n_cpus, "1", cache_path),
+        (n_cpus - 1.6, "", cache_path),
         (0.0, "", cache_path),
         (0.0, "0", None),
     ]:
-        monkeypatch.setattr(os, "getloadavg", lambda load=load: (load, load, load))
+        monkeypatch.setattr(compile_ahead, "_busy_cpus", lambda cpus, busy=busy: busy)
         monkeypatch.setenv("BMRM_COMPILE_AHEAD", setting)
         assert compile_ahead._needs_compiling(qp._master_step, not_cached) == expected
+
+
+PROC_STAT = """cpu  300 0 100 500 100 0 0 0 0 0
+cpu0 100 0 50 300 50 0 0 0 0 0
+cpu1 200 0 50 200 50 0 0 0 0 0
+intr 1 2 3
+ctxt 42
+"""
+
+
+def test_busy_cpus_from_two_samples_of_proc_stat():
+    """Busy time per CPU between two /proc/stat samples: all ticks but idle and iowait,
+    steal counted busy, only the CPUs asked for; and the live sample is within [0, CPUs]."""
+    import pytest
+
+    from bmrm.solver import compile_ahead
+
+    before = compile_ahead._cpu_times(PROC_STAT)
+    assert before == {0: (350, 500), 1: (250, 500)}
+    # cpu0: 100 more ticks, 90 of them idle; cpu1: 100 more, 20 idle and 30 stolen
+    after = compile_ahead._cpu_times(
+        PROC_STAT.replace("cpu0 100 0 50 300 50", "cpu0 110 0 50 390 50").replace(
+            "cpu1 200 0 50 200 50 0 0 0", "cpu1 250 0 50 220 50 0 0 30"
+        )
+    )
+    assert compile_ahead._busy_between(before, after, {0, 1}) == pytest.approx(0.1 + 0.8)
+    assert compile_ahead._busy_between(before, after, {1}) == pytest.approx(0.8)
+    assert compile_ahead._busy_between(before, before, {0, 1}) == 0.0  # no ticks: no data
+    assert compile_ahead._busy_between(before, after, {5}) == 0.0  # a CPU not listed
+    cpus = os.sched_getaffinity(0)
+    assert 0.0 <= compile_ahead._busy_cpus(cpus) <= len(cpus) + 1e-9
 
 
 ORPHAN_SCRIPT = r"""

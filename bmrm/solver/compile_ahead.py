@@ -23,9 +23,13 @@ unsuitable set-up costs nothing but a look at the cache index:
 
 * the QP is neither compiled in this process nor in the cache for its argument types;
 * its cache folder is writable (otherwise the helper's work could not reach this process);
-* the process may run on more than one CPU, and one of them is idle: the load average of
-  the last minute is below the number of CPUs minus one half (on a busy machine the helper
-  would only take CPU time from this process);
+* the process may run on more than one CPU, and one of them is idle besides the one this
+  process needs: over a sample of :data:`IDLE_SAMPLE` seconds (``/proc/stat``, the CPUs
+  this process may run on; elsewhere the load average of the last minute) other work kept
+  busy less than the number of those CPUs minus 1.5 (on a busy machine the helper would
+  only take CPU time from this process). The load average lags a minute behind: right
+  after other work (a package install, an earlier process's compilation) it still counts
+  CPUs that are idle by now, and the fit then compiled the QP itself, 8–10 s more;
 * the environment variable ``BMRM_COMPILE_AHEAD`` is not ``0``; ``1`` skips the test of
   the load (the helper then starts whenever the QP needs compiling).
 
@@ -68,6 +72,8 @@ __all__ = ["TIMEOUT", "WAIT_EVENT", "pending", "running", "start", "wait", "wait
 WAIT_EVENT = "bmrm:compile_wait"
 # seconds a fit waits for the helper before compiling the QP itself
 TIMEOUT = 300.0
+# seconds over which the CPUs' idle time is sampled before starting the helper
+IDLE_SAMPLE = 0.1
 
 # The helper: argv[1] is qp.py's path, argv[2] the cache folder this process uses. It loads
 # qp.py alone (numpy and numba, not the whole package) under its own module name, so that
@@ -175,12 +181,10 @@ def _needs_compiling(dispatcher, types) -> str | None:
     if types in dispatcher.overloads:
         return None
     try:
-        n_cpus = len(os.sched_getaffinity(0))
+        cpus = os.sched_getaffinity(0)
     except AttributeError:  # not Linux
-        n_cpus = os.cpu_count() or 1
-    if n_cpus < 2:
-        return None
-    if setting != "1" and hasattr(os, "getloadavg") and os.getloadavg()[0] > n_cpus - 0.5:
+        cpus = range(os.cpu_count() or 1)
+    if len(cpus) < 2:
         return None
     try:
         cache._impl.locator.ensure_cache_path()  # creates the folder, checks it is writable
@@ -189,7 +193,53 @@ def _needs_compiling(dispatcher, types) -> str | None:
             return None
     except Exception:  # unwritable folder, unreadable index, or numba's internals changed
         return None
+    # last, as it takes IDLE_SAMPLE seconds: only a cold cache pays it
+    if setting != "1" and _busy_cpus(cpus) > len(cpus) - 1.5:
+        return None
     return cache.cache_path
+
+
+def _cpu_times(text: str) -> dict[int, tuple[int, int]]:
+    """Per CPU of a ``/proc/stat`` text, (idle ticks, all ticks): idle and iowait against
+    user, nice, system, idle, iowait, irq, softirq and steal (time the hypervisor gave to
+    other machines counts as busy)."""
+    times = {}
+    for line in text.splitlines():
+        if line.startswith("cpu") and line[3:4].isdigit():
+            name, *fields = line.split()
+            ticks = [int(x) for x in fields[:8]]
+            times[int(name[3:])] = (ticks[3] + ticks[4], sum(ticks))
+    return times
+
+
+def _busy_between(before: dict, after: dict, cpus) -> float:
+    """CPUs' worth of busy time among ``cpus`` between two :func:`_cpu_times` samples."""
+    busy = 0.0
+    for cpu in cpus:
+        if cpu in before and cpu in after:
+            total = after[cpu][1] - before[cpu][1]
+            if total > 0:
+                busy += 1.0 - (after[cpu][0] - before[cpu][0]) / total
+    return busy
+
+
+def _busy_cpus(cpus) -> float:
+    """CPUs' worth of other work on ``cpus`` now: sampled from ``/proc/stat`` over
+    :data:`IDLE_SAMPLE` seconds while this process sleeps, else the load average of the
+    last minute less this process's own CPU; 0 when neither is available."""
+    try:
+        with open("/proc/stat") as stat:
+            before = _cpu_times(stat.read())
+        time.sleep(IDLE_SAMPLE)
+        with open("/proc/stat") as stat:
+            after = _cpu_times(stat.read())
+        if any(cpu in before for cpu in cpus):
+            return _busy_between(before, after, cpus)
+    except (OSError, ValueError, IndexError):
+        pass
+    if hasattr(os, "getloadavg"):
+        return max(0.0, os.getloadavg()[0] - 1.0)
+    return 0.0
 
 
 def _cache_path_if_uncompiled(dispatcher) -> str:
