@@ -373,7 +373,8 @@ ctxt 42
 
 def test_busy_cpus_from_two_samples_of_proc_stat():
     """Busy time per CPU between two /proc/stat samples: all ticks but idle and iowait,
-    steal counted busy, only the CPUs asked for; and the live sample is within [0, CPUs]."""
+    steal counted busy, only the CPUs asked for, this process's own ticks taken out; and
+    the live sample is within [0, CPUs], also while this process's BLAS threads spin."""
     import pytest
 
     from bmrm.solver import compile_ahead
@@ -390,8 +391,12 @@ def test_busy_cpus_from_two_samples_of_proc_stat():
     assert compile_ahead._busy_between(before, after, {1}) == pytest.approx(0.8)
     assert compile_ahead._busy_between(before, before, {0, 1}) == 0.0  # no ticks: no data
     assert compile_ahead._busy_between(before, after, {5}) == 0.0  # a CPU not listed
+    # this process's own 50 ticks over intervals of 100: half a CPU less, never below 0
+    assert compile_ahead._busy_between(before, after, {0, 1}, 50) == pytest.approx(0.4)
+    assert compile_ahead._busy_between(before, after, {0, 1}, 500) == 0.0
     cpus = os.sched_getaffinity(0)
     assert 0.0 <= compile_ahead._busy_cpus(cpus) <= len(cpus) + 1e-9
+    assert compile_ahead._own_ticks() > 0
 
 
 ORPHAN_SCRIPT = r"""

@@ -25,11 +25,12 @@ unsuitable set-up costs nothing but a look at the cache index:
 * its cache folder is writable (otherwise the helper's work could not reach this process);
 * the process may run on more than one CPU, and one of them is idle besides the one this
   process needs: over a sample of :data:`IDLE_SAMPLE` seconds (``/proc/stat``, the CPUs
-  this process may run on; elsewhere the load average of the last minute) other work kept
-  busy less than the number of those CPUs minus 1.5 (on a busy machine the helper would
-  only take CPU time from this process). The load average lags a minute behind: right
-  after other work (a package install, an earlier process's compilation) it still counts
-  CPUs that are idle by now, and the fit then compiled the QP itself, 8–10 s more;
+  this process may run on, this process's own threads taken out; elsewhere the load
+  average of the last minute) other work kept busy less than the number of those CPUs
+  minus 1.5 (on a busy machine the helper would only take CPU time from this process).
+  The load average lags a minute behind: right after other work (a package install, an
+  earlier process's compilation) it still counts CPUs that are idle by now, and the fit
+  then compiled the QP itself, 8–10 s more;
 * the environment variable ``BMRM_COMPILE_AHEAD`` is not ``0``; ``1`` skips the test of
   the load (the helper then starts whenever the QP needs compiling).
 
@@ -212,29 +213,43 @@ def _cpu_times(text: str) -> dict[int, tuple[int, int]]:
     return times
 
 
-def _busy_between(before: dict, after: dict, cpus) -> float:
-    """CPUs' worth of busy time among ``cpus`` between two :func:`_cpu_times` samples."""
-    busy = 0.0
+def _busy_between(before: dict, after: dict, cpus, own_ticks: int = 0) -> float:
+    """CPUs' worth of busy time among ``cpus`` between two :func:`_cpu_times` samples, less
+    ``own_ticks`` (this process's CPU ticks over the same interval)."""
+    busy, totals = 0.0, []
     for cpu in cpus:
         if cpu in before and cpu in after:
             total = after[cpu][1] - before[cpu][1]
             if total > 0:
                 busy += 1.0 - (after[cpu][0] - before[cpu][0]) / total
-    return busy
+                totals.append(total)
+    if totals and own_ticks > 0:
+        busy -= own_ticks / (sum(totals) / len(totals))
+    return max(busy, 0.0)
+
+
+def _own_ticks() -> int:
+    """CPU ticks (user and system, all threads) of this process so far, ``/proc/self/stat``."""
+    with open("/proc/self/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
 
 
 def _busy_cpus(cpus) -> float:
     """CPUs' worth of other work on ``cpus`` now: sampled from ``/proc/stat`` over
-    :data:`IDLE_SAMPLE` seconds while this process sleeps, else the load average of the
-    last minute less this process's own CPU; 0 when neither is available."""
+    :data:`IDLE_SAMPLE` seconds while this process sleeps, its own threads' time taken
+    out (numpy's BLAS threads spin for a while after an operation), else the load average
+    of the last minute less this process's own CPU; 0 when neither is available."""
     try:
         with open("/proc/stat") as stat:
             before = _cpu_times(stat.read())
+        own = _own_ticks()
         time.sleep(IDLE_SAMPLE)
+        own = _own_ticks() - own
         with open("/proc/stat") as stat:
             after = _cpu_times(stat.read())
         if any(cpu in before for cpu in cpus):
-            return _busy_between(before, after, cpus)
+            return _busy_between(before, after, cpus, own)
     except (OSError, ValueError, IndexError):
         pass
     if hasattr(os, "getloadavg"):
