@@ -200,7 +200,7 @@ __all__ = ["NDCGLoss", "NERULoss"]
 
 # an empty array: no per-document ideal weights (σ chosen by the kernel, equal gains in
 # increasing score), or no store of assignment duals
-_NO_IDEAL = np.empty(0)
+_EMPTY = np.empty(0)
 
 _NAMED_C = ("power", "dcg")
 TIES = ("latent", "increasing", "pairs")
@@ -503,7 +503,7 @@ class _StructuredRankingLoss(Loss):
                 grad,
             )
             return values, grad
-        ideal_c = _NO_IDEAL
+        ideal_c = _EMPTY
         if targets.latent:
             ideal_c = targets.ideal_c
             if ideal_c is None:
@@ -527,7 +527,7 @@ class _StructuredRankingLoss(Loss):
             True if not targets.truncated and targets.long_queries else None,
             True if targets.short_queries else None,
             ideal_c,
-            _NO_IDEAL if targets.duals is None else targets.duals,
+            _EMPTY if targets.duals is None else targets.duals,
             values,
             grad,
         )
