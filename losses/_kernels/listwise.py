@@ -639,7 +639,7 @@ def _query_loss(
             # candidates here, in rank order t): v_p = Σ_{1<=s<=p} f_(s) (c_{s−1} − c_s)
             # makes sorting by score optimal for that part (module docstring), so that only
             # the rows the gains move need augmenting.
-            duals_q = duals[start : start + m] if duals.size > 0 else duals
+            duals_q = duals[start : start + m]  # empty when no store is kept
             v_start = fw[_W]
             warm = duals_q.size > 0
             for p in range(duals_q.size):

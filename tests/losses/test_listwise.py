@@ -318,7 +318,8 @@ def test_assignment_duals_store_changes_nothing(name, params):
                     expected = brute_force(f[s], y[s], measure, c)[0]
                     assert values[q] == pytest.approx(expected, abs=1e-10)
         if square:
-            # the store was filled and then read: every call after the first started warm
+            # the store was filled and then read: it held duals before every call after
+            # the first
             assert n_warm == 7
             for s in square:
                 live = targets.inv_norm[np.searchsorted(ptr, s.start)] > 0
