@@ -576,6 +576,7 @@ def fit(
             ordinal=starts_ordinal,
             latent=starts_ordinal and isinstance(loss_obj, (NDCGLoss, NERULoss)),
             dtype=own_products_dtype(X) if backend == "local" else "",
+            ranking=qid is not None,
         )
     clock = CompileClock()
     if backend == "local":

@@ -321,6 +321,29 @@ def test_the_qp_compiled_ahead_in_a_second_process_gives_the_same_fits(tmp_path)
     assert warm["ordinal"] == ahead["ordinal"]
 
 
+def test_a_latent_fit_after_an_ordinal_fit_loads_the_ideal_weights_from_the_helper(tmp_path):
+    """The demo's order: an ordinal fit starts the helper on an empty cache, and after the QP
+    the helper compiles the latent losses' ideal-ordering weights, which the NDCG fit that
+    follows in the same process loads from the cache instead of compiling. The fits equal
+    those of a process that compiled everything itself, bit for bit."""
+    if not os.path.isdir("/proc") or len(os.sched_getaffinity(0)) < 2:
+        import pytest
+
+        pytest.skip("needs /proc and at least two CPUs (the helper is not started on one)")
+    names = ["ordinal", "ndcg"]
+    env = dict(os.environ, BMRM_COMPILE_AHEAD="1")
+    ahead = _run_ahead(names, dict(env, NUMBA_CACHE_DIR=str(tmp_path / "a")))
+    alone = _run_ahead(
+        names, dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "b"), BMRM_COMPILE_AHEAD="0")
+    )
+    assert ahead["helper"] > 0 or ahead["qp"]["hits"] == 1
+    assert ahead["latent_kernel"] == {"hits": 1, "misses": 0}
+    assert ahead["qp"]["misses"] == 0
+    assert alone["latent_kernel"] == {"hits": 0, "misses": 1}
+    for name in names:
+        assert ahead[name] == alone[name], name
+
+
 def test_no_helper_when_the_cache_folder_is_not_writable(monkeypatch):
     from numba.core import caching
 

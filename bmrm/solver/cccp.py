@@ -241,14 +241,19 @@ def minimize_cccp(
         initial = oracle.initial() if w0 is None else None
         if initial is not None and compile_ahead.running():
             # A cold cache, and a second process compiles the starting problem's kernels
-            # (the ordinal loss's) and possibly the latent loss's ideal-ordering weights:
-            # meanwhile compile the latent loss's other kernels here (one oracle call, not
-            # counted; its value is not used and changes nothing).
+            # (the ordinal loss's), the products' and possibly the latent loss's
+            # ideal-ordering weights: meanwhile compile the latent loss's other kernels here
+            # (one evaluation, not counted; its value is not used and changes nothing). A
+            # RiskOracle evaluates the loss alone, at scores 0, leaving the products to the
+            # helper; another oracle is called at w = 0.
             calls = getattr(oracle, "calls", None)
             warm_up = oracle
             if compile_ahead.pending("latent") and hasattr(oracle, "without_latent"):
                 warm_up = oracle.without_latent()
-            warm_up(np.zeros(n_features))
+            if isinstance(warm_up, RiskOracle):
+                warm_up.risk_at(np.zeros(warm_up.X.shape[0]))
+            else:
+                warm_up(np.zeros(n_features))
             if calls is not None:
                 oracle.calls = calls
         if initial is not None:
