@@ -82,10 +82,30 @@ def _build_partition(
         raise ValueError("y must not contain NaN or inf")
     qid = None if qid is None else np.asarray(qid)
     prepared = losses.prepare(loss, y, qid, n_samples=X.shape[0], **(loss_data or {}))
-    nbytes = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes if sp.issparse(X) else X.nbytes
-    nbytes += y.nbytes + (0 if qid is None else qid.nbytes)
     oracle = RiskOracle(X, prepared, fit_intercept, intercept_scaling)
-    return _Partition(oracle, X.shape[0], nbytes)
+    return _Partition(oracle, X.shape[0], _held_nbytes(X, prepared))
+
+
+def _held_nbytes(X, prepared) -> int:
+    """Bytes of the arrays a partition keeps: X, and every distinct array of its prepared
+    loss (the targets, with the listwise losses' store of assignment duals, and the query
+    structure), found through tuples, lists and dicts."""
+    total = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes if sp.issparse(X) else X.nbytes
+    groups = prepared.groups
+    seen = set()
+    stack = [prepared.targets, groups.query_ptr, groups.order, groups.qids]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, np.ndarray):
+            total += obj.nbytes
+        elif isinstance(obj, (tuple, list)):
+            stack.extend(obj)
+        elif isinstance(obj, dict):
+            stack.extend(obj.values())
+    return total
 
 
 def _partition_info(part: _Partition) -> tuple[int, int, int]:

@@ -23,8 +23,8 @@ the ideal-ordering weights after the QP instead, for a latent fit that this proc
 start later: the demo fits the ordinal loss first and NDCG@10 last, and a user comparing
 losses does the same. That fit then loads them instead of compiling them itself: the
 demo's NDCG@10 fit from an empty cache took 6.9–7.4 s against 8.0–8.4 s when it compiled
-them (three demos each, interleaved). The helper reports every stage when it is done, the QP's too (``"qp"``); :func:`running` and
-:func:`wait` concern the QP alone.
+them (three demos each, interleaved). The helper reports every stage when it is done,
+the QP's too (``"qp"``); :func:`running` and :func:`wait` concern the QP alone.
 
 The helper is started only when all of the following hold, so that a warm cache or an
 unsuitable set-up costs nothing but a look at the cache index:

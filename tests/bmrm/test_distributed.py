@@ -487,3 +487,28 @@ def test_oracle_regroups_after_a_worker_is_killed():
     assert R_after == R and R_again == R
     np.testing.assert_array_equal(a_after, a)
     np.testing.assert_array_equal(a_again, a)
+
+
+@pytest.mark.parametrize("loss", ["ndcg", "neru", "ordinal", "squared"])
+def test_a_partition_reports_every_array_it_keeps(loss):
+    """A partition's size (what Dask's scheduler and workers account) is X plus each distinct
+    array of its prepared loss: the targets, with the NDCG / NERU store of assignment duals,
+    and the query structure. y and qid themselves are not kept."""
+    from bmrm.distributed import _build_partition
+
+    rng = np.random.default_rng(0)
+    sizes = [1, 3, 7, 10, 15, 40]  # NDCG@10: queries of 2 to 10 documents keep duals
+    qid = np.repeat(np.arange(len(sizes)), sizes)[rng.permutation(sum(sizes))]
+    X = rng.normal(size=(qid.size, 5))
+    y = rng.integers(0, 3, size=qid.size).astype(float)
+    part = _build_partition(X, y, qid, losses.get(loss), False, 1.0)
+    prepared = part.oracle.prepared
+    targets, groups = prepared.targets, prepared.groups
+    fields = list(targets) if isinstance(targets, tuple) else [targets]
+    arrays = [a for a in [*fields, groups.query_ptr, groups.order, groups.qids] if a is not None]
+    distinct = {id(a): a for a in arrays if isinstance(a, np.ndarray)}
+    assert part.nbytes == X.nbytes + sum(a.nbytes for a in distinct.values())
+    assert part.__sizeof__() == part.nbytes
+    if loss in ("ndcg", "neru"):
+        assert targets.duals is not None and targets.duals.size == X.shape[0]
+        assert part.nbytes >= X.nbytes + targets.duals.nbytes + targets.gain.nbytes
