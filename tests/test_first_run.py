@@ -490,3 +490,42 @@ def test_waiting_for_a_stage_reads_every_line_the_helper_wrote(monkeypatch):
         helper.stdin.close()
         helper.wait()
         helper.stdout.close()
+
+
+def test_the_qp_reported_done_ends_running_while_the_helper_goes_on(monkeypatch):
+    """After the QP the helper may compile a stage for a later fit; from its report "qp" on
+    the QP counts as compiled (running() is False, wait() returns at once) although the
+    helper still runs, and that later stage is still pending."""
+    import time
+
+    from bmrm.solver import compile_ahead
+
+    helper = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; time.sleep(0.5); print('qp', flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    monkeypatch.setattr(compile_ahead, "TIMEOUT", 30.0)
+    monkeypatch.setattr(compile_ahead, "_helper", helper)
+    monkeypatch.setattr(compile_ahead, "_helper_parent", os.getpid())
+    monkeypatch.setattr(compile_ahead, "_pending", {"qp", "latent"})
+    try:
+        assert compile_ahead.running() is True  # nothing reported yet: still compiling
+        deadline = time.monotonic() + 30
+        while compile_ahead.running() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert compile_ahead.running() is False
+        assert helper.poll() is None
+        assert compile_ahead.pending("latent") is True
+        assert compile_ahead.pending("qp") is False
+        start = time.monotonic()
+        compile_ahead.wait()
+        assert time.monotonic() - start < 0.5 and helper.poll() is None
+    finally:
+        helper.stdin.close()
+        helper.wait()
+        helper.stdout.close()

@@ -359,7 +359,9 @@ def _read_reports(helper, timeout: float) -> bool:
     # that select() no longer sees)
     try:
         ready = select.select([fd], [], [], max(0.0, timeout))[0]
-    except (OSError, ValueError):  # no select on pipes (Windows): read without a limit
+    except (OSError, ValueError):  # no select on pipes (Windows): read without a limit,
+        if timeout <= 0.0 and helper.poll() is None:  # unless asked not to wait at all
+            return False
         ready = True
     if not ready:
         return False
