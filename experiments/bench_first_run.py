@@ -27,10 +27,7 @@ imported by this script can help it:
    process with its children (``process_cpu_seconds``: the helper that compiles the master
    QP on a cold cache, :mod:`bmrm.solver.compile_ahead`, included), and the machine's load
    average over the last minute when the process started (``load``: wall times mean little
-   unless it is below the number of CPUs), and a speed probe (``speed_probe_seconds``: the
-   CPU seconds of a fixed pure-Python loop in the fit's process, the mean of one run before
-   and one after its fits). On a shared machine the same fit's CPU time varies with the
-   hour by half or more; the probe moves with it, as numba's compiler is mostly Python.
+   unless it is below the number of CPUs).
    ``--compile-ahead`` sets ``BMRM_COMPILE_AHEAD`` for the fits: ``auto`` (unset: the
    helper runs when a CPU is idle), ``on`` (always on a cold cache) or ``off`` (never).
 3. ``python -m bmrm.demo`` in a fresh process with an empty cache: wall-clock time and the
@@ -123,17 +120,6 @@ import losses
 from bmrm.demo import make_ranking_data
 t_import = time.perf_counter() - t_import
 
-def speed_probe():
-    # CPU seconds of a fixed pure-Python loop on this thread: how fast the machine runs
-    # interpreted code now (numba's compiler is mostly Python), to tell a slow hour from a
-    # slow fit
-    start = time.thread_time()
-    total = 0
-    for i in range(2_000_000):
-        total += (i * i) % 7
-    return time.thread_time() - start
-
-probe_before = speed_probe()
 loss, params, n_fits = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
 # plain BMRM needs thousands of iterations on NDCG and NERU: an iteration cap (not a time
 # budget) keeps every fit the same, whatever the machine's load
@@ -173,9 +159,6 @@ for i in range(n_fits):
         "status": res.message,
         "kernel_compile_cpu_seconds": dict(kernel_seconds),
     })
-probe = (probe_before + speed_probe()) / 2
-for row in rows:
-    row["speed_probe_seconds"] = probe
 print(json.dumps({"import_seconds": t_import, "fits": rows}))
 """
 
@@ -281,8 +264,7 @@ def main(argv=None) -> int:
                 f"(CPU {second['cpu_seconds']:.2f} s), warm {warm['seconds']:.2f} s (CPU "
                 f"{warm['cpu_seconds']:.2f} s); {cold['iterations']} iterations, "
                 f"{cold['oracle_calls']} oracle calls, {cold['status']} (load average "
-                f"{cold_load:.2f} / {warm['load']:.2f}, speed probe "
-                f"{cold['speed_probe_seconds']:.3f} / {warm['speed_probe_seconds']:.3f} s)"
+                f"{cold_load:.2f} / {warm['load']:.2f})"
             )
 
     demo_text = {}
@@ -337,7 +319,6 @@ def main(argv=None) -> int:
                 "oracle calls",
                 "objective",
                 "load (cold)",
-                "speed probe (cold)",
             ],
             [
                 (
@@ -353,7 +334,6 @@ def main(argv=None) -> int:
                     int(med("cold", loss, "oracle_calls")),
                     f"{med('cold', loss, 'objective'):.6f}",
                     med("cold", loss, "load"),
-                    med("cold", loss, "speed_probe_seconds"),
                 )
                 for loss in args.losses
             ],
