@@ -293,8 +293,9 @@ def start(
     ``ranking=True`` (a fit on query groups) with ``latent=False`` has it compile those
     ideal-ordering weights after the QP instead: a latent fit that this process starts
     later (the demo fits the ordinal loss and then NDCG@10) then loads them from the cache
-    instead of compiling them itself (about 1 CPU second). Nothing waits for that stage:
-    when this process ends the helper is stopped once the QP is done, finished or not.
+    instead of compiling them itself (about 1 CPU second), waiting for the stage if it is
+    not done yet. The end of this process does not wait for it: the helper is stopped once
+    the QP is done, whether that stage is finished or not.
     """
     global _helper, _helper_parent, _pending, _at_exit_registered
     import losses
