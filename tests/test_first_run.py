@@ -9,6 +9,7 @@ iterations, bit for bit. The second process must load every kernel it uses from 
 compilation of the first fit.
 """
 
+import contextlib
 import json
 import os
 import subprocess
@@ -462,34 +463,39 @@ def test_the_helper_ends_with_the_process_that_started_it(tmp_path):
     assert not list(tmp_path.rglob("*master_step*.nbi"))  # it stopped before compiling
 
 
+@contextlib.contextmanager
+def _fake_helper(monkeypatch, code, pending, timeout):
+    """A process running ``code`` installed as this process's helper, with ``pending`` stages
+    and the given TIMEOUT; closed and reaped at the end."""
+    from bmrm.solver import compile_ahead
+
+    helper = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    monkeypatch.setattr(compile_ahead, "TIMEOUT", timeout)
+    monkeypatch.setattr(compile_ahead, "_helper", helper)
+    monkeypatch.setattr(compile_ahead, "_helper_parent", os.getpid())
+    monkeypatch.setattr(compile_ahead, "_pending", set(pending))
+    try:
+        yield helper
+    finally:
+        helper.stdin.close()
+        helper.wait()
+        helper.stdout.close()
+
+
 def test_waiting_for_a_stage_reads_every_line_the_helper_wrote(monkeypatch):
     """The helper may report several stages at once; waiting for the second must not wait
     for more output (the helper then goes on compiling the QP for seconds)."""
     from bmrm.solver import compile_ahead
 
-    helper = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys; print('ordinal\\nlatent', flush=True); sys.stdin.read()",
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-    )
-    monkeypatch.setattr(compile_ahead, "TIMEOUT", 5.0)
-    monkeypatch.setattr(compile_ahead, "_helper", helper)
-    monkeypatch.setattr(compile_ahead, "_helper_parent", os.getpid())
-    monkeypatch.setattr(compile_ahead, "_pending", {"ordinal", "latent"})
-    try:
+    code = "import sys; print('ordinal\\nlatent', flush=True); sys.stdin.read()"
+    with _fake_helper(monkeypatch, code, {"ordinal", "latent"}, 5.0) as helper:
         assert compile_ahead.wait_for("ordinal") is True
         # the helper is still running: "latent" was reported, not the end of its output
         assert compile_ahead.pending("latent") is False
         assert compile_ahead.wait_for("latent") is False  # nothing left to wait for
         assert helper.poll() is None
-    finally:
-        helper.stdin.close()
-        helper.wait()
-        helper.stdout.close()
 
 
 def test_the_qp_reported_done_ends_running_while_the_helper_goes_on(monkeypatch):
@@ -500,20 +506,8 @@ def test_the_qp_reported_done_ends_running_while_the_helper_goes_on(monkeypatch)
 
     from bmrm.solver import compile_ahead
 
-    helper = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys, time; time.sleep(0.5); print('qp', flush=True); sys.stdin.read()",
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-    )
-    monkeypatch.setattr(compile_ahead, "TIMEOUT", 30.0)
-    monkeypatch.setattr(compile_ahead, "_helper", helper)
-    monkeypatch.setattr(compile_ahead, "_helper_parent", os.getpid())
-    monkeypatch.setattr(compile_ahead, "_pending", {"qp", "latent"})
-    try:
+    code = "import sys, time; time.sleep(0.5); print('qp', flush=True); sys.stdin.read()"
+    with _fake_helper(monkeypatch, code, {"qp", "latent"}, 30.0) as helper:
         assert compile_ahead.running() is True  # nothing reported yet: still compiling
         deadline = time.monotonic() + 30
         while compile_ahead.running() and time.monotonic() < deadline:
@@ -525,7 +519,3 @@ def test_the_qp_reported_done_ends_running_while_the_helper_goes_on(monkeypatch)
         start = time.monotonic()
         compile_ahead.wait()
         assert time.monotonic() - start < 0.5 and helper.poll() is None
-    finally:
-        helper.stdin.close()
-        helper.wait()
-        helper.stdout.close()
