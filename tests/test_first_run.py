@@ -280,6 +280,23 @@ def _run_ahead(losses_, env):
     return _run_script(AHEAD_SCRIPT, [",".join(losses_)], env)
 
 
+def _with_and_without_helper(losses_, tmp_path):
+    """The fits of ``losses_`` in one process with the helper (empty cache ``tmp_path/a``) and
+    in one without it (``tmp_path/b``); skips where the helper is never started."""
+    if not os.path.isdir("/proc") or len(os.sched_getaffinity(0)) < 2:
+        import pytest
+
+        pytest.skip("needs /proc and at least two CPUs (the helper is not started on one)")
+    # "1": whatever the machine's load (the tests may run beside other work)
+    ahead = _run_ahead(
+        losses_, dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "a"), BMRM_COMPILE_AHEAD="1")
+    )
+    alone = _run_ahead(
+        losses_, dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "b"), BMRM_COMPILE_AHEAD="0")
+    )
+    return ahead, alone
+
+
 def test_the_qp_compiled_ahead_in_a_second_process_gives_the_same_fits(tmp_path):
     """With an empty cache a helper process compiles the master QP while the fit compiles
     its loss and solves its master problems in the interpreter; for a latent loss the helper
@@ -288,17 +305,8 @@ def test_the_qp_compiled_ahead_in_a_second_process_gives_the_same_fits(tmp_path)
     process never compiles any of them itself, its results equal those of a process that compiled
     everything (``BMRM_COMPILE_AHEAD=0``) bit for bit, and when it ends the helper has
     finished and left the QP in the cache."""
-    if not os.path.isdir("/proc") or len(os.sched_getaffinity(0)) < 2:
-        import pytest
-
-        pytest.skip("needs /proc and at least two CPUs (the helper is not started on one)")
     names = ["ndcg", "ordinal"]
-    # "1": whatever the machine's load (the tests may run beside other work)
-    env = dict(os.environ, BMRM_COMPILE_AHEAD="1")
-    ahead = _run_ahead(names, dict(env, NUMBA_CACHE_DIR=str(tmp_path / "a")))
-    alone = _run_ahead(
-        names, dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "b"), BMRM_COMPILE_AHEAD="0")
-    )
+    ahead, alone = _with_and_without_helper(names, tmp_path)
     assert ahead["qp"]["misses"] == 0 and ahead["qp"]["hits"] <= 1
     assert ahead["ordinal_kernel"] == {"hits": 1, "misses": 0}
     assert ahead["latent_kernel"] == {"hits": 1, "misses": 0}
@@ -316,7 +324,10 @@ def test_the_qp_compiled_ahead_in_a_second_process_gives_the_same_fits(tmp_path)
     # the process waited for the helper before it ended: the QP is in the cache, and a
     # process with that cache starts no helper
     assert list((tmp_path / "a").rglob("*_master_step*.nbi"))
-    warm = _run_ahead(["ordinal"], dict(env, NUMBA_CACHE_DIR=str(tmp_path / "a")))
+    warm = _run_ahead(
+        ["ordinal"],
+        dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "a"), BMRM_COMPILE_AHEAD="1"),
+    )
     assert warm["qp"] == {"hits": 1, "misses": 0}
     assert warm["helper"] == -1 and warm["children"] == []
     assert warm["ordinal"] == ahead["ordinal"]
@@ -327,16 +338,8 @@ def test_a_latent_fit_after_an_ordinal_fit_loads_the_ideal_weights_from_the_help
     the helper compiles the latent losses' ideal-ordering weights, which the NDCG fit that
     follows in the same process loads from the cache instead of compiling. The fits equal
     those of a process that compiled everything itself, bit for bit."""
-    if not os.path.isdir("/proc") or len(os.sched_getaffinity(0)) < 2:
-        import pytest
-
-        pytest.skip("needs /proc and at least two CPUs (the helper is not started on one)")
     names = ["ordinal", "ndcg"]
-    env = dict(os.environ, BMRM_COMPILE_AHEAD="1")
-    ahead = _run_ahead(names, dict(env, NUMBA_CACHE_DIR=str(tmp_path / "a")))
-    alone = _run_ahead(
-        names, dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "b"), BMRM_COMPILE_AHEAD="0")
-    )
+    ahead, alone = _with_and_without_helper(names, tmp_path)
     assert ahead["helper"] > 0 or ahead["qp"]["hits"] == 1
     assert ahead["latent_kernel"] == {"hits": 1, "misses": 0}
     assert ahead["qp"]["misses"] == 0
