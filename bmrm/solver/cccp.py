@@ -244,13 +244,13 @@ def minimize_cccp(
             # (the ordinal loss's), the products' and possibly the latent loss's
             # ideal-ordering weights: meanwhile compile the latent loss's other kernels here
             # (one evaluation, not counted; its value is not used and changes nothing). A
-            # RiskOracle evaluates the loss alone, at scores 0, leaving the products to the
-            # helper; another oracle is called at w = 0.
+            # RiskOracle that makes two passes over X evaluates the loss alone, at scores 0,
+            # leaving the products to the helper; another oracle is called at w = 0.
             calls = getattr(oracle, "calls", None)
             warm_up = oracle
             if compile_ahead.pending("latent") and hasattr(oracle, "without_latent"):
                 warm_up = oracle.without_latent()
-            if isinstance(warm_up, RiskOracle):
+            if isinstance(warm_up, RiskOracle) and warm_up.fused is None:
                 warm_up.risk_at(np.zeros(warm_up.X.shape[0]))
             else:
                 warm_up(np.zeros(n_features))
