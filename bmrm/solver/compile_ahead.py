@@ -307,11 +307,11 @@ def start(
     if not sys.executable or getattr(sys, "frozen", False):  # no interpreter to run it
         return
     with _lock:
-        if _helper is not None and _helper_parent == os.getpid() and _helper.poll() is None:
+        previous = _own_helper()
+        if previous is not None and previous.poll() is None:
             return  # one is already at work
-        if _helper is not None and _helper_parent == os.getpid():
-            _helper.stdin.close()  # done, and no fit waits for it
-            _helper.stdout.close()
+        if previous is not None:
+            _close(previous)  # done, and no fit waits for it
         _helper = None
         _pending = set()
         cache_path = _needs_compiling(qp._master_step, qp.MASTER_STEP_TYPES)
@@ -319,19 +319,20 @@ def start(
             return
         _helper_parent = os.getpid()
         latent_path = _cache_path_if_uncompiled(latent_ideal_weights)
-        plan = {
-            "ordinal": _cache_path_if_uncompiled(ordinal_pairs) if ordinal else "",
-            "solver": "" if _append_plane.overloads else dtype,
-            "latent": latent_path if latent else "",
-        }
-        plan = [f"{name}={path}" for name, path in plan.items() if path]
-        plan.append("qp=")
+        # (stage, its argument) in the helper's order; "" leaves a stage out
+        plan = [
+            ("ordinal", _cache_path_if_uncompiled(ordinal_pairs) if ordinal else ""),
+            ("solver", "" if _append_plane.overloads else dtype),
+            ("latent", latent_path if latent else ""),
+        ]
+        plan = [(name, argument) for name, argument in plan if argument] + [("qp", "")]
         if ranking and not latent and latent_path:
-            plan.append(f"latent={latent_path}")
+            plan.append(("latent", latent_path))
         try:
             root = os.path.dirname(os.path.dirname(os.path.abspath(losses.__file__)))
+            items = [f"{name}={argument}" for name, argument in plan]
             _helper = subprocess.Popen(
-                [sys.executable, "-c", _HELPER, qp.__file__, cache_path, root, *plan],
+                [sys.executable, "-c", _HELPER, qp.__file__, cache_path, root, *items],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -339,7 +340,7 @@ def start(
         except OSError:
             _helper = None
             return
-        _pending = {item.split("=", 1)[0] for item in plan}
+        _pending = {name for name, _ in plan}
         if not _at_exit_registered:
             atexit.register(_finish)
             _at_exit_registered = True
@@ -349,6 +350,12 @@ def _own_helper():
     """The helper this process started, or None (none, or this is a forked child)."""
     helper = _helper
     return helper if helper is not None and _helper_parent == os.getpid() else None
+
+
+def _close(helper) -> None:
+    """Close this process's ends of the helper's pipes (closing its input ends it)."""
+    helper.stdin.close()
+    helper.stdout.close()
 
 
 def _read_reports(helper, timeout: float) -> bool:
@@ -422,8 +429,7 @@ def _stop() -> None:
         if helper is not None:
             helper.kill()
             helper.wait()
-            helper.stdin.close()
-            helper.stdout.close()
+            _close(helper)
 
 
 def _finish() -> None:
@@ -437,8 +443,7 @@ def _finish() -> None:
         wait()
         helper, _helper = _own_helper(), None
         if helper is not None:
-            helper.stdin.close()
-            helper.stdout.close()
+            _close(helper)
     except Exception:  # the process is ending: never fail here
         pass
 
