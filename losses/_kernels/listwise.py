@@ -145,7 +145,7 @@ def _candidates(lq, order, m, n_top, n_levels, tree, cand, cand_rank):
     return n_cand
 
 
-# inlined into its only caller, like _query_loss
+# inlined into its only caller (numba's inline="always": one compilation instead of two)
 @njit(inline="always", **INNER)
 def _chain_workspace(n_nodes, n_heap):
     """Arrays of the chain flow: potentials, distances, predecessors, settled flags and
@@ -443,15 +443,15 @@ def _truncated_order(
 
 @njit(**INNER)
 def _tied_query_loss(fq, bq, lq, n_levels, inv_norm, a, c, n_top, gq, iw):
-    """:func:`_query_loss` for a query whose scores are all equal (the concave-convex
-    procedure evaluates its surrogates at w = 0; a convex fit starts there).
+    """The loss of :func:`structured_loss` for one query whose scores are all equal (the
+    concave-convex procedure evaluates its surrogates at w = 0; a convex fit starts there).
 
     Σ_p c_p f_{π(p)} is then the same for every π, and a π maximises the loss when its top K
     positions hold K smallest gains in increasing order (the rearrangement inequality; a is
     zero beyond K); no assignment is solved. Of these π the one taken is close to σ, to keep
     the subgradient small: σ's last K documents on top (equal gains in σ's order), the other
     positions following σ. σ, the rank order (the documents' order) and π are left in the
-    workspace rows as :func:`_query_loss` leaves them.
+    workspace rows as the general per-query code leaves them.
     """
     m = fq.shape[0]
     order = iw[_ORDER]
@@ -491,7 +491,7 @@ def _tied_query_loss(fq, bq, lq, n_levels, inv_norm, a, c, n_top, gq, iw):
 @njit(**INNER)
 def _tight_cycle(cost, tol, iw, fw, owner):
     """Whether another assignment may be optimal within ``tol`` of the square assignment
-    :func:`_query_loss` just solved (each row's column in ``iw[_FLOW]``, each column's
+    :func:`structured_loss` just solved (each row's column in ``iw[_FLOW]``, each column's
     row in ``owner``, the duals in ``fw[_U]`` and ``fw[_V]``).
 
     Any other assignment differs from it by alternating cycles, and costs more by the sum
@@ -538,196 +538,14 @@ def _tight_cycle(cost, tol, iw, fw, owner):
     return False
 
 
-# inline="always": numba inlines this body into structured_loss before typing, so LLVM
-# optimises the per-query code and the callees linked into it (the chain flow, the
-# assignment, the sort) once, in the kernel, instead of once here and again in the kernel
-# that calls it: measured from an empty cache, about 2 s less CPU for the first NDCG@10
-# fit's compilation. Inlining the chain flow or the small helpers (heap, Fenwick tree)
-# the same way made the compilation slower: their bodies are then typed and optimised
-# again at every call site.
-@njit(inline="always", **INNER)
-def _query_loss(
-    fq,
-    bq,
-    lq,
-    n_levels,
-    cut_level,
-    n_above,
-    inv_norm,
-    a,
-    c,
-    k,
-    truncated,
-    chain,
-    square,
-    gq,
-    iw,
-    fw,
-    bw,
-    top_idx,
-    top_val,
-    cost_buf,
-    cw,
-    duals,
-    start,
-):
-    """Loss of one non-degenerate query; adds its subgradient into ``gq`` (zeros on entry).
-
-    ``truncated``, ``chain`` and ``square`` (each True or None) as in
-    :func:`structured_loss`; a query longer than ``k`` needs one of the first two True, a
-    query of at most ``k`` documents ``square`` True. Workspaces: ``iw`` / ``fw`` / ``bw``
-    integer / float / boolean rows, ``top_idx`` / ``top_val`` the per-level buffers of the
-    truncated path, ``cost_buf`` the ``n_top × n_candidates`` cost matrix and ``cw`` the
-    chain flow's arrays. ``duals`` and ``start``: the store of :func:`structured_loss`
-    and the query's first row in it.
-    """
-    m = fq.shape[0]
-    n_top = min(k, m)
-    order = iw[_ORDER]
-    sigma = iw[_SIGMA]
-    pi = iw[_PI]
-    cand = iw[_CAND]
-    cand_rank = iw[_CAND_RANK]
-    col_of_row = iw[_COL_OF_ROW]
-    short = False
-    n_ranked = m
-    n_pos = m
-    # `is not None` on an argument is decided at compile time: a path passed None is not
-    # compiled at all (numba prunes the branch), which saves most of a first compilation
-    if truncated is not None:
-        if n_top < m:
-            short = True
-            n_ranked = _truncated_order(
-                fq, lq, m, n_top, n_levels, cut_level, n_above, top_idx, top_val, iw, fw, order,
-                sigma,
-            )  # fmt: skip
-            n_pos = n_top
-    if not short:
-        ranked = argsort_stable(-fq)
-        for r in range(m):
-            order[r] = ranked[r]
-        _ideal_order(lq, order, m, n_levels, iw[_COUNTS], sigma)
-    if truncated is None and chain is None:
-        # every query here has at most k documents (n_top = m), so every document is a
-        # candidate; leaving out the dominator count (and its Fenwick tree) also leaves it
-        # out of the compiled kernel
-        n_cand = m
-        for t in range(m):
-            cand[t] = order[t]
-            cand_rank[t] = t
-    else:
-        n_cand = _candidates(lq, order, n_ranked, n_top, n_levels, iw[_TREE], cand, cand_rank)
-
-    if square is not None:
-        if n_top == m:
-            # Square problem: documents as rows is about twice as fast on these rank-two
-            # costs; the solver's column owners are then the document of each position.
-            cost = cost_buf[: m * m].reshape((m, m))
-            for t in range(m):
-                d = cand[t]
-                for p in range(m):
-                    cost[t, p] = a[p] * bq[d] * inv_norm - c[p] * fq[d]
-            # Start from the column duals this query's last assignment ended with, when
-            # there are some (duals_q: the loss's per-query store, empty when it keeps none)
-            # and no two scores are equal: for nearby scores they are nearly optimal, and
-            # few rows are left to augment. That result is kept only when its duals
-            # certify that the optimum is unique by a margin far above rounding
-            # (_tight_cycle, with 1e-9 of the costs' scale, which bounds |a_p b_d / Z| +
-            # |c_p f_d|): the start below then reaches the same assignment, so that no
-            # result depends on the store. Otherwise, and without stored duals, start from
-            # the optimal column duals of the score part −c_p f_d alone (all documents are
-            # candidates here, in rank order t): v_p = Σ_{1<=s<=p} f_(s) (c_{s−1} − c_s)
-            # makes sorting by score optimal for that part (module docstring), so that only
-            # the rows the gains move need augmenting.
-            duals_q = duals[start : start + m]  # empty when no store is kept
-            v_start = fw[_W]
-            warm = duals_q.size > 0
-            for p in range(duals_q.size):
-                # cand is the rank order: equal scores are neighbours in it
-                if np.isnan(duals_q[p]) or (p > 0 and fq[cand[p]] == fq[cand[p - 1]]):
-                    warm = False
-                    break
-                v_start[p] = duals_q[p]
-            while True:
-                if not warm:
-                    v_start[0] = 0.0
-                    for p in range(1, m):
-                        v_start[p] = v_start[p - 1] + fq[cand[p]] * (c[p - 1] - c[p])
-                solve_assignment_from(
-                    cost,
-                    v_start,
-                    iw[_FLOW],
-                    fw[_U],
-                    fw[_V],
-                    fw[_SHORTEST],
-                    iw[_PATH],
-                    col_of_row,
-                    iw[_REMAINING],
-                    bw[0],
-                    bw[1],
-                )
-                if not warm:
-                    break
-                top = abs(fq[cand[0]])
-                bottom = abs(fq[cand[m - 1]])
-                tol = 1e-9 * (1.0 + c[0] * (top if top > bottom else bottom))
-                if not _tight_cycle(cost, tol, iw, fw, col_of_row):
-                    break
-                warm = False
-            for p in range(duals_q.size):
-                duals_q[p] = fw[_V][p]
-    if n_top < m:
-        cost = cost_buf[: n_top * n_cand].reshape((n_top, n_cand))
-        for p in range(n_top):
-            for t in range(n_cand):
-                d = cand[t]
-                cost[p, t] = a[p] * bq[d] * inv_norm - c[p] * fq[d]
-        # truncated (every query longer than k is short then) and chain are tested on the
-        # arguments so that a path passed None compiles nothing, not even its solver
-        if truncated is not None:
-            solve_assignment(
-                cost,
-                col_of_row,
-                fw[_U],
-                fw[_V],
-                fw[_SHORTEST],
-                iw[_PATH],
-                iw[_ROW_OF_COL],
-                iw[_REMAINING],
-                bw[0],
-                bw[1],
-            )
-        elif chain is not None:
-            _chain_flow(cost, n_top, n_cand, fq, order, cand_rank, c, m, col_of_row, iw, fw, cw)
-
-    for p in range(n_top):
-        pi[p] = cand[col_of_row[p]]
-    if not short:
-        used = iw[_FLAG]
-        for d in range(m):
-            used[d] = 0
-        for p in range(n_top):
-            used[pi[p]] = 1
-        p = n_top
-        for r in range(m):
-            if used[order[r]] == 0:
-                pi[p] = order[r]
-                p += 1
-
-    value = 1.0
-    for p in range(n_top):
-        value -= a[p] * bq[pi[p]] * inv_norm
-    for p in range(n_pos):
-        value += c[p] * (fq[pi[p]] - fq[sigma[p]])
-    if value <= 0.0:
-        # σ itself attains the maximum 0 (rounding aside): zero loss, zero subgradient.
-        return 0.0
-    for p in range(n_pos):
-        gq[pi[p]] += c[p]
-        gq[sigma[p]] -= c[p]
-    return value
-
-
+# The per-query code is written out in the query loop below rather than called: LLVM then
+# optimises it and the callees linked into it (the chain flow, the assignment, the sort)
+# once, in this kernel, instead of once in a function of its own and again here (about 2
+# CPU s of a first NDCG@10 compilation), and numba does not copy a callee's IR to inline it
+# (inline="always" did that, 0.6 s). Measured from an empty cache: this kernel's own
+# compilation 2.4-3.9 CPU s against 3.1-4.5 with inline="always" (four runs each,
+# interleaved). Inlining the chain flow or the small helpers (heap, Fenwick tree) made the
+# compilation slower: their bodies are then typed and optimised again at every call site.
 @njit(cache=True, nogil=True)
 def structured_loss(
     q_start,
@@ -834,6 +652,12 @@ def structured_loss(
     top_val = np.empty(n_level_buf)
     cost_buf = np.empty(top * max_m)
     cw = _chain_workspace(n_chain, n_heap)
+    order = iw[_ORDER]
+    sigma = iw[_SIGMA]
+    pi = iw[_PI]
+    cand = iw[_CAND]
+    cand_rank = iw[_CAND_RANK]
+    col_of_row = iw[_COL_OF_ROW]
     for q in range(q_start, q_stop):
         start = query_ptr[q]
         stop = query_ptr[q + 1]
@@ -853,37 +677,157 @@ def structured_loss(
                 min(k, stop - start), gq, iw,
             )  # fmt: skip
         else:
-            value = _query_loss(
-                fq,
-                gain[start:stop],
-                level[start:stop],
-                n_levels[q],
-                cut_level[q],
-                n_above[q],
-                inv_norm[q],
-                a,
-                c,
-                k,
-                truncated,
-                chain,
-                square,
-                gq,
-                iw,
-                fw,
-                bw,
-                top_idx,
-                top_val,
-                cost_buf,
-                cw,
-                duals,
-                start,
-            )
+            bq = gain[start:stop]
+            lq = level[start:stop]
+            n_lev = n_levels[q]
+            inv_q = inv_norm[q]
+            m = stop - start
+            n_top = min(k, m)
+            short = False
+            n_ranked = m
+            n_pos = m
+            # `is not None` on an argument is decided at compile time: a path passed None is not
+            # compiled at all (numba prunes the branch), which saves most of a first compilation
+            if truncated is not None:
+                if n_top < m:
+                    short = True
+                    n_ranked = _truncated_order(
+                        fq, lq, m, n_top, n_lev, cut_level[q], n_above[q], top_idx, top_val, iw,
+                        fw, order, sigma,
+                    )  # fmt: skip
+                    n_pos = n_top
+            if not short:
+                ranked = argsort_stable(-fq)
+                for r in range(m):
+                    order[r] = ranked[r]
+                _ideal_order(lq, order, m, n_lev, iw[_COUNTS], sigma)
+            if truncated is None and chain is None:
+                # every query here has at most k documents (n_top = m), so every document is a
+                # candidate; leaving out the dominator count (and its Fenwick tree) also leaves it
+                # out of the compiled kernel
+                n_cand = m
+                for t in range(m):
+                    cand[t] = order[t]
+                    cand_rank[t] = t
+            else:
+                n_cand = _candidates(lq, order, n_ranked, n_top, n_lev, iw[_TREE], cand, cand_rank)
+
+            if square is not None:
+                if n_top == m:
+                    # Square problem: documents as rows is about twice as fast on these rank-two
+                    # costs; the solver's column owners are then the document of each position.
+                    cost = cost_buf[: m * m].reshape((m, m))
+                    for t in range(m):
+                        d = cand[t]
+                        for p in range(m):
+                            cost[t, p] = a[p] * bq[d] * inv_q - c[p] * fq[d]
+                    # Start from the column duals this query's last assignment ended
+                    # with, when there are some (duals_q: the loss's per-query store, empty
+                    # when it keeps none) and no two scores are equal: for nearby scores
+                    # they are nearly optimal, and few rows are left to augment. That result
+                    # is kept only when its duals certify that the optimum is unique by a
+                    # margin far above rounding (_tight_cycle, with 1e-9 of the costs'
+                    # scale, which bounds |a_p b_d / Z| + |c_p f_d|): the start below then
+                    # reaches the same assignment, so that no result depends on the store.
+                    # Otherwise, and without stored duals, start from the optimal column
+                    # duals of the score part −c_p f_d alone (all documents are candidates
+                    # here, in rank order t): v_p = Σ_{1<=s<=p} f_(s) (c_{s−1} − c_s) makes
+                    # sorting by score optimal for that part (module docstring), so that
+                    # only the rows the gains move need augmenting.
+                    duals_q = duals[start : start + m]  # empty when no store is kept
+                    v_start = fw[_W]
+                    warm = duals_q.size > 0
+                    for p in range(duals_q.size):
+                        # cand is the rank order: equal scores are neighbours in it
+                        if np.isnan(duals_q[p]) or (p > 0 and fq[cand[p]] == fq[cand[p - 1]]):
+                            warm = False
+                            break
+                        v_start[p] = duals_q[p]
+                    while True:
+                        if not warm:
+                            v_start[0] = 0.0
+                            for p in range(1, m):
+                                v_start[p] = v_start[p - 1] + fq[cand[p]] * (c[p - 1] - c[p])
+                        solve_assignment_from(
+                            cost,
+                            v_start,
+                            iw[_FLOW],
+                            fw[_U],
+                            fw[_V],
+                            fw[_SHORTEST],
+                            iw[_PATH],
+                            col_of_row,
+                            iw[_REMAINING],
+                            bw[0],
+                            bw[1],
+                        )
+                        if not warm:
+                            break
+                        f_top = abs(fq[cand[0]])
+                        f_bottom = abs(fq[cand[m - 1]])
+                        tol = 1e-9 * (1.0 + c[0] * (f_top if f_top > f_bottom else f_bottom))
+                        if not _tight_cycle(cost, tol, iw, fw, col_of_row):
+                            break
+                        warm = False
+                    for p in range(duals_q.size):
+                        duals_q[p] = fw[_V][p]
+            if n_top < m:
+                cost = cost_buf[: n_top * n_cand].reshape((n_top, n_cand))
+                for p in range(n_top):
+                    for t in range(n_cand):
+                        d = cand[t]
+                        cost[p, t] = a[p] * bq[d] * inv_q - c[p] * fq[d]
+                # truncated (every query longer than k is short then) and chain are tested on the
+                # arguments so that a path passed None compiles nothing, not even its solver
+                if truncated is not None:
+                    solve_assignment(
+                        cost,
+                        col_of_row,
+                        fw[_U],
+                        fw[_V],
+                        fw[_SHORTEST],
+                        iw[_PATH],
+                        iw[_ROW_OF_COL],
+                        iw[_REMAINING],
+                        bw[0],
+                        bw[1],
+                    )
+                elif chain is not None:
+                    _chain_flow(
+                        cost, n_top, n_cand, fq, order, cand_rank, c, m, col_of_row, iw, fw, cw
+                    )
+
+            for p in range(n_top):
+                pi[p] = cand[col_of_row[p]]
+            if not short:
+                used = iw[_FLAG]
+                for d in range(m):
+                    used[d] = 0
+                for p in range(n_top):
+                    used[pi[p]] = 1
+                p = n_top
+                for r in range(m):
+                    if used[order[r]] == 0:
+                        pi[p] = order[r]
+                        p += 1
+
+            value = 1.0
+            for p in range(n_top):
+                value -= a[p] * bq[pi[p]] * inv_q
+            for p in range(n_pos):
+                value += c[p] * (fq[pi[p]] - fq[sigma[p]])
+            if value <= 0.0:
+                # σ itself attains the maximum 0 (rounding aside): zero loss, zero subgradient.
+                value = 0.0
+            else:
+                for p in range(n_pos):
+                    gq[pi[p]] += c[p]
+                    gq[sigma[p]] -= c[p]
         if ideal_c.size == 0:
             values[q] = value
             continue
         # value 0 means π = that σ (gq untouched): the same correction applies.
         m = stop - start
-        sigma = iw[_SIGMA]
         n_pos = m
         if truncated is not None:
             n_pos = min(k, m)
@@ -930,7 +874,7 @@ def pessimistic_metric(q_start, q_stop, f, query_ptr, gain, inv_norm, a, values)
 # The latent tie-breaking: σ chosen best for the scores, and a loss with σ's weights given.
 
 
-# inlined into its only caller, like _query_loss: one compilation instead of two
+# inlined into its only caller, like _chain_workspace: one compilation instead of two
 @njit(inline="always", **INNER)
 def _latent_ideal_weights(lq, tq, n_levels, c, counts, sigma, out):
     """``out[d]``: mean of ``c`` over the positions that d's tie group holds in σ.

@@ -294,7 +294,7 @@ def _solve_and_certify(cost, v_start, tol):
     fw = np.empty((_N_FLOAT, m))
     bw = np.empty((2, m), dtype=np.bool_)
     owner = np.empty(m + 1, dtype=np.int64)
-    # as _query_loss calls it: each row's column in iw[_FLOW], the duals in fw[_U], fw[_V]
+    # as structured_loss calls it: each row's column in iw[_FLOW], the duals in fw[_U], fw[_V]
     solve_assignment_from(
         cost, v_start, iw[_FLOW], fw[_U], fw[_V], fw[_SHORTEST], iw[_PATH], owner,
         iw[_REMAINING], bw[0], bw[1],
