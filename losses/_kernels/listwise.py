@@ -247,29 +247,48 @@ def _chain_flow(cost, n_top, n_cand, fq, order, cand_rank, c, m, match_pos, iw, 
             if x == sink:
                 break
             base = key + pot[x]
+            # the arcs out of x, one relaxation for all: a position's to every candidate
+            # but its own; a candidate's back to its position or on to its rank's chain
+            # node; a chain node's forward, backward (where it carries flow) and back to
+            # its rank's chosen candidate
             if x < first_doc:
-                for t in range(n_cand):
-                    y = first_doc + t
-                    if match_pos[x] != t and not done[y]:
-                        nd = base + cost[x, t] - pot[y]
-                        if nd < dist[y]:
-                            dist[y] = nd
-                            pred[y] = x
-                            if nd <= key:
-                                stack[n_stack] = y
-                                n_stack += 1
-                            else:
-                                size = _heap_push(heap_keys, heap_nodes, size, nd, y)
+                n_arcs = n_cand
             elif x < first_rank:
-                t = x - first_doc
-                i = match_doc[t]
-                if i >= 0:
-                    y = i
-                    nd = base - cost[i, t] - pot[y]
+                n_arcs = 1
+            else:
+                n_arcs = 3
+            for j in range(n_arcs):
+                y = -1
+                nd = 0.0
+                if x < first_doc:
+                    if match_pos[x] != j:
+                        y = first_doc + j
+                        nd = base + cost[x, j] - pot[y]
+                elif x < first_rank:
+                    t = x - first_doc
+                    i = match_doc[t]
+                    if i >= 0:
+                        y = i
+                        nd = base - cost[i, t] - pot[y]
+                    else:
+                        y = first_rank + cand_rank[t]
+                        nd = base - pot[y]
                 else:
-                    y = first_rank + cand_rank[t]
-                    nd = base - pot[y]
-                if not done[y] and nd < dist[y]:
+                    r = x - first_rank
+                    if j == 0:
+                        if r < n_chain - 1:
+                            y = x + 1
+                            nd = base + w[r] * _c_at(c, n_top + r - flow[r], m) - pot[y]
+                    elif j == 1:
+                        if r > 0 and flow[r - 1] > 0:
+                            y = x - 1
+                            nd = base - w[r - 1] * _c_at(c, n_top + r - flow[r - 1], m) - pot[y]
+                    else:
+                        t = doc_at_rank[r]
+                        if t >= 0 and match_doc[t] >= 0:
+                            y = first_doc + t
+                            nd = base - pot[y]
+                if y >= 0 and not done[y] and nd < dist[y]:
                     dist[y] = nd
                     pred[y] = x
                     if nd <= key:
@@ -277,42 +296,6 @@ def _chain_flow(cost, n_top, n_cand, fq, order, cand_rank, c, m, match_pos, iw, 
                         n_stack += 1
                     else:
                         size = _heap_push(heap_keys, heap_nodes, size, nd, y)
-            else:
-                r = x - first_rank
-                if r < n_chain - 1:
-                    y = x + 1
-                    nd = base + w[r] * _c_at(c, n_top + r - flow[r], m) - pot[y]
-                    if not done[y] and nd < dist[y]:
-                        dist[y] = nd
-                        pred[y] = x
-                        if nd <= key:
-                            stack[n_stack] = y
-                            n_stack += 1
-                        else:
-                            size = _heap_push(heap_keys, heap_nodes, size, nd, y)
-                if r > 0 and flow[r - 1] > 0:
-                    y = x - 1
-                    nd = base - w[r - 1] * _c_at(c, n_top + r - flow[r - 1], m) - pot[y]
-                    if not done[y] and nd < dist[y]:
-                        dist[y] = nd
-                        pred[y] = x
-                        if nd <= key:
-                            stack[n_stack] = y
-                            n_stack += 1
-                        else:
-                            size = _heap_push(heap_keys, heap_nodes, size, nd, y)
-                t = doc_at_rank[r]
-                if t >= 0 and match_doc[t] >= 0:
-                    y = first_doc + t
-                    nd = base - pot[y]
-                    if not done[y] and nd < dist[y]:
-                        dist[y] = nd
-                        pred[y] = x
-                        if nd <= key:
-                            stack[n_stack] = y
-                            n_stack += 1
-                        else:
-                            size = _heap_push(heap_keys, heap_nodes, size, nd, y)
 
         d_sink = dist[sink]
         for s in range(n_done):
