@@ -314,7 +314,12 @@ def test_data_keywords_are_rejected():
 
 
 def test_long_queries_sort_correctly():
-    from losses._kernels.ordinal import RADIX_MIN, _argsort
+    from numba import njit
+
+    from losses._kernels.ordinal import RADIX_MIN, _radix_argsort
+
+    # the kernel's radix sort (queries of RADIX_MIN rows or more), called from compiled code
+    radix_argsort = njit(lambda x: _radix_argsort(x))
 
     rng = np.random.default_rng(47)
     m = 3 * RADIX_MIN
@@ -327,6 +332,6 @@ def test_long_queries_sort_correctly():
         rng.normal(size=RADIX_MIN - 1),
     ]
     for x in cases:
-        order = _argsort(x, True)
+        order = radix_argsort(x)
         np.testing.assert_array_equal(np.sort(order), np.arange(len(x)))
         np.testing.assert_array_equal(x[order], np.sort(x))
