@@ -628,9 +628,11 @@ def structured_loss(
         if max_m > k:
             n_chain = top + 2 * max_m
             n_heap = top * max_m + 4 * max_m + top + 1
-    iw = np.empty((_N_INT, max_m + 1), dtype=np.int64)
-    fw = np.empty((_N_FLOAT, max_m))
-    bw = np.empty((2, max_m), dtype=np.bool_)
+    # 2-D workspaces reshaped from 1-D allocations: numba compiles np.empty once per
+    # argument type, and the kernel needs the 1-D ones anyway
+    iw = np.empty(_N_INT * (max_m + 1), dtype=np.int64).reshape((_N_INT, max_m + 1))
+    fw = np.empty(_N_FLOAT * max_m).reshape((_N_FLOAT, max_m))
+    bw = np.empty(2 * max_m, dtype=np.bool_).reshape((2, max_m))
     top_idx = np.empty(n_level_buf, dtype=np.int64)
     top_val = np.empty(n_level_buf)
     cost_buf = np.empty(top * max_m)
