@@ -525,10 +525,11 @@ def _tight_cycle(cost, tol, iw, fw, owner):
 # optimises it and the callees linked into it (the chain flow, the assignment, the sort)
 # once, in this kernel, instead of once in a function of its own and again here (about 2
 # CPU s of a first NDCG@10 compilation), and numba does not copy a callee's IR to inline it
-# (inline="always" did that, 0.6 s). Measured from an empty cache: this kernel's own
-# compilation 2.4-3.9 CPU s against 3.1-4.5 with inline="always" (four runs each,
-# interleaved). Inlining the chain flow or the small helpers (heap, Fenwick tree) made the
-# compilation slower: their bodies are then typed and optimised again at every call site.
+# (inline="always" did that, 0.6 s). Measured from an empty cache, six runs each,
+# interleaved: this kernel's own compilation a median of 2.5 CPU s against 2.9 with
+# inline="always", the first NDCG@10 loss call 7.65 against 8.20 CPU s. Inlining the chain
+# flow or the small helpers (heap, Fenwick tree) made the compilation slower: their bodies
+# are then typed and optimised again at every call site.
 @njit(cache=True, nogil=True)
 def structured_loss(
     q_start,
