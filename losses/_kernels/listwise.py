@@ -629,8 +629,11 @@ def structured_loss(
         if max_m > k:
             n_chain = top + 2 * max_m
             n_heap = top * max_m + 4 * max_m + top + 1
-    # 2-D workspaces reshaped from 1-D allocations: numba compiles np.empty once per
-    # argument type, and the kernel needs the 1-D ones anyway
+    # One workspace for the block's queries: integer / float / boolean rows (iw / fw / bw,
+    # rows named by the module's constants), the truncated path's per-level buffers
+    # (top_idx / top_val), the n_top × n_candidates cost matrix (cost_buf) and the chain
+    # flow's arrays (cw). The 2-D ones are reshaped from 1-D allocations: numba compiles
+    # np.empty once per argument type, and the kernel needs the 1-D ones anyway.
     iw = np.empty(_N_INT * (max_m + 1), dtype=np.int64).reshape((_N_INT, max_m + 1))
     fw = np.empty(_N_FLOAT * max_m).reshape((_N_FLOAT, max_m))
     bw = np.empty(2 * max_m, dtype=np.bool_).reshape((2, max_m))
