@@ -863,45 +863,6 @@ def pessimistic_metric(q_start, q_stop, f, query_ptr, gain, inv_norm, a, values)
 # The latent tie-breaking: σ chosen best for the scores, and a loss with σ's weights given.
 
 
-# inlined into its only caller, like _chain_workspace: one compilation instead of two
-@njit(inline="always", **INNER)
-def _latent_ideal_weights(lq, tq, n_levels, c, counts, sigma, out):
-    """``out[d]``: mean of ``c`` over the positions that d's tie group holds in σ.
-
-    σ puts gain levels descending and equal levels in decreasing ``tq`` (the scores that
-    choose the tie-breaking); a tie group is a maximal run of σ with equal level and equal
-    ``tq``. Averaging over the group is listing-order independent and, at ``tq = f``, is a
-    subgradient of ``max_σ Σ_i c_i f_{σ(i)}`` (a mean of the maximisers' weights).
-    """
-    m = tq.shape[0]
-    order = argsort_stable(-tq)
-    for level in range(n_levels):
-        counts[level] = 0
-    for d in range(m):
-        counts[lq[d]] += 1
-    position = 0
-    for level in range(n_levels - 1, -1, -1):
-        size = counts[level]
-        counts[level] = position
-        position += size
-    for r in range(m):
-        d = order[r]
-        sigma[counts[lq[d]]] = d
-        counts[lq[d]] += 1
-    p = 0
-    while p < m:
-        e = p + 1
-        while e < m and lq[sigma[e]] == lq[sigma[p]] and tq[sigma[e]] == tq[sigma[p]]:
-            e += 1
-        total = 0.0
-        for s in range(p, e):
-            total += c[s]
-        mean = total / (e - p)
-        for s in range(p, e):
-            out[sigma[s]] = mean
-        p = e
-
-
 @njit(cache=True, nogil=True)
 def latent_ideal_weights(
     q_start, q_stop, tie_scores, query_ptr, level, n_levels, inv_norm, c, out
@@ -926,15 +887,42 @@ def latent_ideal_weights(
             for d in range(start, stop):
                 out[d] = 0.0
             continue
-        _latent_ideal_weights(
-            level[start:stop],
-            tie_scores[start:stop],
-            n_levels[q],
-            c,
-            counts,
-            sigma,
-            out[start:stop],
-        )
+        # out[d]: the mean of c over the positions that d's tie group holds in σ. σ puts
+        # gain levels descending and equal levels in decreasing tq (the scores that choose
+        # the tie-breaking); a tie group is a maximal run of σ with equal level and equal
+        # tq. Averaging over the group is listing-order independent and, at tq = f, is a
+        # subgradient of max_σ Σ_i c_i f_{σ(i)} (a mean of the maximisers' weights).
+        lq = level[start:stop]
+        tq = tie_scores[start:stop]
+        out_q = out[start:stop]
+        n_lev = n_levels[q]
+        m = stop - start
+        order = argsort_stable(-tq)
+        for lev in range(n_lev):
+            counts[lev] = 0
+        for d in range(m):
+            counts[lq[d]] += 1
+        position = 0
+        for lev in range(n_lev - 1, -1, -1):
+            size = counts[lev]
+            counts[lev] = position
+            position += size
+        for r in range(m):
+            d = order[r]
+            sigma[counts[lq[d]]] = d
+            counts[lq[d]] += 1
+        p = 0
+        while p < m:
+            e = p + 1
+            while e < m and lq[sigma[e]] == lq[sigma[p]] and tq[sigma[e]] == tq[sigma[p]]:
+                e += 1
+            total = 0.0
+            for s in range(p, e):
+                total += c[s]
+            mean = total / (e - p)
+            for s in range(p, e):
+                out_q[sigma[s]] = mean
+            p = e
 
 
 # ------------------------------------------------------------------------------------------
