@@ -897,20 +897,9 @@ def latent_ideal_weights(
         out_q = out[start:stop]
         n_lev = n_levels[q]
         m = stop - start
-        order = argsort_stable(-tq)
-        for lev in range(n_lev):
-            counts[lev] = 0
-        for d in range(m):
-            counts[lq[d]] += 1
-        position = 0
-        for lev in range(n_lev - 1, -1, -1):
-            size = counts[lev]
-            counts[lev] = position
-            position += size
-        for r in range(m):
-            d = order[r]
-            sigma[counts[lq[d]]] = d
-            counts[lq[d]] += 1
+        # tq ascending, read backwards by _ideal_order: equal levels in decreasing tq (the
+        # order within a tie group does not matter, its weights are averaged)
+        _ideal_order(lq, argsort_stable(tq), m, n_lev, counts, sigma)
         p = 0
         while p < m:
             e = p + 1
