@@ -81,6 +81,29 @@ regularized minimiser is w = 0, which the solver then certifies (``experiments/l
 shows it). Replacing the minimising σ by the average over ideal orderings (still convex,
 still an upper bound) reduces the charge but does not remove it.
 
+*Adding the pairwise hinge* (``pairwise`` = μ > 0, with any tie rule): the loss becomes
+
+    l_μ(f) = l(f) + μ · h(f),    h(f) = (1/P) Σ_{b_i > b_j} max(0, 1 − (f_i − f_j)),
+
+h the pairwise hinge over the P pairs of different gain (the ordinal loss with cost 1,
+normalised per query, on the gain levels; :class:`losses.ordinal.OrdinalLoss`; 0 when the
+query has one gain level). The measure-driven part l acts on the top of the ranking, h on
+every pair of levels down the list; mixing a metric-driven loss with a pairwise term is
+what NDCG-Loss2++ does in the LambdaLoss framework (Wang et al., CIKM 2018), and Sculley
+(KDD 2010) mixes a ranking and a regression loss the same way. The properties carry over:
+
+* *An upper bound.* h >= 0, so l_μ >= l >= Δ(τ) for every tie-breaking τ of f.
+* *Non-negative*, as both terms are.
+* *Independent of listing order*: h depends only on the gains and scores of pairs.
+* *Does not charge the order within a level*: h sums over pairs of different gain only,
+  and l does not (latent ties and pairs).
+* *Convexity*: h is convex (a sum of hinges), so l_μ is convex when l is (``"increasing"``,
+  ``"pairs"``), and with latent ties l_μ = (M + μh) − N is again a difference of convex
+  functions whose surrogate at f_0 is l_{f_0} + μh (:meth:`convexify` keeps h).
+
+A subgradient is l's plus μ times h's. The larger μ, the closer the minimiser to the
+ordinal loss's at lam/μ (μ → ∞ with lam scaled by μ gives it); μ = 0 is the loss above.
+
 For NERU the ideal orderings are defined by the gains b, so documents with labels at or
 below the neutral vote d form one tie group; the loss does not care how they are ordered
 among themselves, like the measure.
@@ -177,6 +200,10 @@ non-smooth ranking losses", KDD 2008.
 Q. Le and A. Smola, "Direct optimization of ranking measures", arXiv:0704.3359 (2007).
 K. Järvelin and J. Kekäläinen, "Cumulated gain-based evaluation of IR techniques", ACM TOIS
 20(4) (2002) (the discount ``"original"``).
+X. Wang, C. Li, N. Golbandi, M. Bendersky and M. Najork, "The LambdaLoss framework for
+ranking metric optimization", CIKM 2018 (NDCG-Loss2++, a metric-driven loss plus μ times a
+pairwise one).
+D. Sculley, "Combined regression and ranking", KDD 2010.
 M. Weimer, A. Karatzoglou, Q. Le and A. Smola, "CofiRank: maximum margin matrix
 factorization for collaborative ranking", NIPS 2007 (c_i = (i + 1)^(−1/4)).
 C. H. Teo, S. V. N. Vishwanathan, A. Smola and Q. Le, "Bundle methods for regularized risk
@@ -232,6 +259,10 @@ class _Targets(NamedTuple):
     # per row, the column duals of its query's last full assignment (NaN: none yet), read
     # and written by the kernel to start the next one (structured_loss); None: not kept
     duals: np.ndarray | None = None
+    # the ordinal loss's targets over the gain levels and its weight μ (``pairwise``), or
+    # None when μ = 0
+    pairwise: Any = None
+    pairwise_weight: float = 0.0
 
 
 def _check_weights(c: np.ndarray, *, name: str = "c") -> np.ndarray:
@@ -255,10 +286,11 @@ class _StructuredRankingLoss(Loss):
     pointwise = False
     smooth = False
 
-    def _init_ties(self, ties: str) -> None:
+    def _init_ties(self, ties: str, pairwise) -> None:
         if ties not in TIES:
             raise ValueError(f"ties must be one of {list(TIES)}; got {ties!r}")
         self.ties = ties
+        self.pairwise = check_real(pairwise, "pairwise", low=0.0)
 
     @property
     def latent(self) -> bool:
@@ -402,7 +434,17 @@ class _StructuredRankingLoss(Loss):
             bool(np.any(long)),
             short_queries,
             duals,
+            self._pairwise_targets(level, query_ptr),
+            self.pairwise,
         )
+
+    def _pairwise_targets(self, level, query_ptr):
+        """The ordinal loss's targets over the gain levels when ``pairwise`` > 0."""
+        if self.pairwise == 0.0:
+            return None
+        from losses.ordinal import OrdinalLoss
+
+        return OrdinalLoss().validate(level, query_ptr)
 
     def _pair_scale(self, query, level, sizes, n_levels, inv_norm, n_top) -> np.ndarray:
         """2 / (number of pairs of different gain) per query; checks the programme's size."""
@@ -464,7 +506,7 @@ class _StructuredRankingLoss(Loss):
         the same kernel as the latent loss's maximisation over π, without
         :meth:`ideal_weights`. For compiling that kernel on its own
         (:mod:`bmrm.solver.cccp`); the values are not the latent loss's."""
-        return targets._replace(latent=False, ideal_c=None)
+        return targets._replace(latent=False, ideal_c=None, pairwise=None, pairwise_weight=0.0)
 
     def initial_loss(self, targets: _Targets):
         """The convex loss whose minimiser starts the concave-convex procedure.
@@ -502,7 +544,7 @@ class _StructuredRankingLoss(Loss):
                 values,
                 grad,
             )
-            return values, grad
+            return self._add_pairwise(f, targets, values, grad)
         ideal_c = _EMPTY
         if targets.latent:
             ideal_c = targets.ideal_c
@@ -531,6 +573,17 @@ class _StructuredRankingLoss(Loss):
             values,
             grad,
         )
+        return self._add_pairwise(f, targets, values, grad)
+
+    @staticmethod
+    def _add_pairwise(f, targets: _Targets, values, grad):
+        """Add μ times the pairwise hinge over pairs of different gain (``pairwise``)."""
+        if targets.pairwise is not None:
+            from losses.ordinal import OrdinalLoss
+
+            pair_values, pair_grad = OrdinalLoss().loss_grad(f, targets.pairwise)
+            values += targets.pairwise_weight * pair_values
+            grad += targets.pairwise_weight * pair_grad
         return values, grad
 
     def metric(self, f, targets: _Targets) -> np.ndarray:
@@ -585,6 +638,10 @@ class NDCGLoss(_StructuredRankingLoss):
         charges every spread of scores within a level, so that w = 0 can be optimal on real
         data); ``"pairs"`` uses a joint feature map over pairs of different labels only
         (convex, ignores the order within a level; ``c`` is not used).
+    pairwise : float, default=0
+        Weight μ >= 0 of the pairwise hinge over the pairs of different label added to the
+        loss (module docstring, "Adding the pairwise hinge"): still an upper bound on
+        1 − NDCG@k, with the tie rule's convexity; μ = 0 leaves the loss as above.
 
     Notes
     -----
@@ -603,6 +660,7 @@ class NDCGLoss(_StructuredRankingLoss):
         c="power",
         truncate_c: bool = False,
         ties: str = "latent",
+        pairwise: float = 0.0,
     ):
         self.k = check_k(k, allow_none=False)
         if gain not in ("exp", "linear"):
@@ -612,7 +670,7 @@ class NDCGLoss(_StructuredRankingLoss):
             raise ValueError(f"discount must be 'log2' or 'original'; got {discount!r}")
         self.discount = discount
         self._init_weights(c, truncate_c)
-        self._init_ties(ties)
+        self._init_ties(ties, pairwise)
 
     def get_params(self) -> dict[str, Any]:
         return {
@@ -622,6 +680,7 @@ class NDCGLoss(_StructuredRankingLoss):
             "c": self._c_param(),
             "truncate_c": self.truncate_c,
             "ties": self.ties,
+            "pairwise": self.pairwise,
         }
 
     def _gains(self, y) -> np.ndarray:
@@ -654,8 +713,9 @@ class NERULoss(_StructuredRankingLoss):
         Neutral vote: a document's gain is ``max(y − d, 0)``.
     k : int or None, default=None
         Only the top k positions count (NERU@k); ``None`` counts all.
-    c, truncate_c, ties
-        As for :class:`NDCGLoss`; ``truncate_c=True`` needs an integer ``k``.
+    c, truncate_c, ties, pairwise
+        As for :class:`NDCGLoss`; ``truncate_c=True`` needs an integer ``k``; ``pairwise``
+        weighs the hinge over pairs of different gain max(y − d, 0).
 
     Notes
     -----
@@ -675,12 +735,13 @@ class NERULoss(_StructuredRankingLoss):
         c="power",
         truncate_c: bool = False,
         ties: str = "latent",
+        pairwise: float = 0.0,
     ):
         self.alpha = check_real(alpha, "alpha", low=1.0, strict=True)
         self.d = check_real(d, "d")
         self.k = check_k(k, allow_none=True)
         self._init_weights(c, truncate_c)
-        self._init_ties(ties)
+        self._init_ties(ties, pairwise)
 
     def get_params(self) -> dict[str, Any]:
         return {
@@ -690,6 +751,7 @@ class NERULoss(_StructuredRankingLoss):
             "c": self._c_param(),
             "truncate_c": self.truncate_c,
             "ties": self.ties,
+            "pairwise": self.pairwise,
         }
 
     def _gains(self, y) -> np.ndarray:

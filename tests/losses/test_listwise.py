@@ -464,6 +464,7 @@ def test_default_parameters():
         "c": "power",
         "truncate_c": False,
         "ties": "latent",
+        "pairwise": 0.0,
     }
     assert losses.get("neru").get_params() == {
         "alpha": 5.0,
@@ -472,6 +473,7 @@ def test_default_parameters():
         "c": "power",
         "truncate_c": False,
         "ties": "latent",
+        "pairwise": 0.0,
     }
     assert isinstance(losses.get("ndcg"), NDCGLoss) and isinstance(losses.get("neru"), NERULoss)
     assert losses.get("ndcg").name == "ndcg" and losses.get("neru").name == "neru"

@@ -91,6 +91,10 @@ CASES = [
     Case("ndcg", {"k": 10, "gain": "linear", "ties": "pairs"}),
     Case("ndcg", {"k": 4, "discount": "original", "ties": "pairs"}),
     Case("neru", {"alpha": 2.0, "d": 1.0, "k": 5, "ties": "pairs"}),
+    # the pairwise hinge added, with each tie rule
+    Case("ndcg", {"k": 3, "pairwise": 0.5}),
+    Case("neru", {"alpha": 2.0, "d": 1.0, "ties": "increasing", "pairwise": 2.0}),
+    Case("ndcg", {"k": 4, "gain": "linear", "ties": "pairs", "pairwise": 1.0}),
     Case("cosine", {"mapping": "linear"}),
     Case("cosine", {"mapping": "exp"}),
     Case("listnet", {"alpha": 0.5, "mapping": "linear"}),
@@ -430,6 +434,8 @@ def cvxpy_risk(case: Case, prob: Problem, f):
     minimises Σ_i c_i f_{σ(i)}; the latent rule is not convex and is checked, with its
     concave-convex training, in test_listwise_latent.py). ``ties="pairs"``: max over π of
     Δ(π, y) − (2/P) Σ over the pairs of different gain that π inverts of f_high − f_low.
+    With ``pairwise`` = μ the structured losses add μ times the mean over the pairs of
+    different gain of pos(1 − f_high + f_low).
     """
     n_queries = len(prob.query_ptr) - 1
     terms = []
@@ -463,10 +469,18 @@ def cvxpy_risk(case: Case, prob: Problem, f):
                 inverted = position[:, j] < position[:, i]
                 slope[inverted, i] -= 2.0 / higher.sum()
                 slope[inverted, j] += 2.0 / higher.sum()
-            terms.append(cp.max(delta + slope @ fq))
+            terms.append(cp.max(delta + slope @ fq) + hinge(case, b, fq))
             continue
-        terms.append(cp.max(delta + placement @ fq) + cp.max(-placement[ideal] @ fq))
+        terms.append(
+            cp.max(delta + placement @ fq) + cp.max(-placement[ideal] @ fq) + hinge(case, b, fq)
+        )
     return cp.sum(cp.hstack(terms)) / n_queries
+
+
+def hinge(case: Case, b, fq):
+    """μ (``pairwise``) times the mean over pairs of different gain of pos(1 − f_hi + f_lo)."""
+    i, j = np.nonzero(b[:, None] > b[None, :])
+    return case.params.get("pairwise", 0.0) * cp.sum(cp.pos(1 - fq[i] + fq[j])) / len(i)
 
 
 FIT_CASES = [
@@ -478,6 +492,9 @@ FIT_CASES = [
     Case("neru", {"alpha": 2.0, "d": 1.0, "ties": "increasing"}),
     Case("ndcg", {"k": 3, "ties": "pairs"}),
     Case("neru", {"alpha": 2.0, "d": 1.0, "ties": "pairs"}),
+    # the pairwise hinge added to the convex rules
+    Case("neru", {"alpha": 2.0, "d": 1.0, "ties": "increasing", "pairwise": 2.0}),
+    Case("ndcg", {"k": 3, "gain": "linear", "ties": "pairs", "pairwise": 0.5}),
 ]
 
 
