@@ -43,7 +43,8 @@ already normalised per query to [0, 1].
 example ``discount=log2,original`` (``original`` is the LETOR tool's discount),
 ``truncate_c=false,true``, ``c=power,dcg``, ``k=5,10``, ``ties=latent,pairs``,
 ``gain=exp,linear`` (the gain the loss trains with, 2^y − 1 or y; the measures keep the
-LETOR tool's 2^y − 1)) jointly with lam: every combination of the grid is fitted for every
+LETOR tool's 2^y − 1), ``pairwise=0,0.3,1`` (the weight of the pairwise hinge added to the
+loss)) jointly with lam: every combination of the grid is fitted for every
 lam, and the validation measure chooses the pair per fold (ties go to the later
 combination, lams visited ascending). Repeating ``--grid`` tunes over the union of the
 grids, in the given order (for example ``--grid ties=latent c=power,dcg --grid
