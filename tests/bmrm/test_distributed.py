@@ -193,8 +193,14 @@ def distinct_labels(qid, seed):
     return y
 
 
-@pytest.mark.parametrize("name", ["ndcg", "neru"])
-def test_latent_losses_by_the_concave_convex_procedure_match_local_fit(three_workers, name):
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [("ndcg", {"k": 5}), ("neru", None), ("ndcg", {"k": 5, "pairwise": 0.5})],
+    ids=["ndcg", "neru", "ndcg-pairwise"],
+)
+def test_latent_losses_by_the_concave_convex_procedure_match_local_fit(
+    three_workers, name, params
+):
     """The latent NDCG and NERU losses through ``bmrm.fit``: every partition fixes the
     latent part of its own queries, and the procedure ends where the local one does.
 
@@ -206,10 +212,11 @@ def test_latent_losses_by_the_concave_convex_procedure_match_local_fit(three_wor
 
     The early steps' subproblems are solved loosely (the procedure's adaptive inner
     tolerance), so the steps in between may differ by rounding-sized decisions; the end
-    point is compared."""
+    point is compared. The pairwise hinge added to the NDCG loss (``pairwise``) travels
+    with each partition's targets and surrogates."""
     X, _, qid = ranking_data(13)
     y = distinct_labels(qid, 13)
-    kw = dict(lam=1e-2, tol=TOL, loss_params={"k": 5} if name == "ndcg" else None)
+    kw = dict(lam=1e-2, tol=TOL, loss_params=params)
     local = bmrm.fit(X, y, name, qid, **kw)
     remote = bmrm.fit(X, y, name, qid, backend="dask", client=three_workers, **kw)
     assert local.result_.n_outer >= 1 and remote.result_.n_outer >= 1
