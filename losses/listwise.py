@@ -101,8 +101,10 @@ what NDCG-Loss2++ does in the LambdaLoss framework (Wang et al., CIKM 2018), and
   ``"pairs"``), and with latent ties l_μ = (M + μh) − N is again a difference of convex
   functions whose surrogate at f_0 is l_{f_0} + μh (:meth:`convexify` keeps h).
 
-A subgradient is l's plus μ times h's. The larger μ, the closer the minimiser to the
-ordinal loss's at lam/μ (μ → ∞ with lam scaled by μ gives it); μ = 0 is the loss above.
+A subgradient is l's plus μ times h's. μ = 0 is the loss above; as μ → ∞ with lam = μ·λ,
+the regularised minimiser tends to the ordinal loss's at λ (the objective divided by μ is
+the ordinal one plus mean(l)/μ, and the two minimisers are within G/(μλ) when l's
+subgradients in w are bounded by G).
 
 For NERU the ideal orderings are defined by the gains b, so documents with labels at or
 below the neutral vote d form one tie group; the loss does not care how they are ordered
@@ -286,10 +288,12 @@ class _StructuredRankingLoss(Loss):
     pointwise = False
     smooth = False
 
-    def _init_ties(self, ties: str, pairwise) -> None:
+    def _init_ties(self, ties: str) -> None:
         if ties not in TIES:
             raise ValueError(f"ties must be one of {list(TIES)}; got {ties!r}")
         self.ties = ties
+
+    def _init_pairwise(self, pairwise) -> None:
         self.pairwise = check_real(pairwise, "pairwise", low=0.0)
 
     @property
@@ -670,7 +674,8 @@ class NDCGLoss(_StructuredRankingLoss):
             raise ValueError(f"discount must be 'log2' or 'original'; got {discount!r}")
         self.discount = discount
         self._init_weights(c, truncate_c)
-        self._init_ties(ties, pairwise)
+        self._init_ties(ties)
+        self._init_pairwise(pairwise)
 
     def get_params(self) -> dict[str, Any]:
         return {
@@ -741,7 +746,8 @@ class NERULoss(_StructuredRankingLoss):
         self.d = check_real(d, "d")
         self.k = check_k(k, allow_none=True)
         self._init_weights(c, truncate_c)
-        self._init_ties(ties, pairwise)
+        self._init_ties(ties)
+        self._init_pairwise(pairwise)
 
     def get_params(self) -> dict[str, Any]:
         return {
