@@ -22,6 +22,7 @@ from tests.losses.reference_listwise import (
     position_weights,
 )
 from tests.losses.test_listwise import blocks, random_batch
+from tests.losses.test_listwise_latent import small_problem
 
 CONFIGS = [
     ("ndcg", {"pairwise": 0.5}),
@@ -186,27 +187,17 @@ def test_parameters_round_trip_and_without_latent_drops_the_hinge():
     assert bare.pairwise is None and not bare.latent
 
 
-def small_problem(seed):
-    rng = np.random.default_rng(seed)
-    sizes = rng.integers(1, 7, 14)
-    qid = np.repeat(rng.permutation(len(sizes)), sizes)
-    y = rng.integers(0, 3, qid.size)
-    X = rng.normal(size=(qid.size, 4))
-    X[:, 0] += 0.8 * y
-    return X, y, qid
-
-
 def enumerated_objective(X, y, qid, w, lam, name, params):
     """lam·½‖w‖² + mean over queries of the structured loss plus μ times the hinge."""
     loss, measure = build(name, params)
     f = X @ w
-    total = 0.0
-    queries = np.unique(qid)
-    for q in queries:
-        rows = np.flatnonzero(qid == q)
-        total += structured(loss, measure, f[rows], y[rows])[0]
-        total += params["pairwise"] * pairwise_hinge(f[rows], measure.gains(y[rows]))[0]
-    return lam * 0.5 * w @ w + total / len(queries)
+    groups = [np.flatnonzero(qid == q) for q in np.unique(qid)]
+    losses_q = [
+        structured(loss, measure, f[g], y[g])[0]
+        + params["pairwise"] * pairwise_hinge(f[g], measure.gains(y[g]))[0]
+        for g in groups
+    ]
+    return lam * 0.5 * w @ w + np.mean(losses_q)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -269,12 +260,13 @@ def test_surrogate_planes_are_lower_bounds():
     X, y, qid = small_problem(3)
     loss = losses.get("ndcg", k=3, pairwise=0.8)
     prepared = losses.prepare(loss, y, qid)
-    f = prepared.groups.to_internal(X @ np.ones(4))
+    w0 = np.ones(X.shape[1])
+    f = prepared.groups.to_internal(X @ w0)
     fixed = losses.Prepared(
         loss, prepared.groups, loss.convexify(f, prepared.targets), prepared.n_terms
     )
     oracle = RiskOracle(X, fixed)
-    R, a = oracle(np.ones(4))
+    R, a = oracle(w0)
     rng = np.random.default_rng(0)
-    for w in rng.normal(size=(100, 4)) * 3.0:
-        assert oracle(w)[0] >= R + a @ (w - np.ones(4)) - 1e-10
+    for w in rng.normal(size=(100, X.shape[1])) * 3.0:
+        assert oracle(w)[0] >= R + a @ (w - w0) - 1e-10
