@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import losses
+from losses._threads import PARALLEL_MIN_ROWS
 from losses.listwise import NDCGLoss, NERULoss
 from losses.metrics import ndcg_score
 from tests.losses.reference_listwise import (
@@ -249,6 +250,43 @@ def test_equal_scores_against_the_references(name, params):
                 v_sur, _ = loss.loss_grad(other, surrogate)
                 for q, s in enumerate(blocks(ptr)):
                     assert v_sur[q] >= values[q] + grad[s] @ (other[s] - f[s]) - 1e-9
+
+
+@pytest.mark.parametrize(("name", "params"), CONFIGS, ids=IDS)
+def test_equal_score_queries_mixed_with_others(name, params):
+    """Queries whose scores are all equal take their own path in the query loop: in a batch
+    that mixes them with other queries, on several threads, every query's loss and
+    subgradient rows are those of the query evaluated alone, bit for bit, under both tie
+    rules; and with ``ties="increasing"`` the equal-score queries' losses equal brute force
+    or scipy's full assignment."""
+    rng = np.random.default_rng(41 + CONFIGS.index((name, params)))
+    _, measure = build(name, params)
+    for ties in ("increasing", "latent"):
+        loss = losses.get(name, **{**params, "ties": ties})
+        # 1,200 queries of up to 100 documents: over PARALLEL_MIN_ROWS rows, several blocks
+        _, y, ptr = random_batch(rng, name, 1200, sizes=[1, 2, 3, 5, 7, 12, 40, 100])
+        f = rng.normal(size=y.size)
+        tied = rng.random(len(ptr) - 1) < 0.4
+        for q, s in enumerate(blocks(ptr)):
+            if tied[q]:
+                f[s] = rng.normal() * 3.0
+        assert ptr[-1] > PARALLEL_MIN_ROWS
+        assert sum(tied[q] and ptr[q + 1] - ptr[q] >= 2 for q in range(len(tied))) > 100
+        targets = loss.validate(y, ptr)
+        values, grad = loss.loss_grad(f, targets)
+        assert np.all(values >= 0.0)
+        for q, s in enumerate(blocks(ptr)):
+            alone = loss.validate(y[s], np.array([0, s.stop - s.start]))
+            value_alone, grad_alone = loss.loss_grad(f[s], alone)
+            assert values[q] == value_alone[0]
+            np.testing.assert_array_equal(grad[s], grad_alone)
+            if ties == "increasing" and tied[q] and 2 <= s.stop - s.start:
+                c = weights(loss, s.stop - s.start)
+                if s.stop - s.start <= 7:
+                    expected = brute_force(f[s], y[s], measure, c)[0]
+                else:
+                    expected = assignment_reference(f[s], y[s], measure, c)[0]
+                assert values[q] == pytest.approx(expected, abs=1e-10)
 
 
 @pytest.mark.parametrize("truncate_c", [False, True])
