@@ -522,3 +522,48 @@ def test_the_qp_reported_done_ends_running_while_the_helper_goes_on(monkeypatch)
         start = time.monotonic()
         compile_ahead.wait()
         assert time.monotonic() - start < 0.5 and helper.poll() is None
+
+
+def test_a_helper_that_gets_no_cpu_is_stopped_and_this_process_compiles(monkeypatch):
+    """A helper that gets almost no CPU (other work keeps the CPUs, and the QP is compiled at
+    the lowest priority; here a process that only sleeps) is not waited for until the
+    timeout: after one window of waiting it is stopped, and the fit's process compiles the
+    rest itself."""
+    import time
+
+    import pytest
+
+    from bmrm.solver import compile_ahead
+
+    if not os.path.exists("/proc/self/stat"):
+        pytest.skip("needs /proc to see the helper's CPU time")
+    monkeypatch.setattr(compile_ahead, "STARVED_WINDOW", 0.5)
+    code = "import sys, time; time.sleep(60); print('qp', flush=True); sys.stdin.read()"
+    with _fake_helper(monkeypatch, code, {"qp", "latent"}, 30.0) as helper:
+        start = time.monotonic()
+        assert compile_ahead.wait_for("qp") is False
+        assert time.monotonic() - start < 5.0
+        assert helper.poll() is not None  # stopped
+        assert compile_ahead.running() is False
+        assert compile_ahead.pending("latent") is False  # this process compiles it too
+
+
+def test_a_helper_at_work_is_waited_for(monkeypatch):
+    """A helper that keeps a CPU busy (compiling) is waited for over several windows until
+    it reports the stage, and goes on running."""
+    import time
+
+    from bmrm.solver import compile_ahead
+
+    monkeypatch.setattr(compile_ahead, "STARVED_WINDOW", 0.5)
+    code = (
+        "import sys, time\n"
+        "t = time.process_time()\n"
+        "while time.process_time() - t < 2.0: pass\n"
+        "print('qp', flush=True); sys.stdin.read()"
+    )
+    with _fake_helper(monkeypatch, code, {"qp"}, 30.0) as helper:
+        start = time.monotonic()
+        assert compile_ahead.wait_for("qp") is True
+        assert time.monotonic() - start >= 1.0  # several windows of 0.5 s
+        assert helper.poll() is None

@@ -59,7 +59,12 @@ the fit, whose oracle calls use every CPU, the helper then takes only the CPU ti
 over, and when this process waits for it, all of one CPU. Six interleaved first NDCG@10
 fits from an empty cache in a slow hour: 9.8–12.7 s (median 11.5) against 10.6–14.7 s
 (median 13.2) at the normal priority, all six pairs in its favour; the second fit in the
-same process (the helper still compiling) 1.5–1.7 s against 2.4–2.7 s.
+same process (the helper still compiling) 1.5–1.7 s against 2.4–2.7 s. At that priority
+other work on the machine can starve the helper, so a process waiting for it watches its
+CPU time (:func:`wait_for`) and compiles the rest itself when the helper gets less than a
+quarter of a CPU: a quick fit's process on a cold cache, with two other processes keeping
+both CPUs busy, ended after 7.3 s (its helper stopped) where it had waited until a 120 s
+limit stopped it without that check, and 12.6 s at the normal priority.
 
 The helper exits when its work is done or when this process closes its standard input
 (which the operating system does when this process ends), so it never outlives the fit's
@@ -92,6 +97,10 @@ WAIT_EVENT = "bmrm:compile_wait"
 TIMEOUT = 300.0
 # seconds over which the CPUs' idle time is sampled before starting the helper
 IDLE_SAMPLE = 0.1
+# while this process waits for the helper: over each STARVED_WINDOW seconds the helper must
+# get at least STARVED_SHARE of a CPU, or it is stopped and this process compiles the rest
+STARVED_WINDOW = 2.0
+STARVED_SHARE = 0.25
 
 # The helper: argv[1] is qp.py's path, argv[2] the cache folder this process uses, argv[3]
 # the package's root; then its plan, in order, as NAME=ARGUMENT (a kernel's cache folder, a
@@ -173,7 +182,8 @@ for item in sys.argv[4:]:
         # the QP last, at the lowest priority: the fit's process loads it from the cache
         # only for a bundle too large for the interpreter (waiting meanwhile, which leaves
         # the CPU to this process), and its oracle calls use every CPU meanwhile
-        if hasattr(os, "nice"):
+        # (where the fit's process can see how much CPU it gets: see wait_for)
+        if hasattr(os, "nice") and os.path.exists("/proc/self/stat"):
             try:
                 os.nice(19)
             except OSError:
@@ -259,11 +269,20 @@ def _busy_between(before: dict, after: dict, cpus, own_ticks: int = 0) -> float:
     return max(busy, 0.0)
 
 
-def _own_ticks() -> int:
-    """CPU ticks (user and system, all threads) of this process so far, ``/proc/self/stat``."""
-    with open("/proc/self/stat") as stat:
+def _own_ticks(pid: int | str = "self") -> int:
+    """CPU ticks (user and system, all threads) of this process (or of process ``pid``) so
+    far, ``/proc/<pid>/stat``."""
+    with open(f"/proc/{pid}/stat") as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """CPU seconds of process ``pid`` so far, or None where ``/proc`` cannot tell."""
+    try:
+        return _own_ticks(pid) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
 
 
 def _busy_cpus(cpus) -> float:
@@ -427,17 +446,36 @@ def wait_for(stage: str) -> bool:
     "qp"), has compiled its kernels into the cache (or failed to; at most :data:`TIMEOUT`
     seconds in all, after which the helper is stopped). The time counts as compilation,
     as in :func:`wait`. Returns whether the helper reported the stage (False: not given,
-    or the helper ended or ran out of time first)."""
+    or the helper ended or ran out of time first).
+
+    The helper is also stopped, and False returned, when over :data:`STARVED_WINDOW`
+    seconds of waiting it got less than :data:`STARVED_SHARE` of a CPU (``/proc``): other
+    work then keeps the CPUs, which a helper at the lowest priority (the QP's stage) yields
+    to, and this process, idle meanwhile, compiles the rest at its own priority sooner."""
     helper = _own_helper()
     if helper is None or stage not in _pending:
         return False
     with event.trigger_event(WAIT_EVENT):
         deadline = time.monotonic() + TIMEOUT
+        window, cpu = time.monotonic(), _cpu_seconds(helper.pid)
         while stage in _pending:
-            if not _read_reports(helper, deadline - time.monotonic()):
-                if _pending:  # no report in time (at its end the helper leaves none)
-                    _stop()
+            now = time.monotonic()
+            if now >= deadline:
+                _stop()
                 return False
+            if not _read_reports(helper, min(deadline - now, STARVED_WINDOW / 4)):
+                if not _pending:  # the helper ended (it leaves no report then)
+                    return False
+            now = time.monotonic()
+            if stage in _pending and now - window >= STARVED_WINDOW:
+                # other work keeps the CPUs (the QP is compiled at the lowest priority):
+                # this process, idle meanwhile, compiles what is left itself
+                spent = _cpu_seconds(helper.pid)
+                if cpu is not None and spent is not None:
+                    if spent - cpu < STARVED_SHARE * (now - window):
+                        _stop()
+                        return False
+                window, cpu = now, spent
     return True
 
 
