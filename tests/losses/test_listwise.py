@@ -110,6 +110,14 @@ def blocks(ptr):
     return [slice(ptr[q], ptr[q + 1]) for q in range(len(ptr) - 1)]
 
 
+def reference_value(loss, measure, fq, yq):
+    """One query's loss by brute force (up to 7 documents) or scipy's full assignment."""
+    c = weights(loss, fq.size)
+    if fq.size <= 7:
+        return brute_force(fq, yq, measure, c)[0]
+    return assignment_reference(fq, yq, measure, c)[0]
+
+
 @pytest.mark.parametrize(("name", "params"), CONFIGS, ids=IDS)
 def test_brute_force(name, params):
     """Loss equals max over all π minus min over ideal σ; gradient where both are unique."""
@@ -226,11 +234,7 @@ def test_equal_scores_against_the_references(name, params):
         targets = loss.validate(y, ptr)
         values, grad = loss.loss_grad(f, targets)
         for q, s in enumerate(blocks(ptr)):
-            c = weights(loss, s.stop - s.start)
-            if s.stop - s.start <= 7:
-                expected = brute_force(f[s], y[s], measure, c)[0]
-            else:
-                expected = assignment_reference(f[s], y[s], measure, c)[0]
+            expected = reference_value(loss, measure, f[s], y[s])
             # the latent rule's σ part is the same at equal scores: every ideal ordering
             # places the same total weight Σ c on scores that are all equal
             assert values[q] == pytest.approx(expected, abs=1e-10)
@@ -281,11 +285,7 @@ def test_equal_score_queries_mixed_with_others(name, params):
             assert values[q] == value_alone[0]
             np.testing.assert_array_equal(grad[s], grad_alone)
             if ties == "increasing" and tied[q] and 2 <= s.stop - s.start:
-                c = weights(loss, s.stop - s.start)
-                if s.stop - s.start <= 7:
-                    expected = brute_force(f[s], y[s], measure, c)[0]
-                else:
-                    expected = assignment_reference(f[s], y[s], measure, c)[0]
+                expected = reference_value(loss, measure, f[s], y[s])
                 assert values[q] == pytest.approx(expected, abs=1e-10)
 
 
