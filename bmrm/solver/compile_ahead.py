@@ -58,8 +58,10 @@ The helper compiles the QP, its last stage, at the lowest scheduling priority
 the fit, whose oracle calls use every CPU, the helper then takes only the CPU time left
 over, and when this process waits for it, all of one CPU. Six interleaved first NDCG@10
 fits from an empty cache in a slow hour: 9.8–12.7 s (median 11.5) against 10.6–14.7 s
-(median 13.2) at the normal priority, all six pairs in its favour; the second fit in the
-same process (the helper still compiling) 1.5–1.7 s against 2.4–2.7 s. At that priority
+(median 13.2) at the normal priority, all six pairs in its favour, but five more pairs an
+hour later split (6.8–11.4 s against 7.0–11.9 s): the first fit gains about 0.5 s, within
+this machine's noise. The second fit in the same process (the helper still compiling) was
+faster in all eleven pairs: 1.0–1.7 s against 1.7–2.7 s. At that priority
 other work on the machine can starve the helper, so a process waiting for it watches its
 CPU time (:func:`wait_for`) and compiles the rest itself when the helper gets less than a
 quarter of a CPU: a quick fit's process on a cold cache, with two other processes keeping
