@@ -577,6 +577,9 @@ def fit(
             latent=starts_ordinal and isinstance(loss_obj, (NDCGLoss, NERULoss)),
             dtype=own_products_dtype(X) if backend == "local" else "",
             ranking=qid is not None,
+            # the structured kernel reaches the stable sort late (the pair formulation's
+            # kernel at once, before the helper could have it)
+            listwise=isinstance(loss_obj, (NDCGLoss, NERULoss)) and loss_obj.ties != "pairs",
         )
     clock = CompileClock()
     if backend == "local":

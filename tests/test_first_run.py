@@ -567,3 +567,105 @@ def test_a_helper_at_work_is_waited_for(monkeypatch):
         assert compile_ahead.wait_for("qp") is True
         assert time.monotonic() - start >= 1.0  # several windows of 0.5 s
         assert helper.poll() is None
+
+
+def test_the_helper_plan_puts_the_sort_first_for_the_structured_losses(monkeypatch):
+    """The stages given to the helper, in order, per fit: the stable sort first for the
+    structured NDCG / NERU losses (but for ``ties="pairs"``, whose kernel sorts at once) and
+    for the concave-convex start; then the ordinal kernels (that start only), the solver's,
+    the latent weights (latent fits) and the QP; a convex ranking fit adds the latent
+    weights after the QP."""
+    import warnings
+
+    import numpy as np
+
+    import bmrm
+    from bmrm.solver import compile_ahead
+    from bmrm.solver.bundle import _append_plane
+
+    plans = []
+
+    def record(argv, **kwargs):
+        # python -c code qp.py cache-folder root, then the plan
+        plans.append([item.split("=", 1)[0] for item in argv[6:]])
+        raise OSError("not started in this test")
+
+    monkeypatch.setattr(compile_ahead, "_needs_compiling", lambda *a: "qp-cache")
+    monkeypatch.setattr(compile_ahead, "_cache_path_if_uncompiled", lambda d: "cache")
+    monkeypatch.setattr(compile_ahead.subprocess, "Popen", record)
+    monkeypatch.setattr(compile_ahead, "_helper", None)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = rng.integers(0, 3, size=40).astype(float)
+    qid = np.repeat(np.arange(4), 10)
+    cases = [
+        ("ndcg", {}, ["sort", "ordinal", "solver", "latent", "qp"]),
+        ("neru", {}, ["sort", "ordinal", "solver", "latent", "qp"]),
+        ("ndcg", {"ties": "increasing"}, ["sort", "solver", "qp", "latent"]),
+        ("neru", {"ties": "increasing", "k": 5}, ["sort", "solver", "qp", "latent"]),
+        ("ndcg", {"ties": "pairs"}, ["solver", "qp", "latent"]),
+        ("ordinal", {}, ["solver", "qp", "latent"]),
+        ("listnet", {}, ["solver", "qp", "latent"]),
+        ("squared", {}, ["solver", "qp"]),
+    ]
+    # a warm start skips the concave-convex start's ordinal problem
+    warm_start = ["sort", "solver", "qp", "latent"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bmrm.ConvergenceWarning)  # max_iter=3
+        for loss, params, expected in cases + [("ndcg", {"w0": 1}, warm_start)]:
+            plans.clear()
+            group = None if loss == "squared" else qid
+            options = {"w0": np.zeros(3)} if "w0" in params else {"loss_params": params}
+            # the solver's kernels are left out once this process has compiled them
+            compiled = bool(_append_plane.overloads)
+            bmrm.fit(X, y, loss, group, lam=1.0, max_iter=3, **options)
+            assert plans == [[s for s in expected if s != "solver" or not compiled]], loss
+
+
+def test_the_helpers_sort_stage_fills_the_cache(tmp_path):
+    """The helper's first stage compiles the stable sort into the cache folder it is given,
+    reports it, and a process with that cache then loads it instead of compiling it."""
+    from bmrm.solver import compile_ahead, qp
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(qp.__file__)))
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), PYTHONPATH=os.path.dirname(root))
+    probe = (
+        "import json, sys, numpy as np\n"
+        "from losses._kernels.sorting import argsort_stable as s\n"
+        "if sys.argv[1] == 'call':\n"
+        "    assert s(np.array([2.0, 1.0, 2.0])).tolist() == [1, 0, 2]\n"
+        "print(json.dumps([s._cache.cache_path, sum(s.stats.cache_hits.values()),"
+        " sum(s.stats.cache_misses.values())]))"
+    )
+    path = json.loads(_run_probe(probe, "path", env, os.path.dirname(root)))[0]
+    # its input stays open while it works (the helper exits when it closes)
+    helper = subprocess.Popen(
+        [sys.executable, "-c", compile_ahead._HELPER, qp.__file__, "unused", root, f"sort={path}"],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        reported = helper.stdout.read()  # until it exits, its plan done
+    finally:
+        helper.stdin.close()
+        helper.wait(timeout=600)
+        helper.stdout.close()
+    assert helper.returncode == 0
+    assert reported.split() == ["sort"]
+    assert list(tmp_path.rglob("sorting.argsort_stable*.nbi"))
+    assert json.loads(_run_probe(probe, "call", env, os.path.dirname(root)))[1:] == [1, 0]
+
+
+def _run_probe(code, argument, env, cwd):
+    out = subprocess.run(
+        [sys.executable, "-c", code, argument],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout
