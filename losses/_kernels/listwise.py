@@ -935,20 +935,27 @@ def _pairs_query(fq, bq, lq, n_levels, inv_norm, a, k, scale, gq):
     m = fq.shape[0]
     n_top = min(k, m)
     order = argsort_stable(-fq)
+    # Arrays come from np.empty alone, filled by loops: every other allocator (np.zeros,
+    # np.full, np.ones, .copy()) is one more numba overload compiled on first use.
     # per level: documents in decreasing score, suffix sums of their scores
-    size = np.zeros(n_levels, dtype=np.int64)
+    size = np.empty(n_levels, dtype=np.int64)
+    for level in range(n_levels):
+        size[level] = 0
     for d in range(m):
         size[lq[d]] += 1
-    start = np.zeros(n_levels + 1, dtype=np.int64)
+    start = np.empty(n_levels + 1, dtype=np.int64)
+    start[0] = 0
     for level in range(n_levels):
         start[level + 1] = start[level] + size[level]
-    fill = start[:n_levels].copy()
+    fill = np.empty(n_levels, dtype=np.int64)
+    for level in range(n_levels):
+        fill[level] = start[level]
     by_level = np.empty(m, dtype=np.int64)
     for r in range(m):
         d = order[r]
         by_level[fill[lq[d]]] = d
         fill[lq[d]] += 1
-    suffix = np.zeros(m + n_levels)
+    suffix = np.empty(m + n_levels)
     for level in range(n_levels):
         base = start[level] + level
         suffix[base + size[level]] = 0.0
@@ -967,13 +974,15 @@ def _pairs_query(fq, bq, lq, n_levels, inv_norm, a, k, scale, gq):
     position = np.empty(m, dtype=np.int64)
     for r in range(m):
         position[order[r]] = r
-    table_at = np.zeros(n_levels * n_levels, dtype=np.int64)
+    table_at = np.empty(n_levels * n_levels, dtype=np.int64)
     n_entries = 0
     for h in range(n_levels):
         for low in range(h):
             table_at[h * n_levels + low] = n_entries
             n_entries += (size[h] + 1) * (size[low] + 1)
-    tail = np.zeros(n_entries)
+    tail = np.empty(n_entries)
+    for t in range(n_entries):
+        tail[t] = 0.0
     for h in range(n_levels):
         for low in range(h):
             base = table_at[h * n_levels + low]
@@ -994,21 +1003,31 @@ def _pairs_query(fq, bq, lq, n_levels, inv_norm, a, k, scale, gq):
     for level in range(n_levels):
         radix[level] = min(size[level], n_top) + 1
         n_states *= radix[level]
-    value = np.full(n_states, -np.inf)
-    came = np.full(n_states, -1, dtype=np.int64)
-    counts = np.zeros(n_levels, dtype=np.int64)
+    value = np.empty(n_states)
+    came = np.empty(n_states, dtype=np.int64)
+    for state in range(n_states):
+        value[state] = -np.inf
+        came[state] = -1
+    counts = np.empty(n_levels, dtype=np.int64)
     value[0] = 0.0
     best_total = -np.inf
     best_state = 0
+    # counts (the state's digits) and p (their sum) follow the state like an odometer:
+    # decoding each state by division took most of the programme's time
+    for level in range(n_levels):
+        counts[level] = 0
+    p = 0
     for state in range(n_states):
+        if state > 0:
+            level = 0
+            while counts[level] + 1 == radix[level]:
+                p -= counts[level]
+                counts[level] = 0
+                level += 1
+            counts[level] += 1
+            p += 1
         if value[state] == -np.inf:
             continue
-        rest = state
-        p = 0
-        for level in range(n_levels):
-            counts[level] = rest % radix[level]
-            rest //= radix[level]
-            p += counts[level]
         if p == n_top:
             # the tail: remaining documents in decreasing score (tables above)
             pairs = 0.0
@@ -1045,7 +1064,8 @@ def _pairs_query(fq, bq, lq, n_levels, inv_norm, a, k, scale, gq):
     for level in range(n_levels):
         counts[level] = rest % radix[level]
         rest //= radix[level]
-    strides = np.ones(n_levels, dtype=np.int64)
+    strides = np.empty(n_levels, dtype=np.int64)
+    strides[0] = 1
     for level in range(1, n_levels):
         strides[level] = strides[level - 1] * radix[level - 1]
     for p in range(n_top - 1, -1, -1):
@@ -1053,7 +1073,9 @@ def _pairs_query(fq, bq, lq, n_levels, inv_norm, a, k, scale, gq):
         counts[level] -= 1
         pi[p] = by_level[start[level] + counts[level]]
         state -= strides[level]
-    taken = np.zeros(m, dtype=np.bool_)
+    taken = np.empty(m, dtype=np.bool_)
+    for d in range(m):
+        taken[d] = False
     for p in range(n_top):
         taken[pi[p]] = True
     p = n_top
@@ -1063,7 +1085,9 @@ def _pairs_query(fq, bq, lq, n_levels, inv_norm, a, k, scale, gq):
             p += 1
 
     # value and subgradient from π: Δ(π) + Σ_d g_d f_d
-    above = np.zeros(n_levels, dtype=np.int64)
+    above = np.empty(n_levels, dtype=np.int64)
+    for level in range(n_levels):
+        above[level] = 0
     for p in range(m):
         d = pi[p]
         for lower in range(lq[d]):
