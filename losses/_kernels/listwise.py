@@ -1012,50 +1012,60 @@ def _pairs_query(fq, bq, lq, n_levels, inv_norm, a, k, scale, gq):
     value[0] = 0.0
     best_total = -np.inf
     best_state = 0
-    # counts (the state's digits) and p (their sum) follow the state like an odometer:
-    # decoding each state by division took most of the programme's time
+    strides = np.empty(n_levels, dtype=np.int64)
+    strides[0] = 1
+    for level in range(1, n_levels):
+        strides[level] = strides[level - 1] * radix[level - 1]
+    # The states with p = Σ counts <= K, in increasing order (every move goes to a larger
+    # state), like an odometer that skips the others (they are unreachable): counts (the
+    # state's digits) and p follow the state, instead of decoding each state by division,
+    # which took most of the programme's time.
     for level in range(n_levels):
         counts[level] = 0
     p = 0
-    for state in range(n_states):
-        if state > 0:
-            level = 0
-            while counts[level] + 1 == radix[level]:
-                p -= counts[level]
-                counts[level] = 0
-                level += 1
-            counts[level] += 1
-            p += 1
-        if value[state] == -np.inf:
-            continue
-        if p == n_top:
-            # the tail: remaining documents in decreasing score (tables above)
-            pairs = 0.0
-            for h in range(n_levels):
-                for low in range(h):
-                    pairs += tail[
-                        table_at[h * n_levels + low] + counts[h] * (size[low] + 1) + counts[low]
-                    ]
-            total = value[state] + scale * pairs
-            if total > best_total:
-                best_total = total
-                best_state = state
-            continue
-        stride = 1
-        for level in range(n_levels):
-            if counts[level] + 1 < radix[level]:
-                d = by_level[start[level] + counts[level]]
-                step = -a[p] * level_gain[level] * inv_norm
-                for higher in range(level + 1, n_levels):
-                    left = size[higher] - counts[higher]
-                    step -= scale * (
-                        suffix[start[higher] + higher + counts[higher]] - left * fq[d]
-                    )
-                nxt = state + stride
-                if value[state] + step > value[nxt]:
-                    value[nxt] = value[state] + step
-                    came[nxt] = level
-            stride *= radix[level]
+    state = 0
+    while True:
+        if value[state] > -np.inf:
+            if p == n_top:
+                # the tail: remaining documents in decreasing score (tables above)
+                pairs = 0.0
+                for h in range(n_levels):
+                    for low in range(h):
+                        pairs += tail[
+                            table_at[h * n_levels + low]
+                            + counts[h] * (size[low] + 1)
+                            + counts[low]
+                        ]
+                total = value[state] + scale * pairs
+                if total > best_total:
+                    best_total = total
+                    best_state = state
+            else:
+                for level in range(n_levels):
+                    if counts[level] + 1 < radix[level]:
+                        d = by_level[start[level] + counts[level]]
+                        step = -a[p] * level_gain[level] * inv_norm
+                        for higher in range(level + 1, n_levels):
+                            left = size[higher] - counts[higher]
+                            step -= scale * (
+                                suffix[start[higher] + higher + counts[higher]] - left * fq[d]
+                            )
+                        nxt = state + strides[level]
+                        if value[state] + step > value[nxt]:
+                            value[nxt] = value[state] + step
+                            came[nxt] = level
+        # the next state with p <= K: raise the lowest digit that may rise, zeroing those below
+        level = 0
+        while level < n_levels and (p == n_top or counts[level] + 1 == radix[level]):
+            p -= counts[level]
+            state -= counts[level] * strides[level]
+            counts[level] = 0
+            level += 1
+        if level == n_levels:
+            break
+        counts[level] += 1
+        p += 1
+        state += strides[level]
 
     # π: backtrack the top positions, then the rest in decreasing score
     pi = np.empty(m, dtype=np.int64)
@@ -1064,10 +1074,6 @@ def _pairs_query(fq, bq, lq, n_levels, inv_norm, a, k, scale, gq):
     for level in range(n_levels):
         counts[level] = rest % radix[level]
         rest //= radix[level]
-    strides = np.empty(n_levels, dtype=np.int64)
-    strides[0] = 1
-    for level in range(1, n_levels):
-        strides[level] = strides[level - 1] * radix[level - 1]
     for p in range(n_top - 1, -1, -1):
         level = came[state]
         counts[level] -= 1
