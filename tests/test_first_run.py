@@ -593,7 +593,10 @@ def test_the_helper_plan_puts_the_sort_first_for_the_structured_losses(monkeypat
     monkeypatch.setattr(compile_ahead, "_needs_compiling", lambda *a: "qp-cache")
     monkeypatch.setattr(compile_ahead, "_cache_path_if_uncompiled", lambda d: "cache")
     monkeypatch.setattr(compile_ahead.subprocess, "Popen", record)
+    # start() resets these module globals: restored after the test
     monkeypatch.setattr(compile_ahead, "_helper", None)
+    monkeypatch.setattr(compile_ahead, "_helper_parent", -1)
+    monkeypatch.setattr(compile_ahead, "_pending", set())
     rng = np.random.default_rng(0)
     X = rng.normal(size=(40, 3))
     y = rng.integers(0, 3, size=40).astype(float)
