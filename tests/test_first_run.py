@@ -631,7 +631,7 @@ def test_the_helpers_sort_stage_fills_the_cache(tmp_path):
     from bmrm.solver import compile_ahead, qp
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(qp.__file__)))
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), PYTHONPATH=os.path.dirname(root))
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), PYTHONPATH=root)
     probe = (
         "import json, sys, numpy as np\n"
         "from losses._kernels.sorting import argsort_stable as s\n"
@@ -640,7 +640,7 @@ def test_the_helpers_sort_stage_fills_the_cache(tmp_path):
         "print(json.dumps([s._cache.cache_path, sum(s.stats.cache_hits.values()),"
         " sum(s.stats.cache_misses.values())]))"
     )
-    path = json.loads(_run_probe(probe, "path", env, os.path.dirname(root)))[0]
+    path = _run_script(probe, ["path"], env)[0]
     # its input stays open while it works (the helper exits when it closes)
     helper = subprocess.Popen(
         [sys.executable, "-c", compile_ahead._HELPER, qp.__file__, "unused", root, f"sort={path}"],
@@ -658,17 +658,4 @@ def test_the_helpers_sort_stage_fills_the_cache(tmp_path):
     assert helper.returncode == 0
     assert reported.split() == ["sort"]
     assert list(tmp_path.rglob("sorting.argsort_stable*.nbi"))
-    assert json.loads(_run_probe(probe, "call", env, os.path.dirname(root)))[1:] == [1, 0]
-
-
-def _run_probe(code, argument, env, cwd):
-    out = subprocess.run(
-        [sys.executable, "-c", code, argument],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout
+    assert _run_script(probe, ["call"], env)[1:] == [1, 0]
