@@ -1124,9 +1124,9 @@ def pairs_loss(
 
     ``l(f) = max_π [Δ(π) − pair_scale Σ_{b_i > b_j, π puts j above i} (f_i − f_j)]``, with
     ``pair_scale = 2 / (number of pairs of different gain)`` per query. Degenerate queries
-    (``inv_norm == 0``) get 0. Cost per query: the states of the programme,
-    ``Π_l (min(m_l, K) + 1)``, times the number of levels, plus ``O(L²)`` per final state
-    and ``O(m²)`` for the tables of the tail.
+    (``inv_norm == 0``) get 0. Cost per query: the programme's states that take at most K
+    documents (of the ``Π_l (min(m_l, K) + 1)`` it allocates and initialises) times
+    ``O(L²)``, the same per final state, and ``O(m²)`` for the tables of the tail.
     """
     grad[query_ptr[q_start] : query_ptr[q_stop]] = 0.0
     for q in range(q_start, q_stop):
