@@ -974,7 +974,7 @@ def _pairs_query(fq, bq, lq, n_levels, inv_norm, a, k, scale, gq):
     position = np.empty(m, dtype=np.int64)
     for r in range(m):
         position[order[r]] = r
-    table_at = np.empty(n_levels * n_levels, dtype=np.int64)
+    table_at = np.empty(n_levels * n_levels, dtype=np.int64)  # read for h > low only
     n_entries = 0
     for h in range(n_levels):
         for low in range(h):
