@@ -423,7 +423,7 @@ def test_busy_cpus_from_two_samples_of_proc_stat():
     assert compile_ahead._busy_between(before, after, {0, 1}, 500) == 0.0
     cpus = os.sched_getaffinity(0)
     assert 0.0 <= compile_ahead._busy_cpus(cpus) <= len(cpus) + 1e-9
-    assert compile_ahead._own_ticks() > 0
+    assert compile_ahead._process_ticks() > 0
 
 
 ORPHAN_SCRIPT = r"""

@@ -287,7 +287,7 @@ def _busy_between(before: dict, after: dict, cpus, own_ticks: int = 0) -> float:
     return max(busy, 0.0)
 
 
-def _own_ticks(pid: int | str = "self") -> int:
+def _process_ticks(pid: int | str = "self") -> int:
     """CPU ticks (user and system, all threads) of this process (or of process ``pid``) so
     far, ``/proc/<pid>/stat``."""
     with open(f"/proc/{pid}/stat") as stat:
@@ -298,7 +298,7 @@ def _own_ticks(pid: int | str = "self") -> int:
 def _cpu_seconds(pid: int) -> float | None:
     """CPU seconds of process ``pid`` so far, or None where ``/proc`` cannot tell."""
     try:
-        return _own_ticks(pid) / os.sysconf("SC_CLK_TCK")
+        return _process_ticks(pid) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, AttributeError):
         return None
 
@@ -311,9 +311,9 @@ def _busy_cpus(cpus) -> float:
     try:
         with open("/proc/stat") as stat:
             before = _cpu_times(stat.read())
-        own = _own_ticks()
+        own = _process_ticks()
         time.sleep(IDLE_SAMPLE)
-        own = _own_ticks() - own
+        own = _process_ticks() - own
         with open("/proc/stat") as stat:
             after = _cpu_times(stat.read())
         if any(cpu in before for cpu in cpus):
