@@ -135,7 +135,9 @@ def _fast_float(buf, s, e, pow10):
     return (-value if negative else value), True
 
 
-@njit(cache=True)
+# inlined at its call sites: as a callee numba would compile it once per combination of
+# literal and bool arguments that the sites pass (ten times, about a second from an empty cache)
+@njit(cache=True, inline="always")
 def _error(state, code, line_start, s, e, a, b):
     state[ERR_LINE] = line_start
     state[ERR_START] = s

@@ -195,7 +195,11 @@ class _Parse:
         state = self.state
         write = out is not None
         empty_f = np.zeros(0)
-        empty_i = np.zeros(0, dtype=np.int64)
+        empty_q = np.zeros(0, dtype=np.int64)
+        # the unused CSR index arrays of the measuring pass and of a dense write are int32,
+        # as the CSR write's (below 2**31 entries): one compilation of the kernel serves
+        # all three (another one is about 2 CPU seconds from an empty cache)
+        empty_i = np.zeros(0, dtype=np.int32)
         if write:
             labels, qids, X = out["labels"], out["qids"], out["X"]
             indptr, indices, values = out["indptr"], out["indices"], out["values"]
@@ -206,7 +210,7 @@ class _Parse:
             else:
                 X = np.zeros((0, 0), dtype=values.dtype)
         else:
-            labels, qids, indptr, indices = empty_f, empty_i, empty_i, empty_i
+            labels, qids, indptr, indices = empty_f, empty_q, empty_i, empty_i
             values, X, dense = empty_f, np.zeros((0, 0)), False
         slow = np.zeros((_SLOW_CAPACITY, 4), dtype=np.int64)
         for buffer, end, lines in _chunks(self.path):

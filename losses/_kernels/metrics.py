@@ -201,7 +201,9 @@ def expected_reciprocal_rank(q_start, q_stop, f, stop_prob, query_ptr, order, k,
                 n_pos = min(j, stop) - i
                 h = np.empty(n_pos)
                 acc = 0.0
-                t = 0
+                # an int64 from the start: a literal 0 here would have numba compile the
+                # callee below once more, for that literal
+                t = np.int64(0)
                 while t < m:
                     u = t + 1
                     while u < m and rs[u] == rs[t]:
