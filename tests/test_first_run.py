@@ -6,7 +6,9 @@ not depend on that: for each built-in loss, the first fit in a new process with 
 the kernels from the cache the first one wrote give the same weights, objective and
 iterations, bit for bit. The second process must load every kernel it uses from the cache
 (no cache miss in numba's dispatcher statistics), and ``compile_seconds`` must report the
-compilation of the first fit.
+compilation of the first fit. The process with the empty cache, which also computes the
+metrics and reads an svmlight file both ways, must compile no kernel of the package for a
+literal argument (one more compilation each).
 """
 
 import contextlib
