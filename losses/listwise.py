@@ -175,6 +175,19 @@ so in this π every document follows all of its dominators; likewise the positio
   problem is then a min-cost flow of K units (positions → candidates → a chain over ranks
   with convex arc costs), solved by K Dijkstra searches on about K·n_candidates + 3m arcs
   instead of an m × m assignment;
+* in that case, when the query has few gain levels, a dynamic programme over per-level
+  counts replaces the flow. By the exchange above (documents of equal gain dominate each
+  other in ≻ order), some optimal π takes from every level l its first n_l candidates in
+  ≻ order and places every document after its dominators, so every top prefix is such a
+  set too. The top part's cost is then the cheapest order of filling positions 0..K−1
+  from the per-level lists (best[n] = min_l best[n − e_l] + cost of level l's n_l-th
+  candidate at position Σn − 1), and the tail's value depends only on the chosen set:
+  taking the chosen document of largest rank ρ last, it is the value without it plus
+  D(Σn − 1, ρ) = −c_{K+ρ−p} F_ρ + Σ_{r>ρ} (c_{K+r−p−1} − c_{K+r−p}) F_r (p = Σn − 1: the
+  documents below ρ move up one position). The answer minimises best[n] − tail[n] over
+  Σn = K: O(K·m + S·L) for S count vectors and L levels. The loss takes it where S is at
+  most 1,024 and the dense table at most 16,384 cells (every query of up to four levels at
+  k = 10), 0.1–0.5× the flow's time per query there;
 * when all scores of the query are equal (the concave-convex procedure evaluates its
   surrogates at w = 0), Σ_i c_i f_{π(i)} is the same for every π and the maximisers are
   the π whose top K positions hold K smallest gains in increasing order (the
@@ -185,12 +198,13 @@ so in this π every document follows all of its dominators; likewise the positio
 
 The maximisation over π does not depend on the tie rule. Cost per query, L gain levels:
 O(m + L·K log(L·K) + K²·n_candidates) typically with truncated c (O(m·K) worst case for
-the selection); O(m log m + K (K·n_candidates + m)
-log m) with untruncated c and K < m; O(m³) worst case when K = m (NERU without k, or
-k >= m), where the rank-two costs make shortest-augmenting-path solvers from zero duals
-markedly slower than on random matrices (hence the start above). Both reductions and the
-start are checked against the full m × m assignment and against brute force over all
-permutations in the tests. Latent ties add the choice of σ, O(m log m) per query.
+the selection); O(m log m + K (K·n_candidates + m) log m) with untruncated c and K < m
+(O(m log m + K·m + S·L) by the dynamic programme); O(m³) worst case when K = m (NERU
+without k, or k >= m), where the rank-two costs make shortest-augmenting-path solvers
+from zero duals markedly slower than on random matrices (hence the start above). The
+reductions, the programme and the start are checked against the full m × m assignment
+and against brute force over all permutations in the tests. Latent ties add the choice
+of σ, O(m log m) per query.
 
 References
 ----------
@@ -237,6 +251,55 @@ TIES = ("latent", "increasing", "pairs")
 _MAX_PAIR_STATES = 4_000_000
 # Largest query solved as a full m × m assignment (when k >= m): 8·m² bytes per thread.
 _MAX_DENSE = 4096
+_NO_LATTICE = np.zeros(0, dtype=bool)
+
+
+def _lattice_queries(run_start, query, sizes, n_top, long) -> np.ndarray:
+    """Per query, whether it is longer than ``n_top`` and small enough for the dynamic
+    programme over per-level counts (:func:`losses._kernels.listwise._lattice_top`).
+
+    With caps κ_l = min(count_l, n_top) over the query's gain levels, its states are the
+    vectors 0 <= n_l <= κ_l with Σ n_l <= n_top (at most ``LATTICE_STATES``, the
+    programme's work) and its table holds Π (κ_l + 1) cells (at most ``LATTICE_CELLS``).
+    Both are bounds: the kernel's caps count candidates only, which are fewer.
+
+    ``run_start``: the first row of every (query, gain level) run in the rows sorted by
+    query then gain; ``query``: the query of every row.
+    """
+    run_length = np.diff(np.append(run_start, query.size))
+    cap = np.minimum(run_length, n_top)
+    run_query = query[run_start]
+    n_queries = sizes.size
+    # log2 of the product first (products of many levels overflow int64), then exact
+    # counts for the queries near the limit or below
+    log_cells = np.bincount(run_query, weights=np.log2(cap + 1.0), minlength=n_queries)
+    near = long & (log_cells <= np.log2(_k.LATTICE_CELLS) + 1.0)
+    fits = np.zeros(n_queries, dtype=bool)
+    if not np.any(near):
+        return fits
+    keep = near[run_query]
+    kept_query = run_query[keep]
+    kept_cap = cap[keep]
+    first = np.flatnonzero(np.diff(np.append(-1, kept_query)))
+    queries = kept_query[first]
+    cells = np.multiply.reduceat(kept_cap + 1, first)
+    # the states: coefficients up to degree n_top of Π_l (1 + x + ... + x^κ_l), one row
+    # per query, multiplied in one level at a time (a window sum over the cumulative row)
+    run_of_query = np.repeat(np.arange(first.size), np.diff(np.append(first, kept_query.size)))
+    level_index = np.arange(kept_query.size) - first[run_of_query]
+    poly = np.zeros((first.size, n_top + 1), dtype=np.int64)
+    poly[:, 0] = 1
+    degree = np.arange(n_top + 1)
+    for index in range(int(level_index.max()) + 1):
+        runs = np.flatnonzero(level_index == index)
+        rows = run_of_query[runs]
+        cumulative = np.cumsum(poly[rows], axis=1)
+        low = degree[None, :] - kept_cap[runs][:, None] - 1
+        below = np.take_along_axis(cumulative, np.maximum(low, 0), axis=1)
+        poly[rows] = cumulative - np.where(low >= 0, below, 0)
+    states = poly.sum(axis=1)
+    fits[queries] = (cells <= _k.LATTICE_CELLS) & (states <= _k.LATTICE_STATES)
+    return fits
 
 
 class _Targets(NamedTuple):
@@ -265,6 +328,11 @@ class _Targets(NamedTuple):
     # None when μ = 0
     pairwise: Any = None
     pairwise_weight: float = 0.0
+    # per query, whether a query longer than n_top takes the dynamic programme over
+    # per-level counts instead of the chain flow (untruncated c only); None: none does
+    lattice: np.ndarray | None = None
+    # some query longer than n_top is not marked in ``lattice`` (needs the chain flow)
+    chain_queries: bool = True
 
 
 def _check_weights(c: np.ndarray, *, name: str = "c") -> np.ndarray:
@@ -379,6 +447,7 @@ class _StructuredRankingLoss(Loss):
         new_level[starts] = True
         del g_sorted
         cum = np.cumsum(new_level)
+        run_start = np.flatnonzero(new_level)
         del new_level
         n_levels = np.zeros(n_queries, dtype=np.int64)
         n_levels[nonempty] = cum[query_ptr[1:][nonempty] - 1] - cum[starts] + 1
@@ -416,6 +485,14 @@ class _StructuredRankingLoss(Loss):
         pair_scale = None
         if self.ties == "pairs":
             pair_scale = self._pair_scale(query, level, sizes, n_levels, inv_norm, n_top)
+        lattice = None
+        chain_queries = bool(np.any(long))
+        if pair_scale is None and not self.truncate_c and chain_queries:
+            lattice = _lattice_queries(run_start, query, sizes, n_top, long)
+            chain_queries = bool(np.any(long & ~lattice))
+            if not np.any(lattice):
+                lattice = None
+        del run_start
         short_queries = bool(np.any((sizes >= 2) & (sizes <= n_top)))
         duals = None
         if short_queries and pair_scale is None:
@@ -440,6 +517,8 @@ class _StructuredRankingLoss(Loss):
             duals,
             self._pairwise_targets(level, query_ptr),
             self.pairwise,
+            lattice,
+            chain_queries,
         )
 
     def _pairwise_targets(self, level, query_ptr):
@@ -554,6 +633,12 @@ class _StructuredRankingLoss(Loss):
             ideal_c = targets.ideal_c
             if ideal_c is None:
                 ideal_c = self.ideal_weights(f, targets)
+        # queries longer than n_top with untruncated c: the chain flow unless marked for the
+        # dynamic programme (an empty array when none is)
+        flow = not targets.truncated and targets.long_queries
+        use_lattice = _NO_LATTICE
+        if flow and targets.lattice is not None:
+            use_lattice = targets.lattice
         run_queries(
             _k.structured_loss,
             targets.query_ptr,
@@ -570,7 +655,9 @@ class _StructuredRankingLoss(Loss):
             targets.n_top,
             # True or None: a path passed None is not compiled (see the kernel)
             True if targets.truncated and targets.long_queries else None,
-            True if not targets.truncated and targets.long_queries else None,
+            True if flow and targets.chain_queries else None,
+            True if use_lattice.size else None,
+            use_lattice,
             True if targets.short_queries else None,
             ideal_c,
             _EMPTY if targets.duals is None else targets.duals,

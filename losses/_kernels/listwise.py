@@ -23,7 +23,10 @@ documents by score, descending, ties by index):
    query's previous assignment ended with when the loss keeps them and the result is
    certified (``duals`` of :func:`structured_loss`), else from the score part's duals;
 4. otherwise (``c`` positive beyond k): a min-cost flow whose tail part is a chain over the
-   rank order fills the top ``K`` positions; the other documents follow in rank order;
+   rank order fills the top ``K`` positions; the other documents follow in rank order. A
+   query with few gain levels (``use_lattice``) takes a dynamic programme over per-level
+   counts instead (:func:`_lattice_top`): the same loss, and the same subgradient where the
+   maximiser is unique;
 5. the loss and subgradient are evaluated from that permutation and σ.
 
 A query whose scores are all equal skips steps 1–4 (:func:`_tied_query_loss`): every
@@ -326,6 +329,146 @@ def _chain_flow(cost, n_top, n_cand, fq, order, cand_rank, c, m, match_pos, iw, 
             x = pred[y]
 
 
+# The dynamic programme over per-level counts (:func:`_lattice_top`) takes a query longer
+# than k when its states (count vectors n, n_l <= min(count_l, K), Σ n <= K) number at most
+# LATTICE_STATES and its dense table (Π (min(count_l, K) + 1) cells, 8 bytes each, three
+# tables) at most LATTICE_CELLS; other queries take the chain flow. Queries of up to four
+# gain levels at k = 10 fit (1,001 states, 14,641 cells). Measured per query of NDCG@10
+# (m = 12–120 documents, 2–5 levels, scores unrelated to or following the labels): the
+# programme took 0.10–0.5× the chain flow's time up to four levels, 0.33–0.7× at five
+# levels with unrelated scores (about 1,000 states) and 1.0–1.3× at five levels with
+# scores following the labels (about 3,000 states).
+LATTICE_STATES = 1024
+LATTICE_CELLS = 16384
+
+
+@njit(**INNER)
+def _lattice_top(cost, n_top, n_cand, fq, order, cand, cand_rank, lq, n_lev, c, m, match_pos,
+                 iw, tail, best, removed, step):  # fmt: skip
+    """Fill the top ``n_top`` positions by a dynamic programme over per-level counts.
+
+    Exchange arguments (:mod:`losses.listwise`) give an optimal solution whose chosen set
+    holds, for every gain level, that level's first candidates in rank order (the tail
+    weights do not exceed the top ones), and whose every top prefix holds with a document
+    all the documents that dominate it (both position weights being non-increasing). A
+    solution is then the sequence of levels that fill positions 0, 1, ...: the state after
+    p positions is the vector n of documents taken per level (Σ n = p), and the top
+    positions' cost is the cheapest path to it,
+
+        best[n] = min over levels l with n_l > 0 of best[n − e_l] + cost[p − 1, t_l(n_l)],
+
+    t_l(i) being level l's i-th candidate. The tail's value depends on the chosen set
+    alone: with ρ the largest rank in n (level l* its candidate's), removing ρ after
+    every other chosen document shifts the documents ranked below it up by one position,
+
+        removed[n] = removed[n − e_l*] + D[p − 1, ρ],
+        D[p, ρ] = −c[K + ρ − p] F_ρ + Σ_{r>ρ} (c[K + r − p − 1] − c[K + r − p]) F_r,
+
+    F the sorted scores (so ``removed[n]`` is the tail's value up to a constant; c is read
+    as zero past the query's end, which the telescoping cancels). The answer is the
+    n with Σ n = K minimising ``best[n] − removed[n]``. The states live in a dense table
+    indexed in mixed radix (one digit per level, radix min(candidates, K) + 1, at most
+    :data:`LATTICE_CELLS` cells), visited in increasing index (an odometer that skips the
+    states with Σ n > K), so that every state follows its predecessors. O(K·m + S·L) for
+    S states and L levels, against K shortest-path searches for the chain flow.
+    Output: ``match_pos``, the candidate given to each top position (``step``: the level
+    each state's cheapest path took last).
+    """
+    count = iw[_COUNTS]
+    digit_of = iw[_TREE]
+    cap = iw[_DOC_AT_RANK]
+    start = iw[_MATCH_DOC]
+    members = iw[_PATH]
+    stride = iw[_FLOW]
+    n = iw[_BOTTOM]
+    fill = iw[_ROW_OF_COL]
+    for level in range(n_lev):
+        count[level] = 0
+    for t in range(n_cand):
+        count[lq[cand[t]]] += 1
+    n_digits = 0
+    start[0] = 0
+    for level in range(n_lev):
+        if count[level] > 0:
+            digit_of[level] = n_digits
+            cap[n_digits] = min(count[level], n_top)
+            fill[n_digits] = start[n_digits]
+            start[n_digits + 1] = start[n_digits] + count[level]
+            n_digits += 1
+    for t in range(n_cand):
+        j = digit_of[lq[cand[t]]]
+        members[fill[j]] = t
+        fill[j] += 1
+    stride[0] = 1
+    for j in range(n_digits):
+        stride[j + 1] = stride[j] * (cap[j] + 1)
+        n[j] = 0
+
+    n_chain = cand_rank[n_cand - 1] + 1
+    shift = tail[: n_top * n_chain].reshape((n_top, n_chain))
+    for p in range(n_top):
+        acc = 0.0
+        for r in range(m - 1, -1, -1):
+            score = fq[order[r]]
+            here = _c_at(c, n_top + r - p, m)
+            if r < n_chain:
+                shift[p, r] = acc - here * score
+            acc += (_c_at(c, n_top + r - p - 1, m) - here) * score
+
+    best[0] = 0.0
+    removed[0] = 0.0
+    s = 0
+    p = 0
+    best_value = np.inf
+    best_state = 0
+    while True:
+        # next state in index order with Σ n <= K (an odometer, digit 0 fastest)
+        j = 0
+        while j < n_digits:
+            if n[j] < cap[j] and p < n_top:
+                n[j] += 1
+                s += stride[j]
+                p += 1
+                break
+            s -= n[j] * stride[j]
+            p -= n[j]
+            n[j] = 0
+            j += 1
+        if j == n_digits:
+            break
+        v = np.inf
+        v_digit = 0
+        last_rank = -1
+        last_digit = 0
+        for jj in range(n_digits):
+            if n[jj] > 0:
+                t = members[start[jj] + n[jj] - 1]
+                x = best[s - stride[jj]] + cost[p - 1, t]
+                if x < v:
+                    v = x
+                    v_digit = jj
+                if cand_rank[t] > last_rank:
+                    last_rank = cand_rank[t]
+                    last_digit = jj
+        best[s] = v
+        step[s] = v_digit
+        removed[s] = removed[s - stride[last_digit]] + shift[p - 1, last_rank]
+        if p == n_top:
+            total = v - removed[s]
+            if total < best_value:
+                best_value = total
+                best_state = s
+
+    s = best_state
+    for j in range(n_digits):
+        n[j] = (s // stride[j]) % (cap[j] + 1)
+    for p in range(n_top - 1, -1, -1):
+        j = step[s]
+        match_pos[p] = members[start[j] + n[j] - 1]
+        n[j] -= 1
+        s -= stride[j]
+
+
 @njit(**INNER)
 def _truncated_order(
     fq, lq, m, n_top, n_levels, cut_level, n_above, top_idx, top_val, iw, fw, order, sigma
@@ -547,6 +690,8 @@ def structured_loss(
     k,
     truncated,
     chain,
+    lattice,
+    use_lattice,
     square,
     ideal_c,
     duals,
@@ -588,6 +733,15 @@ def structured_loss(
         queries take the chain flow. Every query longer than k needs one of the two paths;
         a path passed None is left out of the compiled kernel (the common cases compile
         one of them, or neither when no query is longer than k).
+    lattice : True or None
+        True when ``c`` is positive beyond position k and some query longer than k is
+        marked in ``use_lattice``: those queries take the dynamic programme over per-level
+        counts (:func:`_lattice_top`) instead of the chain flow. ``chain`` may be None
+        when every such query is marked.
+    use_lattice : bool array of shape (n_queries,)
+        The queries longer than k that take the dynamic programme (read only when
+        ``lattice`` is True): those within :data:`LATTICE_STATES` and
+        :data:`LATTICE_CELLS`.
     square : True or None
         True when some query of at least two documents has at most k of them: those
         queries take the full m × m assignment. None leaves that path (and the assignment
@@ -629,6 +783,12 @@ def structured_loss(
         if max_m > k:
             n_chain = top + 2 * max_m
             n_heap = top * max_m + 4 * max_m + top + 1
+    n_cells = 0
+    n_shift = 0
+    if lattice is not None:
+        if max_m > k:
+            n_cells = LATTICE_CELLS
+            n_shift = top * max_m
     # One workspace for the block's queries: integer / float / boolean rows (iw / fw / bw,
     # rows named by the module's constants), the truncated path's per-level buffers
     # (top_idx / top_val), the n_top × n_candidates cost matrix (cost_buf) and the chain
@@ -641,6 +801,10 @@ def structured_loss(
     top_val = np.empty(n_level_buf)
     cost_buf = np.empty(top * max_m)
     cw = _chain_workspace(n_chain, n_heap)
+    lattice_shift = np.empty(n_shift)
+    lattice_best = np.empty(n_cells)
+    lattice_removed = np.empty(n_cells)
+    lattice_step = np.empty(n_cells, dtype=np.int64)
     order = iw[_ORDER]
     sigma = iw[_SIGMA]
     pi = iw[_PI]
@@ -690,7 +854,7 @@ def structured_loss(
                 for r in range(m):
                     order[r] = ranked[r]
                 _ideal_order(lq, order, m, n_lev, iw[_COUNTS], sigma)
-            if truncated is None and chain is None:
+            if truncated is None and chain is None and lattice is None:
                 # every query here has at most k documents (n_top = m), so every document is a
                 # candidate; leaving out the dominator count (and its Fenwick tree) also leaves it
                 # out of the compiled kernel
@@ -781,10 +945,24 @@ def structured_loss(
                         bw[0],
                         bw[1],
                     )
-                elif chain is not None:
-                    _chain_flow(
-                        cost, n_top, n_cand, fq, order, cand_rank, c, m, col_of_row, iw, fw, cw
-                    )
+                else:
+                    # the dynamic programme where the query's lattice is small, else the
+                    # chain flow (each compiled only when some query takes it)
+                    flowed = False
+                    if lattice is not None:
+                        if use_lattice[q]:
+                            _lattice_top(
+                                cost, n_top, n_cand, fq, order, cand, cand_rank, lq, n_lev, c,
+                                m, col_of_row, iw, lattice_shift, lattice_best,
+                                lattice_removed, lattice_step,
+                            )  # fmt: skip
+                            flowed = True
+                    if chain is not None:
+                        if not flowed:
+                            _chain_flow(
+                                cost, n_top, n_cand, fq, order, cand_rank, c, m, col_of_row,
+                                iw, fw, cw,
+                            )  # fmt: skip
 
             for p in range(n_top):
                 pi[p] = cand[col_of_row[p]]

@@ -9,6 +9,7 @@ m × m ``scipy.optimize.linear_sum_assignment`` for larger queries, and every ti
 the scores for the pessimistic metric.
 """
 
+import itertools
 import json
 
 import numba
@@ -18,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import losses
+from losses._kernels.listwise import LATTICE_CELLS, LATTICE_STATES
 from losses._threads import PARALLEL_MIN_ROWS
 from losses.listwise import NDCGLoss, NERULoss
 from losses.metrics import ndcg_score
@@ -315,6 +317,137 @@ def test_kernel_paths_follow_the_query_lengths(name, truncate_c):
                 c = weights(loss, s.stop - s.start)
                 expected, _, _ = brute_force(f[s], y[s], measure, c)
                 assert values[q] == pytest.approx(expected, rel=1e-10, abs=1e-12)
+
+
+UNTRUNCATED = [(name, params) for name, params in CONFIGS if not params.get("truncate_c")]
+UNTRUNCATED_IDS = [IDS[CONFIGS.index(config)] for config in UNTRUNCATED]
+
+
+def lattice_fits(yq, k):
+    """Whether a query longer than k is within the dynamic programme's limits, counted
+    by enumerating its states (vectors of per-level counts up to min(count, k), sum <= k)."""
+    caps = [min(count, k) for count in np.unique(yq, return_counts=True)[1]]
+    cells = int(np.prod([cap + 1 for cap in caps]))
+    if cells > 10 * LATTICE_CELLS:
+        return False
+    states = sum(sum(n) <= k for n in itertools.product(*(range(cap + 1) for cap in caps)))
+    return yq.size > k and cells <= LATTICE_CELLS and states <= LATTICE_STATES
+
+
+def test_lattice_limits_count_the_states():
+    """The queries marked for the dynamic programme are those whose states and cells
+    (counted here by enumeration) are within the limits, over random level counts and k."""
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        k = int(rng.integers(1, 16))
+        sizes = rng.integers(1, 60, 30)
+        ptr = np.concatenate([[0], np.cumsum(sizes)])
+        y = np.concatenate([rng.integers(0, rng.integers(1, 8), m) for m in sizes])
+        targets = losses.get("ndcg", k=k, ties="increasing").validate(y, ptr)
+        expected = [lattice_fits(y[s], k) for s in blocks(ptr)]
+        got = np.zeros(len(sizes), bool) if targets.lattice is None else targets.lattice
+        np.testing.assert_array_equal(got, expected)
+        assert targets.chain_queries == any((sizes > k) & ~np.array(expected))
+
+
+def chain_only(targets):
+    """The same targets with every query longer than k sent to the chain flow."""
+    return targets._replace(lattice=None, chain_queries=True)
+
+
+@pytest.mark.parametrize(("name", "params"), UNTRUNCATED, ids=UNTRUNCATED_IDS)
+def test_lattice_and_chain_flow_against_brute_force(name, params):
+    """Queries longer than k with untruncated c: the dynamic programme over per-level
+    counts (the default where the lattice is small) and the chain flow (forced) both equal
+    brute force over all permutations on thousands of queries of 2–7 documents (k below m,
+    ties in scores and labels, one-level queries), with the brute-force subgradient where
+    the maximiser is unique; and they agree with each other, loss for loss."""
+    loss, measure = build(name, params)
+    if loss.k is None or loss.k >= 6:
+        loss, measure = build(name, {**params, "k": 2})  # queries longer than k
+    rng = np.random.default_rng(300 + UNTRUNCATED.index((name, params)))
+    f, y, ptr = random_batch(rng, name, 2500, sizes=[1, 2, 3, 4, 5, 6, 7])
+    targets = loss.validate(y, ptr)
+    long = np.diff(ptr) > loss.k
+    assert targets.lattice is not None and np.array_equal(targets.lattice, long)
+    assert not targets.chain_queries
+    values, grad = loss.loss_grad(f, targets)
+    chain_values, chain_grad = loss.loss_grad(f, chain_only(targets))
+    n_unique = 0
+    for q, s in enumerate(blocks(ptr)):
+        if not long[q]:
+            continue
+        c = weights(loss, s.stop - s.start)
+        expected, expected_grad, unique = brute_force(f[s], y[s], measure, c)
+        assert values[q] == pytest.approx(expected, abs=1e-10)
+        assert chain_values[q] == pytest.approx(expected, abs=1e-10)
+        if unique:
+            n_unique += 1
+            np.testing.assert_allclose(grad[s], expected_grad, atol=1e-10)
+            np.testing.assert_allclose(chain_grad[s], expected_grad, atol=1e-10)
+    assert n_unique > 300
+
+
+@pytest.mark.parametrize("levels", [2, 3, 4, 6])
+def test_lattice_against_scipy_on_long_queries(levels):
+    """The dynamic programme against scipy's full m × m assignment on queries of 11–150
+    documents in ``levels`` gain levels (NDCG@10, untruncated c): scores continuous,
+    rounded to many ties, or all but a few equal; the subgradient equals scipy's where the
+    scores are continuous (the maximiser is then unique)."""
+    loss, measure = build("ndcg", {"k": 10})
+    rng = np.random.default_rng(40 + levels)
+    sizes = rng.integers(11, 151, 40)
+    ptr = np.concatenate([[0], np.cumsum(sizes)])
+    y = rng.integers(0, levels, ptr[-1])
+    f = rng.normal(size=ptr[-1]) + rng.random(ptr[-1].size) * y
+    kinds = np.arange(40) % 3
+    for q, s in enumerate(blocks(ptr)):
+        if kinds[q] == 1:
+            f[s] = np.round(f[s])
+        elif kinds[q] == 2:
+            f[s] = np.where(rng.random(s.stop - s.start) < 0.8, 0.5, f[s])
+    targets = loss.validate(y, ptr)
+    np.testing.assert_array_equal(targets.lattice, [lattice_fits(y[s], 10) for s in blocks(ptr)])
+    # up to four levels every query fits (at most 1,001 states at k = 10); six levels
+    # of ten documents or more do not
+    assert targets.lattice.all() if levels <= 4 else targets.chain_queries
+    values, grad = loss.loss_grad(f, targets)
+    for q, s in enumerate(blocks(ptr)):
+        c = weights(loss, s.stop - s.start)
+        expected, expected_grad = assignment_reference(f[s], y[s], measure, c)
+        assert values[q] == pytest.approx(expected, rel=1e-10, abs=1e-10)
+        if kinds[q] == 0:
+            np.testing.assert_allclose(grad[s], expected_grad, atol=1e-10)
+
+
+def test_lattice_and_chain_flow_in_one_batch():
+    """A batch whose long queries take both paths (five levels of ten documents or more
+    exceed the lattice, fewer levels fit): every query's loss and subgradient rows equal
+    those of the query evaluated alone, bit for bit, on several threads; compiling the
+    chain flow for a batch that does not need it changes nothing."""
+    loss, _ = build("ndcg", {"k": 10})
+    rng = np.random.default_rng(12)
+    sizes = rng.integers(60, 130, 300)
+    ptr = np.concatenate([[0], np.cumsum(sizes)])
+    n_levels = rng.choice([3, 5], size=300)
+    y = np.concatenate([rng.integers(0, n_levels[q], sizes[q]) for q in range(300)])
+    f = rng.normal(size=y.size) + 0.5 * y
+    targets = loss.validate(y, ptr)
+    assert ptr[-1] > PARALLEL_MIN_ROWS
+    assert targets.chain_queries and 0 < targets.lattice.sum() < 300
+    np.testing.assert_array_equal(targets.lattice, n_levels == 3)
+    values, grad = loss.loss_grad(f, targets)
+    for q, s in enumerate(blocks(ptr)):
+        alone = loss.validate(y[s], np.array([0, s.stop - s.start]))
+        assert (alone.lattice is not None) == (n_levels[q] == 3)
+        assert alone.chain_queries == (n_levels[q] == 5)
+        value_alone, grad_alone = loss.loss_grad(f[s], alone)
+        assert values[q] == value_alone[0]
+        np.testing.assert_array_equal(grad[s], grad_alone)
+        if n_levels[q] == 3:
+            both = loss.loss_grad(f[s], alone._replace(chain_queries=True))
+            assert both[0][0] == value_alone[0]
+            np.testing.assert_array_equal(both[1], grad_alone)
 
 
 @pytest.mark.parametrize(("name", "params"), CONFIGS, ids=IDS)
