@@ -251,7 +251,6 @@ TIES = ("latent", "increasing", "pairs")
 _MAX_PAIR_STATES = 4_000_000
 # Largest query solved as a full m × m assignment (when k >= m): 8·m² bytes per thread.
 _MAX_DENSE = 4096
-_NO_LATTICE = np.zeros(0, dtype=bool)
 
 
 def _lattice_queries(run_start, query, sizes, n_top, long) -> np.ndarray:
@@ -328,11 +327,9 @@ class _Targets(NamedTuple):
     # None when μ = 0
     pairwise: Any = None
     pairwise_weight: float = 0.0
-    # per query, whether a query longer than n_top takes the dynamic programme over
-    # per-level counts instead of the chain flow (untruncated c only); None: none does
-    lattice: np.ndarray | None = None
-    # some query longer than n_top is not marked in ``lattice`` (needs the chain flow)
-    chain_queries: bool = True
+    # whether the queries longer than n_top take the dynamic programme over per-level
+    # counts instead of the chain flow (untruncated c, every such query within its limits)
+    lattice: bool = False
 
 
 def _check_weights(c: np.ndarray, *, name: str = "c") -> np.ndarray:
@@ -485,13 +482,11 @@ class _StructuredRankingLoss(Loss):
         pair_scale = None
         if self.ties == "pairs":
             pair_scale = self._pair_scale(query, level, sizes, n_levels, inv_norm, n_top)
-        lattice = None
-        chain_queries = bool(np.any(long))
-        if pair_scale is None and not self.truncate_c and chain_queries:
-            lattice = _lattice_queries(run_start, query, sizes, n_top, long)
-            chain_queries = bool(np.any(long & ~lattice))
-            if not np.any(lattice):
-                lattice = None
+        # one path for all the queries longer than n_top: compiling both for a mix would
+        # cost a first fit about a second more than the programme saves
+        lattice = False
+        if pair_scale is None and not self.truncate_c and np.any(long):
+            lattice = bool(np.all(_lattice_queries(run_start, query, sizes, n_top, long)[long]))
         del run_start
         short_queries = bool(np.any((sizes >= 2) & (sizes <= n_top)))
         duals = None
@@ -518,7 +513,6 @@ class _StructuredRankingLoss(Loss):
             self._pairwise_targets(level, query_ptr),
             self.pairwise,
             lattice,
-            chain_queries,
         )
 
     def _pairwise_targets(self, level, query_ptr):
@@ -633,12 +627,9 @@ class _StructuredRankingLoss(Loss):
             ideal_c = targets.ideal_c
             if ideal_c is None:
                 ideal_c = self.ideal_weights(f, targets)
-        # queries longer than n_top with untruncated c: the chain flow unless marked for the
-        # dynamic programme (an empty array when none is)
+        # queries longer than n_top with untruncated c: the dynamic programme when they all
+        # fit it, else the chain flow
         flow = not targets.truncated and targets.long_queries
-        use_lattice = _NO_LATTICE
-        if flow and targets.lattice is not None:
-            use_lattice = targets.lattice
         run_queries(
             _k.structured_loss,
             targets.query_ptr,
@@ -655,9 +646,8 @@ class _StructuredRankingLoss(Loss):
             targets.n_top,
             # True or None: a path passed None is not compiled (see the kernel)
             True if targets.truncated and targets.long_queries else None,
-            True if flow and targets.chain_queries else None,
-            True if use_lattice.size else None,
-            use_lattice,
+            True if flow and not targets.lattice else None,
+            True if flow and targets.lattice else None,
             True if targets.short_queries else None,
             ideal_c,
             _EMPTY if targets.duals is None else targets.duals,

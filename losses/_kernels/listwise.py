@@ -23,10 +23,10 @@ documents by score, descending, ties by index):
    query's previous assignment ended with when the loss keeps them and the result is
    certified (``duals`` of :func:`structured_loss`), else from the score part's duals;
 4. otherwise (``c`` positive beyond k): a min-cost flow whose tail part is a chain over the
-   rank order fills the top ``K`` positions; the other documents follow in rank order. A
-   query with few gain levels (``use_lattice``) takes a dynamic programme over per-level
-   counts instead (:func:`_lattice_top`): the same loss, and the same subgradient where the
-   maximiser is unique;
+   rank order fills the top ``K`` positions; the other documents follow in rank order. When
+   every such query has few gain levels (``lattice``), a dynamic programme over per-level
+   counts replaces the flow (:func:`_lattice_top`): the same loss, and the same subgradient
+   where the maximiser is unique;
 5. the loss and subgradient are evaluated from that permutation and σ.
 
 A query whose scores are all equal skips steps 1–4 (:func:`_tied_query_loss`): every
@@ -691,7 +691,6 @@ def structured_loss(
     truncated,
     chain,
     lattice,
-    use_lattice,
     square,
     ideal_c,
     duals,
@@ -734,14 +733,10 @@ def structured_loss(
         a path passed None is left out of the compiled kernel (the common cases compile
         one of them, or neither when no query is longer than k).
     lattice : True or None
-        True when ``c`` is positive beyond position k and some query longer than k is
-        marked in ``use_lattice``: those queries take the dynamic programme over per-level
-        counts (:func:`_lattice_top`) instead of the chain flow. ``chain`` may be None
-        when every such query is marked.
-    use_lattice : bool array of shape (n_queries,)
-        The queries longer than k that take the dynamic programme (read only when
-        ``lattice`` is True): those within :data:`LATTICE_STATES` and
-        :data:`LATTICE_CELLS`.
+        True (with ``chain`` None) when ``c`` is positive beyond position k and every
+        query longer than k is within :data:`LATTICE_STATES` and :data:`LATTICE_CELLS`:
+        those queries take the dynamic programme over per-level counts
+        (:func:`_lattice_top`) instead of the chain flow.
     square : True or None
         True when some query of at least two documents has at most k of them: those
         queries take the full m × m assignment. None leaves that path (and the assignment
@@ -945,24 +940,16 @@ def structured_loss(
                         bw[0],
                         bw[1],
                     )
-                else:
-                    # the dynamic programme where the query's lattice is small, else the
-                    # chain flow (each compiled only when some query takes it)
-                    flowed = False
-                    if lattice is not None:
-                        if use_lattice[q]:
-                            _lattice_top(
-                                cost, n_top, n_cand, fq, order, cand, cand_rank, lq, n_lev, c,
-                                m, col_of_row, iw, lattice_shift, lattice_best,
-                                lattice_removed, lattice_step,
-                            )  # fmt: skip
-                            flowed = True
-                    if chain is not None:
-                        if not flowed:
-                            _chain_flow(
-                                cost, n_top, n_cand, fq, order, cand_rank, c, m, col_of_row,
-                                iw, fw, cw,
-                            )  # fmt: skip
+                elif lattice is not None:
+                    _lattice_top(
+                        cost, n_top, n_cand, fq, order, cand, cand_rank, lq, n_lev, c, m,
+                        col_of_row, iw, lattice_shift, lattice_best, lattice_removed,
+                        lattice_step,
+                    )  # fmt: skip
+                elif chain is not None:
+                    _chain_flow(
+                        cost, n_top, n_cand, fq, order, cand_rank, c, m, col_of_row, iw, fw, cw
+                    )
 
             for p in range(n_top):
                 pi[p] = cand[col_of_row[p]]
