@@ -172,9 +172,10 @@ so in this π every document follows all of its dominators; likewise the positio
   for the sorted scores and k_r for the number of chosen documents among the first r in ≻
   order, summation by parts gives the tail's value as a constant plus
   Σ_r (F_r − F_{r+1}) C(r − k_r), C(n) = Σ_{t <= n} c_{K+t}, which is concave in k_r. The
-  problem is then a min-cost flow of K units (positions → candidates → a chain over ranks
-  with convex arc costs), solved by K Dijkstra searches on about K·n_candidates + 3m arcs
-  instead of an m × m assignment;
+  problem is then a min-cost flow of K units (positions → candidates → a chain over the
+  candidates' ranks with convex arc costs: k_r only changes at a candidate's rank, so the
+  ranks between two candidates make one arc), solved by K Dijkstra searches on about
+  (K + 3)·n_candidates arcs instead of an m × m assignment;
 * in that case, when the query has few gain levels, a dynamic programme over per-level
   counts replaces the flow. By the exchange above (documents of equal gain dominate each
   other in ≻ order), some optimal π takes from every level l its first n_l candidates in

@@ -166,38 +166,44 @@ def _chain_workspace(n_nodes, n_heap):
 
 
 @njit(**INNER)
+def _segment_cost(fq, order, cand_rank, t, k, c, n_top, m):
+    """Marginal cost of the (k + 1)-th unit on the chain from candidate t's rank to the next
+    candidate's: Σ_r (F_r − F_{r+1}) c[K + r − k] over the ranks r in between."""
+    total = 0.0
+    for r in range(cand_rank[t], cand_rank[t + 1]):
+        total += (fq[order[r]] - fq[order[r + 1]]) * _c_at(c, n_top + r - k, m)
+    return total
+
+
+@njit(**INNER)
 def _chain_flow(cost, n_top, n_cand, fq, order, cand_rank, c, m, match_pos, iw, fw, cw):
     """Fill the top ``n_top`` positions when the tail weights ``c`` are positive.
 
     Min-cost flow of ``n_top`` units: position ``P_i`` → candidate ``D_t`` (cost
-    ``cost[i, t]``) → chain node ``R_ρ`` at the candidate's rank ρ → ... → the chain's last
-    node. The chain arc from ``R_r`` to ``R_{r+1}`` carries ``k_r`` (the number of chosen
-    candidates ranked at or before r) with the convex cost ``w_r Σ_{q<k_r} c[K + r − q]``,
-    ``w_r = F_r − F_{r+1}`` (sorted scores), which is the tail's value up to a constant.
-    Successive shortest paths (Dijkstra on reduced costs, potentials initialised by the
-    acyclic zero-flow graph) keep the flow optimal after every unit. A node reached at the
-    distance being settled (an arc of zero reduced cost, as the previous searches leave
-    along their shortest-path trees) goes on a stack and is settled before the heap is
-    popped again: any order among nodes at the smallest distance is a valid Dijkstra
-    order, and this one follows zero-cost paths to the sink depth first (8–24 % less time
-    per query at m = 60–180, k = 10, one thread). Output: ``match_pos``, the candidate given
-    to each top position.
+    ``cost[i, t]``) → chain node ``R_t`` at the candidate's rank → ... → the last
+    candidate's chain node. Over the ranks r from one candidate's to the next, the chain
+    carries ``k_r`` (the number of chosen candidates ranked at or before r) with the convex
+    cost ``Σ_r w_r Σ_{q<k_r} c[K + r − q]``, ``w_r = F_r − F_{r+1}`` (sorted scores), which
+    is the tail's value up to a constant; ``k_r`` only changes at a candidate's rank, so one
+    arc per pair of consecutive candidates carries it (the ranks of other documents are
+    not nodes), its marginal costs kept for the flow it carries (``forward``, and
+    ``backward`` for one unit less). Successive shortest paths (Dijkstra on reduced costs,
+    potentials initialised by the acyclic zero-flow graph) keep the flow optimal after
+    every unit. A node reached at the distance being settled (an arc of zero reduced cost,
+    as the previous searches leave along their shortest-path trees) goes on a stack and is
+    settled before the heap is popped again: any order among nodes at the smallest
+    distance is a valid Dijkstra order, and this one follows zero-cost paths to the sink
+    depth first (8–24 % less time per query at m = 60–180, k = 10, one thread). Output:
+    ``match_pos``, the candidate given to each top position.
     """
     pot, dist, pred, done, done_list, heap_keys, heap_nodes, stack = cw
-    doc_at_rank = iw[_DOC_AT_RANK]
     match_doc = iw[_MATCH_DOC]
     flow = iw[_FLOW]
-    w = fw[_W]
-    n_chain = cand_rank[n_cand - 1] + 1
-    for r in range(n_chain):
-        doc_at_rank[r] = -1
-    for t in range(n_cand):
-        doc_at_rank[cand_rank[t]] = t
-    for r in range(n_chain - 1):
-        w[r] = fq[order[r]] - fq[order[r + 1]]
+    forward = fw[_U]
+    backward = fw[_V]
     first_doc = n_top
     first_rank = n_top + n_cand
-    sink = first_rank + n_chain - 1
+    sink = first_rank + n_cand - 1
     n_nodes = sink + 1
 
     for i in range(n_top):
@@ -210,15 +216,14 @@ def _chain_flow(cost, n_top, n_cand, fq, order, cand_rank, c, m, match_pos, iw, 
             if cost[i, t] < best:
                 best = cost[i, t]
         pot[first_doc + t] = best
-    for r in range(n_chain):
-        flow[r] = 0
-        p = np.inf
-        if r > 0:
-            p = pot[first_rank + r - 1] + w[r - 1] * _c_at(c, n_top + r - 1, m)
-        t = doc_at_rank[r]
-        if t >= 0 and pot[first_doc + t] < p:
-            p = pot[first_doc + t]
-        pot[first_rank + r] = p
+    for t in range(n_cand):
+        flow[t] = 0
+        p = pot[first_doc + t]
+        if t > 0:
+            p = min(p, pot[first_rank + t - 1] + forward[t - 1])
+        pot[first_rank + t] = p
+        if t < n_cand - 1:
+            forward[t] = _segment_cost(fq, order, cand_rank, t, 0, c, n_top, m)
     pot_source = 0.0
 
     for _ in range(n_top):
@@ -251,9 +256,9 @@ def _chain_flow(cost, n_top, n_cand, fq, order, cand_rank, c, m, match_pos, iw, 
                 break
             base = key + pot[x]
             # the arcs out of x, one relaxation for all: a position's to every candidate
-            # but its own; a candidate's back to its position or on to its rank's chain
-            # node; a chain node's forward, backward (where it carries flow) and back to
-            # its rank's chosen candidate
+            # but its own; a candidate's back to its position or on to its chain node; a
+            # chain node's forward, backward (where it carries flow) and back to its
+            # candidate when chosen
             if x < first_doc:
                 n_arcs = n_cand
             elif x < first_rank:
@@ -274,23 +279,21 @@ def _chain_flow(cost, n_top, n_cand, fq, order, cand_rank, c, m, match_pos, iw, 
                         y = i
                         nd = base - cost[i, t] - pot[y]
                     else:
-                        y = first_rank + cand_rank[t]
+                        y = first_rank + t
                         nd = base - pot[y]
                 else:
-                    r = x - first_rank
+                    t = x - first_rank
                     if j == 0:
-                        if r < n_chain - 1:
+                        if t < n_cand - 1:
                             y = x + 1
-                            nd = base + w[r] * _c_at(c, n_top + r - flow[r], m) - pot[y]
+                            nd = base + forward[t] - pot[y]
                     elif j == 1:
-                        if r > 0 and flow[r - 1] > 0:
+                        if t > 0 and flow[t - 1] > 0:
                             y = x - 1
-                            nd = base - w[r - 1] * _c_at(c, n_top + r - flow[r - 1], m) - pot[y]
-                    else:
-                        t = doc_at_rank[r]
-                        if t >= 0 and match_doc[t] >= 0:
-                            y = first_doc + t
-                            nd = base - pot[y]
+                            nd = base - backward[t - 1] - pot[y]
+                    elif match_doc[t] >= 0:
+                        y = first_doc + t
+                        nd = base - pot[y]
                 if y >= 0 and not done[y] and nd < dist[y]:
                     dist[y] = nd
                     pred[y] = x
@@ -320,11 +323,21 @@ def _chain_flow(cost, n_top, n_cand, fq, order, cand_rank, c, m, match_pos, iw, 
                         match_pos[y] = -1
                     if match_doc[t] == y:
                         match_doc[t] = -1
-            elif y >= first_rank:
-                if y == x + 1:
-                    flow[x - first_rank] += 1
-                else:
-                    flow[y - first_rank] -= 1
+            elif y < first_rank:
+                pass  # a chain node back to its chosen candidate: no flow to record
+            elif y == x + 1:
+                # one unit more on the chain arc after candidate t
+                t = x - first_rank
+                flow[t] += 1
+                backward[t] = forward[t]
+                forward[t] = _segment_cost(fq, order, cand_rank, t, flow[t], c, n_top, m)
+            else:
+                # one unit less on the chain arc before candidate t + 1
+                t = y - first_rank
+                flow[t] -= 1
+                forward[t] = backward[t]
+                if flow[t] > 0:
+                    backward[t] = _segment_cost(fq, order, cand_rank, t, flow[t] - 1, c, n_top, m)
             y = x
             x = pred[y]
 
