@@ -223,7 +223,9 @@ def _chain_flow(cost, n_top, n_cand, fq, order, cand_rank, c, m, match_pos, iw, 
             p = min(p, pot[first_rank + t - 1] + forward[t - 1])
         pot[first_rank + t] = p
         if t < n_cand - 1:
-            forward[t] = _segment_cost(fq, order, cand_rank, t, 0, c, n_top, m)
+            # flow[t] (0) rather than a literal 0: numba compiles a callee once more per
+            # literal argument
+            forward[t] = _segment_cost(fq, order, cand_rank, t, flow[t], c, n_top, m)
     pot_source = 0.0
 
     for _ in range(n_top):
