@@ -53,7 +53,7 @@ from losses._kernels.sorting import argsort_stable, sorted_copy
 # Rows of the per-thread integer workspace (each of length max_m + 1).
 _ORDER, _SIGMA, _PI, _CAND, _CAND_RANK, _COUNTS, _TREE, _FLAG = 0, 1, 2, 3, 4, 5, 6, 7
 _COL_OF_ROW, _PATH, _ROW_OF_COL, _REMAINING = 8, 9, 10, 11
-_DOC_AT_RANK, _MATCH_DOC, _FLOW, _BOTTOM = 12, 13, 14, 15
+_LEVEL_CAP, _MATCH_DOC, _FLOW, _BOTTOM = 12, 13, 14, 15
 _N_INT = 16
 # Rows of the float workspace (each of length max_m).
 _U, _V, _SHORTEST, _W, _THR, _BOTTOM_VAL = 0, 1, 2, 3, 4, 5
@@ -391,7 +391,7 @@ def _lattice_top(cost, n_top, n_cand, fq, order, cand, cand_rank, lq, n_lev, c, 
     """
     count = iw[_COUNTS]
     digit_of = iw[_TREE]
-    cap = iw[_DOC_AT_RANK]
+    cap = iw[_LEVEL_CAP]
     start = iw[_MATCH_DOC]
     members = iw[_PATH]
     stride = iw[_FLOW]
