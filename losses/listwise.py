@@ -186,9 +186,10 @@ so in this π every document follows all of its dominators; likewise the positio
   taking the chosen document of largest rank ρ last, it is the value without it plus
   D(Σn − 1, ρ) = −c_{K+ρ−p} F_ρ + Σ_{r>ρ} (c_{K+r−p−1} − c_{K+r−p}) F_r (p = Σn − 1: the
   documents below ρ move up one position). The answer minimises best[n] − tail[n] over
-  Σn = K: O(K·m + S·L) for S count vectors and L levels. The loss takes it where S is at
-  most 1,024 and the dense table at most 16,384 cells (every query of up to four levels at
-  k = 10), 0.1–0.5× the flow's time per query there;
+  Σn = K: O(K·m + S·L) for S count vectors and L levels. The loss takes it when every
+  query longer than k has S at most 1,024 and a dense table of at most 16,384 cells (every
+  query of up to four levels at k = 10; one path per batch, as a mix would compile both),
+  0.1–0.5× the flow's time per query there;
 * when all scores of the query are equal (the concave-convex procedure evaluates its
   surrogates at w = 0), Σ_i c_i f_{π(i)} is the same for every π and the maximisers are
   the π whose top K positions hold K smallest gains in increasing order (the
