@@ -27,8 +27,8 @@ PAIR_COSTS = ("zero_one", "linear", "gain_difference")
 
 class _PreferenceTargets(NamedTuple):
     pref_ptr: np.ndarray  # int64 (n_queries + 1,): pairs of query q at pref_ptr[q]:[q+1]
-    pair_i: np.ndarray  # int32 (int64 past 2^31 rows): the row that should rank lower
-    pair_j: np.ndarray  # int32 (int64 past 2^31 rows): the row that should rank higher
+    pair_i: np.ndarray  # uint32 (int64 from 2^32 rows): the row that should rank lower
+    pair_j: np.ndarray  # uint32 (int64 from 2^32 rows): the row that should rank higher
     pair_cost: np.ndarray  # float64, or empty when every cost is equal (folded into weight)
     weight: np.ndarray  # float64 (n_queries,): normalisation per query
 
@@ -145,8 +145,9 @@ class PreferenceLoss(Loss):
             # a uniform cost moves into the query weights, so the kernel streams no costs
             weight = weight * costs[0]
             costs = np.empty(0)
-        # 32-bit row indices halve the memory the kernel streams per pair
-        index = np.int32 if len(y) < 2**31 else np.int64
+        # 32-bit row indices halve the memory the kernel streams per pair; unsigned ones
+        # spare the kernel numba's test for negative indices (losses._kernels.preference)
+        index = np.uint32 if len(y) < 2**32 else np.int64
         return _PreferenceTargets(
             pref_ptr,
             pair_i[order].astype(index),

@@ -36,13 +36,20 @@ def random_problem(rng, n_queries, grouped=True, with_costs=True):
     return f, qid, pairs, costs
 
 
+@pytest.mark.parametrize("with_costs", [True, False])
 @pytest.mark.parametrize("normalize", ["query", "none"])
 @pytest.mark.parametrize("grouped", [True, False])
-def test_risk_matches_brute_force_in_caller_order(grouped, normalize):
+def test_risk_matches_brute_force_in_caller_order(grouped, normalize, with_costs):
+    """Random pairs in random order (a row's pairs not consecutive, repeated pairs), with
+    random costs (some zero) or none (every cost 1: the kernel's path without costs)."""
     rng = np.random.default_rng(23 + grouped)
     f, qid, pairs, costs = random_problem(rng, 800, grouped=grouped)
+    if not with_costs:
+        costs = np.ones(len(pairs))
     loss = losses.get("preference", normalize=normalize)
-    value, grad = losses.risk(loss, f, np.zeros(len(f)), qid, pairs=pairs, pair_costs=costs)
+    value, grad = losses.risk(
+        loss, f, np.zeros(len(f)), qid, pairs=pairs, pair_costs=costs if with_costs else None
+    )
     ref_value, ref_grad, _ = preference_risk(f, pairs, costs, qid, normalize)
     np.testing.assert_allclose(value, ref_value, rtol=1e-12)
     np.testing.assert_allclose(grad, ref_grad, rtol=1e-12, atol=1e-15)
