@@ -116,6 +116,69 @@ def test_thousands_of_small_queries():
                 np.testing.assert_allclose(grad[s], expected_grad, atol=1e-10)
 
 
+def ideal_weights_reference(fq, b, c):
+    """Per document the mean of c over its tie group's positions in σ (gains descending,
+    equal gains in decreasing score; a group: equal gain and equal score), by a lexsort
+    and a plain sum in position order."""
+    m = fq.size
+    sigma = np.lexsort((-fq, -b))
+    out = np.zeros(m)
+    p = 0
+    while p < m:
+        e = p + 1
+        while e < m and b[sigma[e]] == b[sigma[p]] and fq[sigma[e]] == fq[sigma[p]]:
+            e += 1
+        total = 0.0
+        for s in range(p, e):
+            total += c[s]
+        out[sigma[p:e]] = total / (e - p)
+        p = e
+    return out
+
+
+@pytest.mark.parametrize("k", [1, 3, 10])
+@pytest.mark.parametrize("name", ["ndcg", "neru"])
+def test_ideal_weights_with_truncated_c(name, k):
+    """With c zero from k on, queries longer than k take σ's first k positions in one pass
+    (the documents above the level at position k, then the best-scored of that level).
+    Against a lexsort σ, over 3,000 queries of 1–40 documents: scores continuous, rounded
+    to a few values (tie groups that cross position k) or all equal, labels in 1–5 levels
+    (all equal included); and bit for bit against the kernel's full sort on the same
+    targets."""
+    loss, measure = build(name, {"k": k, "truncate_c": True})
+    rng = np.random.default_rng(50 + k)
+    sizes = rng.choice([1, 2, 3, k, k + 1, k + 2, 2 * k + 3, 40], 3000)
+    ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    levels = rng.integers(1, 6, sizes.size)
+    y = np.concatenate([rng.integers(0, n, m) for n, m in zip(levels, sizes, strict=True)])
+    if name == "neru":
+        y = y.astype(np.float64)
+    f = rng.normal(size=y.size)
+    kind = np.repeat(rng.integers(0, 3, sizes.size), sizes)
+    f = np.where(kind == 1, np.round(f), np.where(kind == 2, 0.25, f))
+    targets = loss.validate(y, ptr)
+    assert targets.truncated
+    out = loss.ideal_weights(f, targets)
+    full = loss.ideal_weights(f, targets._replace(truncated=False))
+    np.testing.assert_array_equal(out, full)
+    n_long = n_crossing = 0
+    for s in blocks(ptr):
+        m = s.stop - s.start
+        if measure.degenerate(y[s]) or m < 2:
+            np.testing.assert_array_equal(out[s], 0.0)
+            continue
+        b = measure.gains(y[s])
+        expected = ideal_weights_reference(f[s], b, weights(loss, m))
+        np.testing.assert_allclose(out[s], expected, rtol=1e-15, atol=0)
+        if m > k:
+            n_long += 1
+            sigma = np.lexsort((-f[s], -b))
+            at_k = sigma[k - 1]
+            group = (b == b[at_k]) & (f[s] == f[s][at_k])
+            n_crossing += bool(np.count_nonzero(group[sigma[k:]]))
+    assert n_long > 1000 and n_crossing > 100
+
+
 @pytest.mark.parametrize(
     ("name", "params"),
     [
