@@ -206,8 +206,7 @@ without k, or k >= m), where the rank-two costs make shortest-augmenting-path so
 from zero duals markedly slower than on random matrices (hence the start above). The
 reductions, the programme and the start are checked against the full m × m assignment
 and against brute force over all permutations in the tests. Latent ties add the choice
-of σ, O(m log m) per query, or O(m) typically with truncated c on queries longer than k
-(only σ's first k positions carry weight: one pass keeps them).
+of σ, O(m log m) per query.
 
 References
 ----------
@@ -562,10 +561,6 @@ class _StructuredRankingLoss(Loss):
             targets.n_levels,
             targets.inv_norm,
             targets.c,
-            targets.truncated,
-            targets.n_top,
-            targets.cut_level,
-            targets.n_above,
             out,
         )
         return out

@@ -1045,9 +1045,8 @@ def pessimistic_metric(q_start, q_stop, f, query_ptr, gain, inv_norm, a, values)
 
 @njit(cache=True, nogil=True)
 def latent_ideal_weights(
-    q_start, q_stop, tie_scores, query_ptr, level, n_levels, inv_norm, c, truncated, n_top,
-    cut_level, n_above, out,
-):  # fmt: skip
+    q_start, q_stop, tie_scores, query_ptr, level, n_levels, inv_norm, c, out
+):
     """Per-document weight ``c`` of its position in the ideal ordering best for the scores,
     for the queries ``q_start:q_stop`` (a block of :mod:`losses._threads`).
 
@@ -1055,21 +1054,12 @@ def latent_ideal_weights(
     ``tie_scores`` descending; ``out[d]`` is ``c`` at d's position in σ, averaged over the
     documents tied in both level and score. Degenerate queries (``inv_norm == 0``) get 0.
     ``O(m log m)`` per query.
-
-    ``truncated`` (c zero from position ``n_top`` on; ``cut_level`` and ``n_above`` as in
-    :func:`structured_loss`): a query longer than ``n_top`` needs only σ's first ``n_top``
-    positions, which hold its documents above ``cut_level`` and the highest-scored of
-    ``cut_level``. One pass keeps those (:func:`_top_ideal_weights`), ``O(m)`` typically,
-    and gives the same weights: every other document has weight 0, and a tie group that
-    crosses position ``n_top`` averages its positions' c, zero past it, over all its
-    documents.
     """
     max_m = 0
     for q in range(q_start, q_stop):
         max_m = max(max_m, query_ptr[q + 1] - query_ptr[q])
     counts = np.empty(max_m + 1, dtype=np.int64)
     sigma = np.empty(max_m, dtype=np.int64)
-    top_val = np.empty(n_top if truncated else 0)
     for q in range(q_start, q_stop):
         start = query_ptr[q]
         stop = query_ptr[q + 1]
@@ -1087,93 +1077,21 @@ def latent_ideal_weights(
         out_q = out[start:stop]
         n_lev = n_levels[q]
         m = stop - start
-        if truncated and m > n_top:
-            _top_ideal_weights(
-                lq, tq, m, n_top, cut_level[q], n_above[q], c, counts, sigma, top_val, out_q
-            )
-            continue
         # tq ascending, read backwards by _ideal_order: equal levels in decreasing tq (the
         # order within a tie group does not matter, its weights are averaged)
         _ideal_order(lq, argsort_stable(tq), m, n_lev, counts, sigma)
-        _group_means(lq, tq, sigma, 0, m, c, out_q)
-
-
-@njit(**INNER)
-def _group_means(lq, tq, sigma, p, stop, c, out_q):
-    """Give the documents ``sigma[p:stop]`` (σ's positions p.. in order) the mean of c over
-    their tie group's positions (maximal runs of equal level and tq, none crossing
-    ``stop``)."""
-    while p < stop:
-        e = p + 1
-        while e < stop and lq[sigma[e]] == lq[sigma[p]] and tq[sigma[e]] == tq[sigma[p]]:
-            e += 1
-        total = 0.0
-        for s in range(p, e):
-            total += c[s]
-        mean = total / (e - p)
-        for s in range(p, e):
-            out_q[sigma[s]] = mean
-        p = e
-
-
-@njit(**INNER)
-def _top_ideal_weights(lq, tq, m, n_top, cut, n_above, c, tied, sigma, top_val, out_q):
-    """:func:`latent_ideal_weights` of one query longer than ``n_top`` when c is zero from
-    position ``n_top`` on: σ's first ``n_above`` positions hold the documents above level
-    ``cut`` (fewer than ``n_top``: sorted here), the next ones the ``take = n_top −
-    n_above`` highest ``tq`` of level ``cut`` (kept in one pass, descending, in ``sigma``
-    after them). The documents of ``cut`` tied with the last kept one form the group that
-    may cross position ``n_top`` (``tied``: all of them); every other document gets 0."""
-    take = n_top - n_above
-    n_hi = 0
-    n_kept = 0
-    for d in range(m):
-        out_q[d] = 0.0
-        level = lq[d]
-        if level > cut:
-            # insertion by (level, tq) descending among the documents above the cut
-            s = n_hi
-            while s > 0:
-                e = sigma[s - 1]
-                if lq[e] > level or (lq[e] == level and tq[e] >= tq[d]):
-                    break
-                sigma[s] = e
-                s -= 1
-            sigma[s] = d
-            n_hi += 1
-        elif level == cut:
-            x = tq[d]
-            if n_kept < take or x > top_val[take - 1]:
-                # kept after the documents above the cut, once all of those are in: write
-                # the kept ones to top_val / tied for now
-                s = min(n_kept, take - 1)
-                while s > 0 and top_val[s - 1] < x:
-                    top_val[s] = top_val[s - 1]
-                    tied[s] = tied[s - 1]
-                    s -= 1
-                top_val[s] = x
-                tied[s] = d
-                if n_kept < take:
-                    n_kept += 1
-    for s in range(take):
-        sigma[n_above + s] = tied[s]
-    threshold = top_val[take - 1]
-    # the group at the threshold: its first position in σ and all its documents
-    first = n_above + take - 1
-    while first > n_above and top_val[first - n_above - 1] == threshold:
-        first -= 1
-    n_tied = 0
-    for d in range(m):
-        if lq[d] == cut and tq[d] == threshold:
-            tied[n_tied] = d
-            n_tied += 1
-    _group_means(lq, tq, sigma, 0, first, c, out_q)
-    total = 0.0
-    for s in range(first, n_top):
-        total += c[s]
-    mean = total / n_tied
-    for t in range(n_tied):
-        out_q[tied[t]] = mean
+        p = 0
+        while p < m:
+            e = p + 1
+            while e < m and lq[sigma[e]] == lq[sigma[p]] and tq[sigma[e]] == tq[sigma[p]]:
+                e += 1
+            total = 0.0
+            for s in range(p, e):
+                total += c[s]
+            mean = total / (e - p)
+            for s in range(p, e):
+                out_q[sigma[s]] = mean
+            p = e
 
 
 # ------------------------------------------------------------------------------------------

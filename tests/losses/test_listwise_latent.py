@@ -139,12 +139,10 @@ def ideal_weights_reference(fq, b, c):
 @pytest.mark.parametrize("k", [1, 3, 10])
 @pytest.mark.parametrize("name", ["ndcg", "neru"])
 def test_ideal_weights_with_truncated_c(name, k):
-    """With c zero from k on, queries longer than k take σ's first k positions in one pass
-    (the documents above the level at position k, then the best-scored of that level).
-    Against a lexsort σ, over 3,000 queries of 1–40 documents: scores continuous, rounded
-    to a few values (tie groups that cross position k) or all equal, labels in 1–5 levels
-    (all equal included); and bit for bit against the kernel's full sort on the same
-    targets."""
+    """With c zero from k on, σ's weights against a lexsort σ over 3,000 queries of 1–40
+    documents: scores continuous, rounded to a few values (tie groups that cross position
+    k, whose documents share the mean of c over their positions, zeros past k included)
+    or all equal, labels in 1–5 levels (all equal included)."""
     loss, measure = build(name, {"k": k, "truncate_c": True})
     rng = np.random.default_rng(50 + k)
     sizes = rng.choice([1, 2, 3, k, k + 1, k + 2, 2 * k + 3, 40], 3000)
@@ -159,8 +157,6 @@ def test_ideal_weights_with_truncated_c(name, k):
     targets = loss.validate(y, ptr)
     assert targets.truncated
     out = loss.ideal_weights(f, targets)
-    full = loss.ideal_weights(f, targets._replace(truncated=False))
-    np.testing.assert_array_equal(out, full)
     n_long = n_crossing = 0
     for s in blocks(ptr):
         m = s.stop - s.start
