@@ -95,7 +95,7 @@ def prepared_for(name, y, qid):
     prepared = losses.prepare(losses.get(key, **params), y, qid, **data)
     if chain_only:
         # every query longer than k through the chain flow, none through the programme
-        prepared.targets = prepared.targets._replace(lattice=False)
+        prepared.targets = prepared.targets._replace(lattice=0)
     return prepared
 
 

@@ -186,10 +186,13 @@ so in this π every document follows all of its dominators; likewise the positio
   taking the chosen document of largest rank ρ last, it is the value without it plus
   D(Σn − 1, ρ) = −c_{K+ρ−p} F_ρ + Σ_{r>ρ} (c_{K+r−p−1} − c_{K+r−p}) F_r (p = Σn − 1: the
   documents below ρ move up one position). The answer minimises best[n] − tail[n] over
-  Σn = K: O(K·m + S·L) for S count vectors and L levels. The loss takes it when every
-  query longer than k has S at most 1,024 and a dense table of at most 16,384 cells (every
-  query of up to four levels at k = 10; one path per batch, as a mix would compile both),
-  0.1–0.5× the flow's time per query there;
+  Σn = K: O(K·m + S·L) for S count vectors and L levels. One path serves a batch (a mix
+  would compile both): the loss takes the programme when every query longer than k has S
+  at most 4,096 and a dense table of at most 65,536 cells and their mean S is at most
+  1,500 (every batch of queries of up to four levels at k = 10, which have S <= 1,001;
+  five levels where few documents reach the upper ones), since its time grows with S and
+  the flow's hardly: 0.1–0.5× the flow's time per query up to four levels, 0.67–0.76× at a
+  mean S of 1,100–1,230 with scores following the labels, about 1× at 1,250–1,670;
 * when all scores of the query are equal (the concave-convex procedure evaluates its
   surrogates at w = 0), Σ_i c_i f_{π(i)} is the same for every π and the maximisers are
   the π whose top K positions hold K smallest gains in increasing order (the
@@ -255,14 +258,15 @@ _MAX_PAIR_STATES = 4_000_000
 _MAX_DENSE = 4096
 
 
-def _lattice_queries(run_start, query, sizes, n_top, long) -> np.ndarray:
-    """Per query, whether it is longer than ``n_top`` and small enough for the dynamic
-    programme over per-level counts (:func:`losses._kernels.listwise._lattice_top`).
+def _lattice_queries(run_start, query, sizes, n_top, long) -> tuple[np.ndarray, np.ndarray]:
+    """Per query, the states and table cells of the dynamic programme over per-level
+    counts (:func:`losses._kernels.listwise._lattice_top`), for the queries longer than
+    ``n_top`` that are near or within its limits (0 for the others).
 
     With caps κ_l = min(count_l, n_top) over the query's gain levels, its states are the
-    vectors 0 <= n_l <= κ_l with Σ n_l <= n_top (at most ``LATTICE_STATES``, the
-    programme's work) and its table holds Π (κ_l + 1) cells (at most ``LATTICE_CELLS``).
-    Both are bounds: the kernel's caps count candidates only, which are fewer.
+    vectors 0 <= n_l <= κ_l with Σ n_l <= n_top (the programme's work) and its table holds
+    Π (κ_l + 1) cells. Both are bounds: the kernel's caps count candidates only, which are
+    fewer.
 
     ``run_start``: the first row of every (query, gain level) run in the rows sorted by
     query then gain; ``query``: the query of every row.
@@ -271,19 +275,20 @@ def _lattice_queries(run_start, query, sizes, n_top, long) -> np.ndarray:
     cap = np.minimum(run_length, n_top)
     run_query = query[run_start]
     n_queries = sizes.size
+    states = np.zeros(n_queries, dtype=np.int64)
+    cells = np.zeros(n_queries, dtype=np.int64)
     # log2 of the product first (products of many levels overflow int64), then exact
     # counts for the queries near the limit or below
     log_cells = np.bincount(run_query, weights=np.log2(cap + 1.0), minlength=n_queries)
     near = long & (log_cells <= np.log2(_k.LATTICE_CELLS) + 1.0)
-    fits = np.zeros(n_queries, dtype=bool)
     if not np.any(near):
-        return fits
+        return states, cells
     keep = near[run_query]
     kept_query = run_query[keep]
     kept_cap = cap[keep]
     first = np.flatnonzero(np.diff(np.append(-1, kept_query)))
     queries = kept_query[first]
-    cells = np.multiply.reduceat(kept_cap + 1, first)
+    cells[queries] = np.multiply.reduceat(kept_cap + 1, first)
     # the states: coefficients up to degree n_top of Π_l (1 + x + ... + x^κ_l), one row
     # per query, multiplied in one level at a time (a window sum over the cumulative row)
     run_of_query = np.repeat(np.arange(first.size), np.diff(np.append(first, kept_query.size)))
@@ -298,9 +303,26 @@ def _lattice_queries(run_start, query, sizes, n_top, long) -> np.ndarray:
         low = degree[None, :] - kept_cap[runs][:, None] - 1
         below = np.take_along_axis(cumulative, np.maximum(low, 0), axis=1)
         poly[rows] = cumulative - np.where(low >= 0, below, 0)
-    states = poly.sum(axis=1)
-    fits[queries] = (cells <= _k.LATTICE_CELLS) & (states <= _k.LATTICE_STATES)
-    return fits
+    states[queries] = poly.sum(axis=1)
+    return states, cells
+
+
+def _lattice_cells(run_start, query, sizes, n_top, long) -> int:
+    """The table size (cells) for the dynamic programme over per-level counts when the
+    queries longer than ``n_top`` take it, else 0.
+
+    They take it when every one of them is within :data:`~losses._kernels.listwise.
+    LATTICE_STATES` and :data:`~losses._kernels.listwise.LATTICE_CELLS` (from
+    :func:`_lattice_queries`) and their mean number of states is at most
+    :data:`~losses._kernels.listwise.LATTICE_MEAN_STATES`: the programme's work grows
+    with the states, the chain flow's hardly, and one path serves the whole batch.
+    """
+    states, cells = _lattice_queries(run_start, query, sizes, n_top, long)
+    states, cells = states[long], cells[long]
+    fits = (states > 0) & (states <= _k.LATTICE_STATES) & (cells <= _k.LATTICE_CELLS)
+    if not np.all(fits) or states.mean() > _k.LATTICE_MEAN_STATES:
+        return 0
+    return int(cells.max())
 
 
 class _Targets(NamedTuple):
@@ -329,9 +351,10 @@ class _Targets(NamedTuple):
     # None when μ = 0
     pairwise: Any = None
     pairwise_weight: float = 0.0
-    # whether the queries longer than n_top take the dynamic programme over per-level
-    # counts instead of the chain flow (untruncated c, every such query within its limits)
-    lattice: bool = False
+    # > 0: the queries longer than n_top take the dynamic programme over per-level counts
+    # instead of the chain flow (untruncated c, the batch within its limits), with tables
+    # of this many cells (the largest query's); 0: the chain flow
+    lattice: int = 0
 
 
 def _check_weights(c: np.ndarray, *, name: str = "c") -> np.ndarray:
@@ -486,9 +509,9 @@ class _StructuredRankingLoss(Loss):
             pair_scale = self._pair_scale(query, level, sizes, n_levels, inv_norm, n_top)
         # one path for all the queries longer than n_top: compiling both for a mix would
         # cost a first fit about a second more than the programme saves
-        lattice = False
+        lattice_cells = 0
         if pair_scale is None and not self.truncate_c and np.any(long):
-            lattice = bool(np.all(_lattice_queries(run_start, query, sizes, n_top, long)[long]))
+            lattice_cells = _lattice_cells(run_start, query, sizes, n_top, long)
         del run_start
         short_queries = bool(np.any((sizes >= 2) & (sizes <= n_top)))
         duals = None
@@ -514,7 +537,7 @@ class _StructuredRankingLoss(Loss):
             duals,
             self._pairwise_targets(level, query_ptr),
             self.pairwise,
-            lattice,
+            lattice_cells,
         )
 
     def _pairwise_targets(self, level, query_ptr):
@@ -649,7 +672,7 @@ class _StructuredRankingLoss(Loss):
             # True or None: a path passed None is not compiled (see the kernel)
             True if targets.truncated and targets.long_queries else None,
             True if flow and not targets.lattice else None,
-            True if flow and targets.lattice else None,
+            targets.lattice if flow and targets.lattice else None,
             True if targets.short_queries else None,
             ideal_c,
             _EMPTY if targets.duals is None else targets.duals,
