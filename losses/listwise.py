@@ -249,6 +249,7 @@ __all__ = ["NDCGLoss", "NERULoss"]
 # an empty array: no per-document ideal weights (σ chosen by the kernel, equal gains in
 # increasing score), or no store of assignment duals
 _EMPTY = np.empty(0)
+_EMPTY_INDEX = np.empty(0, dtype=np.int64)
 
 _NAMED_C = ("power", "dcg")
 TIES = ("latent", "increasing", "pairs")
@@ -574,6 +575,11 @@ class _StructuredRankingLoss(Loss):
         share the mean of c over their positions. Zero on degenerate queries.
         """
         f = np.ascontiguousarray(f, dtype=np.float64)
+        return self._ideal_weights(f, targets, _EMPTY_INDEX)
+
+    def _ideal_weights(self, f, targets: _Targets, order) -> np.ndarray:
+        """:meth:`ideal_weights` of float64 ``f``; ``order`` (empty, or int64 of shape
+        (n,)) receives each query's rank order for the loss kernel (``given_order``)."""
         out = np.empty_like(f)
         run_queries(
             _k.latent_ideal_weights,
@@ -585,6 +591,7 @@ class _StructuredRankingLoss(Loss):
             targets.inv_norm,
             targets.c,
             out,
+            order,
         )
         return out
 
@@ -648,10 +655,14 @@ class _StructuredRankingLoss(Loss):
             )
             return self._add_pairwise(f, targets, values, grad)
         ideal_c = _EMPTY
+        order = _EMPTY_INDEX
         if targets.latent:
             ideal_c = targets.ideal_c
             if ideal_c is None:
-                ideal_c = self.ideal_weights(f, targets)
+                # the weights' kernel sorts each query's scores as the loss kernel would:
+                # it leaves that rank order for it, one sort per query instead of two
+                order = np.empty(f.size, dtype=np.int64)
+                ideal_c = self._ideal_weights(f, targets, order)
         # queries longer than n_top with untruncated c: the dynamic programme when they all
         # fit it, else the chain flow
         flow = not targets.truncated and targets.long_queries
@@ -676,6 +687,7 @@ class _StructuredRankingLoss(Loss):
             True if targets.short_queries else None,
             ideal_c,
             _EMPTY if targets.duals is None else targets.duals,
+            order,
             values,
             grad,
         )

@@ -712,6 +712,7 @@ def structured_loss(
     square,
     ideal_c,
     duals,
+    given_order,
     values,
     grad,
 ):
@@ -778,6 +779,10 @@ def structured_loss(
         (:func:`_tight_cycle`); otherwise, and without stored duals, the assignment starts
         from the score part's duals. The loss and subgradient are therefore the ones
         without a store, bit for bit, whatever it holds.
+    given_order : int64 array of shape (n,) or (0,)
+        Empty, or per query the rank order (indices within the query) that this kernel
+        would sort itself, ``argsort_stable(-f_q)`` (:func:`latent_ideal_weights` leaves it
+        beside the weights it sorts for), read instead of sorting again.
     values : float64 array of shape (n_queries,)
         Output: per-query losses.
     grad : float64 array of shape (n,)
@@ -864,9 +869,13 @@ def structured_loss(
                     )  # fmt: skip
                     n_pos = n_top
             if not short:
-                ranked = argsort_stable(-fq)
-                for r in range(m):
-                    order[r] = ranked[r]
+                if given_order.size > 0:
+                    for r in range(m):
+                        order[r] = given_order[start + r]
+                else:
+                    ranked = argsort_stable(-fq)
+                    for r in range(m):
+                        order[r] = ranked[r]
                 _ideal_order(lq, order, m, n_lev, iw[_COUNTS], sigma)
             if truncated is None and chain is None and lattice is None:
                 # every query here has at most k documents (n_top = m), so every document is a
@@ -1049,7 +1058,7 @@ def pessimistic_metric(q_start, q_stop, f, query_ptr, gain, inv_norm, a, values)
 
 @njit(cache=True, nogil=True)
 def latent_ideal_weights(
-    q_start, q_stop, tie_scores, query_ptr, level, n_levels, inv_norm, c, out
+    q_start, q_stop, tie_scores, query_ptr, level, n_levels, inv_norm, c, out, order_out
 ):
     """Per-document weight ``c`` of its position in the ideal ordering best for the scores,
     for the queries ``q_start:q_stop`` (a block of :mod:`losses._threads`).
@@ -1058,12 +1067,18 @@ def latent_ideal_weights(
     ``tie_scores`` descending; ``out[d]`` is ``c`` at d's position in σ, averaged over the
     documents tied in both level and score. Degenerate queries (``inv_norm == 0``) get 0.
     ``O(m log m)`` per query.
+
+    ``order_out``: empty, or an int64 array of shape (n,) that receives, for every query of
+    at least two documents that is not degenerate, its rank order (indices within the
+    query, ``argsort_stable(-tie_scores_q)``), which :func:`structured_loss` then reads
+    (``given_order``) instead of sorting the same scores again.
     """
     max_m = 0
     for q in range(q_start, q_stop):
         max_m = max(max_m, query_ptr[q + 1] - query_ptr[q])
     counts = np.empty(max_m + 1, dtype=np.int64)
     sigma = np.empty(max_m, dtype=np.int64)
+    reverse = np.empty(max_m, dtype=np.int64)
     for q in range(q_start, q_stop):
         start = query_ptr[q]
         stop = query_ptr[q + 1]
@@ -1081,9 +1096,16 @@ def latent_ideal_weights(
         out_q = out[start:stop]
         n_lev = n_levels[q]
         m = stop - start
-        # tq ascending, read backwards by _ideal_order: equal levels in decreasing tq (the
-        # order within a tie group does not matter, its weights are averaged)
-        _ideal_order(lq, argsort_stable(tq), m, n_lev, counts, sigma)
+        # tq descending (the loss kernel's rank order), reversed for _ideal_order, which
+        # reads it backwards: equal levels in decreasing tq (the order within a tie group
+        # does not matter, its weights are averaged)
+        ranked = argsort_stable(-tq)
+        for r in range(m):
+            reverse[r] = ranked[m - 1 - r]
+        if order_out.size > 0:
+            for r in range(m):
+                order_out[start + r] = ranked[r]
+        _ideal_order(lq, reverse, m, n_lev, counts, sigma)
         p = 0
         while p < m:
             e = p + 1
