@@ -19,7 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import losses
-from losses._kernels.listwise import LATTICE_CELLS, LATTICE_MEAN_STATES, LATTICE_STATES
+from losses._kernels.listwise import (
+    LATTICE_CELLS,
+    LATTICE_MEAN_STATES,
+    LATTICE_STATES,
+    SECANT_SOLVES,
+)
 from losses._threads import PARALLEL_MIN_ROWS
 from losses.listwise import NDCGLoss, NERULoss
 from losses.metrics import ndcg_score
@@ -380,18 +385,26 @@ def test_lattice_limits_count_the_states():
     assert 5 < n_batches < 55
 
 
-def chain_only(targets):
-    """The same targets with every query longer than k sent to the chain flow."""
-    return targets._replace(lattice=0)
+# The chain path's settings: its linearised assignments with the flow behind them (the
+# default), one assignment and then the flow (both kinds of query in one batch), the flow
+# alone.
+CHAIN_SOLVES = [SECANT_SOLVES, 1, 0]
+
+
+def chain_only(targets, solves=SECANT_SOLVES):
+    """The same targets with every query longer than k sent to the chain path, trying up
+    to ``solves`` linearised assignments before the chain flow."""
+    return targets._replace(lattice=0, secant_solves=solves)
 
 
 @pytest.mark.parametrize(("name", "params"), UNTRUNCATED, ids=UNTRUNCATED_IDS)
-def test_lattice_and_chain_flow_against_brute_force(name, params):
+def test_lattice_and_chain_path_against_brute_force(name, params):
     """Queries longer than k with untruncated c: the dynamic programme over per-level
-    counts (the default where the lattice is small) and the chain flow (forced) both equal
-    brute force over all permutations on thousands of queries of 2–7 documents (k below m,
-    ties in scores and labels, one-level queries), with the brute-force subgradient where
-    the maximiser is unique; and they agree with each other, loss for loss."""
+    counts (the default where the lattice is small) and the chain path (forced; its
+    linearised assignments, one of them then the flow, the flow alone) all equal brute
+    force over all permutations on thousands of queries of 2–7 documents (k below m, ties
+    in scores and labels, one-level queries), with the brute-force subgradient where the
+    maximiser is unique."""
     loss, measure = build(name, params)
     if loss.k is None or loss.k >= 6:
         loss, measure = build(name, {**params, "k": 2})  # queries longer than k
@@ -400,21 +413,52 @@ def test_lattice_and_chain_flow_against_brute_force(name, params):
     targets = loss.validate(y, ptr)
     long = np.diff(ptr) > loss.k
     assert targets.lattice
-    values, grad = loss.loss_grad(f, targets)
-    chain_values, chain_grad = loss.loss_grad(f, chain_only(targets))
+    results = [loss.loss_grad(f, targets)]
+    results += [loss.loss_grad(f, chain_only(targets, solves)) for solves in CHAIN_SOLVES]
     n_unique = 0
     for q, s in enumerate(blocks(ptr)):
         if not long[q]:
             continue
         c = weights(loss, s.stop - s.start)
         expected, expected_grad, unique = brute_force(f[s], y[s], measure, c)
-        assert values[q] == pytest.approx(expected, abs=1e-10)
-        assert chain_values[q] == pytest.approx(expected, abs=1e-10)
-        if unique:
-            n_unique += 1
-            np.testing.assert_allclose(grad[s], expected_grad, atol=1e-10)
-            np.testing.assert_allclose(chain_grad[s], expected_grad, atol=1e-10)
+        n_unique += unique
+        for values, grad in results:
+            assert values[q] == pytest.approx(expected, abs=1e-10)
+            if unique:
+                np.testing.assert_allclose(grad[s], expected_grad, atol=1e-10)
     assert n_unique > 300
+
+
+@pytest.mark.parametrize("solves", CHAIN_SOLVES)
+@pytest.mark.parametrize("levels", [3, 5])
+def test_chain_path_against_scipy_on_long_queries(levels, solves):
+    """The chain path (its linearised assignments with ``solves`` tries before the flow)
+    against scipy's full m × m assignment on 150 queries of 11–200 documents in three levels
+    (MQ2008's proportions) or five (an MSLR-like 45 / 25 / 15 / 9 / 6 %), NDCG@10 and
+    NERU@10 with untruncated c, scores following the labels more or less: continuous,
+    rounded to many ties, or all but a few equal; the subgradient equals scipy's where the
+    scores are continuous (the maximiser is then unique)."""
+    rng = np.random.default_rng(70 + levels)
+    proportions = [0.76, 0.16, 0.08] if levels == 3 else [0.45, 0.25, 0.15, 0.09, 0.06]
+    for name in ("ndcg", "neru"):
+        loss, measure = build(name, {"k": 10, "d": 0.0} if name == "neru" else {"k": 10})
+        sizes = rng.integers(11, 201, 150)
+        ptr = np.concatenate([[0], np.cumsum(sizes)])
+        y = rng.choice(levels, ptr[-1], p=proportions).astype(float)
+        f = rng.normal(size=ptr[-1]) + np.repeat(rng.random(150) * 3.0, sizes) * y
+        kinds = np.arange(150) % 3
+        for q, s in enumerate(blocks(ptr)):
+            if kinds[q] == 1:
+                f[s] = np.round(f[s])
+            elif kinds[q] == 2:
+                f[s] = np.where(rng.random(s.stop - s.start) < 0.8, 0.5, f[s])
+        values, grad = loss.loss_grad(f, chain_only(loss.validate(y, ptr), solves))
+        for q, s in enumerate(blocks(ptr)):
+            c = weights(loss, s.stop - s.start)
+            expected, expected_grad = assignment_reference(f[s], y[s], measure, c)
+            assert values[q] == pytest.approx(expected, rel=1e-10, abs=1e-10)
+            if kinds[q] == 0:
+                np.testing.assert_allclose(grad[s], expected_grad, atol=1e-10)
 
 
 @pytest.mark.parametrize("levels", [2, 3, 4, 5, 6])
