@@ -352,6 +352,76 @@ SECANT_SOLVES = 4
 
 
 @njit(**INNER)
+def _greedy_fill(cost, mu, n_top, n_cand, chosen):
+    """Each row i in turn takes its cheapest free column of ``cost[i, u] + mu[u]``:
+    ``chosen[u]`` is the row given column u, or −1. O(n_top · n_cand)."""
+    for u in range(n_cand):
+        chosen[u] = -1
+    for i in range(n_top):
+        best = np.inf
+        pick = 0
+        for u in range(n_cand):
+            if chosen[u] < 0 and cost[i, u] + mu[u] < best:
+                best = cost[i, u] + mu[u]
+                pick = u
+        chosen[pick] = i
+
+
+@njit(**INNER)
+def _top_assignment(cost, mu, n_top, n_cand, match_pos, lin_buf, iw, fw, bw):
+    """Minimum-cost assignment of the ``n_top`` rows (positions) to distinct columns
+    (candidates) of ``cost[i, u] + mu[u]``, ``n_top <= n_cand``: ``match_pos[i]`` is row i's
+    column and ``iw[_ROW_OF_COL][u]`` column u's row (−1: none). On entry that row holds
+    any ``n_top`` distinct columns (>= 0), a guess of the answer.
+
+    Only some columns enter the solver (:func:`losses._kernels.assignment.solve_assignment`).
+    Some optimal assignment gives every row one of its ``n_top`` cheapest columns: if row
+    i's column is not among them, one of them is free (there are only ``n_top − 1`` other
+    rows), and moving i there costs no more. With G the guessed columns, row i's
+    threshold ``τ_i = max_{u∈G} (cost[i, u] + mu[u])`` is at least its ``n_top``-th
+    cheapest value, so the columns within some row's threshold contain every row's
+    ``n_top`` cheapest, and the assignment restricted to them is optimal. Positions' costs
+    are rank two (gain and score), so their cheapest columns mostly coincide, and a good
+    guess leaves a fraction of the candidates: the solver's work, O(n_top² · columns) when
+    every row wants the same columns, shrinks with it.
+    """
+    chosen = iw[_ROW_OF_COL]
+    cols = iw[_BOTTOM]
+    guess = iw[_MATCH_DOC]
+    tau = fw[_THR]
+    n_guess = 0
+    for u in range(n_cand):
+        if chosen[u] >= 0:
+            guess[n_guess] = u
+            n_guess += 1
+    for i in range(n_top):
+        high = -np.inf
+        for s in range(n_guess):
+            high = max(high, cost[i, guess[s]] + mu[guess[s]])
+        tau[i] = high
+    n_cols = 0
+    for u in range(n_cand):
+        for i in range(n_top):
+            if cost[i, u] + mu[u] <= tau[i]:
+                cols[n_cols] = u
+                n_cols += 1
+                break
+    lin = lin_buf[: n_top * n_cols].reshape((n_top, n_cols))
+    for i in range(n_top):
+        for s in range(n_cols):
+            lin[i, s] = cost[i, cols[s]] + mu[cols[s]]
+    solve_assignment(
+        lin, match_pos, fw[_U], fw[_V], fw[_SHORTEST], iw[_PATH], chosen, iw[_REMAINING], bw[0],
+        bw[1],
+    )  # fmt: skip
+    for u in range(n_cand):
+        chosen[u] = -1
+    for i in range(n_top):
+        match_pos[i] = cols[match_pos[i]]
+        chosen[match_pos[i]] = i
+
+
+@njit(**INNER)
 def _secant_weights(fq, order, cand_rank, c, n_top, m, n_cand, khat, mu):
     """``mu[u] = Σ_{t>=u} s_t(khat[t])``: what choosing candidate u adds to the chain's cost
     linearised at the windows ``khat`` (:func:`_secant_top`)."""
@@ -363,7 +433,7 @@ def _secant_weights(fq, order, cand_rank, c, n_top, m, n_cand, khat, mu):
 
 
 @njit(**INNER)
-def _secant_top(cost, lin, n_top, n_cand, fq, order, cand_rank, c, m, match_pos, max_solves,
+def _secant_top(cost, lin_buf, n_top, n_cand, fq, order, cand_rank, c, m, match_pos, max_solves,
                 iw, fw, bw):  # fmt: skip
     """Fill the top ``n_top`` positions of the chain flow's problem by rectangular
     assignments with the chain's costs linearised; returns whether the result is certified
@@ -403,29 +473,16 @@ def _secant_top(cost, lin, n_top, n_cand, fq, order, cand_rank, c, m, match_pos,
     for t in range(n_cand - 1):
         khat[t] = min(t + 1, n_top) - 1
     _secant_weights(fq, order, cand_rank, c, n_top, m, n_cand, khat, mu)
-    for u in range(n_cand):
-        chosen[u] = 0
-    for i in range(n_top):
-        best = np.inf
-        pick = 0
-        for u in range(n_cand):
-            if chosen[u] == 0 and cost[i, u] + mu[u] < best:
-                best = cost[i, u] + mu[u]
-                pick = u
-        chosen[pick] = 1
+    _greedy_fill(cost, mu, n_top, n_cand, chosen)
     k_t = 0
     for t in range(n_cand - 1):
-        k_t += chosen[t]
+        if chosen[t] >= 0:
+            k_t += 1
         khat[t] = min(k_t, khat[t])
     for _ in range(max_solves):
         _secant_weights(fq, order, cand_rank, c, n_top, m, n_cand, khat, mu)
-        for i in range(n_top):
-            for u in range(n_cand):
-                lin[i, u] = cost[i, u] + mu[u]
-        solve_assignment(
-            lin, match_pos, fw[_U], fw[_V], fw[_SHORTEST], iw[_PATH], chosen, iw[_REMAINING],
-            bw[0], bw[1],
-        )  # fmt: skip
+        # guessed columns: the greedy's, then the last solution's
+        _top_assignment(cost, mu, n_top, n_cand, match_pos, lin_buf, iw, fw, bw)
         inside = True
         k_t = 0
         for t in range(n_cand - 1):
@@ -899,6 +956,8 @@ def structured_loss(
     n_chain = 0
     n_heap = 0
     n_lin = 0
+    if truncated is not None:
+        n_lin = top * max_m
     if chain is not None:
         if max_m > k:
             n_lin = top * max_m
@@ -1059,18 +1118,11 @@ def structured_loss(
                 # truncated (every query longer than k is short then) and chain are tested on the
                 # arguments so that a path passed None compiles nothing, not even its solver
                 if truncated is not None:
-                    solve_assignment(
-                        cost,
-                        col_of_row,
-                        fw[_U],
-                        fw[_V],
-                        fw[_SHORTEST],
-                        iw[_PATH],
-                        iw[_ROW_OF_COL],
-                        iw[_REMAINING],
-                        bw[0],
-                        bw[1],
-                    )
+                    no_shift = fw[_W]
+                    for t in range(n_cand):
+                        no_shift[t] = 0.0
+                    _greedy_fill(cost, no_shift, n_top, n_cand, iw[_ROW_OF_COL])
+                    _top_assignment(cost, no_shift, n_top, n_cand, col_of_row, lin_buf, iw, fw, bw)
                 elif lattice is not None:
                     _lattice_top(
                         cost, n_top, n_cand, fq, order, cand, cand_rank, lq, n_lev, c, m,
@@ -1078,10 +1130,9 @@ def structured_loss(
                         lattice_step,
                     )  # fmt: skip
                 elif chain is not None:
-                    lin = lin_buf[: n_top * n_cand].reshape((n_top, n_cand))
                     if not _secant_top(
-                        cost, lin, n_top, n_cand, fq, order, cand_rank, c, m, col_of_row, chain,
-                        iw, fw, bw,
+                        cost, lin_buf, n_top, n_cand, fq, order, cand_rank, c, m, col_of_row,
+                        chain, iw, fw, bw,
                     ):  # fmt: skip
                         _chain_flow(
                             cost, n_top, n_cand, fq, order, cand_rank, c, m, col_of_row, iw, fw,
