@@ -131,13 +131,16 @@ def _candidates(lq, order, m, n_top, n_levels, tree, cand, cand_rank):
     """Documents with fewer than ``n_top`` dominators, in rank order; returns their count.
 
     A dominator of document d is a document earlier in the rank order whose gain level is
-    not above d's. A Fenwick tree over levels counts them in ``O(m log L)``.
+    not above d's. A Fenwick tree over levels counts them in ``O(m log L)``. Documents of
+    the lowest level dominate every later document, so the scan stops after ``n_top`` of
+    them.
     """
     levels = tree[:n_levels]
     levels[:] = 0
     # an int64, not the literal 1: numba compiles a callee once more per literal argument
     one = np.int64(1)
     n_cand = 0
+    n_lowest = 0
     for r in range(m):
         d = order[r]
         if fenwick_prefix(levels, lq[d] + 1) < n_top:
@@ -145,6 +148,10 @@ def _candidates(lq, order, m, n_top, n_levels, tree, cand, cand_rank):
             cand_rank[n_cand] = r
             n_cand += 1
         fenwick_add(levels, lq[d], one)
+        if lq[d] == 0:
+            n_lowest += 1
+            if n_lowest == n_top:
+                break
     return n_cand
 
 
@@ -939,7 +946,10 @@ def structured_loss(
     given_order : int64 array of shape (n,) or (0,)
         Empty, or per query the rank order (indices within the query) that this kernel
         would sort itself, ``argsort_stable(-f_q)`` (:func:`latent_ideal_weights` leaves it
-        beside the weights it sorts for), read instead of sorting again.
+        beside the weights it sorts for), read instead of sorting again; the truncated path
+        then finds its candidates in it instead of selecting each level's best documents.
+        Given only with ``ideal_c`` (that path's σ, which the selection also yields, is then
+        not needed).
     values : float64 array of shape (n_queries,)
         Output: per-query losses.
     grad : float64 array of shape (n,)
@@ -1025,11 +1035,17 @@ def structured_loss(
             if truncated is not None:
                 if n_top < m:
                     short = True
-                    n_ranked = _truncated_order(
-                        fq, lq, m, n_top, n_lev, cut_level[q], n_above[q], top_idx, top_val, iw,
-                        fw, order, sigma,
-                    )  # fmt: skip
                     n_pos = n_top
+                    if given_order.size > 0:
+                        # the whole rank order is given (and σ's part with it): candidates
+                        # are found in it, without the selection
+                        for r in range(m):
+                            order[r] = given_order[start + r]
+                    else:
+                        n_ranked = _truncated_order(
+                            fq, lq, m, n_top, n_lev, cut_level[q], n_above[q], top_idx,
+                            top_val, iw, fw, order, sigma,
+                        )  # fmt: skip
             if not short:
                 if given_order.size > 0:
                     for r in range(m):
@@ -1038,7 +1054,8 @@ def structured_loss(
                     ranked = argsort_stable(-fq)
                     for r in range(m):
                         order[r] = ranked[r]
-                _ideal_order(lq, order, m, n_lev, iw[_COUNTS], sigma)
+                if ideal_c.size == 0:
+                    _ideal_order(lq, order, m, n_lev, iw[_COUNTS], sigma)
             if truncated is None and chain is None and lattice is None:
                 # every query here has at most k documents (n_top = m), so every document is a
                 # candidate; leaving out the dominator count (and its Fenwick tree) also leaves it
@@ -1156,6 +1173,16 @@ def structured_loss(
             value = 1.0
             for p in range(n_top):
                 value -= a[p] * bq[pi[p]] * inv_q
+            if ideal_c.size > 0:
+                # σ's part given per document: π's part and ideal_c's, no σ of the kernel's
+                for p in range(n_pos):
+                    value += c[p] * fq[pi[p]]
+                    gq[pi[p]] += c[p]
+                for d in range(m):
+                    value -= ideal_c[start + d] * fq[d]
+                    gq[d] -= ideal_c[start + d]
+                values[q] = max(value, 0.0)
+                continue
             for p in range(n_pos):
                 value += c[p] * (fq[pi[p]] - fq[sigma[p]])
             if value <= 0.0:
@@ -1168,7 +1195,9 @@ def structured_loss(
         if ideal_c.size == 0:
             values[q] = value
             continue
-        # value 0 means π = that σ (gq untouched): the same correction applies.
+        # A query whose scores are all equal, with σ's part given: its maximising π leaves
+        # the kernel's σ (equal gains in increasing score) in the workspace, whose part
+        # the loss above subtracted; it is added back and ideal_c's subtracted.
         m = stop - start
         n_pos = m
         if truncated is not None:
