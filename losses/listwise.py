@@ -181,9 +181,11 @@ so in this π every document follows all of its dominators; likewise the positio
   windows move to it and the assignment is solved again (windows first placed by a
   greedy fill; one or two solves certify nearly every query). When a few solves do not
   certify, K Dijkstra searches on about (K + 3)·n_candidates arcs solve the flow itself.
-  Per query of 40 and 120 documents (five levels, one thread) the assignments took
-  0.25–0.5× the flow's time, and none of the thousands of random queries measured needed
-  the flow;
+  Each assignment runs on the candidates within some position's bound (its largest cost
+  over k guessed candidates, which bounds its k-th cheapest; some optimal assignment gives
+  every position one of its k cheapest). Per query of 16–120 documents (five levels, one
+  thread) this took 0.21–0.43× the flow's time, and none of the thousands of random
+  queries measured needed the flow;
 * in that case, when the query has few gain levels, a dynamic programme over per-level
   counts replaces the flow. By the exchange above (documents of equal gain dominate each
   other in ≻ order), some optimal π takes from every level l its first n_l candidates in
