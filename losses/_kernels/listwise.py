@@ -19,8 +19,8 @@ documents by score, descending, ties by index):
    ``K`` best documents of every gain level (the candidates are among them) and the
    lowest-scored documents of the level that σ cuts at position ``K``; then a
    ``K × n_candidates`` assignment. ``O(m)`` typically plus a small sort and the
-   assignment. With the rank order given (``given_order``, latent
-   ties), the candidates are found in it instead;
+   assignment. With the rank order given (``given_order``, latent ties), the candidates
+   are found in it instead;
 3. ``K = m``: an ``m × m`` assignment (documents as rows), started from the duals the
    query's previous assignment ended with when the loss keeps them and the result is
    certified (``duals`` of :func:`structured_loss`), else from the score part's duals;
@@ -1188,37 +1188,36 @@ def structured_loss(
             for p in range(n_top):
                 value -= a[p] * bq[pi[p]] * inv_q
             if ideal_c.size > 0:
-                # σ's part given per document: π's part and ideal_c's, no σ of the kernel's
+                # σ's part given per document (subtracted below): π's part alone here, no σ
+                # of the kernel's
                 for p in range(n_pos):
                     value += c[p] * fq[pi[p]]
                     gq[pi[p]] += c[p]
-                for d in range(m):
-                    value -= ideal_c[start + d] * fq[d]
-                    gq[d] -= ideal_c[start + d]
-                values[q] = max(value, 0.0)
-                continue
-            for p in range(n_pos):
-                value += c[p] * (fq[pi[p]] - fq[sigma[p]])
-            if value <= 0.0:
-                # σ itself attains the maximum 0 (rounding aside): zero loss, zero subgradient.
-                value = 0.0
             else:
                 for p in range(n_pos):
-                    gq[pi[p]] += c[p]
-                    gq[sigma[p]] -= c[p]
+                    value += c[p] * (fq[pi[p]] - fq[sigma[p]])
+                if value <= 0.0:
+                    # σ itself attains the maximum 0 (rounding aside): zero loss, zero
+                    # subgradient.
+                    value = 0.0
+                else:
+                    for p in range(n_pos):
+                        gq[pi[p]] += c[p]
+                        gq[sigma[p]] -= c[p]
         if ideal_c.size == 0:
             values[q] = value
             continue
-        # A query whose scores are all equal, with σ's part given: its maximising π leaves
-        # the kernel's σ (equal gains in increasing score) in the workspace, whose part
-        # the loss above subtracted; it is added back and ideal_c's subtracted.
         m = stop - start
-        n_pos = m
-        if truncated is not None:
-            n_pos = min(k, m)
-        for p in range(n_pos):
-            value += c[p] * fq[sigma[p]]
-            gq[sigma[p]] += c[p]
+        if tied:
+            # A query whose scores are all equal: its maximising π left the kernel's σ
+            # (equal gains in increasing score) in the workspace, whose part the loss above
+            # subtracted; it is added back, and ideal_c's subtracted below.
+            n_pos = m
+            if truncated is not None:
+                n_pos = min(k, m)
+            for p in range(n_pos):
+                value += c[p] * fq[sigma[p]]
+                gq[sigma[p]] += c[p]
         for d in range(m):
             value -= ideal_c[start + d] * fq[d]
             gq[d] -= ideal_c[start + d]

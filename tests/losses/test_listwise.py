@@ -429,6 +429,18 @@ def test_lattice_and_chain_path_against_brute_force(name, params):
     assert n_unique > 300
 
 
+def mix_score_kinds(rng, f, ptr):
+    """Make every third query's scores rounded to many ties and every third all but a few
+    equal (in place); returns each query's kind (0: the continuous scores left)."""
+    kinds = np.arange(len(ptr) - 1) % 3
+    for q, s in enumerate(blocks(ptr)):
+        if kinds[q] == 1:
+            f[s] = np.round(f[s])
+        elif kinds[q] == 2:
+            f[s] = np.where(rng.random(s.stop - s.start) < 0.8, 0.5, f[s])
+    return kinds
+
+
 @pytest.mark.parametrize("solves", CHAIN_SOLVES)
 @pytest.mark.parametrize("levels", [3, 5])
 def test_chain_path_against_scipy_on_long_queries(levels, solves):
@@ -446,12 +458,7 @@ def test_chain_path_against_scipy_on_long_queries(levels, solves):
         ptr = np.concatenate([[0], np.cumsum(sizes)])
         y = rng.choice(levels, ptr[-1], p=proportions).astype(float)
         f = rng.normal(size=ptr[-1]) + np.repeat(rng.random(150) * 3.0, sizes) * y
-        kinds = np.arange(150) % 3
-        for q, s in enumerate(blocks(ptr)):
-            if kinds[q] == 1:
-                f[s] = np.round(f[s])
-            elif kinds[q] == 2:
-                f[s] = np.where(rng.random(s.stop - s.start) < 0.8, 0.5, f[s])
+        kinds = mix_score_kinds(rng, f, ptr)
         values, grad = loss.loss_grad(f, chain_only(loss.validate(y, ptr), solves))
         for q, s in enumerate(blocks(ptr)):
             c = weights(loss, s.stop - s.start)
@@ -475,12 +482,7 @@ def test_lattice_against_scipy_on_long_queries(levels):
     proportions = [0.5, 0.25, 0.15, 0.07, 0.03] if levels == 5 else None
     y = rng.choice(levels, ptr[-1], p=proportions)
     f = rng.normal(size=ptr[-1]) + rng.random(ptr[-1].size) * y
-    kinds = np.arange(40) % 3
-    for q, s in enumerate(blocks(ptr)):
-        if kinds[q] == 1:
-            f[s] = np.round(f[s])
-        elif kinds[q] == 2:
-            f[s] = np.where(rng.random(s.stop - s.start) < 0.8, 0.5, f[s])
+    kinds = mix_score_kinds(rng, f, ptr)
     targets = loss.validate(y, ptr)
     queries = [y[s] for s in blocks(ptr)]
     # up to four levels every query fits (at most 1,001 states at k = 10), five levels in
