@@ -12,7 +12,8 @@
    products being the oracle's own, :mod:`bmrm.solver.products`). Then the same for
    NDCG@10 on a LETOR 4.0-shaped labelling of those rows (labels 0–2, about 76 / 16 / 8 %,
    the proportions of MQ2008), where every query takes the dynamic programme over per-level
-   counts, beside the same loss with the chain flow forced (``chain flow``), in the same run.
+   counts, beside the same loss with the chain path forced (``chain path``: its linearised
+   assignments, the chain flow behind them), in the same run.
 3. The first call in a new process with the numba cache warm (a fresh interpreter importing
    the package and computing one risk), wall-clock, median over ``--repeats`` processes.
 4. On the medium set of ``../shared/tools/gen_ltr.py`` (``--medium``, 400,000 rows × 136
@@ -59,7 +60,7 @@ RATIO_LOSSES = ["ordinal", "preference", "ndcg@10 truncated c", "ndcg@10", "squa
 MSLR_CUTS = [0.0, 1.0, 1.8, 2.5]
 # three levels in MQ2008's proportions (76 / 16 / 8 %)
 LETOR4_CUTS = [1.0, 2.0]
-LETOR4_LOSSES = ["ndcg@10", "ndcg@10 chain flow"]
+LETOR4_LOSSES = ["ndcg@10", "ndcg@10 chain path"]
 
 
 @njit(parallel=True, cache=True)
@@ -86,15 +87,15 @@ def median_time(fn, repeats):
 
 
 def prepared_for(name, y, qid):
-    chain_only = name.endswith(" chain flow")
-    key, params = KERNEL_LOSSES[name.removesuffix(" chain flow")]
+    chain_only = name.endswith(" chain path")
+    key, params = KERNEL_LOSSES[name.removesuffix(" chain path")]
     data = {}
     if key == "preference":
         pairs, costs = pairs_from_labels(y, qid)
         data = {"pairs": pairs, "pair_costs": costs}
     prepared = losses.prepare(losses.get(key, **params), y, qid, **data)
     if chain_only:
-        # every query longer than k through the chain flow, none through the programme
+        # every query longer than k through the chain path, none through the programme
         prepared.targets = prepared.targets._replace(lattice=0)
     return prepared
 
