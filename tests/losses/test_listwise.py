@@ -441,6 +441,17 @@ def mix_score_kinds(rng, f, ptr):
     return kinds
 
 
+def assert_matches_full_assignment(loss, measure, f, y, ptr, kinds, values, grad):
+    """Every query's loss equals scipy's full m × m assignment, and so does its subgradient
+    where its scores are continuous (kind 0 of :func:`mix_score_kinds`: one maximiser)."""
+    for q, s in enumerate(blocks(ptr)):
+        c = weights(loss, s.stop - s.start)
+        expected, expected_grad = assignment_reference(f[s], y[s], measure, c)
+        assert values[q] == pytest.approx(expected, rel=1e-10, abs=1e-10)
+        if kinds[q] == 0:
+            np.testing.assert_allclose(grad[s], expected_grad, atol=1e-10)
+
+
 @pytest.mark.parametrize("solves", CHAIN_SOLVES)
 @pytest.mark.parametrize("levels", [3, 5])
 def test_chain_path_against_scipy_on_long_queries(levels, solves):
@@ -460,12 +471,7 @@ def test_chain_path_against_scipy_on_long_queries(levels, solves):
         f = rng.normal(size=ptr[-1]) + np.repeat(rng.random(150) * 3.0, sizes) * y
         kinds = mix_score_kinds(rng, f, ptr)
         values, grad = loss.loss_grad(f, chain_only(loss.validate(y, ptr), solves))
-        for q, s in enumerate(blocks(ptr)):
-            c = weights(loss, s.stop - s.start)
-            expected, expected_grad = assignment_reference(f[s], y[s], measure, c)
-            assert values[q] == pytest.approx(expected, rel=1e-10, abs=1e-10)
-            if kinds[q] == 0:
-                np.testing.assert_allclose(grad[s], expected_grad, atol=1e-10)
+        assert_matches_full_assignment(loss, measure, f, y, ptr, kinds, values, grad)
 
 
 @pytest.mark.parametrize("levels", [2, 3, 4, 5, 6])
@@ -492,12 +498,7 @@ def test_lattice_against_scipy_on_long_queries(levels):
     if levels == 5:
         assert max(lattice_size(yq, 10)[0] for yq in queries) > 1024
     values, grad = loss.loss_grad(f, targets)
-    for q, s in enumerate(blocks(ptr)):
-        c = weights(loss, s.stop - s.start)
-        expected, expected_grad = assignment_reference(f[s], y[s], measure, c)
-        assert values[q] == pytest.approx(expected, rel=1e-10, abs=1e-10)
-        if kinds[q] == 0:
-            np.testing.assert_allclose(grad[s], expected_grad, atol=1e-10)
+    assert_matches_full_assignment(loss, measure, f, y, ptr, kinds, values, grad)
 
 
 def test_a_batch_takes_one_path():
