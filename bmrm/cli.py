@@ -360,7 +360,7 @@ def _build_loss(args):
         params.setdefault("normalize", "none")
     try:
         return losses.get(args.loss, **params)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         raise ValueError(f"bad --loss-param for the {args.loss} loss: {exc}") from None
 
 

@@ -8,6 +8,7 @@ protocol a user's own loss follows.
 from __future__ import annotations
 
 import importlib
+import inspect
 
 import numpy as np
 
@@ -66,7 +67,18 @@ def get(name, **params):
     if name not in _REGISTRY:
         raise ValueError(f"loss must be one of {available()} or a loss object; got {name!r}")
     module, cls = _REGISTRY[name].split(":")
-    return getattr(importlib.import_module(module), cls)(**params)
+    loss_class = getattr(importlib.import_module(module), cls)
+    # a misspelt parameter is named with the valid ones before anything is built
+    accepted = [
+        p.name
+        for p in inspect.signature(loss_class).parameters.values()
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
+    unknown = ", ".join(repr(key) for key in params if key not in accepted)
+    if unknown:
+        expected = f"its parameters are {accepted}" if accepted else "it takes none"
+        raise ValueError(f"the {name} loss has no parameter {unknown}; {expected}")
+    return loss_class(**params)
 
 
 class Prepared:

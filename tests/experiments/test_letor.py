@@ -325,8 +325,9 @@ def test_bad_grid_item_is_an_argument_error(tmp_path, shared_data):
         (
             ("ordinal", "neru"),
             "gain=exp,linear",
-            "--grid setting gain=exp is not valid for neru: NERULoss.__init__() got an "
-            "unexpected keyword argument 'gain'",
+            "--grid setting gain=exp is not valid for neru: the neru loss has no parameter "
+            "'gain'; its parameters are ['alpha', 'd', 'k', 'c', 'truncate_c', 'ties', "
+            "'pairwise']",
         ),
         (
             ("ndcg", "ndcg-pairs"),
@@ -337,8 +338,9 @@ def test_bad_grid_item_is_an_argument_error(tmp_path, shared_data):
         (
             ("ndcg",),
             "gains=linear",
-            "--grid setting gains=linear is not valid for ndcg: NDCGLoss.__init__() got an "
-            "unexpected keyword argument 'gains'",
+            "--grid setting gains=linear is not valid for ndcg: the ndcg loss has no "
+            "parameter 'gains'; its parameters are ['k', 'gain', 'discount', 'c', "
+            "'truncate_c', 'ties', 'pairwise']",
         ),
     ],
 )

@@ -1,8 +1,11 @@
 """The shared argument checks of losses.validation: accepted values and their errors."""
 
+import inspect
+
 import numpy as np
 import pytest
 
+import losses
 from losses.validation import (
     check_finite_targets,
     check_graded_labels,
@@ -63,3 +66,27 @@ def test_targets():
     for call, message in cases:
         with pytest.raises(ValueError, match=message):
             call()
+
+
+@pytest.mark.parametrize("name", losses.available())
+def test_get_names_a_misspelt_parameter_and_the_valid_ones(name):
+    accepted = [
+        p
+        for p in inspect.signature(type(losses.get(name)).__init__).parameters
+        if p not in ("self", "args", "kwargs")
+    ]
+    with pytest.raises(ValueError) as err:
+        losses.get(name, not_a_parameter=1)
+    message = str(err.value)
+    assert message.startswith(f"the {name} loss has no parameter 'not_a_parameter'; ")
+    if accepted:
+        assert message.endswith(f"its parameters are {accepted}")
+    else:
+        assert message.endswith("it takes none")
+    # the valid ones are still accepted: the defaults, given back by name
+    defaults = {
+        p.name: p.default
+        for p in inspect.signature(type(losses.get(name)).__init__).parameters.values()
+        if p.name in accepted
+    }
+    assert losses.get(name, **defaults).get_params() == losses.get(name).get_params()
