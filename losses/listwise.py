@@ -153,9 +153,11 @@ so in this π every document follows all of its dominators; likewise the positio
   (at most L·K of them for L gain levels);
 * when c is zero beyond k (``truncate_c=True``) the tail is irrelevant and the problem is a
   K × n_candidates rectangular assignment, solved by
-  :func:`losses._kernels.assignment.solve_assignment`. The candidates are found without
+  :func:`losses._kernels.assignment.solve_assignment`. In batches with a query longer than
+  :data:`~losses._kernels.listwise.TRUNCATED_SORT_MAX` the candidates are found without
   sorting the whole query: every candidate is among the K best documents of its gain level
-  (its better documents of the same level dominate it), and so are all its dominators;
+  (its better documents of the same level dominate it), and so are all its dominators
+  (shorter queries sort, which costs them no more);
 * when K = m every position has a discount and the problem is the full m × m assignment
   (documents as rows in ≻ order, F_1 >= ... >= F_m their scores), solved by
   :func:`losses._kernels.assignment.solve_assignment_from` from the column duals
@@ -213,15 +215,15 @@ so in this π every document follows all of its dominators; likewise the positio
 
 The maximisation over π does not depend on the tie rule. Cost per query, L gain levels:
 O(m + L·K log(L·K) + K²·n_candidates) typically with truncated c (O(m·K) worst case for
-the selection); with untruncated c and K < m, O(m log m + s (m + K²·n_candidates)) for s
-linearised solves (O(m log m + K (K·n_candidates + m) log m) more when the flow runs;
-O(m log m + K·m + S·L) by the dynamic programme); O(m³) worst case when K = m (NERU
-without k, or k >= m), where the rank-two costs make shortest-augmenting-path solvers
-from zero duals markedly slower than on random matrices (hence the start above). The
-reductions, the programme, the linearised assignments (alone, one of them followed by the
-flow, and the flow alone) and the start are checked against the full m × m assignment and
-against brute force over all permutations in the tests. Latent ties add the choice
-of σ, O(m log m) per query.
+the selection; O(m log m + K²·n_candidates) where the batch sorts); with untruncated c
+and K < m, O(m log m + s (m + K²·n_candidates)) for s linearised solves (O(m log m + K
+(K·n_candidates + m) log m) more when the flow runs; O(m log m + K·m + S·L) by the
+dynamic programme); O(m³) worst case when K = m (NERU without k, or k >= m), where the
+rank-two costs make shortest-augmenting-path solvers from zero duals markedly slower
+than on random matrices (hence the start above). The reductions, the programme, the
+linearised assignments (alone, one of them followed by the flow, and the flow alone) and
+the start are checked against the full m × m assignment and against brute force over all
+permutations in the tests. Latent ties add the choice of σ, O(m log m) per query.
 
 References
 ----------
@@ -370,6 +372,9 @@ class _Targets(NamedTuple):
     lattice: int = 0
     # the chain path's linearised assignments before the chain flow (0: the flow at once)
     secant_solves: int = _k.SECANT_SOLVES
+    # truncated c: whether the queries longer than n_top select each level's best documents
+    # instead of sorting (some query is longer than TRUNCATED_SORT_MAX)
+    select: bool = True
 
 
 def _check_weights(c: np.ndarray, *, name: str = "c") -> np.ndarray:
@@ -553,6 +558,7 @@ class _StructuredRankingLoss(Loss):
             self._pairwise_targets(level, query_ptr),
             self.pairwise,
             lattice_cells,
+            select=bool(self.truncate_c and max_m > _k.TRUNCATED_SORT_MAX),
         )
 
     def _pairwise_targets(self, level, query_ptr):
@@ -696,6 +702,7 @@ class _StructuredRankingLoss(Loss):
             targets.n_top,
             # a path passed None is not compiled (see the kernel)
             True if targets.truncated and targets.long_queries else None,
+            True if targets.truncated and targets.long_queries and targets.select else None,
             targets.secant_solves if flow and not targets.lattice else None,
             targets.lattice if flow and targets.lattice else None,
             True if targets.short_queries else None,

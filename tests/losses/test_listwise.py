@@ -24,6 +24,7 @@ from losses._kernels.listwise import (
     LATTICE_MEAN_STATES,
     LATTICE_STATES,
     SECANT_SOLVES,
+    TRUNCATED_SORT_MAX,
 )
 from losses._threads import PARALLEL_MIN_ROWS
 from losses.listwise import NDCGLoss, NERULoss
@@ -322,6 +323,45 @@ def test_kernel_paths_follow_the_query_lengths(name, truncate_c):
                 c = weights(loss, s.stop - s.start)
                 expected, _, _ = brute_force(f[s], y[s], measure, c)
                 assert values[q] == pytest.approx(expected, rel=1e-10, abs=1e-12)
+
+
+@pytest.mark.parametrize("ties", ["increasing", "latent"])
+@pytest.mark.parametrize("name", ["ndcg", "neru"])
+def test_truncated_path_sorts_or_selects_alike(name, ties):
+    """With truncated c, queries longer than k either select each level's best documents
+    or sort the whole query, by the batch's longest query (``TRUNCATED_SORT_MAX``); both
+    give the same losses and subgradients bit for bit (σ's documents equal in gain and
+    score in index order either way), on queries of 1–60 documents with many tied scores,
+    under both tie rules and with the latent rule's weights given as the concave-convex
+    procedure's steps give them."""
+    rng = np.random.default_rng(17)
+    n_long = 0
+    for trial in range(60):
+        for k in (1, 3, 10):
+            loss, _ = build(name, {"k": k, "truncate_c": True, "ties": ties})
+            f, y, ptr = random_batch(rng, name, 30, sizes=np.arange(1, 61))
+            if trial % 2:
+                f = np.round(f)  # many tied scores
+            targets = loss.validate(y, ptr)
+            assert not targets.select  # no query over TRUNCATED_SORT_MAX documents
+            n_long += int(np.sum(np.diff(ptr) > k))
+            runs = [targets]
+            if ties == "latent":
+                runs.append(loss.convexify(f + rng.normal(size=f.size), targets))
+            for sorted_targets in runs:
+                sorting = loss.loss_grad(f, sorted_targets)
+                selecting = loss.loss_grad(f, sorted_targets._replace(select=True))
+                np.testing.assert_array_equal(sorting[0], selecting[0])
+                np.testing.assert_array_equal(sorting[1], selecting[1])
+    assert n_long > 3000
+    # the batch rule: selection when some query is longer than TRUNCATED_SORT_MAX, and only
+    # with truncated c
+    for truncate_c in (True, False):
+        loss, _ = build(name, {"k": 10, "truncate_c": truncate_c, "ties": ties})
+        for longest in (TRUNCATED_SORT_MAX, TRUNCATED_SORT_MAX + 1):
+            y = random_labels(rng, name, longest + 20)
+            targets = loss.validate(y, [0, longest, longest + 20])
+            assert targets.select == (truncate_c and longest > TRUNCATED_SORT_MAX)
 
 
 UNTRUNCATED = [(name, params) for name, params in CONFIGS if not params.get("truncate_c")]
