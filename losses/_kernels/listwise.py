@@ -1053,50 +1053,23 @@ def structured_loss(
             short = False
             n_ranked = m
             n_pos = m
+            whole = True  # the rank order of the whole query (else the selection's)
             # `is not None` on an argument is decided at compile time: a path passed None is not
             # compiled at all (numba prunes the branch), which saves most of a first compilation
             if truncated is not None:
                 if n_top < m:
                     short = True
                     n_pos = n_top
-                    if given_order.size > 0:
-                        # the whole rank order is given (and σ's part with it): candidates
-                        # are found in it, without the selection
-                        for r in range(m):
-                            order[r] = given_order[start + r]
-                    elif select is not None:
-                        n_ranked = _truncated_order(
-                            fq, lq, m, n_top, n_lev, cut_level[q], n_above[q], top_idx,
-                            top_val, iw, fw, order, sigma,
-                        )  # fmt: skip
-                    else:
-                        # the whole rank order, and σ's first n_top positions from it as
-                        # the selection gives them: documents equal in gain and score in
-                        # index order (_ideal_order puts them in reverse index order)
-                        ranked = argsort_stable(-fq)
-                        for r in range(m):
-                            order[r] = ranked[r]
-                        if ideal_c.size == 0:
-                            _ideal_order(lq, order, m, n_lev, iw[_COUNTS], sigma)
-                            p = 0
-                            while p < n_top:
-                                e = p + 1
-                                while (
-                                    e < m
-                                    and lq[sigma[e]] == lq[sigma[p]]
-                                    and fq[sigma[e]] == fq[sigma[p]]
-                                ):
-                                    e += 1
-                                lo = p
-                                hi = e - 1
-                                while lo < hi:
-                                    d = sigma[lo]
-                                    sigma[lo] = sigma[hi]
-                                    sigma[hi] = d
-                                    lo += 1
-                                    hi -= 1
-                                p = e
-            if not short:
+                    if select is not None:
+                        # without the rank order given (with σ's part), each level's best
+                        # documents are selected instead of sorting the whole query
+                        if given_order.size == 0:
+                            n_ranked = _truncated_order(
+                                fq, lq, m, n_top, n_lev, cut_level[q], n_above[q], top_idx,
+                                top_val, iw, fw, order, sigma,
+                            )  # fmt: skip
+                            whole = False
+            if whole:
                 if given_order.size > 0:
                     for r in range(m):
                         order[r] = given_order[start + r]
@@ -1106,6 +1079,28 @@ def structured_loss(
                         order[r] = ranked[r]
                 if ideal_c.size == 0:
                     _ideal_order(lq, order, m, n_lev, iw[_COUNTS], sigma)
+                    if short:
+                        # σ's first n_top positions as the selection gives them: documents
+                        # equal in gain and score in index order (_ideal_order puts them in
+                        # reverse index order)
+                        p = 0
+                        while p < n_top:
+                            e = p + 1
+                            while (
+                                e < m
+                                and lq[sigma[e]] == lq[sigma[p]]
+                                and fq[sigma[e]] == fq[sigma[p]]
+                            ):
+                                e += 1
+                            lo = p
+                            hi = e - 1
+                            while lo < hi:
+                                d = sigma[lo]
+                                sigma[lo] = sigma[hi]
+                                sigma[hi] = d
+                                lo += 1
+                                hi -= 1
+                            p = e
             if truncated is None and chain is None and lattice is None:
                 # every query here has at most k documents (n_top = m), so every document is a
                 # candidate; leaving out the dominator count (and its Fenwick tree) also leaves it
