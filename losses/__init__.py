@@ -68,13 +68,12 @@ def get(name, **params):
         raise ValueError(f"loss must be one of {available()} or a loss object; got {name!r}")
     module, cls = _REGISTRY[name].split(":")
     loss_class = getattr(importlib.import_module(module), cls)
-    # a misspelt parameter is named with the valid ones before anything is built
-    accepted = [
-        p.name
-        for p in inspect.signature(loss_class).parameters.values()
-        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-    ]
-    unknown = ", ".join(repr(key) for key in params if key not in accepted)
+    # a misspelt parameter is named with the valid ones before anything is built (unless
+    # the constructor takes any keyword)
+    signature = inspect.signature(loss_class).parameters.values()
+    accepted = [p.name for p in signature if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    any_keyword = any(p.kind == p.VAR_KEYWORD for p in signature)
+    unknown = "" if any_keyword else ", ".join(repr(key) for key in params if key not in accepted)
     if unknown:
         expected = f"its parameters are {accepted}" if accepted else "it takes none"
         raise ValueError(f"the {name} loss has no parameter {unknown}; {expected}")

@@ -90,3 +90,17 @@ def test_get_names_a_misspelt_parameter_and_the_valid_ones(name):
         if p.name in accepted
     }
     assert losses.get(name, **defaults).get_params() == losses.get(name).get_params()
+
+
+class _AnyKeywordLoss:
+    """A loss class whose constructor takes any keyword (for the test below)."""
+
+    def __init__(self, **params):
+        self.params = params
+
+
+def test_get_leaves_a_constructor_that_takes_any_keyword_to_check_its_own(monkeypatch):
+    monkeypatch.setitem(
+        losses._REGISTRY, "any_keyword", "tests.losses.test_validation:_AnyKeywordLoss"
+    )
+    assert losses.get("any_keyword", whatever=3).params == {"whatever": 3}
