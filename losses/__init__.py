@@ -70,9 +70,9 @@ def get(name, **params):
     loss_class = getattr(importlib.import_module(module), cls)
     # a misspelt parameter is named with the valid ones before anything is built (unless
     # the constructor takes any keyword)
-    signature = inspect.signature(loss_class).parameters.values()
-    accepted = [p.name for p in signature if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    any_keyword = any(p.kind == p.VAR_KEYWORD for p in signature)
+    parameters = inspect.signature(loss_class).parameters.values()
+    accepted = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    any_keyword = any(p.kind == p.VAR_KEYWORD for p in parameters)
     unknown = "" if any_keyword else ", ".join(repr(key) for key in params if key not in accepted)
     if unknown:
         expected = f"its parameters are {accepted}" if accepted else "it takes none"
