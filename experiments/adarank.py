@@ -250,7 +250,7 @@ def main(argv=None) -> int:
     parser.add_argument("--flips", type=int, default=10_000, help="randomization-test flips")
     args = parser.parse_args(argv)
     quick = args.quick
-    rounds = args.rounds or (20 if quick else ROUNDS)
+    rounds = args.rounds if args.rounds is not None else (20 if quick else ROUNDS)
     if rounds < 1:
         parser.error(f"--rounds must be >= 1; got {rounds}")
     if args.flips < 1:
@@ -326,7 +326,10 @@ def main(argv=None) -> int:
                         **{m: float(mt[m][i]) for m in MEASURES},
                     }
                 )
-    tests = compare(query_rows, against, args.flips) if against else []
+    try:
+        tests = compare(query_rows, against, args.flips) if against else []
+    except ValueError as exc:  # the run's queries are not these folds' (another data folder)
+        parser.error(str(exc))
     wall = time.perf_counter() - started
 
     args.out.mkdir(parents=True, exist_ok=True)

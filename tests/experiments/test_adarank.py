@@ -208,17 +208,18 @@ def test_against_a_run_of_itself(quick_run, shared_data, tmp_path):
         assert int(r["queries"]) == 156
 
 
-@pytest.mark.parametrize("kind", ["empty", "other folds"])
+@pytest.mark.parametrize("kind", ["empty", "other folds", "other queries"])
 def test_against_a_bad_run_is_refused_before_any_work(quick_run, shared_data, tmp_path, kind):
     data, out, _ = quick_run
     run = tmp_path / "run"
     run.mkdir()
-    if kind == "other folds":
-        rows = read(out / "per_query.csv")
+    if kind != "empty":
+        rows = [r for r in read(out / "per_query.csv") if r["method"] == "AdaRank-NDCG"]
+        change = {"fold": "Fold2"} if kind == "other folds" else {"method": "other"}
         with open(run / "per_query.csv", "w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
             writer.writeheader()
-            writer.writerows({**r, "fold": "Fold2"} for r in rows)
+            writer.writerows({**r, **change} for r in rows[1:])
     out2 = tmp_path / "out"
     proc = subprocess.run(
         [sys.executable, "experiments/adarank.py", "--quick", "--data", str(data), "--out",
@@ -226,6 +227,10 @@ def test_against_a_bad_run_is_refused_before_any_work(quick_run, shared_data, tm
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 2
-    assert f"--against {run}" in proc.stderr
-    assert ("no per_query.csv" if kind == "empty" else "the run holds ['Fold2']") in proc.stderr
+    expected = {
+        "empty": f"--against {run}: no per_query.csv",
+        "other folds": f"--against {run}: the run holds ['Fold2']",
+        "other queries": "--against: method 'other' lacks 1 test queries of this run",
+    }
+    assert expected[kind] in proc.stderr
     assert not out2.exists()
