@@ -41,9 +41,9 @@ ranking, so they carry no information on the order, and kept they would only tak
 from the others. The paper does not say which NDCG cutoff or tie rule the LETOR baselines
 used; these are stated choices. The re-run does not reproduce the official figures (five
 folds: NDCG@10 0.2229 and MAP 0.4717 against AdaRank-NDCG's 0.2307 and 0.4824; below them
-in folds 1–3, level in 4–5), so the official implementation differs from the paper in
-details it does not give; the tests against the re-run are tests against AdaRank as
-published, not against the official tables.
+in folds 1–3, level with them or above in folds 4–5), so the official implementation
+differs from the paper in details it does not give; the tests against the re-run are tests
+against AdaRank as published, not against the official tables.
 
 Measures and the test: as ``letor.py`` (:func:`letor.query_measures`: LETOR NDCG@1..10 and
 MAP, NERU@10), figures are means over test folds of per-fold query means; the paired
