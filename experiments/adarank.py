@@ -200,8 +200,8 @@ def read_against(run_dir: Path, folds) -> dict[str, dict[tuple[str, int], dict]]
 
 
 def compare(query_rows: list[dict], against: dict, n_flips: int) -> list[dict]:
-    """Each method of ``against`` beside each re-run, on the queries they share (all, when the
-    folds match): pooled means, differences and randomization-test p values."""
+    """Each method of ``against`` beside each re-run over the re-run's test queries (a method
+    lacking one of them is a ValueError): pooled means and randomization-test p values."""
     ours: dict[str, dict[tuple[str, int], dict]] = {}
     for r in query_rows:
         ours.setdefault(r["method"], {})[r["fold"], r["qid"]] = r
@@ -286,7 +286,7 @@ def main(argv=None) -> int:
         q_order = qt[np.sort(first)]
         for name, measure in TRAIN_MEASURES.items():
             start = time.perf_counter()
-            weights, features, _ = adarank(X, y, qid, measure, rounds)
+            weights, _, _ = adarank(X, y, qid, measure, rounds)
             seconds = time.perf_counter() - start
             t, vali = choose_rounds(weights, Xv, yv, qv)
             w = weights[t - 1]
