@@ -68,6 +68,7 @@ from _common import base_parser, markdown_table, progress, require, write_csv
 from letor import (
     MEASURES,
     parse_baseline,
+    per_query_rows,
     query_measures,
     randomization_test,
     read_rows,
@@ -282,8 +283,6 @@ def main(argv=None) -> int:
         X, y, qid = splits["train"]
         Xv, yv, qv = splits["vali"]
         Xt, yt, qt = splits["test"]
-        _, first = np.unique(qt, return_index=True)
-        q_order = qt[np.sort(first)]
         for name, measure in TRAIN_MEASURES.items():
             start = time.perf_counter()
             weights, _, _ = adarank(X, y, qid, measure, rounds)
@@ -317,15 +316,7 @@ def main(argv=None) -> int:
                         "value": float(mt[measure_name].mean()),
                     }
                 )
-            for i, q in enumerate(q_order):
-                query_rows.append(
-                    {
-                        "method": name,
-                        "fold": f"Fold{fold}",
-                        "qid": int(q),
-                        **{m: float(mt[m][i]) for m in MEASURES},
-                    }
-                )
+            query_rows += per_query_rows(name, fold, qt, mt)
     try:
         tests = compare(query_rows, against, args.flips) if against else []
     except ValueError as exc:  # the run's queries are not these folds' (another data folder)

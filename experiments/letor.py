@@ -336,6 +336,22 @@ def query_measures(y: np.ndarray, s: np.ndarray, qid: np.ndarray) -> dict[str, n
     return out
 
 
+def per_query_rows(method: str, fold: int, qid: np.ndarray, values: dict) -> list[dict]:
+    """Rows of ``per_query.csv`` for one method's test queries of one fold; ``values`` holds,
+    per measure, one value per query in order of first appearance in ``qid`` (as
+    :func:`query_measures` gives them)."""
+    _, first = np.unique(qid, return_index=True)
+    return [
+        {
+            "method": method,
+            "fold": f"Fold{fold}",
+            "qid": int(q),
+            **{m: float(values[m][i]) for m in MEASURES},
+        }
+        for i, q in enumerate(qid[np.sort(first)])
+    ]
+
+
 def randomization_test(a: np.ndarray, b: np.ndarray, n_flips: int, seed: int = 0) -> float:
     """Two-sided paired randomization test of mean(a − b) = 0 by random sign flips."""
     d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
@@ -1413,9 +1429,6 @@ def main(argv=None) -> int:
         )
         scores_test["constant"] = query_measures(yt, np.zeros(Xt.shape[0]), qt)
 
-        # the measures give one value per query in order of first appearance
-        _, first = np.unique(qt, return_index=True)
-        q_order = qt[np.sort(first)]
         for method, mt in scores_test.items():
             for measure in MEASURES:
                 if method not in losses_run:
@@ -1429,15 +1442,7 @@ def main(argv=None) -> int:
                             "value": float(mt[measure].mean()),
                         }
                     )
-            for i, q in enumerate(q_order):
-                query_rows.append(
-                    {
-                        "method": method,
-                        "fold": f"Fold{fold}",
-                        "qid": int(q),
-                        **{m: float(mt[m][i]) for m in MEASURES},
-                    }
-                )
+            query_rows += per_query_rows(method, fold, qt, mt)
 
     total_seconds = time.perf_counter() - started
     write_report(
