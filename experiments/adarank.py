@@ -358,12 +358,9 @@ def report(rows, official, chosen, folds, rounds, tests, args, wall) -> str:
         ):
             table.append(
                 [f"{name} ({source})"]
-                + [
-                    float(np.mean([get(f, m) for f in fold_names]))
-                    for m in ("NDCG@1", "NDCG@5", "NDCG@10", "MAP")
-                ]
+                + [float(np.mean([get(f, m) for f in fold_names])) for m in TESTED]
             )
-    lines += [markdown_table(["method", "NDCG@1", "NDCG@5", "NDCG@10", "MAP"], table), ""]
+    lines += [markdown_table(["method", *TESTED], table), ""]
     for measure in ("NDCG@10", "MAP"):
         fold_rows = []
         for name in TRAIN_MEASURES:
