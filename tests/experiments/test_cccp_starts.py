@@ -1,0 +1,135 @@
+"""``experiments/cccp_starts.py``: its helpers against references from their definitions,
+and the script end to end on the shared MQ2008 data."""
+
+import math
+import sys
+
+import numpy as np
+import pytest
+
+import losses
+from tests.experiments._quick import REPO, real_data, run_quick
+from tests.losses.reference_listwise import Measure, latent_brute_force, position_weights
+
+sys.path.insert(0, str(REPO / "experiments"))
+import cccp_starts  # noqa: E402
+
+
+def letor_ndcg10(labels, scores):
+    """LETOR NDCG@10 of one query from its definition: documents by decreasing score, ties in
+    row order; 0 with fewer than 10 documents or no relevant one; gain 2^r − 1, positions 1
+    and 2 undiscounted, position i >= 3 divided by log2(i)."""
+    if len(labels) < 10:
+        return 0.0
+    order = sorted(range(len(labels)), key=lambda i: -scores[i])  # stable
+
+    def dcg(rs):
+        return sum((2.0**r - 1.0) / (1.0 if i <= 2 else math.log2(i)) for i, r in enumerate(rs, 1))
+
+    ideal = dcg(sorted(labels, reverse=True)[:10])
+    return 0.0 if ideal == 0 else dcg([labels[i] for i in order][:10]) / ideal
+
+
+def test_best_feature_matches_the_definition():
+    """On 200 random sets (queries of 1–14 documents, features rounded so that scores tie,
+    duplicated columns for ties between features), the first column of highest mean NDCG@10."""
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        sizes = rng.integers(1, 15, size=rng.integers(1, 6))
+        qid = np.repeat(np.arange(len(sizes)), sizes)
+        n = len(qid)
+        y = rng.integers(0, 3, size=n).astype(np.float64)
+        X = np.round(rng.random((n, 4)), int(rng.integers(0, 3)))
+        X = X[:, rng.integers(0, 4, size=6)]  # repeated columns tie exactly
+        means = []
+        for j in range(X.shape[1]):
+            per_query = [
+                letor_ndcg10(list(y[qid == q]), list(X[qid == q, j])) for q in range(len(sizes))
+            ]
+            means.append(sum(per_query) / len(per_query))
+        top = max(means)
+        expected = next(j for j, v in enumerate(means) if v >= top - 1e-12)
+        assert cccp_starts.best_feature(X, y, qid) == expected
+
+
+@pytest.mark.parametrize("name", ["ndcg", "neru"])
+def test_objective_matches_enumeration(name):
+    """J(w) = lam/2 ‖w‖² + the mean over queries of the latent loss, the loss by enumeration
+    of every π and every ideal σ (queries of 1–6 documents, tied labels and tied scores)."""
+    loss = losses.get(name, **cccp_starts.PARAMS[name])
+    if name == "ndcg":
+        measure = Measure("ndcg", k=loss.k, gain=loss.gain, discount=loss.discount)
+    else:
+        measure = Measure("neru", k=loss.k, alpha=loss.alpha, d=loss.d)
+    rng = np.random.default_rng(11)
+    for _ in range(60):
+        sizes = rng.integers(1, 7, size=rng.integers(1, 5))
+        qid = np.repeat(np.arange(len(sizes)), sizes)
+        y = rng.integers(0, 3, size=len(qid)).astype(np.float64)
+        X = np.round(rng.standard_normal((len(qid), 3)), 1)
+        w = np.round(rng.standard_normal(3), 1)
+        lam = float(rng.choice([1e-3, 0.1, 1.0]))
+        f = X @ w
+        per_query = []
+        for q in range(len(sizes)):
+            rows = qid == q
+            c = position_weights(loss.c, int(rows.sum()), loss.k, loss.truncate_c)
+            per_query.append(latent_brute_force(f[rows], y[rows], measure, c)[0])
+        expected = 0.5 * lam * float(w @ w) + float(np.mean(per_query))
+        got = cccp_starts.objective(loss, lam, w, X, y, qid)
+        assert got == pytest.approx(expected, rel=1e-12, abs=1e-12)
+
+
+def test_select_takes_the_best_validation_and_the_larger_lam_on_ties():
+    rows = [
+        {"loss": "ndcg", "start": "ordinal", "fold": 1, "lam": lam, "vali": v}
+        for lam, v in [(1e-3, 0.20), (1e-2, 0.25), (0.1, 0.25), (1.0, 0.24)]
+    ] + [
+        {"loss": "ndcg", "start": "pairs", "fold": 1, "lam": lam, "vali": v}
+        for lam, v in [(1.0, 0.10), (1e-3, 0.30), (1e-2, 0.29)]
+    ]
+    chosen = cccp_starts.select(rows)
+    assert chosen[("ndcg", "ordinal", 1)]["lam"] == 0.1
+    assert chosen[("ndcg", "pairs", 1)]["lam"] == 1e-3
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--lams", "0"], "--lams must be positive"),
+        (["--random", "-1"], "--random must be >= 0"),
+        (["--tol", "0"], "--tol must be positive"),
+    ],
+)
+def test_bad_arguments_are_refused_before_any_work(tmp_path, capsys, args, message):
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exc:
+        cccp_starts.main([*args, "--out", str(out)])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_quick_run(tmp_path):
+    """MQ2008 Fold1 (80 training queries), two lams, four starts: the default start's rows
+    are the reference (relative J 0), the random start begins at the default model's norm,
+    every start reaches the default's objective to the solver's relative tolerance (1e-4)
+    and its J is that of a model no worse than its start."""
+    data = real_data()
+    out = tmp_path / "out"
+    rows = run_quick("cccp_starts", out, data)
+    starts = ["ordinal", "pairs", "feature", "random1"]
+    assert [r["start"] for r in rows] == starts * 2
+    assert {r["lam"] for r in rows} == {"0.01", "0.1"}
+    for r in rows:
+        J, rel = float(r["J"]), float(r["rel_J"])
+        if r["start"] == "ordinal":
+            assert rel == 0.0 and math.isnan(float(r["J_start"]))
+            base = J
+        else:
+            assert rel == pytest.approx(J / base - 1.0, abs=1e-15)
+            assert abs(rel) < 2e-4
+            assert J <= float(r["J_start"]) * (1 + 1e-12)
+        assert 0.0 <= float(r["test MAP"]) <= 1.0 and int(r["cccp_steps"]) >= 1
+    md = (out / "results.md").read_text()
+    assert "spread (max − min)" in md and "| ndcg | random1 | 2 |" in md
