@@ -15,8 +15,9 @@ from the starts
 ``pairs``       the minimiser of the convex pair formulation (``ties="pairs"``), same lam;
 ``feature``     the best single feature by training LETOR NDCG@10 (ties to the lower
                 feature number), scaled to the default model's norm;
-``random<i>``   ``--random`` directions drawn from a standard normal (``--seed``), scaled
-                to the default model's norm;
+``random<i>``   ``--random`` directions drawn from a standard normal, scaled to the
+                default model's norm; the generator is seeded by ``--seed``, the fold, the
+                loss and lam, so a fit's starts do not depend on what else the run holds;
 
 and reports, per fit, J at the start and at the end (J relative to the default start's),
 concave-convex steps, bundle iterations and seconds. Each start then runs the selection of
@@ -60,8 +61,9 @@ def objective(loss, lam: float, w: np.ndarray, X, y, qid) -> float:
     return 0.5 * lam * float(w @ w) + float(losses.risk(loss, X @ w, y, qid)[0])
 
 
-def starts(name, lam, X, y, qid, norm, feature, n_random, rng, tol) -> dict:
+def starts(name, lam, X, y, qid, norm, feature, n_random, seed, fold, tol) -> dict:
     """The starting points other than the default, in report order."""
+    rng = np.random.default_rng([seed, fold, tuple(PARAMS).index(name), round(lam * 1e12)])
     out = {
         "pairs": bmrm.fit(
             X, y, name, qid, lam=lam, tol=tol, loss_params={**PARAMS[name], "ties": "pairs"}
@@ -101,6 +103,8 @@ def main(argv=None) -> int:
             parser.error(f"--{opt} must be positive; got {bad[0]!r}")
     if args.random is not None and args.random < 0:
         parser.error(f"--random must be >= 0; got {args.random}")
+    if args.seed < 0:
+        parser.error(f"--seed must be >= 0; got {args.seed}")
     if not args.tol > 0:
         parser.error(f"--tol must be positive; got {args.tol!r}")
     folds = tuple(args.folds or ((1,) if args.quick else (1, 2, 3, 4, 5)))
@@ -110,7 +114,6 @@ def main(argv=None) -> int:
     root = require(args.data / "mq2008", "MQ2008")
     args.out.mkdir(parents=True, exist_ok=True)
     warnings.simplefilter("ignore", bmrm.ConvergenceWarning)
-    rng = np.random.default_rng(args.seed)
     rows = []
     started = time.perf_counter()
     for fold in folds:
@@ -127,7 +130,9 @@ def main(argv=None) -> int:
                 model = bmrm.fit(X, y, name, qid, lam=lam, tol=args.tol, loss_params=PARAMS[name])
                 fits = {"ordinal": (None, model, time.perf_counter() - t)}
                 norm = float(np.linalg.norm(model.coef_))
-                others = starts(name, lam, X, y, qid, norm, feature, n_random, rng, args.tol)
+                others = starts(
+                    name, lam, X, y, qid, norm, feature, n_random, args.seed, fold, args.tol
+                )
                 for start, w0 in others.items():
                     t = time.perf_counter()
                     fitted = bmrm.fit(

@@ -99,6 +99,7 @@ def test_select_takes_the_best_validation_and_the_larger_lam_on_ties():
         (["--lams", "0"], "--lams must be positive"),
         (["--random", "-1"], "--random must be >= 0"),
         (["--tol", "0"], "--tol must be positive"),
+        (["--seed", "-1"], "--seed must be >= 0"),
     ],
 )
 def test_bad_arguments_are_refused_before_any_work(tmp_path, capsys, args, message):
@@ -133,3 +134,9 @@ def test_quick_run(tmp_path):
         assert 0.0 <= float(r["test MAP"]) <= 1.0 and int(r["cccp_steps"]) >= 1
     md = (out / "results.md").read_text()
     assert "spread (max − min)" in md and "| ndcg | random1 | 2 |" in md
+    # a fit's starts do not depend on the other lams of the run: lam 0.1 alone repeats its rows
+    alone = run_quick("cccp_starts", tmp_path / "alone", data, extra=("--lams", "0.1"))
+    keys = ("start", "J_start", "J", "rel_J", "cccp_steps", "iterations", "test MAP")
+    assert [{k: r[k] for k in keys} for r in alone] == [
+        {k: r[k] for k in keys} for r in rows if r["lam"] == "0.1"
+    ]
