@@ -134,6 +134,10 @@ def test_quick_run(tmp_path):
         assert 0.0 <= float(r["test MAP"]) <= 1.0 and int(r["cccp_steps"]) >= 1
     md = (out / "results.md").read_text()
     assert "spread (max − min)" in md and "| ndcg | random1 | 2 |" in md
+    for start in starts[1:]:
+        line = next(x for x in md.splitlines() if x.startswith(f"| ndcg | {start} | 2 |"))
+        elsewhere = sum(float(r["rel_J"]) > 1e-2 for r in rows if r["start"] == start)
+        assert line.split(" | ")[6] == str(elsewhere)
     # a fit's starts do not depend on the other lams of the run: lam 0.1 alone repeats its rows
     alone = run_quick("cccp_starts", tmp_path / "alone", data, extra=("--lams", "0.1"))
     keys = ("start", "J_start", "J", "rel_J", "cccp_steps", "iterations", "test MAP")
