@@ -13,8 +13,9 @@ from the starts
 
 ``ordinal``     the default (``w0=None``);
 ``pairs``       the minimiser of the convex pair formulation (``ties="pairs"``), same lam;
-``feature``     the best single feature by training LETOR NDCG@10 (ties to the lower
-                feature number), scaled to the default model's norm;
+``feature``     the best single feature by training LETOR NDCG@10 (``letor.best_feature``,
+                the "best feature" row of ``experiments/letor.py``), with its sign, scaled
+                to the default model's norm;
 ``random<i>``   ``--random`` directions drawn from a standard normal, scaled to the
                 default model's norm; the generator is seeded by ``--seed``, the fold, the
                 loss and lam, so a fit's starts do not depend on what else the run holds;
@@ -36,12 +37,11 @@ import warnings
 
 import numpy as np
 from _common import base_parser, markdown_table, progress, require, write_csv
-from letor import query_measures
+from letor import best_feature, query_measures
 
 import bmrm
 import losses
 from bmrm.io import load_letor_fold
-from losses.metrics import ndcg_score
 
 GRID = (1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 3e-3, 5e-3, 1e-2, 2e-2, 3e-2, 5e-2, 0.1, 0.2, 0.5, 1.0)
 PARAMS = {"ndcg": {}, "neru": {"k": 10}}
@@ -50,19 +50,12 @@ REPORTED = ("NDCG@10", "MAP", "NERU@10")
 ELSEWHERE = 1e-2  # J this far above the default start's: another stationary point
 
 
-def best_feature(X: np.ndarray, y: np.ndarray, qid: np.ndarray) -> int:
-    """The column whose values, as scores, give the highest LETOR NDCG@10 (lowest index on
-    ties)."""
-    values = [ndcg_score(y, X[:, j], qid, k=10, convention="letor") for j in range(X.shape[1])]
-    return int(np.argmax(values))
-
-
 def objective(loss, lam: float, w: np.ndarray, X, y, qid) -> float:
     """J(w) = lam·½‖w‖² + mean latent loss of the scores X w."""
     return 0.5 * lam * float(w @ w) + float(losses.risk(loss, X @ w, y, qid)[0])
 
 
-def starts(name, lam, X, y, qid, norm, feature, n_random, seed, fold, tol) -> dict:
+def starts(name, lam, X, y, qid, norm, feature, sign, n_random, seed, fold, tol) -> dict:
     """The starting points other than the default, in report order."""
     rng = np.random.default_rng([seed, fold, tuple(PARAMS).index(name), round(lam * 1e12)])
     out = {
@@ -71,7 +64,7 @@ def starts(name, lam, X, y, qid, norm, feature, n_random, seed, fold, tol) -> di
         ).coef_
     }
     e = np.zeros(X.shape[1])
-    e[feature] = norm
+    e[feature] = sign * norm
     out["feature"] = e
     for i in range(n_random):
         v = rng.standard_normal(X.shape[1])
@@ -122,7 +115,7 @@ def main(argv=None) -> int:
         if args.quick:
             keep = np.isin(qid, np.unique(qid)[:80])
             X, y, qid = X[keep], y[keep], qid[keep]
-        feature = best_feature(X, y, qid)
+        feature, sign = best_feature(X, y, qid)
         for name in names:
             loss = losses.get(name, **PARAMS[name])
             for lam in lams:
@@ -131,7 +124,7 @@ def main(argv=None) -> int:
                 fits = {"ordinal": (None, model, time.perf_counter() - t)}
                 norm = float(np.linalg.norm(model.coef_))
                 others = starts(
-                    name, lam, X, y, qid, norm, feature, n_random, args.seed, fold, args.tol
+                    name, lam, X, y, qid, norm, feature, sign, n_random, args.seed, fold, args.tol
                 )
                 for start, w0 in others.items():
                     t = time.perf_counter()

@@ -15,43 +15,6 @@ sys.path.insert(0, str(REPO / "experiments"))
 import cccp_starts  # noqa: E402
 
 
-def letor_ndcg10(labels, scores):
-    """LETOR NDCG@10 of one query from its definition: documents by decreasing score, ties in
-    row order; 0 with fewer than 10 documents or no relevant one; gain 2^r − 1, positions 1
-    and 2 undiscounted, position i >= 3 divided by log2(i)."""
-    if len(labels) < 10:
-        return 0.0
-    order = sorted(range(len(labels)), key=lambda i: -scores[i])  # stable
-
-    def dcg(rs):
-        return sum((2.0**r - 1.0) / (1.0 if i <= 2 else math.log2(i)) for i, r in enumerate(rs, 1))
-
-    ideal = dcg(sorted(labels, reverse=True)[:10])
-    return 0.0 if ideal == 0 else dcg([labels[i] for i in order][:10]) / ideal
-
-
-def test_best_feature_matches_the_definition():
-    """On 200 random sets (queries of 1–14 documents, features rounded so that scores tie,
-    duplicated columns for ties between features), the first column of highest mean NDCG@10."""
-    rng = np.random.default_rng(5)
-    for _ in range(200):
-        sizes = rng.integers(1, 15, size=rng.integers(1, 6))
-        qid = np.repeat(np.arange(len(sizes)), sizes)
-        n = len(qid)
-        y = rng.integers(0, 3, size=n).astype(np.float64)
-        X = np.round(rng.random((n, 4)), int(rng.integers(0, 3)))
-        X = X[:, rng.integers(0, 4, size=6)]  # repeated columns tie exactly
-        means = []
-        for j in range(X.shape[1]):
-            per_query = [
-                letor_ndcg10(list(y[qid == q]), list(X[qid == q, j])) for q in range(len(sizes))
-            ]
-            means.append(sum(per_query) / len(per_query))
-        top = max(means)
-        expected = next(j for j, v in enumerate(means) if v >= top - 1e-12)
-        assert cccp_starts.best_feature(X, y, qid) == expected
-
-
 @pytest.mark.parametrize("name", ["ndcg", "neru"])
 def test_objective_matches_enumeration(name):
     """J(w) = lam/2 ‖w‖² + the mean over queries of the latent loss, the loss by enumeration
