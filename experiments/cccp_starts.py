@@ -135,11 +135,12 @@ def main(argv=None) -> int:
                         X, y, name, qid, lam=lam, tol=args.tol, w0=w0, loss_params=PARAMS[name]
                     )
                     fits[start] = (w0, fitted, time.perf_counter() - t)
-                base = objective(loss, lam, model.coef_, X, y, qid)
                 for start, (w0, fitted, seconds) in fits.items():
                     w = fitted.coef_
                     res = fitted.result_
                     J = objective(loss, lam, w, X, y, qid)
+                    if start == "ordinal":  # first: the default start's J is the reference
+                        base = J
                     row = {
                         "fold": fold,
                         "loss": name,

@@ -76,9 +76,8 @@ def test_bad_arguments_are_refused_before_any_work(tmp_path, capsys, args, messa
 
 def test_quick_run(tmp_path):
     """MQ2008 Fold1 (80 training queries), two lams, four starts: the default start's rows
-    are the reference (relative J 0), the random start begins at the default model's norm,
-    every start reaches the default's objective to the solver's relative tolerance (1e-4)
-    and its J is that of a model no worse than its start."""
+    are the reference (relative J 0), every start reaches the default's objective to the
+    solver's relative tolerance (1e-4) and its J is that of a model no worse than its start."""
     data = real_data()
     out = tmp_path / "out"
     rows = run_quick("cccp_starts", out, data)

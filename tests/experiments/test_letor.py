@@ -402,21 +402,6 @@ def test_trec_news_folds_test_every_query_once(trec_run, shared_data):
     assert not [r for r in rows if r["source"] == "LETOR 4.0 table"]
 
 
-def letor_ndcg10(labels, scores):
-    """LETOR NDCG@10 of one query from its definition: documents by decreasing score, ties in
-    row order; 0 with fewer than 10 documents or no relevant one; gain 2^r − 1, positions 1
-    and 2 undiscounted, position i >= 3 divided by log2(i)."""
-    if len(labels) < 10:
-        return 0.0
-    order = sorted(range(len(labels)), key=lambda i: -scores[i])  # stable
-
-    def dcg(rs):
-        return sum((2.0**r - 1.0) / (1.0 if i <= 2 else math.log2(i)) for i, r in enumerate(rs, 1))
-
-    ideal = dcg(sorted(labels, reverse=True)[:10])
-    return 0.0 if ideal == 0 else dcg([labels[i] for i in order][:10]) / ideal
-
-
 def test_best_feature_matches_the_definition():
     """On 200 random sets (queries of 1–14 documents, features rounded so that scores tie,
     duplicated and negated columns for ties between features), the first (column, sign) of
@@ -429,14 +414,13 @@ def test_best_feature_matches_the_definition():
         y = rng.integers(0, 3, size=n).astype(np.float64)
         X = np.round(rng.random((n, 4)), int(rng.integers(0, 3)))
         X = X[:, rng.integers(0, 4, size=6)] * rng.choice([-1.0, 1.0], size=6)  # ties
+        text = "\n".join(f"{int(label)} qid:{q}" for label, q in zip(y, qid, strict=True))
         means = []
         for j in range(X.shape[1]):
             for sign in (1.0, -1.0):
-                per_query = [
-                    letor_ndcg10(list(y[qid == q]), list(sign * X[qid == q, j]))
-                    for q in range(len(sizes))
-                ]
-                means.append((sum(per_query) / len(per_query), j, sign))
+                per_query = letor_query_measures(text, sign * X[:, j]).values()
+                values = [v["NDCG@10"] for v in per_query]
+                means.append((sum(values) / len(values), j, sign))
         top = max(v for v, _, _ in means)
         expected = next((j, sign) for v, j, sign in means if v >= top - 1e-12)
         assert letor.best_feature(X, y, qid) == expected
