@@ -98,6 +98,13 @@ discount, c, truncation; tol 1e-3) the chosen NDCG models score 0.2330, and addi
 A run is deterministic: the same command gives the same figures. The randomization test
 below holds the chosen models fixed, so it does not count this variation of the choice.
 
+Selection-free comparison ("Test at every lam" in ``results.md``; needs the ordinal loss
+in the run): each loss fitted with one setting is scored on the test folds at every lam of
+the grid, the same lam in every fold, against the ordinal loss at the same lam, and over the
+whole grid (each query's values averaged over the lams, one test); the counts of lams at
+which a loss is ahead. It says how a loss compares at any regularisation, apart from the
+validation noise described above; the headline figures remain those of the chosen models.
+
 Significance: a paired randomization test over the pooled test queries of all folds
 (10,000 random sign flips of the per-query differences, two-sided, p = (1 + #{|mean of
 flipped| >= |observed mean|}) / (1 + flips)), as in Smucker, Allan & Carterette (CIKM 2007).
@@ -107,7 +114,9 @@ Writes ``results.csv`` (one row per method × fold × lam × split × measure, w
 seconds, iterations, gap and ‖w‖; the official baselines' rows have no lam; with
 ``--time-repeats N`` also the median seconds and iterations of N refits of each chosen
 setting, measures ``refit_seconds`` and ``refit_iterations``),
-``per_query.csv`` (test values of the chosen models per query), ``results.md``, the plots
+``per_query.csv`` (test values of the chosen models per query), ``per_query_lams.csv`` (test
+NDCG@10, MAP and NERU@10 per query of every lam's model, for the losses fitted with one
+setting), ``every_lam.csv`` (the selection-free comparison above), ``results.md``, the plots
 ``ndcg_at_k.png``, ``validation_lam.png`` and ``folds.png``, and ``run.json`` (the settings
 that change the figures: data set, losses, lams, ``--grid``, tol, max_iter, solver method,
 pair cost, refit count; with the folds, flips and wall seconds). When the ordinal loss and an
@@ -117,8 +126,9 @@ chosen ordinal direction on the first fold (measures ``risk_along_ordinal@rho=�
 Merging runs: a long grid can be run as several processes over disjoint ``--folds``, each
 with its own ``--out``; ``--merge RUN_DIR ...`` then writes into ``--out`` the report one run
 over the union of their folds (ascending) would have written, without fitting: the same
-``results.csv`` and ``per_query.csv`` rows (fold by fold as each run wrote them), the
-randomization tests recomputed over the pooled test queries of all folds (``--flips``,
+``results.csv``, ``per_query.csv`` and ``per_query_lams.csv`` rows (fold by fold as each run
+wrote them; without the last, and without the selection-free comparison, when a run predates
+it), the randomization tests recomputed over the pooled test queries of all folds (``--flips``,
 default the runs' common count; same seed), the same ``results.md`` and plots. Timings are
 the runs' own: the wall time is their sum. One function (:func:`write_report`) writes the
 report of a fitting run and of a merge. Before anything is written it refuses, as an argument
@@ -194,6 +204,9 @@ def select_by(method: str) -> str:
 
 
 REFERENCE = ("squared", "best feature")
+# the selection-free comparison: every lam against this loss at the same lam
+LAM_REFERENCE = "ordinal"
+LAM_MEASURES = ("NDCG@10", "MAP", "NERU@10")
 DATASETS = ("mq2008", "lightgbm-example", "trec-news-2018")
 TITLES = {
     "mq2008": "# LETOR 4.0 MQ2008",
@@ -349,6 +362,16 @@ def per_query_rows(method: str, fold: int, qid: np.ndarray, values: dict) -> lis
             **{m: float(values[m][i]) for m in MEASURES},
         }
         for i, q in enumerate(qid[np.sort(first)])
+    ]
+
+
+def lam_query_rows(method: str, fold: int, lam: float, qid: np.ndarray, values: dict):
+    """Rows of ``per_query_lams.csv``: one method's test values at one lam of the grid, per
+    query, for the measures of the selection-free comparison."""
+    return [
+        {"method": method, "fold": r["fold"], "lam": lam, "qid": r["qid"]}
+        | {m: r[m] for m in LAM_MEASURES}
+        for r in per_query_rows(method, fold, qid, values)
     ]
 
 
@@ -566,6 +589,7 @@ FIT_ONLY = {
     "time_repeats": "--time-repeats",
 }
 RUN_FILES = ("results.csv", "per_query.csv")
+LAM_FILE = "per_query_lams.csv"  # absent from runs older than the selection-free comparison
 # typed columns of results.csv and per_query.csv; an empty cell is a missing key
 FLOAT_COLUMNS = {"value", "lam", "fit_seconds", "rel_gap", "coef_norm", *MEASURES}
 INT_COLUMNS = {"qid", "iterations", "cccp_steps"}
@@ -731,12 +755,24 @@ def load_run(run_dir: Path, infer: bool) -> dict:
             f"{run_dir} has no {RUN_FILE} (written before letor.py recorded its settings); "
             "pass --infer-settings to read them from its results.csv and results.md"
         )
-    for name, held in (("results.csv", row_folds(rows)), ("per_query.csv", row_folds(query_rows))):
+    held_by = {"results.csv": row_folds(rows), "per_query.csv": row_folds(query_rows)}
+    lam_rows = None
+    if (run_dir / LAM_FILE).is_file():
+        lam_rows = read_rows(run_dir / LAM_FILE)
+        if lam_rows:  # a run whose losses all had several settings writes a header only
+            held_by[LAM_FILE] = row_folds(lam_rows)
+    for name, held in held_by.items():
         if held != record["folds"]:
             raise ValueError(
                 f"{run_dir}: {name} holds folds {held}, its record says {record['folds']}"
             )
-    return {"dir": run_dir, **record, "rows": rows, "query_rows": query_rows}
+    return {
+        "dir": run_dir,
+        **record,
+        "rows": rows,
+        "query_rows": query_rows,
+        "lam_rows": lam_rows,
+    }
 
 
 def merge_runs(runs: list[dict], flips: int | None) -> dict:
@@ -789,10 +825,145 @@ def merge_runs(runs: list[dict], flips: int | None) -> dict:
         "wall_seconds": sum(run["wall_seconds"] for run in runs),
         "rows": rows,
         "query_rows": [r for fold in folds for r in block("query_rows", fold)],
+        # the selection-free comparison only when every run has its per-query values
+        "lam_rows": (
+            [r for fold in folds for r in block("lam_rows", fold)]
+            if all(run["lam_rows"] is not None for run in runs)
+            else None
+        ),
     }
 
 
 # -------------------------------------------------------------------------------- the report
+
+
+def every_lam_comparison(lam_rows, losses_run, lams, folds, n_flips):
+    """The selection-free comparison of the losses fitted with one setting: each loss's test
+    values at every lam of the grid (the same lam in every fold) against ``LAM_REFERENCE`` at
+    the same lam, and once over the whole grid (each query's values averaged over the lams).
+
+    ``lam_rows`` are the rows of ``per_query_lams.csv``. Returns ``None`` when the reference
+    or a second loss lacks values at some lam and fold, else a dict keyed by (method, lam),
+    with ``None`` for the whole grid, of dicts per measure: ``mean`` (over folds of the
+    per-fold query means, as the headline figures), and for the other losses ``diff`` (mean
+    minus the reference's) and ``p`` (:func:`randomization_test` over the pooled test
+    queries). Raises ``ValueError`` when two losses' queries of a fold differ.
+    """
+    values: dict = {}
+    for r in lam_rows:
+        fold = values.setdefault((r["method"], r["lam"]), {}).setdefault(
+            r["fold"], {"qid": [], **{m: [] for m in LAM_MEASURES}}
+        )
+        fold["qid"].append(r["qid"])
+        for m in LAM_MEASURES:
+            fold[m].append(r[m])
+    names = [f"Fold{f}" for f in folds]
+    compared = [
+        m
+        for m in losses_run
+        if all(name in values.get((m, lam), {}) for lam in lams for name in names)
+    ]
+    if LAM_REFERENCE not in compared or len(compared) < 2:
+        return None
+    compared.remove(LAM_REFERENCE)
+    compared.insert(0, LAM_REFERENCE)
+    queries = {name: values[LAM_REFERENCE, lams[0]][name]["qid"] for name in names}
+    for (m, lam), by_fold in values.items():
+        for name in names:
+            if m in compared and by_fold[name]["qid"] != queries[name]:
+                raise ValueError(
+                    f"{LAM_FILE}: {m} at lam {lam:g} has other {name} test queries than "
+                    f"{LAM_REFERENCE} at lam {lams[0]:g}"
+                )
+    per_fold = {  # (method, lam or None) -> fold -> measure -> per-query values
+        (m, lam): {
+            name: {meas: np.array(values[m, lam][name][meas]) for meas in LAM_MEASURES}
+            for name in names
+        }
+        for m in compared
+        for lam in lams
+    }
+    for m in compared:
+        per_fold[m, None] = {
+            name: {
+                meas: np.mean([per_fold[m, lam][name][meas] for lam in lams], axis=0)
+                for meas in LAM_MEASURES
+            }
+            for name in names
+        }
+    out = {}
+    for (m, lam), by_fold in per_fold.items():
+        out[m, lam] = {}
+        for meas in LAM_MEASURES:
+            cell = {"mean": float(np.mean([by_fold[name][meas].mean() for name in names]))}
+            if m != LAM_REFERENCE:
+                ref = per_fold[LAM_REFERENCE, lam]
+                cell["diff"] = cell["mean"] - out[LAM_REFERENCE, lam][meas]["mean"]
+                cell["p"] = randomization_test(
+                    np.concatenate([by_fold[name][meas] for name in names]),
+                    np.concatenate([ref[name][meas] for name in names]),
+                    n_flips,
+                )
+            out[m, lam][meas] = cell
+    return out
+
+
+def every_lam_lines(comparison, lams, n_flips, official_means) -> list[str]:
+    """The Markdown section of :func:`every_lam_comparison`'s figures."""
+    methods = list(dict.fromkeys(m for m, _ in comparison))
+    others = methods[1:]
+    lines = [
+        "## Test at every lam (no selection)",
+        "",
+        "Every loss fitted with one setting, scored on the test folds at each lam of the "
+        "grid, the same lam in every fold: no lam is chosen, so these figures do not depend "
+        "on the validation set. Cells: the mean over folds, its difference from "
+        f"{LAM_REFERENCE} at the same lam and p, a paired randomization test over the pooled "
+        f"test queries ({n_flips} sign flips, two-sided). `all lams`: each query's value "
+        "averaged over the grid's lams, tested the same way (one test of the whole grid). "
+        f"`above {LAM_REFERENCE}`: the lams at which the mean is higher than "
+        f"{LAM_REFERENCE}'s.",
+        "",
+    ]
+    for meas in LAM_MEASURES:
+
+        def cell(m, lam, meas=meas):
+            c = comparison[m, lam][meas]
+            if m == LAM_REFERENCE:
+                return f"{c['mean']:.4f}"
+            diff = f"{c['diff']:+.4f}".replace("-", "−")
+            return f"{c['mean']:.4f} {diff} ({fmt_p(c['p'])})"
+
+        table = [[f"{lam:g}", *(cell(m, lam) for m in methods)] for lam in lams]
+        table.append(["all lams", *(cell(m, None) for m in methods)])
+        table.append(
+            [f"above {LAM_REFERENCE}", "—"]
+            + [
+                f"{sum(comparison[m, lam][meas]['diff'] > 0 for lam in lams)} of {len(lams)}"
+                for m in others
+            ]
+        )
+        lines += [f"{meas}:", "", markdown_table(["lam", *methods], table), ""]
+        official = [f"{n} {v[meas]:.4f}" for n, v in official_means.items() if meas in v]
+        if official:
+            lines += [f"Official LETOR 4.0 means (chosen models): {', '.join(official)}.", ""]
+    return lines
+
+
+def every_lam_rows(comparison) -> list[dict]:
+    """Rows of ``every_lam.csv``: one per method, lam (``scope`` "all lams" and no lam for
+    the whole grid) and measure."""
+    rows = []
+    for (m, lam), cells in comparison.items():
+        for meas, c in cells.items():
+            row = {"method": m, "scope": "lam" if lam is not None else "all lams"}
+            if lam is not None:
+                row["lam"] = lam
+            row |= {"measure": meas, "mean": c["mean"]}
+            if "p" in c:
+                row |= {f"diff_vs_{LAM_REFERENCE}": c["diff"], f"p_vs_{LAM_REFERENCE}": c["p"]}
+            rows.append(row)
+    return rows
 
 
 def write_report(
@@ -805,6 +976,7 @@ def write_report(
     wall_seconds: float,
     merged_from=(),
     data=None,
+    lam_rows=None,
 ) -> None:
     """Randomization tests, ``results.csv``, ``per_query.csv``, ``results.md``, the plots and
     ``run.json`` of a run over ``folds``, from its rows alone.
@@ -813,8 +985,10 @@ def write_report(
     (every fit of the grid with its measures and ``selected`` flag, the refits' medians, the
     best feature's column, the test measures of ``best feature`` and ``constant``, the
     training risk along the ordinal direction); ``query_rows`` the test measures of every
-    method per query, fold by fold. A fitting run and ``--merge`` both call this, so the
-    merged report is the one a run over the union of the folds writes.
+    method per query, fold by fold; ``lam_rows`` (``per_query_lams.csv``, ``None`` for
+    merged runs older than it) the test values of the single-setting losses at every lam, for
+    :func:`every_lam_comparison`. A fitting run and ``--merge`` both call this, so the merged
+    report is the one a run over the union of the folds writes.
     """
     losses_run = list(settings["losses"])
     lams = list(settings["lams"])
@@ -925,6 +1099,12 @@ def write_report(
             }
         )
 
+    comparison = (
+        every_lam_comparison(lam_rows, losses_run, lams, folds, n_flips)
+        if lam_rows is not None
+        else None
+    )
+
     dataset, tol, pair_cost = settings["dataset"], settings["tol"], settings["pair_cost"]
     settings_grid, settings_method = settings["grid"], settings["method"]
     merged_text = (
@@ -1012,6 +1192,9 @@ def write_report(
             markdown_table(["method", *(f"Fold{f}" for f in folds), "mean"], fold_rows),
             "",
         ]
+
+    if comparison is not None:
+        lines += every_lam_lines(comparison, lams, n_flips, official_means)
 
     lines += ["## NDCG@1..10 (test, mean over folds)", ""]
     nd_rows = [[m, *(means[m][f"NDCG@{k}"] for k in KS)] for m in methods]
@@ -1141,6 +1324,10 @@ def write_report(
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "results.csv", rows)
     write_csv(out / "per_query.csv", query_rows)
+    if lam_rows is not None:
+        write_csv(out / LAM_FILE, lam_rows)
+    if comparison is not None:
+        write_csv(out / "every_lam.csv", every_lam_rows(comparison))
     (out / "results.md").write_text("\n".join(lines))
 
     plot_ndcg_at_k(out / "ndcg_at_k.png", means, official_means)
@@ -1309,6 +1496,7 @@ def main(argv=None) -> int:
 
     methods = [*losses_run, "best feature", "constant"]
     query_rows: list[dict] = []
+    every_lam_rows: list[dict] = []  # test values at every lam of the single-setting losses
     started = time.perf_counter()
 
     for fold in folds:
@@ -1334,6 +1522,8 @@ def main(argv=None) -> int:
                 )
                 mv = query_measures(yv, model.decision_function(Xv), qv)
                 mt = query_measures(yt, model.decision_function(Xt), qt)
+                if len(settings_loss) == 1:
+                    every_lam_rows += lam_query_rows(loss, fold, lam, qt, mt)
                 for split, values in (("vali", mv), ("test", mt)):
                     for measure in MEASURES:
                         fit_rows.append(
@@ -1446,7 +1636,15 @@ def main(argv=None) -> int:
 
     total_seconds = time.perf_counter() - started
     write_report(
-        args.out, settings, folds, n_flips, rows, query_rows, total_seconds, data=args.data
+        args.out,
+        settings,
+        folds,
+        n_flips,
+        rows,
+        query_rows,
+        total_seconds,
+        data=args.data,
+        lam_rows=every_lam_rows,
     )
     return 0
 
@@ -1477,6 +1675,7 @@ def merge_main(parser, args) -> int:
         merged["query_rows"],
         merged["wall_seconds"],
         merged_from=[r["dir"] for r in runs],
+        lam_rows=merged["lam_rows"],
     )
     return 0
 

@@ -424,3 +424,125 @@ def test_best_feature_matches_the_definition():
         top = max(v for v, _, _ in means)
         expected = next((j, sign) for v, j, sign in means if v >= top - 1e-12)
         assert letor.best_feature(X, y, qid) == expected
+
+
+def monte_carlo_p(d: np.ndarray, seed: int) -> float:
+    """Two-sided sign-flip p of mean(d) = 0 by 20,000 flips drawn here."""
+    flips = np.random.default_rng(seed).choice([-1.0, 1.0], size=(20_000, d.size))
+    return float(np.mean(np.abs(flips @ d) >= abs(d.sum()) - 1e-12))
+
+
+def test_every_lam_comparison_of_a_run(letor_run, shared_data):
+    """per_query_lams.csv holds each loss's test values at every lam (at the chosen lam, the
+    values of per_query.csv); every_lam.csv and results.md give their means (results.csv's
+    test rows), differences from ordinal and p (an independent Monte Carlo of the sign-flip
+    distribution), at each lam and averaged over the lams per query."""
+    out, _, rows = letor_run
+    with open(out / "per_query_lams.csv", newline="") as fh:
+        lam_rows = list(csv.DictReader(fh))
+    with open(out / "per_query.csv", newline="") as fh:
+        chosen_rows = list(csv.DictReader(fh))
+    with open(out / "every_lam.csv", newline="") as fh:
+        table = {(r["method"], r["lam"] or "all", r["measure"]): r for r in csv.DictReader(fh)}
+    md = (out / "results.md").read_text()
+    section = md.split("## Test at every lam (no selection)")[1].split("\n## ")[0]
+    lams = ("0.01", "0.1")
+    values = {}
+    for method in ("ordinal", "squared"):
+        (chosen,) = {r["lam"] for r in rows if r["method"] == method and r["selected"] == "True"}
+        mine = [r for r in chosen_rows if r["method"] == method]
+        for lam in lams:
+            at = [r for r in lam_rows if r["method"] == method and float(r["lam"]) == float(lam)]
+            assert [r["qid"] for r in at] == [r["qid"] for r in mine]
+            if float(lam) == float(chosen):
+                for measure in letor.LAM_MEASURES:
+                    assert [r[measure] for r in at] == [r[measure] for r in mine]
+            for measure in letor.LAM_MEASURES:
+                values[method, lam, measure] = np.array([float(r[measure]) for r in at])
+                (expected,) = [
+                    float(r["value"])
+                    for r in rows
+                    if r["method"] == method
+                    and r["split"] == "test"
+                    and r["measure"] == measure
+                    and r["lam"]
+                    and float(r["lam"]) == float(lam)
+                ]
+                got = table[method, repr(float(lam)), measure]
+                assert float(got["mean"]) == pytest.approx(expected, abs=1e-12)
+        for measure in letor.LAM_MEASURES:
+            values[method, "all", measure] = np.mean(
+                [values[method, lam, measure] for lam in lams], 0
+            )
+    for key in (*lams, "all"):
+        lam = key if key == "all" else repr(float(key))  # every_lam.csv's lam cell
+        label = "all lams" if key == "all" else f"{float(key):g}"
+        for measure in letor.LAM_MEASURES:
+            d = values["squared", key, measure] - values["ordinal", key, measure]
+            got = table["squared", lam, measure]
+            assert float(got["mean"]) == pytest.approx(values["squared", key, measure].mean())
+            assert float(got["diff_vs_ordinal"]) == pytest.approx(d.mean(), abs=1e-12)
+            # 1000 flips in the script: Monte Carlo standard error <= 0.016
+            assert float(got["p_vs_ordinal"]) == pytest.approx(monte_carlo_p(d, 7), abs=0.07)
+            assert table["ordinal", lam, measure]["p_vs_ordinal"] == ""
+            mean = values["squared", key, measure].mean()
+            diff = f"{d.mean():+.4f}".replace("-", "−")
+            ref = values["ordinal", key, measure].mean()
+            assert (
+                f"| {label} | {ref:.4f} | {mean:.4f} {diff} (" in section.split(f"{measure}:")[1]
+            )
+    above = sum(
+        values["squared", lam, "MAP"].mean() > values["ordinal", lam, "MAP"].mean() for lam in lams
+    )
+    assert f"| above ordinal | — | {above} of 2 |" in section.split("MAP:")[1]
+
+
+def comparison_rows(spec):
+    """Rows of per_query_lams.csv from {(method, lam, fold): [(qid, value), ...]}, the value
+    used for every measure."""
+    return [
+        {"method": m, "fold": f"Fold{fold}", "lam": lam, "qid": q}
+        | dict.fromkeys(letor.LAM_MEASURES, v)
+        for (m, lam, fold), queries in spec.items()
+        for q, v in queries
+    ]
+
+
+def test_every_lam_comparison_rules():
+    """Means over folds of the per-fold query means (folds of unequal size), differences and
+    the whole-grid average per query; the reference comes first whatever the order of the
+    losses; losses without a value at every lam and fold are left out; no second loss, no
+    comparison; queries that differ between losses are an error naming the file."""
+    spec = {
+        ("ndcg", 0.1, 1): [(1, 1.0), (2, 0.0)],
+        ("ndcg", 0.1, 2): [(3, 0.5), (4, 0.5), (5, 0.2)],
+        ("ndcg", 1.0, 1): [(1, 0.0), (2, 0.0)],
+        ("ndcg", 1.0, 2): [(3, 0.0), (4, 1.0), (5, 0.2)],
+        ("ordinal", 0.1, 1): [(1, 0.0), (2, 0.0)],
+        ("ordinal", 0.1, 2): [(3, 0.1), (4, 0.1), (5, 0.1)],
+        ("ordinal", 1.0, 1): [(1, 0.5), (2, 0.5)],
+        ("ordinal", 1.0, 2): [(3, 0.0), (4, 0.0), (5, 0.0)],
+        ("squared", 0.1, 1): [(1, 0.3), (2, 0.3)],  # no lam 1: left out
+    }
+    lams, folds = [0.1, 1.0], [1, 2]
+    out = letor.every_lam_comparison(
+        comparison_rows(spec), ["ndcg", "squared", "ordinal"], lams, folds, 1000
+    )
+    assert list(dict.fromkeys(m for m, _ in out)) == ["ordinal", "ndcg"]
+    ndcg = {lam: out["ndcg", lam]["MAP"] for lam in (*lams, None)}
+    assert ndcg[0.1]["mean"] == pytest.approx((0.5 + 0.4) / 2)  # not the pooled 2.2 / 5
+    assert ndcg[0.1]["diff"] == pytest.approx(0.45 - 0.05)
+    assert ndcg[1.0]["mean"] == pytest.approx((0.0 + 0.4) / 2)
+    assert ndcg[1.0]["diff"] == pytest.approx(0.2 - 0.25)
+    assert ndcg[None]["mean"] == pytest.approx((0.25 + 0.4) / 2)
+    assert ndcg[None]["diff"] == pytest.approx(0.325 - 0.15)
+    assert "p" not in out["ordinal", None]["MAP"]
+    assert 0 < ndcg[None]["p"] <= 1
+    lines = "\n".join(letor.every_lam_lines(out, lams, 1000, {"AdaRank-NDCG": {"MAP": 0.48}}))
+    assert "| above ordinal | — | 1 of 2 |" in lines
+    assert "| 1 | 0.2500 | 0.2000 −0.0500 (" in lines
+    assert "AdaRank-NDCG 0.4800" in lines
+    assert letor.every_lam_comparison(comparison_rows(spec), ["ordinal"], lams, folds, 10) is None
+    spec["ndcg", 1.0, 2] = [(3, 0.0), (6, 1.0), (5, 0.2)]
+    with pytest.raises(ValueError, match="per_query_lams.csv: ndcg at lam 1 has other Fold2"):
+        letor.every_lam_comparison(comparison_rows(spec), ["ordinal", "ndcg"], lams, folds, 10)

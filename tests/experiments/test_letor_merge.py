@@ -85,7 +85,11 @@ def test_merged_report_equals_one_run(runs, shared_data):
     same results.csv rows (timings aside), the same randomization p-values and the same
     results.md figures."""
     one, merged = runs / "both", runs / "merged"
-    assert (merged / "per_query.csv").read_bytes() == (one / "per_query.csv").read_bytes()
+    for name in ("per_query.csv", "per_query_lams.csv", "every_lam.csv"):
+        assert (merged / name).read_bytes() == (one / name).read_bytes()
+    # the loss tuned over a grid has several models per lam: not compared lam by lam
+    assert {r["method"] for r in rows(one / "per_query_lams.csv")} == {"ordinal", "squared"}
+    assert "## Test at every lam (no selection)" in (merged / "results.md").read_text()
     assert untimed(merged / "results.csv") == untimed(one / "results.csv")
     p_one = {(r["method"], r["measure"]): r["value"] for r in rows(one / "results.csv")}
     p_merged = {(r["method"], r["measure"]): r["value"] for r in rows(merged / "results.csv")}
@@ -135,6 +139,23 @@ def test_merge_of_runs_without_run_json(runs, shared_data, tmp_path, capsys):
     )
     inferred = json.loads((out / "run.json").read_text())
     assert inferred["settings"] == json.loads((merged / "run.json").read_text())["settings"]
+
+
+def test_merge_with_a_run_older_than_the_every_lam_values(runs, shared_data, tmp_path):
+    """A run without per_query_lams.csv merges to the same report without the selection-free
+    comparison (neither its section nor its files)."""
+    for name in ("f1", "f2"):
+        shutil.copytree(runs / name, tmp_path / name)
+    (tmp_path / "f2" / "per_query_lams.csv").unlink()
+    out = tmp_path / "out"
+    assert merge(tmp_path / "f1", tmp_path / "f2", "--out", out) == 0
+    merged = runs / "merged"
+    assert (out / "results.csv").read_bytes() == (merged / "results.csv").read_bytes()
+    assert not (out / "per_query_lams.csv").exists() and not (out / "every_lam.csv").exists()
+    md = (merged / "results.md").read_text()
+    head, section = md.split("## Test at every lam (no selection)")
+    without = head + "## " + section.split("\n## ", 1)[1]
+    assert untimed_md((out / "results.md").read_text()) == untimed_md(without)
 
 
 def edit_record(run: Path, **changes) -> None:
@@ -192,6 +213,7 @@ def test_grid_compared_as_its_union(runs, shared_data, tmp_path):
         ("no per_query.csv", "lacks per_query.csv (not a finished letor.py run)"),
         ("fold twice", "Fold1 is in two runs: "),
         ("folds disagree", "results.csv holds folds [2], its record says [3]"),
+        ("lam values of another fold", "per_query_lams.csv holds folds [3], its record says [2]"),
         ("out is a run", "is one of the runs given to --merge"),
         ("no out", "--merge needs --out OUT_DIR"),
         ("--tol", "--merge takes finished runs; --tol only apply to fitting"),
@@ -216,6 +238,9 @@ def test_bad_merges_are_argument_errors(runs, shared_data, tmp_path, capsys, cas
         given = [runs / "f1", runs / "both"]
     elif case == "folds disagree":
         edit_record(tmp_path / "f2", folds=[3])
+    elif case == "lam values of another fold":
+        path = tmp_path / "f2" / "per_query_lams.csv"
+        path.write_text(path.read_text().replace(",Fold2,", ",Fold3,"))
     elif case == "out is a run":
         extra = ["--out", tmp_path / "f2"]
     elif case == "no out":
