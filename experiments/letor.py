@@ -1496,7 +1496,7 @@ def main(argv=None) -> int:
 
     methods = [*losses_run, "best feature", "constant"]
     query_rows: list[dict] = []
-    every_lam_rows: list[dict] = []  # test values at every lam of the single-setting losses
+    lam_rows: list[dict] = []  # test values at every lam of the single-setting losses
     started = time.perf_counter()
 
     for fold in folds:
@@ -1523,7 +1523,7 @@ def main(argv=None) -> int:
                 mv = query_measures(yv, model.decision_function(Xv), qv)
                 mt = query_measures(yt, model.decision_function(Xt), qt)
                 if len(settings_loss) == 1:
-                    every_lam_rows += lam_query_rows(loss, fold, lam, qt, mt)
+                    lam_rows += lam_query_rows(loss, fold, lam, qt, mt)
                 for split, values in (("vali", mv), ("test", mt)):
                     for measure in MEASURES:
                         fit_rows.append(
@@ -1644,7 +1644,7 @@ def main(argv=None) -> int:
         query_rows,
         total_seconds,
         data=args.data,
-        lam_rows=every_lam_rows,
+        lam_rows=lam_rows,
     )
     return 0
 
@@ -1666,17 +1666,20 @@ def merge_main(parser, args) -> int:
     except ValueError as exc:
         parser.error(f"--merge: {exc}")
     progress(f"merging {', '.join(str(r['dir']) for r in runs)} into {args.out}")
-    write_report(
-        args.out,
-        merged["settings"],
-        merged["folds"],
-        merged["flips"],
-        merged["rows"],
-        merged["query_rows"],
-        merged["wall_seconds"],
-        merged_from=[r["dir"] for r in runs],
-        lam_rows=merged["lam_rows"],
-    )
+    try:  # the report checks the per-query values of every lam before it writes anything
+        write_report(
+            args.out,
+            merged["settings"],
+            merged["folds"],
+            merged["flips"],
+            merged["rows"],
+            merged["query_rows"],
+            merged["wall_seconds"],
+            merged_from=[r["dir"] for r in runs],
+            lam_rows=merged["lam_rows"],
+        )
+    except ValueError as exc:
+        parser.error(f"--merge: {exc}")
     return 0
 
 

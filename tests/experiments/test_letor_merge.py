@@ -214,6 +214,7 @@ def test_grid_compared_as_its_union(runs, shared_data, tmp_path):
         ("fold twice", "Fold1 is in two runs: "),
         ("folds disagree", "results.csv holds folds [2], its record says [3]"),
         ("lam values of another fold", "per_query_lams.csv holds folds [3], its record says [2]"),
+        ("lam values of other queries", "per_query_lams.csv: squared at lam 0.1 has other Fold2"),
         ("out is a run", "is one of the runs given to --merge"),
         ("no out", "--merge needs --out OUT_DIR"),
         ("--tol", "--merge takes finished runs; --tol only apply to fitting"),
@@ -241,6 +242,12 @@ def test_bad_merges_are_argument_errors(runs, shared_data, tmp_path, capsys, cas
     elif case == "lam values of another fold":
         path = tmp_path / "f2" / "per_query_lams.csv"
         path.write_text(path.read_text().replace(",Fold2,", ",Fold3,"))
+    elif case == "lam values of other queries":
+        path = tmp_path / "f2" / "per_query_lams.csv"
+        lines = path.read_text().splitlines(keepends=True)
+        (last,) = [i for i, ln in enumerate(lines) if ln.startswith("squared,Fold2,0.1,")][-1:]
+        lines[last] = lines[last].replace(lines[last].split(",")[3], "99999999", 1)
+        path.write_text("".join(lines))
     elif case == "out is a run":
         extra = ["--out", tmp_path / "f2"]
     elif case == "no out":
