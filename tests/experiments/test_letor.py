@@ -197,6 +197,12 @@ def test_official_tables_parsed(letor_run, shared_data):
             assert sum(folds) / 5 == pytest.approx(official[name, "Avg", measure], abs=1e-3)
 
 
+def monte_carlo_p(d: np.ndarray, seed: int) -> float:
+    """Two-sided sign-flip p of mean(d) = 0 by 20,000 flips drawn here."""
+    flips = np.random.default_rng(seed).choice([-1.0, 1.0], size=(20_000, d.size))
+    return float(np.mean(np.abs(flips @ d) >= abs(d.sum()) - 1e-12))
+
+
 def test_p_values(letor_run, shared_data):
     out, _, rows = letor_run
     p = {(r["method"], r["measure"]): float(r["value"]) for r in rows if r["fold"] == "pooled"}
@@ -209,11 +215,8 @@ def test_p_values(letor_run, shared_data):
     for measure in ("NDCG@1", "NDCG@10", "MAP"):
         a = np.array([float(r[measure]) for r in per_query if r["method"] == "ordinal"])
         b = np.array([float(r[measure]) for r in per_query if r["method"] == "squared"])
-        d = a - b
-        rng = np.random.default_rng(12345)
-        flips = rng.choice([-1.0, 1.0], size=(20_000, d.size))
-        reference = np.mean(np.abs(flips @ d) >= abs(d.sum()) - 1e-12)
         # 1000 flips in the script: Monte Carlo standard error <= 0.016
+        reference = monte_carlo_p(a - b, 12345)
         assert p["ordinal", f"p_vs_squared:{measure}"] == pytest.approx(reference, abs=0.07)
 
 
@@ -424,12 +427,6 @@ def test_best_feature_matches_the_definition():
         top = max(v for v, _, _ in means)
         expected = next((j, sign) for v, j, sign in means if v >= top - 1e-12)
         assert letor.best_feature(X, y, qid) == expected
-
-
-def monte_carlo_p(d: np.ndarray, seed: int) -> float:
-    """Two-sided sign-flip p of mean(d) = 0 by 20,000 flips drawn here."""
-    flips = np.random.default_rng(seed).choice([-1.0, 1.0], size=(20_000, d.size))
-    return float(np.mean(np.abs(flips @ d) >= abs(d.sum()) - 1e-12))
 
 
 def test_every_lam_comparison_of_a_run(letor_run, shared_data):
