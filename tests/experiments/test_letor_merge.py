@@ -245,7 +245,7 @@ def test_bad_merges_are_argument_errors(runs, shared_data, tmp_path, capsys, cas
     elif case == "lam values of other queries":
         path = tmp_path / "f2" / "per_query_lams.csv"
         lines = path.read_text().splitlines(keepends=True)
-        (last,) = [i for i, ln in enumerate(lines) if ln.startswith("squared,Fold2,0.1,")][-1:]
+        last = max(i for i, ln in enumerate(lines) if ln.startswith("squared,Fold2,0.1,"))
         lines[last] = lines[last].replace(lines[last].split(",")[3], "99999999", 1)
         path.write_text("".join(lines))
     elif case == "out is a run":
