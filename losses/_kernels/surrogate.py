@@ -77,15 +77,18 @@ def listnet(f, s, query_ptr, values, grad):
         for i in range(lo, hi):
             zf += np.exp(f[i] - fmax)
             zs += np.exp(s[i] - smax)
-        lse_f = fmax + np.log(zf)
-        lse_s = smax + np.log(zs)
+        # log-probabilities from the shifted values: adding the maximum back (max + log z)
+        # would round log z away once the maximum is large (|s| ~ 1e15 and more).
+        log_zf = np.log(zf)
+        log_zs = np.log(zs)
         kl = 0.0
         for i in range(lo, hi):
-            t = np.exp(s[i] - lse_s)
-            p = np.exp(f[i] - lse_f)
+            log_t = (s[i] - smax) - log_zs
+            log_p = (f[i] - fmax) - log_zf
+            t = np.exp(log_t)
             if t > 0.0:
-                kl += t * ((s[i] - lse_s) - (f[i] - lse_f))
-            grad[i] = p - t
+                kl += t * (log_t - log_p)
+            grad[i] = np.exp(log_p) - t
         values[q] = max(0.0, kl)
 
 
@@ -147,18 +150,21 @@ def softmax(f, relevant, query_ptr, values, grad):
         for i in range(lo, hi):
             if not relevant[i]:
                 z += np.exp(f[i] - nmax)
-        lse = nmax + np.log(z)
+        # L − f_c and f_n − L from the shifted values (nmax + log z would round log z
+        # away for large scores)
+        log_z = np.log(z)
         v = 0.0
         total = 0.0  # Σ_c σ(L − f_c)
         for i in range(lo, hi):
             if relevant[i]:
-                v += _softplus(lse - f[i])
-                s = _sigmoid(lse - f[i])
+                d = (nmax - f[i]) + log_z
+                v += _softplus(d)
+                s = _sigmoid(d)
                 grad[i] = -s / n_rel
                 total += s
         for i in range(lo, hi):
             if not relevant[i]:
-                grad[i] = total * np.exp(f[i] - lse) / n_rel
+                grad[i] = total * np.exp((f[i] - nmax) - log_z) / n_rel
         values[q] = v / n_rel
 
 

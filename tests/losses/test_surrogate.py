@@ -193,6 +193,58 @@ def test_extreme_scores_stay_finite():
     assert value == pytest.approx(np.mean([800.0 - -800.0, 800.0 - 0.0]), rel=1e-12)
 
 
+def ref_kl_from_logs(s, f):
+    """KL(softmax(s) ‖ softmax(f)) from scipy's log-softmax (exact for shifted inputs)."""
+    log_t, log_p = log_softmax(s), log_softmax(f)
+    t = np.exp(log_t)
+    return float(np.sum(np.where(t > 0, t * (log_t - log_p), 0.0)))
+
+
+def shifted_queries(rng, shift, n=30):
+    """Queries (y, g) and the same scores moved by ``shift``: g on the grid of the floats
+    near ``shift``, so that shift + g is exact and (shift + g) − shift == g."""
+    step = max(0.25, float(np.spacing(abs(shift))))
+    queries = []
+    for _ in range(n):
+        m = int(rng.integers(2, 9))
+        y = rng.integers(0, 3, m).astype(float)
+        g = np.round(rng.normal(size=m) * 4) * step
+        queries.append((y, g))
+    moved = [(y, g + shift) for y, g in queries]
+    assert all(np.array_equal(f - shift, g) for (_, f), (_, g) in zip(moved, queries, strict=True))
+    return queries, moved
+
+
+@pytest.mark.parametrize("alpha", [1.0, 1e3, 1e14, 1e15, 1e16, 1e300])
+def test_listnet_with_large_targets_keeps_the_log_normaliser(alpha):
+    """The target α ψ(y) and the scores far from 0: the value and gradient are those of the
+    scores moved back to 0 (the divergence does not change when a constant is added to a
+    query's scores), against scipy's log-softmax."""
+    rng = np.random.default_rng(7)
+    loss = losses.get("listnet", alpha=alpha)
+    for shift in (0.0, 1e15, -1e16):
+        queries, moved = shifted_queries(rng, shift)
+        values, grads = run(loss, moved)
+        for (y, g), value, grad in zip(queries, values, grads, strict=True):
+            assert value == pytest.approx(ref_kl_from_logs(alpha * y, g), rel=1e-9, abs=1e-12)
+            reference = softmax(g) - softmax(alpha * y)
+            np.testing.assert_allclose(grad, reference, rtol=1e-9, atol=1e-12)
+
+
+def test_softmax_loss_with_large_scores_keeps_the_log_normaliser():
+    """Scores around 1e15 and −1e16 score as the same queries moved back to 0."""
+    rng = np.random.default_rng(8)
+    loss = losses.get("softmax")
+    for shift in (1e15, -1e16):
+        queries, moved = shifted_queries(rng, shift)
+        values, grads = run(loss, moved)
+        for (y, g), value in zip(queries, values, strict=True):
+            assert value == pytest.approx(ref_softmax(y, g, 1.0), rel=1e-9, abs=1e-12)
+        _, ref_grads = run(loss, queries)
+        for grad, ref in zip(grads, ref_grads, strict=True):
+            np.testing.assert_allclose(grad, ref, rtol=1e-9, atol=1e-12)
+
+
 def midpoint_violation(loss, y, f1, f2):
     """l((f1 + f2)/2) − (l(f1) + l(f2))/2: > 0 disproves convexity."""
     mid = run(loss, [(y, 0.5 * (f1 + f2))])[0][0]
