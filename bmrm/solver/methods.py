@@ -206,11 +206,52 @@ class SolverState:
         self.oracle_seconds += time.perf_counter() - t0
         self.nfev += 1
         self.check_risk(w, R)
+        self.check_zero_subgradient(w, R, a)
         J = self.J_of(w, R)
         self.record(w, J)
         if cut:
             self.bundle.add(a, R - float(a @ w))
         return J, R, a
+
+    def check_zero_subgradient(self, w: np.ndarray, R: float, a: np.ndarray) -> None:
+        """Raise if a zero subgradient ``a`` at ``w`` is disproved by the risk nearby.
+
+        A zero subgradient of the convex risk says that ``w`` minimises it (R(w + t d) >=
+        R(w) for every d and t), and its plane alone certifies the regularizer's minimiser:
+        an oracle that returns a placeholder zero gradient would end the fit "converged" at
+        the start. The risk of a user's oracle or loss is evaluated along two random
+        directions, both ways, at four step lengths (16 calls, at most once per fit;
+        not for the package's own losses, which are exact); a value lower by more than
+        rounding raises ``ValueError``.
+        """
+        if R <= 0.0 or self.__dict__.get("_zero_checked") or a.any():
+            return
+        self._zero_checked = True
+        loss = getattr(self.oracle, "loss", None)
+        if loss is not None and type(loss).__module__.split(".")[0] == "losses":
+            return
+        # the probes overwrite the oracle's work arrays: its last gradient is put back
+        last = getattr(self.oracle, "last_gradient", None)
+        saved = None if last is None else last.copy()
+        scale = max(1.0, float(np.sqrt(np.mean(np.square(w))))) if w.size else 1.0
+        rng = np.random.default_rng(0)
+        for _ in range(2):
+            d = rng.standard_normal(w.shape)
+            for t in (1.0, 1e-2, 1e-4, 1e-6):
+                for step in (t * scale, -t * scale):
+                    lower = float(self.oracle(w + step * d)[0])
+                    self.nfev += 1
+                    self.n_passes += 2
+                    if np.isfinite(lower) and lower < R - 1e-9 * R:
+                        raise ValueError(
+                            f"the oracle returned a zero subgradient where the risk "
+                            f"({R:.6g}) is not least: at a nearby point it is {lower:.6g}, "
+                            "so zero is not a subgradient of the convex risk there (a loss's "
+                            "loss_grad must return the gradient of the values it returns)"
+                        )
+        if saved is not None:
+            self.oracle.last_gradient = last
+            np.copyto(last, saved)
 
     def solve_master(self) -> np.ndarray:
         """Minimise the regularized cutting-plane model; raises the lower bound to its
@@ -316,6 +357,7 @@ class _ScoreSegment:
         state.oracle_seconds += time.perf_counter() - t0
         state.nfev += 1
         state.check_risk(w, R)
+        state.check_zero_subgradient(w, R, a)
         J = state.J_of(w, R)
         state.record(w, J)
         state.bundle.add(a, R - float(a @ w))
@@ -565,6 +607,7 @@ class OCAS:
             self._g_b = state.oracle.last_gradient.copy()
             state.oracle_seconds += time.perf_counter() - t0
             state.nfev += 1
+            state.check_zero_subgradient(w, R, a)
             J = state.J_of(w, R)
             state.record(w, J)
             state.bundle.add(a, R - float(a @ w))
