@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+import losses
 from bmrm.model import LinearModel, fit
+from bmrm.scorers import LinearScorer
 from bmrm.solver.methods import METHODS, SolverState, get_method
 from bmrm.solver.regularizers import make_regularizer
 
@@ -40,6 +42,12 @@ def path(X, y, loss="squared", qid=None, *, lams, method=None, **fit_params) -> 
     ``result_.nfev`` over the returned models; each fit's first call re-evaluates its
     warm start). Each model's certificate is that of an ordinary :func:`bmrm.fit`.
 
+    The planes are carried only for a convex loss with the linear scorer. A latent loss
+    (``"ndcg"``, ``"neru"`` with ``ties="latent"``), trained by the concave-convex
+    procedure, and a non-convex risk get the warm start alone: each lam's fit starts at the
+    previous lam's model, so its stationary point can differ from that of a fit from the
+    default start.
+
     Parameters
     ----------
     X, y, loss, qid :
@@ -69,6 +77,7 @@ def path(X, y, loss="squared", qid=None, *, lams, method=None, **fit_params) -> 
         raise ValueError(f"lams must be a non-empty 1-d sequence of finite numbers; got {lams!r}")
     if np.any(lams_arr <= 0):
         raise ValueError(f"lams must all be > 0; got {lams!r}")
+    requested = method
     if method is None or method == "auto":
         regularizer = make_regularizer(
             fit_params.get("regularizer", "l2"),
@@ -78,11 +87,32 @@ def path(X, y, loss="squared", qid=None, *, lams, method=None, **fit_params) -> 
         )
         method = "level" if regularizer.qp else "bmrm"
     models: list[LinearModel] = []
+    carry = _carries_planes(loss, fit_params)
     carrier = _CarriedBundle(method, None)
     w0 = None
     for lam in lams_arr:
-        carrier = _CarriedBundle(method, carrier.bundle)
-        model = fit(X, y, loss, qid, lam=float(lam), w0=w0, method=carrier, **fit_params)
+        if carry:
+            carrier = _CarriedBundle(method, carrier.bundle)
+            model = fit(X, y, loss, qid, lam=float(lam), w0=w0, method=carrier, **fit_params)
+        else:
+            model = fit(X, y, loss, qid, lam=float(lam), w0=w0, method=requested, **fit_params)
         models.append(model)
         w0 = model.result_.x
     return models
+
+
+def _carries_planes(loss, fit_params) -> bool:
+    """Whether the bundle of one lam is a valid model of the risk at the next: only for a
+    convex loss with the linear scorer. A latent loss is trained by the concave-convex
+    procedure, whose convex surrogate (and its starting pairwise loss) changes from step to
+    step; the planes of a non-convex risk (a non-linear scorer, a loss declaring
+    ``convex = False``) are not lower bounds."""
+    loss_obj = losses.get(loss, **(fit_params.get("loss_params") or {}))
+    if getattr(loss_obj, "latent", False) or getattr(loss_obj, "convex", True) is not True:
+        return False
+    scorer = fit_params.get("scorer")
+    return (
+        scorer is None
+        or type(scorer) is LinearScorer
+        or (isinstance(scorer, str) and scorer == "linear")
+    )

@@ -323,6 +323,25 @@ def test_path_matches_independent_fits_and_the_direct_optimum(method):
     assert total_path < total_indep
 
 
+@pytest.mark.parametrize("name", ["ndcg", "neru"])
+def test_path_of_a_latent_loss_warm_starts_each_fit(name):
+    """The concave-convex procedure's surrogates change from step to step, so no plane is
+    carried between lams: each fit is bmrm.fit from the previous lam's model, and its
+    reported objective is the latent loss's at the model."""
+    X, y, qid = ranking_problem(3, n_queries=12, docs=6, d=5)
+    lams = [1.0, 1e-1, 1e-2]
+    models = bmrm.path(X, y, name, qid, lams=lams, tol=1e-6)
+    w0 = None
+    for lam, model in zip(lams, models, strict=True):
+        res = model.result_
+        assert res.success and model.lam == lam
+        alone = bmrm.fit(X, y, name, qid, lam=lam, w0=w0, tol=1e-6)
+        np.testing.assert_array_equal(res.x, alone.result_.x)
+        R = losses.risk(name, X @ res.x, y, qid)[0]
+        assert res.fun == pytest.approx(lam / 2 * res.x @ res.x + R, rel=1e-12)
+        w0 = res.x
+
+
 def test_path_rejects_bad_lams():
     X, y = make_problem(0, "squared")
     for lams in ([], [1.0, -1.0], [[1.0]], [np.nan], 0.1):
