@@ -200,7 +200,10 @@ def minimize_bmrm(
     tol, atol : float
         Stop when gap <= tol·J(best) or gap <= atol.
     max_iter : int
-        Iteration cap (warns with :class:`bmrm.ConvergenceWarning` when reached).
+        Iteration cap (warns with :class:`bmrm.ConvergenceWarning` when reached). An
+        iteration that takes its plane from a cut cache (:mod:`bmrm.solver.cut_cache`)
+        instead of calling the oracle does not count: ``nit`` counts it, ``max_iter``
+        bounds ``nit - n_cache_cuts`` (the cache's ``max_streak`` bounds them in a row).
     max_time : float or None
         Time budget in seconds, not counting time spent in numba's compiler (the first fit
         in a new environment compiles the kernels; ``compile_seconds`` in the result says
@@ -296,7 +299,10 @@ def minimize_bmrm(
                 f"{'iter':>5} {'J(best)':>14} {'lower bound':>14} {'gap':>11} {'planes':>6} "
                 f"{'seconds':>8}"
             )
-        for nit in range(1, max_iter + 1):
+        # iterations that take a plane from a cut cache instead of calling the oracle do not
+        # count toward max_iter (at most the cache's max_streak of them in a row)
+        while nit - state.n_cache_cuts < max_iter:
+            nit += 1
             state.nit = nit
             state.last_J = math.inf
             method.step(state)
@@ -352,8 +358,9 @@ def minimize_bmrm(
             sys.stderr.write("\n")
         if status == 2:
             gap = state.best_J - state.lower_bound
+            cached = f" and {state.n_cache_cuts} cache cuts" if state.n_cache_cuts else ""
             warnings.warn(
-                f"BMRM reached max_iter={max_iter} with gap {gap:.3e} "
+                f"BMRM reached max_iter={max_iter}{cached} with gap {gap:.3e} "
                 f"(relative {gap / max(abs(state.best_J), 1e-300):.3e}, tol={tol})",
                 exceptions.ConvergenceWarning,
                 stacklevel=3,

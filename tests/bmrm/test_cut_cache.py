@@ -357,6 +357,27 @@ def test_cache_cuts_are_counted_apart_from_oracle_calls():
     assert np.all(np.diff(hist["lower_bound"]) >= 0)
 
 
+def test_max_iter_counts_oracle_iterations_not_cache_cuts():
+    """A cached fit that needs more iterations than max_iter, most of them cache cuts,
+    converges; max_iter bounds the iterations that call the oracle."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 20))
+    y = rng.integers(0, 4, size=2000)
+    qid = np.repeat(np.arange(100), 20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = bmrm.fit(X, y, "ordinal", qid, lam=1e-4, tol=1e-4, method="bmrm").result_
+    assert res.status == 0 and res.gap <= 1e-4 * res.fun
+    assert res.nit > 1000 and res.n_cache_cuts > 0
+    assert res.nit == res.nfev + res.n_cache_cuts
+    # with a cap of 5 the fit stops after its fifth oracle call, cache cuts besides
+    with pytest.warns(bmrm.ConvergenceWarning, match=r"max_iter=5 and \d+ cache cuts"):
+        short = bmrm.fit(X, y, "ordinal", qid, lam=1e-4, tol=1e-4, method="bmrm", max_iter=5)
+    res5 = short.result_
+    assert res5.status == 2 and res5.nfev == 5 and res5.n_cache_cuts > 0
+    assert res5.nit == 5 + res5.n_cache_cuts
+
+
 def test_cache_is_emptied_for_a_new_oracle():
     X, y, qid = ranking_data(7)
     cache = CutCache(max_points=3, max_fraction=1e6)
