@@ -715,10 +715,16 @@ def get_method(method) -> Method:
     before calling this)."""
     if method is None:
         return PlainBMRM()
-    names = sorted(METHODS) + sorted(NONCONVEX_METHODS)
+    names = ["auto"] + sorted(METHODS) + sorted(NONCONVEX_METHODS)
     if isinstance(method, str):
         if method in NONCONVEX_METHODS:
             return NONCONVEX_METHODS[method]()
+        if method == "lbfgs":
+            raise ValueError(
+                "method='lbfgs' fits smooth non-convex objectives only (a non-linear scorer "
+                "or a smooth loss declaring convex = False), without a certificate; for "
+                f"this fit use one of {names}"
+            )
         if method not in METHODS:
             raise ValueError(
                 f"method must be one of {names} or an object with a step(state) method; "

@@ -186,6 +186,16 @@ def test_unknown_method_is_rejected():
         bmrm.fit(X, y, "hinge", method=object())
 
 
+@pytest.mark.parametrize("loss", ["hinge", "ndcg"])
+def test_lbfgs_on_a_bundle_fit_says_what_it_is_for(loss):
+    """L-BFGS is a method name for non-convex smooth fits; elsewhere the error says so and
+    lists the methods that apply, "auto" included."""
+    X, y, qid = ranking_problem(2, n_queries=6, docs=5, d=3)
+    with pytest.raises(ValueError, match=r"method='lbfgs' fits smooth non-convex") as info:
+        bmrm.fit(X, (y > 0).astype(float) if loss == "hinge" else y, loss, qid, method="lbfgs")
+    assert "'auto'" in str(info.value) and "'level'" in str(info.value)
+
+
 def test_line_search_finds_the_minimum_of_a_convex_piecewise_function():
     class Segment:
         """J(t) = |t − 2.7| + 0.1 (t − 1)² on t ≥ 0."""
