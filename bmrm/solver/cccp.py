@@ -395,7 +395,7 @@ def minimize_cccp(
             nfev=sum(r.nfev for r in results) + len(outer_objective) + extra_calls - reused,
             status=last.status,
             success=last.success,
-            message=f"{last.message} (last of {len(results) - n_init} concave-convex steps)",
+            message=_outer_message(last.message, len(results) - n_init),
             bundle_size=last.bundle_size,
             n_aggregations=sum(r.n_aggregations for r in results),
             history=history,
@@ -407,3 +407,13 @@ def minimize_cccp(
             outer_objective=np.asarray(outer_objective),
             outer_converged=converged,
         )
+
+
+def _outer_message(message: str, n_outer: int) -> str:
+    """The last solve's message, said of the procedure's steps: no step ran when the
+    budget ran out in the starting problem (``initial_loss``)."""
+    if n_outer == 0:
+        return f"{message} (in the starting problem, before the first concave-convex step)"
+    if n_outer == 1:
+        return f"{message} (the only concave-convex step)"
+    return f"{message} (last of {n_outer} concave-convex steps)"

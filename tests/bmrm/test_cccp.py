@@ -9,6 +9,7 @@ the procedure's results against the objective by enumeration over all permutatio
 import numpy as np
 import pytest
 
+import bmrm
 import losses
 from bmrm.solver.bundle import Bundle
 from bmrm.solver.cccp import _shifted_bundle, minimize_cccp
@@ -199,3 +200,24 @@ def test_bad_options_named():
             minimize_cccp(oracle, 5, 0.1, inner_scale=value)
     with pytest.raises(ValueError, match="carry_planes"):
         minimize_cccp(oracle, 5, 0.1, carry_planes="yes")
+
+
+def test_message_says_where_the_procedure_stopped():
+    """A budget spent in the starting pairwise problem reports no concave-convex step; a
+    finished fit names the number of steps."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(400, 6))
+    y = rng.integers(0, 3, 400)
+    qid = np.repeat(np.arange(40), 10)
+    res = bmrm.fit(X, y, "ndcg", qid, lam=1e-4, tol=1e-12, max_time=1e-9).result_
+    assert res.n_outer == 0
+    assert res.message == (
+        "stopped: time budget max_time reached (in the starting problem, before the first "
+        "concave-convex step)"
+    )
+    full = bmrm.fit(X, y, "ndcg", qid, lam=1e-2).result_
+    assert full.n_outer >= 2
+    assert (
+        full.message
+        == f"converged: relative gap below tol (last of {full.n_outer} concave-convex steps)"
+    )
