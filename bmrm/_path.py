@@ -25,6 +25,11 @@ class _CarriedBundle:
         self.method = get_method(method)
         self.bundle = bundle
 
+    @property
+    def name(self) -> str:
+        """The carried method's name (the result's ``method``)."""
+        return getattr(self.method, "name", type(self.method).__name__)
+
     def step(self, state: SolverState) -> None:
         if state.nit == 1 and self.bundle is not None:
             state.bundle = self.bundle

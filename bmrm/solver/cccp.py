@@ -91,6 +91,11 @@ class _CarriedPlanes:
         self.method = method if hasattr(method, "step") else get_method(method)
         self.bundle = bundle
 
+    @property
+    def name(self) -> str:
+        """The carried method's name (the result's ``method``)."""
+        return getattr(self.method, "name", type(self.method).__name__)
+
     def step(self, state) -> None:
         if state.nit == 1 and self.bundle is not None:
             state.bundle = self.bundle
@@ -404,6 +409,7 @@ def minimize_cccp(
             total_seconds=time.perf_counter() - start,
             compile_seconds=clock.current(),
             n_outer=len(results) - n_init,
+            method=last.get("method"),
             outer_objective=np.asarray(outer_objective),
             outer_converged=converged,
         )

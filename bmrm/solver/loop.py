@@ -73,6 +73,9 @@ class BMRMResult(OptimizeResult):
         ``fun − lower_bound`` ≥ J(x) − min J: a certificate of suboptimality.
     nit, nfev : int
         Iterations and oracle calls.
+    method : str
+        The solver method's name (``"level"``, ``"bmrm"``, ``"ocas"``, ``"nrbm"``, ...; a
+        method object's ``name``, else its class name).
     status, message, success :
         Why the loop stopped (0, 1 converged; 2 max_iter; 3 max_time; 4 callback).
     bundle_size : int
@@ -367,6 +370,7 @@ def minimize_bmrm(
             )
         result = _result(state, status, hist, total)
         result.compile_seconds = clock.seconds
+        result.method = getattr(method, "name", type(method).__name__)
         # a method without a certified bound names its figures (bmrm.solver.nrbm)
         finish = getattr(method, "finish", None)
         return result if finish is None else finish(result)

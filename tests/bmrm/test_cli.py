@@ -148,7 +148,7 @@ def test_train_equals_fit(folder, tmp_path, run_here, runner, args, options):
     r = reference.result_
     summary = proc.stderr.strip().splitlines()[-1]
     assert summary.startswith(f"bmrm train: objective {r.fun:.10g}, gap {r.gap:.3e}, ")
-    assert f", {r.nit} iterations, " in summary and " seconds " in summary
+    assert f", {r.nit} iterations of {r.method}, " in summary and " seconds " in summary
     assert proc.stdout == ""
 
 

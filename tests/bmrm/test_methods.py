@@ -186,6 +186,20 @@ def test_unknown_method_is_rejected():
         bmrm.fit(X, y, "hinge", method=object())
 
 
+@pytest.mark.parametrize("method", [None, "auto", *METHOD_NAMES, "nrbm"])
+@pytest.mark.parametrize("loss", ["ordinal", "ndcg"])
+def test_result_names_its_method_and_the_model_file_keeps_it(method, loss, tmp_path):
+    X, y, qid = ranking_problem(4, n_queries=8, docs=5, d=3)
+    model = bmrm.fit(X, y, loss, qid, lam=0.1, method=method)
+    expected = "level" if method in (None, "auto") else method
+    assert model.result_.method == expected
+    model.save(tmp_path / "m.json")
+    assert bmrm.load(tmp_path / "m.json").result_.method == expected
+    if method is None:
+        paths = bmrm.path(X, y, loss, qid, lams=[1.0, 0.1])
+        assert [m.result_.method for m in paths] == ["level", "level"]
+
+
 @pytest.mark.parametrize("loss", ["hinge", "ndcg"])
 def test_lbfgs_on_a_bundle_fit_says_what_it_is_for(loss):
     """L-BFGS is a method name for non-convex smooth fits; elsewhere the error says so and
