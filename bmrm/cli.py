@@ -15,13 +15,14 @@ store the ranking function (``--scorer``), so ``predict`` and ``evaluate`` apply
 trained with the expected-gain scorer as they apply a linear one.
 
 Progress and the final summary go to stderr, results (predictions, metric values) to files or
-stdout. Bad input (a missing or malformed file, an unknown loss, an invalid option value, a
-feature-count mismatch between model and data, a predictions file of the wrong length, an
-output that cannot be written) ends the command with exit status 2 and a one-line reason on
-stderr; output files are written atomically (:func:`os.replace` of a temporary file), so a
-failed command leaves none behind and never damages an existing one. An output that is a
-symbolic link writes the file it points to; a device or FIFO (``/dev/stdout``) is written in
-place, and a failed write to it (``/dev/full``) is an error.
+stdout. Bad input (a missing, malformed, truncated or corrupted file, an unknown loss, an
+invalid option value, a feature-count mismatch between model and data, a predictions file of
+the wrong length, training data whose values overflow float64 in the fit, an output that
+cannot be written) ends the command with exit status 2 and a one-line reason on stderr;
+output files are written atomically (:func:`os.replace` of a temporary file), so a failed
+command leaves none behind and never damages an existing one. An output that is a symbolic
+link writes the file it points to; a device or FIFO (``/dev/stdout``) is written in place,
+and a failed write to it (``/dev/full``) is an error.
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ LOSSES = tuple(losses.available())
 PAIRWISE = tuple(name for name in LOSSES if "normalize" in losses.get(name).get_params())
 CUTOFF_LOSSES = tuple(name for name in LOSSES if "k" in losses.get(name).get_params())
 DEFAULT_METRICS = ("ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10", "map")
+# the largest cut-off --k accepts: k counts the documents of one query, and a k beyond a
+# query's length cuts off nothing (leaving --k out is the whole list)
+MAX_K = 2**31 - 1
 
 
 class _Parser(argparse.ArgumentParser):
@@ -149,7 +153,9 @@ def _parser() -> argparse.ArgumentParser:
         "--tol", type=float, default=1e-3, help="stop at gap <= tol * objective (default 1e-3)"
     )
     train.add_argument("--max-iter", type=int, default=1000, help="iteration cap (default 1000)")
-    train.add_argument("--k", type=int, default=None, help="cut-off of the ndcg / neru loss")
+    train.add_argument(
+        "--k", type=int, default=None, help=f"cut-off of the ndcg / neru loss (1..{MAX_K})"
+    )
     train.add_argument(
         "--loss-param",
         action="append",
@@ -224,11 +230,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 @contextlib.contextmanager
-def _about(path: str):
-    """Name ``path`` in the ``ValueError`` of a check on its data (labels y, query ids qid)."""
+def _about(path: str, errors: tuple[type[Exception], ...] = (ValueError,)):
+    """Name ``path`` in a ``ValueError`` for the ``errors`` of a check on its data (labels
+    y, query ids qid) or of a computation on it (a ``FloatingPointError`` of the fit when
+    the features or labels overflow float64)."""
     try:
         yield
-    except ValueError as exc:
+    except errors as exc:
         raise ValueError(f"{path}: {exc}") from None
 
 
@@ -312,13 +320,17 @@ def _is_model_file(path: str) -> bool:
 
 
 def _read_predictions(path: str, n_rows: int, test_path: str) -> np.ndarray:
-    """One finite number per line, exactly ``n_rows`` lines."""
+    """One finite number per line, exactly ``n_rows`` lines.
+
+    Python's digit-group underscores (``1_0``, which ``float`` reads as 10.0) are not a
+    score, as in the data files.
+    """
     scores = []
     with open(path, "rb") as f:
         for lineno, line in enumerate(f, start=1):
             text = line.strip()
             try:
-                value = float(text)
+                value = float("nan") if b"_" in text else float(text)
             except ValueError:
                 value = float("nan")
             if not np.isfinite(value):
@@ -342,6 +354,21 @@ def _loss_value(text: str):
         return text
 
 
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_k(k: int, name: str) -> int:
+    """A cut-off in 1..MAX_K (the command's bound, checked before any work)."""
+    check_int(k, name, 1)
+    if k > MAX_K:
+        raise ValueError(
+            f"{name} must be an integer in 1..{MAX_K} (a cut-off on the documents of a query; "
+            f"leave it out for the whole list); got {k}"
+        )
+    return k
+
+
 def _build_loss(args):
     params = {}
     for item in args.loss_param:
@@ -350,12 +377,14 @@ def _build_loss(args):
             raise ValueError(f"--loss-param expects KEY=VALUE; got {item!r}")
         params[key] = _loss_value(text)
     if args.k is not None:
-        check_int(args.k, "--k", 1)
+        _check_k(args.k, "--k")
         if args.loss not in CUTOFF_LOSSES:
             raise ValueError(f"--k applies to the losses {CUTOFF_LOSSES}, not {args.loss!r}")
         if "k" in params:
             raise ValueError("give the cut-off once: --k or --loss-param k=...")
         params["k"] = args.k
+    elif args.loss in CUTOFF_LOSSES and _is_int(params.get("k")) and params["k"] > MAX_K:
+        _check_k(params["k"], "--loss-param k")  # the loss checks the rest
     if args.C is not None and args.loss in PAIRWISE:
         params.setdefault("normalize", "none")
     try:
@@ -412,7 +441,9 @@ def _train(args) -> None:
     if args.loss == "preference":
         pairs, costs = pairs_from_labels(y, qid, cost=args.pair_cost or "zero_one")
         loss_data = {"pairs": pairs, "pair_costs": costs}
-    with warnings.catch_warnings(record=True) as caught, _about(args.train_file):
+    # the fit's FloatingPointError is its report of features or labels that overflow float64
+    fit_errors = (ValueError, FloatingPointError)
+    with warnings.catch_warnings(record=True) as caught, _about(args.train_file, fit_errors):
         warnings.simplefilter("always")
         model = fit(
             X,

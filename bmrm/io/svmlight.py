@@ -23,10 +23,12 @@ finite numbers only; non-finite values are an error here.
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import itertools
 import math
 import os
+import zlib
 from collections.abc import Iterator, Sequence
 from typing import IO, Literal
 
@@ -35,6 +37,7 @@ import scipy.sparse as sp
 from numpy.typing import DTypeLike
 
 from bmrm.io import _parse
+from bmrm.io.model_files import _write_atomic
 from losses.validation import check_int
 
 __all__ = [
@@ -54,6 +57,8 @@ _MAX_INDEX = _parse.MAX_FEATURE_INDEX
 _CHUNK_BYTES = 1 << 25
 _SLOW_CAPACITY = 4096
 _DELIMITERS = (b" ", b"\t", b"\r", b"\x0b", b"\x0c", b"\n", b"#")
+# compressed files by name ending, as scikit-learn's reader takes them
+_COMPRESSION = {".gz": "gzip", ".bz2": "bzip2"}
 
 
 def _open(path: str, mode: str, **kwargs) -> IO:
@@ -64,6 +69,25 @@ def _open(path: str, mode: str, **kwargs) -> IO:
     if suffix == ".bz2":
         return bz2.open(path, mode, **kwargs)
     return open(path, mode, **kwargs)
+
+
+@contextlib.contextmanager
+def _decompressing(path: str) -> Iterator[None]:
+    """Report a truncated or corrupted ``.gz`` / ``.bz2`` file as a ValueError naming it.
+
+    The decompressors raise ``EOFError`` (data end before the end-of-stream marker),
+    ``zlib.error``, or ``OSError`` without an error number (``gzip.BadGzipFile``, bz2's
+    "Invalid data stream"); an ``OSError`` with an error number is the file system's and
+    is left as it is.
+    """
+    kind = _COMPRESSION.get(os.path.splitext(path)[1])
+    try:
+        yield
+    except (EOFError, zlib.error, OSError) as exc:
+        if kind is None or (isinstance(exc, OSError) and exc.errno is not None):
+            raise
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise ValueError(f"{path}: truncated or corrupted {kind} file ({reason})") from exc
 
 
 # ---------------------------------------------------------------------------------------------
@@ -78,7 +102,7 @@ def _data_lines(path: str) -> Iterator[tuple[int, list[bytes], bytes | None]]:
     ``#`` is the comment (``None`` without ``#``), and lines with no token before ``#`` are
     skipped: the same rules as scikit-learn's compiled reader, so the k-th yielded line is row k.
     """
-    with _open(path, "rb") as f:
+    with _decompressing(path), _open(path, "rb") as f:
         for lineno, line in enumerate(f, start=1):
             data, hash_sign, comment = line.partition(b"#")
             tokens = data.split()
@@ -104,7 +128,7 @@ def _chunks(path: str) -> Iterator[tuple[bytes, int, int]]:
     """
     lines = 0
     tail = b""
-    with _open(path, "rb") as f:
+    with _decompressing(path), _open(path, "rb") as f:
         while True:
             data = f.read(_CHUNK_BYTES)
             buffer = tail + data if tail else data
@@ -389,10 +413,15 @@ def load_svmlight(
     A structural error found by the first pass is reported before the value errors, so the
     line named is a bad line, not always the first one. Cost O(file size).
     """
-    path = os.fspath(path)
-    dtype = np.dtype(dtype)
+    path = _file_name(path, "path")
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"dtype must be a floating dtype; got {dtype!r}") from None
     if dtype.kind != "f":
         raise ValueError(f"dtype must be a floating dtype; got {dtype}")
+    if not (query_file is None or (isinstance(query_file, str) and query_file == "auto")):
+        query_file = _file_name(query_file, "query_file", "'auto' or None")
     if zero_based not in (True, False, "auto"):
         raise ValueError(f"zero_based must be True, False or 'auto'; got {zero_based!r}")
     check_int(n_features, "n_features", 1, allow_none=True)
@@ -405,6 +434,17 @@ def load_svmlight(
     if return_comments:
         result += (_read_comments(path),)
     return result
+
+
+def _file_name(value, name: str, alternatives: str = "") -> str:
+    """``os.fspath(value)``, or a ValueError naming the argument ``name``."""
+    try:
+        return os.fspath(value)
+    except TypeError:
+        also = f", {alternatives}" if alternatives else ""
+        raise ValueError(
+            f"{name} must be a file name (a str or path-like object){also}; got {value!r}"
+        ) from None
 
 
 def _apply_query_file(
@@ -433,8 +473,11 @@ def _apply_query_file(
 
 def _format_numbers(values: np.ndarray) -> list[str]:
     """Decimal text that parses back to exactly ``values`` (integers, or float64 shortest)."""
-    if values.dtype.kind in "iub":
-        return values.astype(np.int64).astype(str).tolist()
+    if values.dtype.kind == "b":
+        values = values.astype(np.int64)
+    if values.dtype.kind in "iu":
+        # the exact digits of every int64 and uint64 (no cast that would wrap 2**63 and up)
+        return values.astype(str).tolist()
     # Widening to float64 is exact, and numpy prints the shortest string that reads back to
     # the same float64, so float32 data also survive a round trip bit for bit.
     return values.astype(np.float64).astype(str).tolist()
@@ -467,23 +510,42 @@ def dump_svmlight(
     zero_based : bool, default False
         Write column ``j`` as index ``j`` (True) or ``j + 1`` (False, the LETOR convention).
 
+    Raises
+    ------
+    ValueError
+        For ``X``, ``y``, ``qid`` or ``comments`` of the wrong shape or type, non-finite
+        ``X`` or ``y``, query ids outside the int64 range that :func:`load_svmlight` reads
+        (uint64 ids of 2**63 and above), and comments with a line break or a character that
+        UTF-8 cannot encode (a lone surrogate); the message names the argument.
+    OSError
+        When the file cannot be written; ``path`` is then left as it was.
+
     Notes
     -----
-    Integers, and labels with an integer value, are written as integers; other floats as the
-    shortest decimal that reads back to the same float64 (float32 values are widened exactly
-    first), so that
+    Integers (of any width, uint64 included), and labels with an integer value, are written
+    with their exact digits; other floats as the shortest decimal that reads back to the
+    same float64 (float32 and float16 values are widened exactly first), so that
     ``load_svmlight(path, n_features=X.shape[1], zero_based=zero_based, dtype=X.dtype)``
-    returns the same ``X`` (up to dropped zeros), ``y``, ``qid`` and comments. Trailing
-    all-zero columns leave no trace in the file, hence ``n_features`` on reading.
+    returns the same ``X`` (up to dropped zeros), ``y``, ``qid`` and comments (integers
+    beyond 2**53 are read back as the nearest float64). Trailing all-zero columns leave no
+    trace in the file, hence ``n_features`` on reading.
+
+    Every argument, comments included, is checked before the file is touched, and the text
+    is written to a temporary file in the same folder that is renamed over ``path`` only
+    when complete (as model files are, see :mod:`bmrm.io.model_files`): a failed call
+    leaves an existing ``path`` as it was and no partial file behind. The whole text (and,
+    for ``.gz`` / ``.bz2``, its compressed form) is built in memory first.
     Cost O(n_samples + nnz(X)).
     """
-    path = os.fspath(path)
+    path = _file_name(path, "path")
     if not sp.issparse(X):
         X = np.asarray(X)
     if X.ndim != 2 or X.dtype.kind not in "iubf":
         raise ValueError(
             f"X must be a 2-d array of real numbers; got shape {X.shape} and dtype {X.dtype}"
         )
+    if X.dtype == np.float16:
+        X = X.astype(np.float32)  # scipy.sparse has no float16; the widening is exact
     X = sp.csr_matrix(X, copy=True)
     n_rows = X.shape[0]
     X.eliminate_zeros()
@@ -514,7 +576,13 @@ def dump_svmlight(
                 f"qid must be a 1-d integer array with one id per row ({n_rows} rows); got "
                 f"shape {qid.shape} and dtype {qid.dtype}"
             )
-        qid_text = [f"qid:{q}" for q in qid.astype(np.int64).tolist()]
+        if qid.dtype.kind == "u" and qid.size and qid.max() > np.iinfo(np.int64).max:
+            row = int(np.argmax(qid > np.iinfo(np.int64).max))
+            raise ValueError(
+                "qid must hold ids in the int64 range -2**63 .. 2**63 - 1 (what load_svmlight "
+                f"reads); got {qid[row].item()} at row {row}"
+            )
+        qid_text = [f"qid:{q}" for q in qid.tolist()]
     if comments is not None:
         if isinstance(comments, str) or len(comments) != n_rows:
             raise ValueError(f"comments must be a sequence of {n_rows} strings, one per row")
@@ -523,21 +591,37 @@ def dump_svmlight(
                 raise ValueError(
                     f"comments[{row}] must be a string without line breaks; got {comment!r}"
                 )
+            try:
+                comment.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ValueError(
+                    f"comments[{row}] must be text that UTF-8 can encode; got {comment!r} "
+                    f"({exc.reason} at position {exc.start})"
+                ) from None
     base = 0 if zero_based else 1
     tokens = [
         f"{index}:{value}"
         for index, value in zip((X.indices + base).tolist(), _format_numbers(X.data), strict=True)
     ]
     indptr = X.indptr.tolist()
-    with _open(path, "wt", encoding="utf-8", newline="\n") as f:
-        for row in range(n_rows):
-            parts = [labels[row]]
-            if qid is not None:
-                parts.append(qid_text[row])
-            parts.extend(tokens[indptr[row] : indptr[row + 1]])
-            if comments is not None and comments[row]:
-                parts.append("#" + comments[row])
-            f.write(" ".join(parts) + "\n")
+    lines = []
+    for row in range(n_rows):
+        parts = [labels[row]]
+        if qid is not None:
+            parts.append(qid_text[row])
+        parts.extend(tokens[indptr[row] : indptr[row + 1]])
+        if comments is not None and comments[row]:
+            parts.append("#" + comments[row])
+        lines.append(" ".join(parts) + "\n")
+    del tokens
+    data = "".join(lines).encode("utf-8")
+    del lines
+    kind = _COMPRESSION.get(os.path.splitext(path)[1])
+    if kind == "gzip":
+        data = gzip.compress(data)
+    elif kind == "bzip2":
+        data = bz2.compress(data)
+    _write_atomic(path, data)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -558,8 +642,9 @@ def _check_sizes(sizes) -> np.ndarray:
 def load_query_file(path: PathLike) -> np.ndarray:
     """Read a LightGBM-style group file: one group size per line, in row order.
 
-    Blank lines are skipped. Returns an int64 array of sizes (each >= 1); raises ValueError
-    naming the file and line for anything else, and for a file with no size.
+    Blank lines are skipped. Returns an int64 array of sizes (each >= 1), written in decimal
+    digits (Python's digit-group underscores, as in ``1_1``, are not a size); raises
+    ValueError naming the file and line for anything else, and for a file with no size.
     """
     path = os.fspath(path)
     sizes = []
@@ -569,7 +654,7 @@ def load_query_file(path: PathLike) -> np.ndarray:
             if not text:
                 continue
             try:
-                size = int(text)
+                size = 0 if b"_" in text else int(text)
             except ValueError:
                 size = 0
             if size < 1:
@@ -603,12 +688,14 @@ def groups_from_qid(qid) -> np.ndarray:
     """Sizes of the runs of equal consecutive query ids, in row order (int64).
 
     The inverse of :func:`qid_from_groups` up to renaming the ids. Raises ValueError when a
-    query's rows are not consecutive, since group sizes cannot describe that; sort the rows
-    by ``qid`` (stably) first.
+    query's rows are not consecutive, since group sizes cannot describe that (sort the rows
+    by ``qid``, stably, first), and for a NaN id, which is no query.
     """
     qid = np.asarray(qid)
     if qid.ndim != 1:
         raise ValueError(f"qid must be 1-d; got shape {qid.shape}")
+    if qid.dtype.kind in "fc" and np.isnan(qid).any():
+        raise ValueError(f"qid must not contain NaN; got NaN at row {int(np.isnan(qid).argmax())}")
     if qid.size == 0:
         return np.zeros(0, dtype=np.int64)
     starts = np.concatenate(([0], np.flatnonzero(qid[1:] != qid[:-1]) + 1))

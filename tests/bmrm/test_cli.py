@@ -7,6 +7,7 @@ command as a subprocess, as a user would; the other cases call ``bmrm.cli.main``
 process (the same code, without an interpreter start-up each).
 """
 
+import gzip
 import shutil
 import subprocess
 import sys
@@ -474,6 +475,74 @@ def test_more_bad_input_in_process(trained, tmp_path, run_here, argv, message):
     assert message in one_line_error(proc, argv[0])
     assert proc.stdout == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.txt", "nan.txt"]
+
+
+def test_truncated_gzip_input(folder, tmp_path):
+    data = gzip.compress((folder / "train.svm").read_bytes())
+    (tmp_path / "trunc.svm.gz").write_bytes(data[: len(data) // 2])
+    proc = run("train", "trunc.svm.gz", "m.json", "--quiet", cwd=tmp_path)
+    line = one_line_error(proc, "train")
+    assert line == (
+        "bmrm train: error: trunc.svm.gz: truncated or corrupted gzip file (Compressed file "
+        "ended before the end-of-stream marker was reached)"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trunc.svm.gz"]
+
+
+def test_features_that_overflow_the_fit(folder, tmp_path, run_here):
+    X, y, qid = read_data(folder / "train.svm")
+    dump_svmlight(tmp_path / "big.svm", X * 1e200, y.astype(np.int64), qid)
+    proc = run_here("train", "big.svm", "m.json", "--quiet", cwd=tmp_path)
+    line = one_line_error(proc, "train")
+    assert line.startswith("bmrm train: error: big.svm: the risk's subgradient")
+    assert line.endswith("X or the targets y are out of range; scale them down")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.svm"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--loss", "ndcg", "--k", str(10**30)],
+            f"--k must be an integer in 1..2147483647 (a cut-off on the documents of a query; "
+            f"leave it out for the whole list); got {10**30}",
+        ),
+        (["--loss", "neru", "--k", str(2**31)], f"--k must be an integer in 1..{2**31 - 1}"),
+        (
+            ["--loss", "ndcg", "--loss-param", f"k={2**63}"],
+            f"--loss-param k must be an integer in 1..{2**31 - 1}",
+        ),
+    ],
+)
+def test_cut_off_beyond_the_bound(folder, tmp_path, run_here, args, message, monkeypatch):
+    def no_fit(*args, **kwargs):
+        raise AssertionError("fit called")
+
+    monkeypatch.setattr(cli, "fit", no_fit)  # refused before any work
+    proc = run_here("train", folder / "train.svm", "m.json", *args, cwd=tmp_path)
+    assert message in one_line_error(proc, "train")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cut_off_at_the_bound(folder, tmp_path, run_here):
+    args = ["--loss", "ndcg", "--k", 2**31 - 1, "--max-iter", 5, "--quiet"]
+    proc = run_here("train", folder / "train.svm", "m.json", *args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    reference = reference_fit(
+        folder / "train.svm", "ndcg", max_iter=5, loss_params={"k": 2**31 - 1}
+    )
+    assert_same_fit(load_model(tmp_path / "m.json"), reference)
+
+
+@pytest.mark.parametrize("score", ["1_0", "1_000.5", "_1"])
+def test_predictions_with_underscores(trained, tmp_path, run_here, score):
+    lines = (trained / "predictions.txt").read_text().splitlines()
+    lines[1] = score
+    (tmp_path / "p.txt").write_text("\n".join(lines) + "\n")
+    proc = run_here("evaluate", trained / "test.svm", "p.txt", cwd=tmp_path)
+    line = one_line_error(proc, "evaluate")
+    assert line.endswith(f"p.txt, line 2: expected a finite score; got '{score}'")
+    assert proc.stdout == ""
 
 
 @pytest.mark.filterwarnings("ignore::bmrm.ConvergenceWarning")

@@ -6,9 +6,11 @@ on the raw text (comments), explicit loops (group sizes), and the fold table of 
 README written out literally below.
 """
 
+import bz2
 import gzip
 import os
 import re
+import zlib
 
 import numpy as np
 import pytest
@@ -71,7 +73,10 @@ def sklearn_read(path, **kw):
 @pytest.mark.parametrize("zero_based", [False, True])
 @pytest.mark.parametrize("with_qid", [False, True])
 def test_round_trip(tmp_path, dtype, sparse_input, int_labels, zero_based, with_qid):
-    rng = np.random.default_rng(hash((dtype, sparse_input, int_labels, zero_based)) % 2**32)
+    # one fixed seed per combination (str hashes change with PYTHONHASHSEED, type hashes
+    # with the process): CRC-32 of the parameters' text
+    key = f"{np.dtype(dtype).name}-{sparse_input}-{int_labels}-{zero_based}"
+    rng = np.random.default_rng(zlib.crc32(key.encode("ascii")))
     n, d = 30, 7
     X = random_matrix(rng, n, d).astype(dtype)
     X[:, -1] = 0.0  # a trailing empty column leaves no trace in the file
@@ -173,6 +178,75 @@ def test_dump_writes_letor_layout(tmp_path):
     path = tmp_path / "f.txt"
     dump_svmlight(path, np.array([[0.5, 0.0, 2.0]]), np.array([2]), [7], ["docid = x"])
     assert path.read_text() == "2 qid:7 1:0.5 3:2.0 #docid = x\n"
+
+
+def test_dump_writes_uint64_values_exactly(tmp_path):
+    path = tmp_path / "f.txt"
+    y = np.array([2**64 - 1, 2**63 + 5, 1], dtype=np.uint64)
+    X = np.array([[2**64 - 1, 0], [0, 2**63], [3, 0]], dtype=np.uint64)
+    qid = np.array([0, 2**63 - 1, 2**63 - 1], dtype=np.uint64)
+    dump_svmlight(path, X, y, qid)
+    assert path.read_text() == (
+        "18446744073709551615 qid:0 1:18446744073709551615\n"
+        "9223372036854775813 qid:9223372036854775807 2:9223372036854775808\n"
+        "1 qid:9223372036854775807 1:3\n"
+    )
+    Xs, ys, qs = load_svmlight(path, dense=True)
+    np.testing.assert_array_equal(ys, y.astype(np.float64))
+    np.testing.assert_array_equal(Xs, X.astype(np.float64))
+    np.testing.assert_array_equal(qs, qid.astype(np.int64))
+
+
+def test_dump_refuses_qid_beyond_int64(tmp_path):
+    path = write(tmp_path / "f.txt", "ORIGINAL\n")
+    qid = np.array([1, 2**63 + 5, 2**64 - 1], dtype=np.uint64)
+    with pytest.raises(
+        ValueError,
+        match=r"^qid must hold ids in the int64 range .* got 9223372036854775813 at row 1",
+    ):
+        dump_svmlight(path, np.ones((3, 2)), np.ones(3), qid)
+    assert path.read_text() == "ORIGINAL\n"
+
+
+def test_dump_float16_features(tmp_path):
+    X = np.array([[0.1, 0.0], [65504.0, -(2.0**-24)]], dtype=np.float16)
+    path = tmp_path / "f.txt"
+    dump_svmlight(path, X, np.array([1, 0]))
+    # the float16 values widened exactly, each as its shortest float64 text
+    assert path.read_text() == "1 1:0.0999755859375\n0 1:65504.0 2:-5.960464477539063e-08\n"
+    Xs, _, _ = load_svmlight(path, dtype=np.float16, dense=True)
+    assert Xs.dtype == np.float16
+    np.testing.assert_array_equal(Xs, X)
+
+
+def test_dump_leaves_existing_file_when_a_comment_cannot_be_encoded(tmp_path):
+    path = write(tmp_path / "old.svm", "PRECIOUS ORIGINAL\n")
+    with pytest.raises(ValueError, match=r"^comments\[2\] must be text that UTF-8 can encode"):
+        dump_svmlight(path, np.ones((3, 2)), [0, 1, 2], [1, 1, 1], ["a", "b", "c\ud800"])
+    assert path.read_text() == "PRECIOUS ORIGINAL\n"
+    assert os.listdir(tmp_path) == ["old.svm"]
+
+
+@pytest.mark.parametrize("name", ["f.txt", "f.txt.gz", "f.txt.bz2"])
+def test_dump_replaces_the_file_only_when_complete(tmp_path, monkeypatch, name):
+    path = write(tmp_path / name, "PRECIOUS ORIGINAL\n")
+    path.chmod(0o640)
+
+    def failing_replace(src, dst):
+        assert os.path.dirname(src) == str(tmp_path)  # a temporary file beside the target
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(OSError, match="No space left on device"):
+        dump_svmlight(path, np.ones((3, 2)), [0, 1, 2], [1, 1, 1])
+    assert path.read_text() == "PRECIOUS ORIGINAL\n"
+    assert os.listdir(tmp_path) == [name]  # no temporary file left behind
+    monkeypatch.undo()
+    dump_svmlight(path, np.ones((3, 2)), [0, 1, 2], [1, 1, 1])
+    assert path.stat().st_mode & 0o777 == 0o640  # the replaced file's permissions
+    _, ys, qs = load_svmlight(path)
+    np.testing.assert_array_equal(ys, [0, 1, 2])
+    np.testing.assert_array_equal(qs, [1, 1, 1])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -444,6 +518,40 @@ def test_comment_not_utf8(tmp_path):
         load_svmlight(path, return_comments=True)
 
 
+def _truncated(data):
+    return data[: len(data) // 2]
+
+
+def _flipped(data):
+    data = bytearray(data)
+    data[len(data) // 2] ^= 0xFF
+    return bytes(data)
+
+
+@pytest.mark.parametrize(
+    ("suffix", "kind", "compress", "spoil", "reason"),
+    [
+        (".gz", "gzip", gzip.compress, _truncated, "Compressed file ended before"),
+        (".gz", "gzip", gzip.compress, lambda data: b"no gzip data", "Not a gzipped file"),
+        (".gz", "gzip", gzip.compress, _flipped, ""),
+        (".bz2", "bzip2", bz2.compress, _truncated, "Compressed file ended before"),
+        (".bz2", "bzip2", bz2.compress, lambda data: b"no bzip2 data", "Invalid data stream"),
+    ],
+)
+def test_truncated_or_corrupted_compressed_file(tmp_path, suffix, kind, compress, spoil, reason):
+    rng = np.random.default_rng(4)
+    text = "".join(
+        f"{i % 3} qid:{i // 10} 1:{v:.6f}\n" for i, v in enumerate(rng.normal(size=5000))
+    )
+    path = tmp_path / f"t.svm{suffix}"
+    path.write_bytes(compress(text.encode()))
+    assert load_svmlight(path)[0].shape == (5000, 1)
+    path.write_bytes(spoil(compress(text.encode())))
+    prefix = re.escape(f"{path}: truncated or corrupted {kind} file (")
+    with pytest.raises(ValueError, match=f"^{prefix}{re.escape(reason)}"):
+        load_svmlight(path)
+
+
 def test_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError):
         load_svmlight(tmp_path / "nope.txt")
@@ -453,6 +561,8 @@ def test_missing_file(tmp_path):
     ("kwargs", "fragment"),
     [
         ({"dtype": np.int64}, "dtype must be a floating dtype"),
+        ({"dtype": "x"}, "^dtype must be a floating dtype; got 'x'$"),
+        ({"query_file": 3}, r"^query_file must be a file name .*'auto' or None; got 3$"),
         ({"zero_based": "yes"}, "zero_based must be"),
         ({"n_features": 0}, "n_features must be an integer >= 1"),
     ],
@@ -461,6 +571,13 @@ def test_load_arguments(tmp_path, kwargs, fragment):
     path = write(tmp_path / "f.txt", "1 1:2\n")
     with pytest.raises(ValueError, match=fragment):
         load_svmlight(path, **kwargs)
+
+
+def test_path_arguments_are_named(tmp_path):
+    with pytest.raises(ValueError, match=r"^path must be a file name .*; got 3$"):
+        load_svmlight(3)
+    with pytest.raises(ValueError, match=r"^path must be a file name .*; got None$"):
+        dump_svmlight(None, np.ones((1, 1)), [1])
 
 
 @pytest.mark.parametrize(
@@ -504,6 +621,11 @@ def test_qid_from_groups_and_back():
         np.testing.assert_array_equal(groups_from_qid(names[qid]), sizes)
 
 
+def test_groups_from_qid_rejects_nan():
+    with pytest.raises(ValueError, match=r"^qid must not contain NaN; got NaN at row 1$"):
+        groups_from_qid([1.0, np.nan, np.nan])
+
+
 def test_groups_from_qid_rejects_interleaved_queries():
     with pytest.raises(ValueError, match=r"query 7 are not consecutive \(row 0 and again row 3"):
         groups_from_qid([7, 7, 8, 7])
@@ -525,10 +647,17 @@ def test_query_file_round_trip(tmp_path):
     np.testing.assert_array_equal(load_query_file(path), [3, 1, 4])
 
 
-@pytest.mark.parametrize(("text", "lineno"), [("3\n\nx\n", 3), ("0\n", 1), ("2\n1.5\n", 2)])
+@pytest.mark.parametrize(
+    ("text", "lineno"),
+    [("3\n\nx\n", 3), ("0\n", 1), ("2\n1.5\n", 2), ("1_1\n", 1), ("2\n 1_0 \n", 2)],
+)
 def test_malformed_query_file(tmp_path, text, lineno):
     path = write(tmp_path / "f.query", text)
-    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}, line {lineno}: "):
+    bad = text.split("\n")[lineno - 1].strip()
+    with pytest.raises(
+        ValueError,
+        match=rf"^{re.escape(str(path))}, line {lineno}: expected a group size .*got '{bad}'$",
+    ):
         load_query_file(path)
 
 
