@@ -31,7 +31,7 @@ from bmrm._validation import check_X
 from bmrm.solver.oracle import RiskOracle
 from losses._threads import thread_limit
 
-__all__ = ["DaskRiskOracle", "frame_array"]
+__all__ = ["DaskRiskOracle", "frame_array", "resolve_client"]
 
 # One risk task per worker thread and iteration, evaluating the partitions that worker holds
 # (True), or one task per partition (False: the scheduler's and client's work per iteration
@@ -58,6 +58,30 @@ class _Partition:
         # (the workers' too): report the partition's arrays, so that the scheduler keeps tasks
         # next to them and the workers' memory accounting sees them
         return self.nbytes
+
+
+def resolve_client(client):
+    """The Dask client of ``backend="dask"``: ``client``, or Dask's default client when it is
+    None (the client created last, or the one of a ``with Client(...)`` block).
+
+    Raises a ValueError naming ``client`` when it is None and there is no default client.
+    """
+    if client is not None:
+        return client
+    try:
+        from distributed import default_client
+    except ImportError:
+        raise ValueError(
+            "backend='dask' needs a client: pass client=distributed.Client(...) (the "
+            "'distributed' package is not installed: pip install 'bmrm[distributed]')"
+        ) from None
+    try:
+        return default_client()
+    except ValueError:
+        raise ValueError(
+            "backend='dask' needs a client: pass client=distributed.Client(...), or create one "
+            "first (it becomes Dask's default client)"
+        ) from None
 
 
 def _as_matrix(X):

@@ -187,18 +187,9 @@ class _BMRMEstimator(BaseEstimator):
                     "fit it on the Dask workers, or pass NumPy or SciPy data"
                 )
             return {}
-        client = self.client
-        if client is None:
-            from distributed import default_client
+        from bmrm.distributed import resolve_client
 
-            try:
-                client = default_client()
-            except ValueError:
-                raise ValueError(
-                    "backend='dask' needs a client: pass client=distributed.Client(...), or "
-                    "create one first (it becomes Dask's default client)"
-                ) from None
-        return {"backend": "dask", "client": client}
+        return {"backend": "dask", "client": resolve_client(self.client)}
 
     def _check_dask_input(self, X, y, names=()):
         """Checks of dask input before any work; sets ``n_features_in_`` (and

@@ -318,6 +318,19 @@ def test_parquet_files_cutting_a_query_are_repartitioned_by_qid(client, tmp_path
     assert_same_fit(local, remote)
 
 
+def test_default_client_is_used(client):
+    """client=None: Dask's default client, here a second client of the module's cluster,
+    the default inside its with-block (other clients of the module may be alive)."""
+    X, y, qid = ranking_data(13)
+    with distributed.Client(client.scheduler.address) as default:
+        assert distributed.default_client() is default
+        given = bmrm.fit(X, y, "ordinal", qid, lam=1e-2, tol=TOL, backend="dask", client=default)
+        model = bmrm.fit(X, y, "ordinal", qid, lam=1e-2, tol=TOL, backend="dask")
+    np.testing.assert_array_equal(model.coef_, given.coef_)
+    assert model.result_.fun == given.result_.fun
+    assert_same_fit(bmrm.fit(X, y, "ordinal", qid, lam=1e-2, tol=TOL), model)
+
+
 def test_result_does_not_depend_on_scheduling(client):
     X, y, qid = ranking_data(9)
     fits = [
@@ -332,8 +345,6 @@ def test_bad_arguments(client):
     X, y, qid = ranking_data(10)
     with pytest.raises(ValueError, match="backend must be 'local' or 'dask'"):
         bmrm.fit(X, y, "ordinal", qid, backend="spark")
-    with pytest.raises(ValueError, match="needs a client"):
-        bmrm.fit(X, y, "ordinal", qid, backend="dask")
     y_bad = y.astype(float)
     y_bad[3] = np.nan
     with pytest.raises(ValueError, match="y must not contain NaN"):

@@ -209,7 +209,23 @@ def test_default_client_is_used(cluster):
     local = BMRMRanker(loss="ordinal", tol=TOL).fit(X, y, qid)
     with distributed.Client(cluster):  # becomes Dask's default client
         remote = BMRMRanker(loss="ordinal", tol=TOL, backend="dask").fit(X, y, qid)
+        model = bmrm.fit(X, y, "ordinal", qid, lam=remote.lam, tol=TOL, backend="dask")
     assert_same_objective(local, remote)
+    assert_same_objective(local, model)
+
+
+def test_fit_without_a_default_client_names_client(client):
+    with pytest.raises(ValueError, match="No clients found"):
+        distributed.default_client()  # the module's client is not the default
+    X, y, qid = ranking_data(6)
+    message = (
+        r"backend='dask' needs a client: pass client=distributed\.Client\(\.\.\.\), or create "
+        r"one first \(it becomes Dask's default client\)"
+    )
+    with pytest.raises(ValueError, match=message):
+        bmrm.fit(X, y, "ordinal", qid, backend="dask")
+    with pytest.raises(ValueError, match=message):
+        BMRMRanker(backend="dask").fit(X, y, qid)
 
 
 def test_errors_name_the_option(client):
