@@ -31,7 +31,7 @@ from bmrm._validation import check_X
 from bmrm.solver.oracle import RiskOracle
 from losses._threads import thread_limit
 
-__all__ = ["DaskRiskOracle"]
+__all__ = ["DaskRiskOracle", "frame_array", "resolve_client"]
 
 # One risk task per worker thread and iteration, evaluating the partitions that worker holds
 # (True), or one task per partition (False: the scheduler's and client's work per iteration
@@ -58,6 +58,30 @@ class _Partition:
         # (the workers' too): report the partition's arrays, so that the scheduler keeps tasks
         # next to them and the workers' memory accounting sees them
         return self.nbytes
+
+
+def resolve_client(client):
+    """The Dask client of ``backend="dask"``: ``client``, or Dask's default client when it is
+    None (the client created last, or the one of a ``with Client(...)`` block).
+
+    Raises a ValueError naming ``client`` when it is None and there is no default client.
+    """
+    if client is not None:
+        return client
+    try:
+        from distributed import default_client
+    except ImportError:
+        raise ValueError(
+            "backend='dask' needs a client: pass client=distributed.Client(...) (the "
+            "'distributed' package is not installed: pip install 'bmrm[distributed]')"
+        ) from None
+    try:
+        return default_client()
+    except ValueError:
+        raise ValueError(
+            "backend='dask' needs a client: pass client=distributed.Client(...), or create one "
+            "first (it becomes Dask's default client)"
+        ) from None
 
 
 def _as_matrix(X):
@@ -358,27 +382,75 @@ def _frame_tasks(client, X, y, qid, loss, build_args):
         raise ValueError("y is required")
     features = list(frame.columns)
     frame = frame.assign(**extra)
+    build = dask.delayed(_build_frame_partition, pure=True)
+    args = (features, y_name, qid_name if qid is not None else None, loss, *build_args)
     if qid is None:
         if not getattr(loss, "pointwise", False) and frame.npartitions > 1:
             frame = frame.repartition(npartitions=1)
-    else:
-        qid_parts = frame[qid_name].to_delayed()
-        sets = client.gather(client.compute([dask.delayed(_unique_qids)(q) for q in qid_parts]))
-        try:
-            _check_whole_queries(sets)
-        except ValueError:
-            frame = frame.shuffle(on=qid_name)
-    build = dask.delayed(_build_frame_partition, pure=True)
+        return client.compute([build(p, *args) for p in frame.to_delayed()])
+    # The query ids are those of the very partitions built, computed with them (one graph,
+    # so each partition is read once): a frame's partitions can differ between selections
+    # of its columns (read_parquet joins files when few columns are read), so the ids of
+    # frame[qid] could hide a query cut between two of the partitions built here.
     parts = frame.to_delayed()
-    return client.compute(
-        [build(p, features, y_name, qid_name if qid is not None else None, loss, *build_args)
-         for p in parts]
-    )  # fmt: skip
+    futures = client.compute(
+        [build(p, *args) for p in parts] + [dask.delayed(_frame_qids)(p, qid_name) for p in parts]
+    )
+    sets = client.gather(futures[len(parts) :])
+    try:
+        _check_whole_queries(sets)
+    except ValueError:
+        del futures  # the partitions built are released
+        frame = frame.shuffle(on=qid_name)
+        return client.compute([build(p, *args) for p in frame.to_delayed()])
+    return futures[: len(parts)]
+
+
+def _frame_qids(frame, qid_name) -> np.ndarray:
+    return _unique_qids(frame[qid_name])
+
+
+def _frame_matrix(frame, features):
+    """The ``features`` columns of a partition of a dask DataFrame (a pandas DataFrame) as a
+    dense C-ordered float32 or float64 array, as the partitions are fitted and predicted."""
+    return _as_matrix(frame[features])
 
 
 def _build_frame_partition(frame, features, y_name, qid_name, loss, *build_args) -> _Partition:
     qid = None if qid_name is None else frame[qid_name].to_numpy()
-    return _build_partition(frame[features], frame[y_name].to_numpy(), qid, loss, *build_args)
+    X = _frame_matrix(frame, features)
+    return _build_partition(X, frame[y_name].to_numpy(), qid, loss, *build_args)
+
+
+def frame_array(frame, features, client=None):
+    """The ``features`` columns of a dask DataFrame as a dask array, one row block per
+    partition, each converted as :func:`bmrm.fit` converts the partitions it fits.
+
+    The blocks come from the partitions of ``frame[features]`` as computed (its task graph
+    after optimization), which need not be ``frame.npartitions`` of them: ``read_parquet``
+    joins files when few of their columns are read, which is why
+    ``frame[features].to_dask_array(lengths=True)`` can fail. The rows of each partition
+    are counted here (computed on ``client``, or by Dask's default scheduler when it is
+    None), so the array's chunks are known; its blocks stay lazy.
+    """
+    import dask
+    import dask.array as da
+
+    frame = frame[list(features)]
+    parts = frame.to_delayed()
+    lengths = [dask.delayed(len)(p) for p in parts]
+    if client is None:
+        lengths = dask.compute(*lengths)
+    else:
+        lengths = client.gather(client.compute(lengths))
+    dtype = _frame_matrix(frame._meta, list(features)).dtype
+    block = dask.delayed(_frame_matrix, pure=True)
+    return da.concatenate(
+        [
+            da.from_delayed(block(p, list(features)), shape=(int(n), len(features)), dtype=dtype)
+            for p, n in zip(parts, lengths, strict=True)
+        ]
+    )
 
 
 class DaskRiskOracle:

@@ -487,8 +487,9 @@ def fit(
     if backend not in ("local", "dask"):
         raise ValueError(f"backend must be 'local' or 'dask'; got {backend!r}")
     if backend == "dask":
-        if client is None:
-            raise ValueError("backend='dask' needs a client (a distributed.Client)")
+        from bmrm.distributed import resolve_client
+
+        client = resolve_client(client)
     else:
         X = check_X(X)
         n_samples, n_features = X.shape

@@ -35,10 +35,12 @@ array (``y`` and ``qid`` dask arrays, or arrays, with X's row chunks holding who
 or a dask DataFrame (``y`` and ``qid`` dask Series or column names of X, repartitioned by
 qid when a query spans two partitions); in-memory X is cut at query boundaries and sent to
 the workers. ``predict`` (and ``decision_function``) of dask input return a dask array of
-scores, one task per row block (``map_blocks``), so nothing is computed until asked;
-in-memory input gives NumPy scores as usual. Cloning (``sklearn.base.clone``, grid search)
-shares the client, it is never copied: a client holds connections, not data. A pickled
-estimator drops its client (``client=None`` after unpickling, the default client then).
+scores, one task per row block (``map_blocks``), so no score is computed until asked (a
+DataFrame's blocks are its partitions, whose rows are counted first, so that the array's
+chunks are known); in-memory input gives NumPy scores as usual. Cloning
+(``sklearn.base.clone``, grid search) shares the client, it is never copied: a client holds
+connections, not data. A pickled estimator drops its client (``client=None`` after
+unpickling, the default client then).
 """
 
 from __future__ import annotations
@@ -87,15 +89,24 @@ def _block_scores(block, model: LinearModel) -> np.ndarray:
     return model.decision_function(block)
 
 
-def _dask_scores(model: LinearModel, X, feature_names) -> Any:
-    """The model's scores of a dask array or DataFrame as a dask array, one task per block."""
+def _dask_scores(model: LinearModel, X, feature_names, client=None) -> Any:
+    """The model's scores of a dask array or DataFrame as a dask array, one task per block.
+
+    A DataFrame's fitted feature columns (all its columns when fitted without names) become
+    one row block per partition (:func:`bmrm.distributed.frame_array`, whose rows are counted
+    on ``client``, or by Dask's default scheduler when it is None)."""
     if hasattr(X, "columns"):  # a dask DataFrame: the fitted feature columns, in order
-        if feature_names is not None:
-            missing = [name for name in feature_names if name not in X.columns]
-            if missing:
-                raise ValueError(f"X lacks the feature columns {missing[:5]} seen in fit")
-            X = X[list(feature_names)]
-        X = X.to_dask_array(lengths=True)
+        from bmrm.distributed import frame_array
+
+        features = list(X.columns) if feature_names is None else list(feature_names)
+        missing = [name for name in features if name not in X.columns]
+        if missing:
+            raise ValueError(f"X lacks the feature columns {missing[:5]} seen in fit")
+        if len(features) != model.n_features_in_:
+            raise ValueError(
+                f"X has {len(features)} columns, but the model has {model.n_features_in_} features"
+            )
+        X = frame_array(X, features, client=client)
     if X.ndim != 2 or X.shape[1] != model.n_features_in_:
         raise ValueError(
             f"X has shape {X.shape}, but the model has {model.n_features_in_} features"
@@ -176,18 +187,9 @@ class _BMRMEstimator(BaseEstimator):
                     "fit it on the Dask workers, or pass NumPy or SciPy data"
                 )
             return {}
-        client = self.client
-        if client is None:
-            from distributed import default_client
+        from bmrm.distributed import resolve_client
 
-            try:
-                client = default_client()
-            except ValueError:
-                raise ValueError(
-                    "backend='dask' needs a client: pass client=distributed.Client(...), or "
-                    "create one first (it becomes Dask's default client)"
-                ) from None
-        return {"backend": "dask", "client": client}
+        return {"backend": "dask", "client": resolve_client(self.client)}
 
     def _check_dask_input(self, X, y, names=()):
         """Checks of dask input before any work; sets ``n_features_in_`` (and
@@ -228,7 +230,8 @@ class _BMRMEstimator(BaseEstimator):
         them for dask input."""
         check_is_fitted(self)
         if _is_dask(X):
-            return _dask_scores(self.model_, X, getattr(self, "feature_names_in_", None))
+            names = getattr(self, "feature_names_in_", None)
+            return _dask_scores(self.model_, X, names, client=getattr(self, "client", None))
         X = validate_data(self, X, accept_sparse="csr", dtype=_DTYPES, reset=False)
         return self.model_.decision_function(X)
 

@@ -282,6 +282,55 @@ def test_dask_dataframe_is_repartitioned_by_qid(client):
     assert_same_fit(local, remote)
 
 
+def test_parquet_files_cutting_a_query_are_repartitioned_by_qid(client, tmp_path):
+    """Two parquet files cut through a query. Read alone, their qid column is one partition
+    (read_parquet joins files when few columns are read), in which no query is cut; the
+    query ids must be those of the partitions fitted, which are the two files."""
+    from bmrm.distributed import DaskRiskOracle
+
+    X, y, qid = ranking_data(12, shuffled=False)
+    frame = pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])])
+    frame["label"], frame["query"] = y, qid
+    cut = len(qid) // 2
+    while qid[cut - 1] != qid[cut]:
+        cut += 1
+    frame.iloc[:cut].to_parquet(tmp_path / "part0.parquet")
+    frame.iloc[cut:].to_parquet(tmp_path / "part1.parquet")
+    ddf = dd.read_parquet(str(tmp_path / "*.parquet"))
+    local = bmrm.fit(X, y, "ordinal", qid, lam=1e-2, tol=TOL)
+    remote = bmrm.fit(
+        ddf, "label", "ordinal", "query", lam=1e-2, tol=TOL, backend="dask", client=client
+    )
+    assert_same_fit(local, remote)
+    # files of whole queries are the partitions, as they are (no shuffle)
+    start = cut
+    while qid[start - 1] == qid[start]:
+        start -= 1  # the first row of the query that the cut splits
+    frame.iloc[:start].to_parquet(tmp_path / "part0.parquet")
+    frame.iloc[start:].to_parquet(tmp_path / "part1.parquet")
+    ddf = dd.read_parquet(str(tmp_path / "*.parquet"))
+    oracle = DaskRiskOracle(client, ddf, "label", losses.get("ordinal"), "query")
+    assert oracle.rows == [start, len(qid) - start]
+    oracle.close()
+    remote = bmrm.fit(
+        ddf, "label", "ordinal", "query", lam=1e-2, tol=TOL, backend="dask", client=client
+    )
+    assert_same_fit(local, remote)
+
+
+def test_default_client_is_used(client):
+    """client=None: Dask's default client, here a second client of the module's cluster,
+    the default inside its with-block (other clients of the module may be alive)."""
+    X, y, qid = ranking_data(13)
+    with distributed.Client(client.scheduler.address) as default:
+        assert distributed.default_client() is default
+        given = bmrm.fit(X, y, "ordinal", qid, lam=1e-2, tol=TOL, backend="dask", client=default)
+        model = bmrm.fit(X, y, "ordinal", qid, lam=1e-2, tol=TOL, backend="dask")
+    np.testing.assert_array_equal(model.coef_, given.coef_)
+    assert model.result_.fun == given.result_.fun
+    assert_same_fit(bmrm.fit(X, y, "ordinal", qid, lam=1e-2, tol=TOL), model)
+
+
 def test_result_does_not_depend_on_scheduling(client):
     X, y, qid = ranking_data(9)
     fits = [
@@ -296,8 +345,6 @@ def test_bad_arguments(client):
     X, y, qid = ranking_data(10)
     with pytest.raises(ValueError, match="backend must be 'local' or 'dask'"):
         bmrm.fit(X, y, "ordinal", qid, backend="spark")
-    with pytest.raises(ValueError, match="needs a client"):
-        bmrm.fit(X, y, "ordinal", qid, backend="dask")
     y_bad = y.astype(float)
     y_bad[3] = np.nan
     with pytest.raises(ValueError, match="y must not contain NaN"):

@@ -120,6 +120,49 @@ def test_ranker_on_a_dask_dataframe_with_column_names(client):
     assert remote.score(ddf, ddf["label"], ddf["query"]) == expected_ndcg
 
 
+def cuts_inside_queries(qid, n_parts):
+    """Row indices that split the rows into ``n_parts`` of about equal size, each one inside
+    a query (between two rows of the same query)."""
+    cuts = []
+    for c in np.linspace(0, len(qid), n_parts + 1).astype(int)[1:-1]:
+        while qid[c - 1] != qid[c]:
+            c += 1
+        cuts.append(int(c))
+    return cuts
+
+
+def test_ranker_on_parquet_files_predicts_the_scores_of_in_memory_rows(client, tmp_path):
+    """dd.read_parquet over several files: read with few of its columns (a row count, the
+    query ids), the frame has fewer partitions than files, so the fitted columns are not
+    converted by to_dask_array(lengths=True); the scores are those of the same rows in
+    memory, for a Dask fit and for a local fit."""
+    X, y, qid = ranking_data(8, n_queries=40)
+    names = [f"f{j}" for j in range(X.shape[1])]
+    frame = pd.DataFrame(X, columns=names)
+    frame.insert(1, "label", y)
+    frame["query"] = qid
+    bounds = [0, *cuts_inside_queries(qid, 3), len(qid)]
+    for i, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+        frame.iloc[start:stop].to_parquet(tmp_path / f"part{i}.parquet")
+    ddf = dd.read_parquet(str(tmp_path / "*.parquet"))
+    local = BMRMRanker(loss="ordinal", tol=TOL).fit(frame[names], y, qid)
+    remote = BMRMRanker(loss="ordinal", tol=TOL, backend="dask", client=client)
+    remote.fit(ddf, "label", "query")
+    assert_same_objective(local, remote)
+    assert list(remote.feature_names_in_) == names
+    for ranker in (local, remote):
+        scores = ranker.predict(dd.read_parquet(str(tmp_path / "*.parquet")))
+        assert isinstance(scores, da.Array)
+        assert scores.shape == (len(y),)
+        np.testing.assert_allclose(
+            client.compute(scores).result(), ranker.predict(frame[names]), rtol=1e-12, atol=1e-12
+        )
+    # fitted without column names: all the frame's columns are features, checked before work
+    unnamed = BMRMRanker(loss="ordinal", tol=TOL).fit(X, y, qid)
+    with pytest.raises(ValueError, match="X has 7 columns, but the model has 5 features"):
+        unnamed.predict(ddf)
+
+
 def test_regressor_and_classifier_on_dask_arrays(client):
     X, y, _ = ranking_data(4)
     Xd = da.from_array(X, chunks=(40, -1))
@@ -166,7 +209,23 @@ def test_default_client_is_used(cluster):
     local = BMRMRanker(loss="ordinal", tol=TOL).fit(X, y, qid)
     with distributed.Client(cluster):  # becomes Dask's default client
         remote = BMRMRanker(loss="ordinal", tol=TOL, backend="dask").fit(X, y, qid)
+        model = bmrm.fit(X, y, "ordinal", qid, lam=remote.lam, tol=TOL, backend="dask")
     assert_same_objective(local, remote)
+    assert_same_objective(local, model)
+
+
+def test_fit_without_a_default_client_names_client(client):
+    with pytest.raises(ValueError, match="No clients found"):
+        distributed.default_client()  # the module's client is not the default
+    X, y, qid = ranking_data(6)
+    message = (
+        r"backend='dask' needs a client: pass client=distributed\.Client\(\.\.\.\), or create "
+        r"one first \(it becomes Dask's default client\)"
+    )
+    with pytest.raises(ValueError, match=message):
+        bmrm.fit(X, y, "ordinal", qid, backend="dask")
+    with pytest.raises(ValueError, match=message):
+        BMRMRanker(backend="dask").fit(X, y, qid)
 
 
 def test_errors_name_the_option(client):
