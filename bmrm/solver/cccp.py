@@ -73,7 +73,7 @@ import numpy as np
 from bmrm.solver import compile_ahead
 from bmrm.solver.bundle import Bundle
 from bmrm.solver.compile_clock import CompileClock
-from bmrm.solver.loop import BMRMResult, minimize_bmrm
+from bmrm.solver.loop import BMRMResult, minimize_bmrm, verbose_log
 from bmrm.solver.methods import get_method
 from bmrm.solver.oracle import RiskOracle
 from bmrm.solver.regularizers import make_regularizer
@@ -237,7 +237,7 @@ def minimize_cccp(
         raise ValueError(f"carry_planes must be True or False; got {carry_planes!r}")
     start = time.perf_counter()
     # compilation is excluded from the time budget and reported, as in minimize_bmrm
-    with CompileClock() as clock:
+    with CompileClock() as clock, verbose_log(verbose):
         bounds = None if lower is None and upper is None else (lower, upper)
         regularizer = make_regularizer(
             regularizer, l1_ratio=l1_ratio, bounds=bounds, n_features=n_features
@@ -266,6 +266,9 @@ def minimize_cccp(
             # bundle's and products' kernels, if asked
             compile_ahead.wait_for("ordinal")
             compile_ahead.wait_for("solver")
+            if verbose:
+                name = type(getattr(initial, "loss", initial)).__name__
+                logger.info(f"starting problem: the convex {name} that starts the procedure")
             res = minimize_bmrm(
                 initial,
                 n_features,
@@ -343,6 +346,11 @@ def minimize_cccp(
             if evaluated is not None and evaluated[0] is w:
                 first = _Evaluated(surrogate, *evaluated)
             evaluated = None
+            if verbose:
+                logger.info(
+                    f"cccp step {outer}: the convex surrogate with the ties fixed at the "
+                    f"current scores (J {J:.8g}, tol {step_tol:.3g})"
+                )
             res = minimize_bmrm(
                 first,
                 n_features,
@@ -363,10 +371,7 @@ def minimize_cccp(
             stopped = res.status in (3, 4)
             J_new = objective(res.x)
             if verbose:
-                logger.info(
-                    f"cccp step {outer}: J {J:.8g} -> {J_new:.8g} ({res.nit} iterations, "
-                    f"tol {step_tol:.3g})"
-                )
+                logger.info(f"cccp step {outer}: J {J:.8g} -> {J_new:.8g} ({res.nit} iterations)")
             outer_objective.append(J_new)
             if J_new > J:
                 # Only rounding can make a step go up (J_new <= J_t(x) <= J_t(w) = J): keep w.

@@ -13,6 +13,7 @@ the history and stops. Plain BMRM, line-search BMRM and OCAS are methods; any ob
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import sys
@@ -156,6 +157,29 @@ class _AutoMaster:
         return out
 
 
+@contextlib.contextmanager
+def verbose_log(verbose: bool):
+    """Within the block, the "bmrm" logger's INFO lines go to stderr when ``verbose``.
+
+    Nested blocks share the outer block's handler (a procedure that runs several solves,
+    :mod:`bmrm.solver.cccp`, logs its own lines between theirs without doubling them).
+    """
+    if not verbose or any(getattr(h, "bmrm_verbose", False) for h in logger.handlers):
+        yield
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.bmrm_verbose = True
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
 def _model_value(bundle: Bundle, w: np.ndarray) -> float:
     """max_i <a_i, w> + b_i, by einsum's own loop (no BLAS thread pool)."""
     k = bundle.size
@@ -260,13 +284,8 @@ def minimize_bmrm(
     # how far values and planes may disagree by rounding alone (float32 products: ~1e-5)
     dtype = np.dtype(getattr(oracle, "dtype", np.float64))
     rounding = max(1e-9, 100.0 * float(np.finfo(dtype).eps) if dtype.kind == "f" else 0.0)
-    handler = None
-    level = logger.level
-    if verbose:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
+    log = verbose_log(verbose)
+    log.__enter__()
     try:
         master_obj = _make_master(master, regularizer, lam, n_features, bundle_size, cvxpy_solver)
         if master == "auto" and isinstance(master_obj, QPMaster):
@@ -376,9 +395,7 @@ def minimize_bmrm(
         return result if finish is None else finish(result)
     finally:
         clock.__exit__(None, None, None)
-        if handler is not None:
-            logger.removeHandler(handler)
-            logger.setLevel(level)
+        log.__exit__(None, None, None)
 
 
 class _History:

@@ -221,3 +221,24 @@ def test_message_says_where_the_procedure_stopped():
         full.message
         == f"converged: relative gap below tol (last of {full.n_outer} concave-convex steps)"
     )
+
+
+def test_verbose_names_each_solve_of_the_procedure(capsys):
+    """One table per solve, each after a line that names it: the starting pairwise problem,
+    then every concave-convex step with its outcome; no line is printed twice."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 5))
+    y = rng.integers(0, 3, 300)
+    qid = np.repeat(np.arange(30), 10)
+    res = bmrm.fit(X, y, "ndcg", qid, lam=1e-3, verbose=True).result_
+    err = capsys.readouterr().err.strip().splitlines()
+    titles = [line for line in err if not line.lstrip()[:1].isdigit()]
+    expected = ["starting problem: the convex OrdinalLoss that starts the procedure"]
+    expected.append("iter")
+    for k in range(1, res.n_outer + 1):
+        expected += [f"cccp step {k}: the convex surrogate", "iter", f"cccp step {k}: J "]
+    assert len(titles) == len(expected)
+    for line, start in zip(titles, expected, strict=True):
+        assert line.lstrip().startswith(start), (line, start)
+    # every iteration of every solve has its line
+    assert len(err) - len(titles) == res.nit
