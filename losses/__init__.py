@@ -115,7 +115,8 @@ class Prepared:
             raise FloatingPointError(
                 f"the {type(self.loss).__name__} loss returned a non-finite value or gradient "
                 f"at finite scores (max |f| = {np.abs(f_internal).max(initial=0.0):.3g}): the "
-                "targets y (or the scores) are out of range for it; scale y down"
+                f"targets y, the loss's parameters ({self.loss!r}), its data (pair_costs) or "
+                "the scores are out of range for it; scale them down"
             )
         if values.size and values.min() < 0:
             raise ValueError(

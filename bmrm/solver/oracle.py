@@ -330,6 +330,7 @@ class RiskOracle:
                 f"finite; max |X| = {_max_abs(self.X):.3g}, "
                 + (scaling if self.fit_intercept else "")
                 + f"max |∂l/∂f| = {np.abs(g).max(initial=0.0):.3g}): X"
-                + (" or intercept_scaling" if self.fit_intercept else "")
-                + " or the targets y are out of range; scale them down"
+                + (", intercept_scaling" if self.fit_intercept else "")
+                + ", the targets y or the loss's parameters (costs, weights: "
+                + f"{self.prepared.loss!r}) are out of range; scale them down"
             )

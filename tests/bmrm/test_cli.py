@@ -495,7 +495,8 @@ def test_features_that_overflow_the_fit(folder, tmp_path, run_here):
     proc = run_here("train", "big.svm", "m.json", "--quiet", cwd=tmp_path)
     line = one_line_error(proc, "train")
     assert line.startswith("bmrm train: error: big.svm: the risk's subgradient")
-    assert line.endswith("X or the targets y are out of range; scale them down")
+    assert "X, the targets y or the loss's parameters" in line
+    assert line.endswith("are out of range; scale them down")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.svm"]
 
 
