@@ -22,7 +22,7 @@ from bmrm._validation import (
     check_X,
 )
 from bmrm.io.model_files import BMRM_RESULT, ModelRecord, read_model_file, write_model_file
-from bmrm.scorers import LinearScorer, get_scorer
+from bmrm.scorers import ExpectedGainScorer, LinearScorer, get_scorer
 from bmrm.solver import compile_ahead
 from bmrm.solver.cccp import minimize_cccp
 from bmrm.solver.compile_clock import CompileClock
@@ -634,6 +634,8 @@ def fit(
         getattr(loss_obj, "convex", True) or getattr(loss_obj, "latent", False)
     )
     if nonconvex:
+        if isinstance(scorer_obj, ExpectedGainScorer):
+            scorer_obj.check_labels(y)
         scorer_obj, solver = check_nonconvex(
             scorer_obj, loss_obj, y, regularizer_arg, bounds, nonneg, fit_intercept, method
         )

@@ -11,6 +11,7 @@ import pytest
 
 import bmrm
 from bmrm import BMRMRanker, BMRMRegressor
+from bmrm.scorers import ExpectedGainScorer
 from losses.metrics import ideal_dcg, ndcg_score
 
 D = 4
@@ -407,3 +408,42 @@ def test_frame_with_non_string_columns_is_taken_by_position(data):
     assert not hasattr(model, "feature_names_in_")
     named = pd.DataFrame(X, columns=list("abcd"))
     np.testing.assert_array_equal(model.predict(named), model.predict(named.to_numpy()))
+
+
+# ----------------------------------------------------------------------------- expected gain
+
+
+def test_expected_gain_scorer_refuses_labels_beyond_its_levels(data):
+    """Labels 0..2 with n_levels=2 trained a model that cannot score level 2."""
+    X, _, qid, levels = data
+    scorer = ExpectedGainScorer(n_levels=2)
+    message = (
+        r"y holds the relevance level 2, but the scorer's n_levels=2 covers the levels 0..1; "
+        r"give n_levels=3 or None"
+    )
+    with pytest.raises(ValueError, match=message):
+        bmrm.fit(X, levels, "listnet", qid, scorer=scorer, callback=never_called)
+
+
+@pytest.mark.parametrize("top", [512, 2000, 10**15])
+def test_expected_gain_scorer_refuses_too_many_levels_before_work(data, top):
+    """10**15 sized a 7 PiB array (MemoryError); 2000 overflowed the gains later."""
+    X, _, qid, levels = data
+    y = np.r_[levels[:-1], top]
+    message = (
+        rf"y holds the relevance level {top}, but the expected-gain scorer has at most "
+        r"n_levels=512 levels \(0..511"
+    )
+    with pytest.raises(ValueError, match=message):
+        bmrm.fit(X, y, "listnet", qid, scorer="expected_gain", callback=never_called)
+    with pytest.raises(ValueError, match="n_levels must be an integer >= 2 and <= 512 or None"):
+        ExpectedGainScorer(n_levels=top + 1)
+
+
+def test_expected_gain_scorer_takes_its_largest_level(data):
+    X, _, qid, levels = data
+    y = np.r_[levels[:-1], 511]
+    model = bmrm.fit(X, y, "listnet", qid, scorer="expected_gain", max_iter=30)
+    assert model.scorer_.n_levels == 512
+    assert model.coef_.shape == (512, D)
+    assert np.all(np.isfinite(model.predict(X)))
