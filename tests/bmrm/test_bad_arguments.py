@@ -5,6 +5,7 @@ value at the edge of a range must fit correctly.
 """
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -447,3 +448,46 @@ def test_expected_gain_scorer_takes_its_largest_level(data):
     assert model.scorer_.n_levels == 512
     assert model.coef_.shape == (512, D)
     assert np.all(np.isfinite(model.predict(X)))
+
+
+# ----------------------------------------------------------------------------- ordinal
+
+
+@pytest.mark.parametrize("scale", [1e20, 2.0**53])
+def test_ordinal_regressor_names_a_label_the_user_gave(data, scale):
+    """Labels times 1e20 were cast to int64 first (a RuntimeWarning) and the error cited
+    -9.2e18, a label the user never gave."""
+    X, _, _, levels = data
+    y = levels * scale
+    first = float(y[np.abs(y) > 2.0**53][0])
+    message = r"y must hold integer ordinal levels within ±2\*\*53 .*got " + re.escape(repr(first))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=message):
+            bmrm.OrdinalRegressor().fit(X, y)
+
+
+def test_ordinal_regressor_refuses_labels_spanning_more_than_2_53(data):
+    X, _, _, levels = data
+    y = np.where(levels == 0, -(2.0**52), 2.0**52 + 2)
+    with pytest.raises(ValueError, match=r"spanning at most 2\*\*53 .*got -4503599627370496.0"):
+        bmrm.OrdinalRegressor().fit(X, y)
+
+
+def test_ordinal_regressor_takes_labels_up_to_2_53(data):
+    X, _, _, levels = data
+    y = np.where(levels == 0, -(2.0**52), 2.0**52)
+    model = bmrm.OrdinalRegressor().fit(X, y)
+    np.testing.assert_array_equal(model.classes_, [-(2.0**52), 2.0**52])
+    reference = bmrm.OrdinalRegressor().fit(X, (levels > 0).astype(int))
+    np.testing.assert_array_equal(model.coef_, reference.coef_)
+
+
+@pytest.mark.parametrize("method", ["mae", "accuracy"])
+def test_ordinal_regressor_scores_refuse_string_labels(data, method):
+    """mae parsed the strings as numbers; the metrics refuse string labels."""
+    X, _, _, levels = data
+    model = bmrm.OrdinalRegressor().fit(X, levels)
+    with pytest.raises(ValueError, match="y must hold numeric ordinal levels .*got dtype <U"):
+        getattr(model, method)(X, levels.astype(str))
+    assert getattr(model, method)(X, list(levels)) == getattr(model, method)(X, levels)
