@@ -313,6 +313,7 @@ def load(path, *, n_features: int | None = None) -> LinearModel:
     OSError
         When the file cannot be read.
     """
+    check_int(n_features, "n_features", 1, allow_none=True)
     record = read_model_file(path, n_features=n_features)
     where = os.fspath(path)
     try:

@@ -491,3 +491,14 @@ def test_ordinal_regressor_scores_refuse_string_labels(data, method):
     with pytest.raises(ValueError, match="y must hold numeric ordinal levels .*got dtype <U"):
         getattr(model, method)(X, levels.astype(str))
     assert getattr(model, method)(X, list(levels)) == getattr(model, method)(X, levels)
+
+
+@pytest.mark.parametrize("n_features", ["4", 4.0, 0, True])
+def test_load_names_a_bad_n_features(data, tmp_path, n_features):
+    """n_features="4" said 'the model has 4 features but the data has 4'."""
+    X, y, _, _ = data
+    bmrm.fit(X, y).save(tmp_path / "m.json")
+    message = rf"n_features must be an integer >= 1 or None; got {re.escape(repr(n_features))}"
+    with pytest.raises(ValueError, match=message):
+        bmrm.load(tmp_path / "m.json", n_features=n_features)
+    assert bmrm.load(tmp_path / "m.json", n_features=np.int64(D)).n_features_in_ == D

@@ -1,6 +1,7 @@
 """The shared argument checks of losses.validation: accepted values and their errors."""
 
 import inspect
+import re
 
 import numpy as np
 import pytest
@@ -127,3 +128,15 @@ def test_check_bool(value):
     assert check_bool(np.True_, "flag") is True and check_bool(False, "flag") is False
     with pytest.raises(ValueError, match=f"flag must be True or False; got {value!r}"):
         check_bool(value, "flag")
+
+
+@pytest.mark.parametrize("random_state", ["x", -1, 1.5, True])
+def test_check_oracle_names_a_bad_random_state(random_state):
+    message = rf"random_state must be an integer >= 0 or None; got {re.escape(repr(random_state))}"
+    with pytest.raises(ValueError, match=message):
+        losses.check_oracle("squared", random_state=random_state)
+
+
+@pytest.mark.parametrize("random_state", [None, 3, np.random.default_rng(1)])
+def test_check_oracle_takes_seeds_and_generators(random_state):
+    assert losses.check_oracle("squared", random_state=random_state, n_trials=3).ok
