@@ -1,4 +1,5 @@
-"""The data-matrix check shared by :func:`bmrm.fit`, the model and the command line.
+"""The argument checks shared by :func:`bmrm.fit`, :func:`bmrm.minimize_bmrm`, the model and
+the command line.
 
 Scalar checks (``check_positive``, ``check_int``, ...) live in :mod:`losses.validation`.
 """
@@ -31,8 +32,9 @@ MAX_INTERCEPT_SCALING = 1e150
 
 
 # The range of lam that the master problems solve: the master minimiser is w = −Aᵀα/lam, so
-# below about 1e-150 (unit-scale subgradients) lam·‖w‖² overflows float64, and far above
-# 1e12 the cvxpy models fail to solve (while every solution is w ≈ 0 at such a lam anyway).
+# below about 1e-150 for unit-scale subgradients lam·‖w‖² overflows float64 (1e-30 leaves
+# a margin of 120 decades for larger ones), and above about 1e14 the cvxpy models fail to
+# solve on unit-scale data (while every solution is w ≈ 0 at such a lam anyway).
 MIN_LAM = 1e-30
 MAX_LAM = 1e12
 
@@ -188,15 +190,17 @@ class _CheckedOracle:
     number, ``a`` an array of shape ``(n_features,)``. Other attributes are the oracle's."""
 
     def __init__(self, oracle, n_features: int):
-        self.oracle = oracle
-        self.n_features = n_features
+        self._oracle = oracle
+        self._n_features = n_features
 
     def __getattr__(self, name):
-        return getattr(self.oracle, name)
+        if name in ("_oracle", "_n_features"):  # not yet set (copy, pickle)
+            raise AttributeError(name)
+        return getattr(self._oracle, name)
 
     def __call__(self, w):
-        out = self.oracle(w)
-        name = getattr(self.oracle, "__name__", type(self.oracle).__name__)
+        out = self._oracle(w)
+        name = getattr(self._oracle, "__name__", type(self._oracle).__name__)
         if not isinstance(out, tuple | list) or len(out) != 2:
             raise ValueError(
                 f"the oracle {name} must return a pair (R, a) of the risk and its "
@@ -213,9 +217,9 @@ class _CheckedOracle:
                 f"the oracle {name} must return the subgradient a as a numeric ndarray; got "
                 f"{type(a).__name__}"
             )
-        if a.shape != (self.n_features,):
+        if a.shape != (self._n_features,):
             raise ValueError(
-                f"the oracle {name} must return a subgradient of shape ({self.n_features},) "
+                f"the oracle {name} must return a subgradient of shape ({self._n_features},) "
                 f"(n_features); got shape {a.shape}"
             )
         return R, a
