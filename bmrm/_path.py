@@ -46,8 +46,9 @@ def path(X, y, loss="squared", qid=None, *, lams, method=None, **fit_params) -> 
     X, y, loss, qid :
         As in :func:`bmrm.fit`.
     lams : sequence of float
-        Regularization constants (each as ``lam`` of :func:`bmrm.fit`), fitted in the order given. From the largest to the
-        smallest is usually cheapest: solutions change little and the bundle grows.
+        Regularization constants (each as ``lam`` of :func:`bmrm.fit`), fitted in the
+        order given. From the largest to the smallest is usually cheapest: solutions change
+        little and the bundle grows.
     method : str or None
         A method name (see :func:`bmrm.fit`); each lam gets a fresh instance.
     **fit_params :
