@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import losses
+from bmrm._validation import check_lam
 from bmrm.model import LinearModel, fit
 from bmrm.scorers import LinearScorer
 from bmrm.solver.methods import METHODS, SolverState, get_method
@@ -58,8 +59,9 @@ def path(X, y, loss="squared", qid=None, *, lams, method=None, **fit_params) -> 
     X, y, loss, qid :
         As in :func:`bmrm.fit`.
     lams : sequence of float
-        Regularization constants (> 0), fitted in the order given. From the largest to the
-        smallest is usually cheapest: solutions change little and the bundle grows.
+        Regularization constants (each as ``lam`` of :func:`bmrm.fit`), fitted in the
+        order given. From the largest to the smallest is usually cheapest: solutions change
+        little and the bundle grows.
     method : str or None
         A method name (see :func:`bmrm.fit`); each lam gets a fresh instance.
     **fit_params :
@@ -77,11 +79,10 @@ def path(X, y, loss="squared", qid=None, *, lams, method=None, **fit_params) -> 
         raise ValueError(
             f"method must be 'auto', one of {sorted(METHODS)} or None; got {method!r}"
         )
-    lams_arr = np.asarray(lams, dtype=np.float64) if np.ndim(lams) == 1 else None
-    if lams_arr is None or lams_arr.size == 0 or not np.all(np.isfinite(lams_arr)):
+    if isinstance(lams, str) or np.ndim(lams) != 1 or len(lams) == 0:
         raise ValueError(f"lams must be a non-empty 1-d sequence of finite numbers; got {lams!r}")
-    if np.any(lams_arr <= 0):
-        raise ValueError(f"lams must all be > 0; got {lams!r}")
+    # each as fit checks lam (a string is not a number there either)
+    lams_arr = np.array([check_lam(v, f"lams[{i}]") for i, v in enumerate(lams)])
     requested = method
     if method is None or method == "auto":
         regularizer = make_regularizer(

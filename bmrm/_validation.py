@@ -1,21 +1,42 @@
-"""The data-matrix check shared by :func:`bmrm.fit`, the model and the command line.
+"""The argument checks shared by :func:`bmrm.fit`, :func:`bmrm.minimize_bmrm`, the model and
+the command line.
 
 Scalar checks (``check_positive``, ``check_int``, ...) live in :mod:`losses.validation`.
 """
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 import scipy.sparse as sp
 
-from losses.validation import check_positive
+from losses.validation import check_bool, check_int, check_positive
 
-__all__ = ["all_finite", "check_X", "check_intercept_scaling", "check_w0"]
+__all__ = [
+    "all_finite",
+    "check_X",
+    "check_bool",
+    "check_cvxpy_solver",
+    "check_intercept_scaling",
+    "check_lam",
+    "check_minimize_args",
+    "check_tol",
+    "check_verbose",
+    "check_w0",
+]
 
 # Largest intercept_scaling: the constant column's square enters the inner products of the
 # planes in the master problems, so it stays far below float64's overflow at 1.8e308.
 MAX_INTERCEPT_SCALING = 1e150
 
+
+# The range of lam that the master problems solve: the master minimiser is w = −Aᵀα/lam, so
+# below about 1e-150 for unit-scale subgradients lam·‖w‖² overflows float64 (1e-30 leaves
+# a margin of 120 decades for larger ones), and above about 1e14 the cvxpy models fail to
+# solve on unit-scale data (while every solution is w ≈ 0 at such a lam anyway).
+MIN_LAM = 1e-30
+MAX_LAM = 1e12
 
 _FINITE_CHUNK = 1 << 20
 
@@ -56,7 +77,13 @@ def check_X(X, *, name: str = "X", n_features: int | None = None):
             X.sum_duplicates()
         data = X.data
     else:
-        X = np.asarray(X)
+        try:
+            X = np.asarray(X)
+        except ValueError:  # rows of different lengths
+            raise ValueError(
+                f"{name} must be a 2-d array of numbers (n_samples, n_features), with rows of "
+                "one length"
+            ) from None
         if X.dtype.kind not in "biuf":
             raise ValueError(f"{name} must be numeric; got dtype {X.dtype}")
         if X.ndim != 2:
@@ -105,3 +132,129 @@ def check_w0(w0, n_weights: int, fit_intercept: bool = False) -> np.ndarray:
             f"w0[{bad[0]}] = {float(w0[bad[0]])!r})"
         )
     return w0
+
+
+def check_lam(lam, name: str = "lam") -> float:
+    """A finite real number within [MIN_LAM, MAX_LAM] = [1e-30, 1e12]."""
+    lam = check_positive(lam, name)
+    if not MIN_LAM <= lam <= MAX_LAM:
+        raise ValueError(
+            f"{name} must be within [{MIN_LAM:g}, {MAX_LAM:g}] (the range the master problems "
+            f"solve in float64); got {lam!r}"
+        )
+    return lam
+
+
+def check_tol(tol, name: str = "tol") -> float:
+    """A relative gap tolerance: a finite real number in [0, 1).
+
+    The lower bound is >= 0 (the risk is non-negative), so the gap never exceeds J and a
+    tolerance of 1 or more would certify any starting point.
+    """
+    tol = check_positive(tol, name, strict=False)
+    if tol >= 1.0:
+        raise ValueError(
+            f"{name} must be < 1 (a gap relative to the objective, which never exceeds the "
+            f"objective itself); got {tol!r}"
+        )
+    return tol
+
+
+def check_cvxpy_solver(solver) -> str | None:
+    """None (the cvxpy master's default) or the name of a solver cvxpy has installed."""
+    if solver is None:
+        return None
+    import cvxpy
+
+    installed = cvxpy.installed_solvers()
+    if not isinstance(solver, str) or solver.upper() not in installed:
+        raise ValueError(
+            f"cvxpy_solver must be None or one of the installed cvxpy solvers {installed}; "
+            f"got {solver!r}"
+        )
+    return solver
+
+
+def check_verbose(verbose, name: str = "verbose") -> bool:
+    """True, False or an integer >= 0 (scikit-learn's verbosity, which the estimators pass
+    on), as a bool."""
+    if isinstance(verbose, bool | np.bool_):
+        return bool(verbose)
+    if not isinstance(verbose, numbers.Integral) or verbose < 0:
+        raise ValueError(f"{name} must be True, False or an integer >= 0; got {verbose!r}")
+    return bool(verbose)
+
+
+class _CheckedOracle:
+    """A user's oracle whose every answer is checked to be a pair ``(R, a)``: R a real
+    number, ``a`` an array of shape ``(n_features,)``. Other attributes are the oracle's."""
+
+    def __init__(self, oracle, n_features: int):
+        self._oracle = oracle
+        self._n_features = n_features
+
+    def __getattr__(self, name):
+        if name in ("_oracle", "_n_features"):  # not yet set (copy, pickle)
+            raise AttributeError(name)
+        return getattr(self._oracle, name)
+
+    def __call__(self, w):
+        out = self._oracle(w)
+        name = getattr(self._oracle, "__name__", type(self._oracle).__name__)
+        if not isinstance(out, tuple | list) or len(out) != 2:
+            raise ValueError(
+                f"the oracle {name} must return a pair (R, a) of the risk and its "
+                f"subgradient; got {type(out).__name__}"
+                + (f" of length {len(out)}" if isinstance(out, tuple | list) else "")
+            )
+        R, a = out
+        if isinstance(R, bool | np.bool_) or not isinstance(R, numbers.Real):
+            raise ValueError(
+                f"the oracle {name} must return the risk R as a real number; got {R!r}"
+            )
+        if not isinstance(a, np.ndarray) or a.dtype.kind not in "biuf":
+            raise ValueError(
+                f"the oracle {name} must return the subgradient a as a numeric ndarray; got "
+                f"{type(a).__name__}"
+            )
+        if a.shape != (self._n_features,):
+            raise ValueError(
+                f"the oracle {name} must return a subgradient of shape ({self._n_features},) "
+                f"(n_features); got shape {a.shape}"
+            )
+        return R, a
+
+
+def check_minimize_args(
+    oracle, n_features, lam, tol, atol, max_iter, max_time, bundle_size, max_idle, w0,
+    callback, verbose, progress, cvxpy_solver,
+):  # fmt: skip
+    """The arguments of :func:`bmrm.minimize_bmrm`, checked as :func:`bmrm.fit` checks them.
+
+    Returns ``oracle`` (a user's callable wrapped so that each of its answers is checked),
+    ``lam``, ``tol``, ``atol``, ``max_iter``, ``max_time`` and ``w0`` (None or a float64
+    array of shape ``(n_features,)``) in their canonical types.
+    """
+    if not callable(oracle):
+        raise ValueError(f"oracle must be callable, oracle(w) -> (R, a); got {oracle!r}")
+    n_features = check_int(n_features, "n_features", 1)
+    lam = check_lam(lam)
+    tol = check_tol(tol)
+    atol = check_positive(atol, "atol", strict=False)
+    max_iter = check_int(max_iter, "max_iter", 1)
+    if max_time is not None:
+        max_time = check_positive(max_time, "max_time")
+    check_int(bundle_size, "bundle_size", 3)
+    check_int(max_idle, "max_idle", 1)
+    if w0 is not None:
+        w0 = check_w0(w0, n_features)
+    if callback is not None and not callable(callback):
+        raise ValueError(f"callback must be callable or None; got {callback!r}")
+    check_verbose(verbose)
+    check_bool(progress, "progress")
+    check_cvxpy_solver(cvxpy_solver)
+    # the package's own oracles answer correctly by construction (and are used through
+    # other entry points than the call, such as cut_at)
+    if not type(oracle).__module__.startswith(("bmrm.", "losses.")):
+        oracle = _CheckedOracle(oracle, n_features)
+    return oracle, lam, tol, atol, max_iter, max_time, w0

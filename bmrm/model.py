@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import json
+import numbers
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 from scipy.optimize import OptimizeResult
 
 import losses
-from bmrm._validation import check_intercept_scaling, check_w0, check_X
+from bmrm._validation import (
+    check_bool,
+    check_cvxpy_solver,
+    check_intercept_scaling,
+    check_lam,
+    check_tol,
+    check_verbose,
+    check_w0,
+    check_X,
+)
 from bmrm.io.model_files import BMRM_RESULT, ModelRecord, read_model_file, write_model_file
-from bmrm.scorers import LinearScorer, get_scorer
+from bmrm.scorers import ExpectedGainScorer, LinearScorer, get_scorer
 from bmrm.solver import compile_ahead
 from bmrm.solver.cccp import minimize_cccp
 from bmrm.solver.compile_clock import CompileClock
@@ -48,6 +58,10 @@ class LinearModel:
         A non-linear scorer of :mod:`bmrm.scorers`; None for f = Xw (a
         :class:`~bmrm.scorers.LinearScorer` given to the constructor is stored as None).
     n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        The column names of the pandas DataFrame X that :func:`bmrm.fit` was given, when
+        they are all strings (otherwise, and for models read by :func:`bmrm.load`, which
+        model files do not hold, the attribute is absent).
     """
 
     def __init__(self, coef, intercept, loss, lam, regularizer, result, scorer=None):
@@ -61,7 +75,13 @@ class LinearModel:
         self.n_features_in_ = self.coef_.shape[-1]
 
     def decision_function(self, X) -> np.ndarray:
-        """Scores X @ coef_ + intercept_, or the scorer's h (float64)."""
+        """Scores X @ coef_ + intercept_, or the scorer's h (float64).
+
+        A model fitted on a pandas DataFrame with string column names (``feature_names_in_``)
+        refuses a DataFrame whose columns are not those names in the same order; arrays and
+        frames without string column names are taken by position.
+        """
+        _check_feature_names(X, getattr(self, "feature_names_in_", None))
         X = check_X(X, n_features=self.n_features_in_)
         if self.scorer_ is not None:
             return self.scorer_.scores(X, self.coef_.ravel()) + self.intercept_
@@ -95,6 +115,17 @@ class LinearModel:
 
     def _record(self) -> ModelRecord:
         """The plain values a model file holds."""
+        lam = self.lam
+        # the rule bmrm.load applies to the file's lam
+        if (
+            isinstance(lam, bool | np.bool_)
+            or not isinstance(lam, numbers.Real)
+            or not np.isfinite(lam)
+            or lam <= 0
+        ):
+            raise ValueError(
+                f"cannot save a model whose lam is {lam!r}: it must be a finite number > 0"
+            )
         spec = self.regularizer.spec()
         name, params = _loss_spec(self.loss)
         record = ModelRecord(self.coef_, self.intercept_, self.lam, spec, name, params)
@@ -107,6 +138,37 @@ class LinearModel:
         return (
             f"LinearModel(n_features={self.n_features_in_}, loss={self.loss!r}, "
             f"lam={self.lam!r}, status={self.result_.status if self.result_ else None})"
+        )
+
+
+def _feature_names(X) -> np.ndarray | None:
+    """The column names of a DataFrame X when they are all strings, else None."""
+    columns = getattr(X, "columns", None)
+    if columns is None or not hasattr(X, "iloc"):
+        return None
+    names = list(columns)
+    if not names or not all(isinstance(name, str) for name in names):
+        return None
+    return np.asarray(names, dtype=object)
+
+
+def _check_feature_names(X, fitted) -> None:
+    """Refuse a DataFrame X whose string column names differ from the fitted ones."""
+    names = _feature_names(X)
+    if fitted is None or names is None:
+        return
+    if names.shape != fitted.shape or np.any(names != fitted):
+        unseen = [name for name in names if name not in set(fitted)]
+        missing = [name for name in fitted if name not in set(names)]
+        detail = (
+            "they must be in the same order as they were in fit"
+            if not unseen and not missing
+            else f"unseen at fit time: {unseen}; seen at fit time, yet now missing: {missing}"
+        )
+        raise ValueError(
+            f"X has feature names {list(names)}, but the model was fitted with "
+            f"{list(fitted)}: the feature names should match those that were passed during "
+            f"fit ({detail})"
         )
 
 
@@ -251,6 +313,7 @@ def load(path, *, n_features: int | None = None) -> LinearModel:
     OSError
         When the file cannot be read.
     """
+    check_int(n_features, "n_features", 1, allow_none=True)
     record = read_model_file(path, n_features=n_features)
     where = os.fspath(path)
     try:
@@ -398,7 +461,9 @@ def fit(
     qid : array-like of shape (n_samples,) or None
         Query id of each row; ``None`` makes all rows one query.
     lam : float
-        Regularization constant, > 0. For the pairwise ordinal loss with
+        Regularization constant, in [1e-30, 1e12]: the master minimiser is −Aᵀα/lam, whose
+        squared norm times lam must stay within float64, and above 1e12 the solution is
+        w ≈ 0 for any data of a usable scale. For the pairwise ordinal loss with
         ``normalize="none"``, ``lam = 1/C`` reproduces SVM^rank's ``-c C``.
     regularizer : {"l2", "l1", "elastic_net"}, callable or Regularizer
         Ω(w) = ½‖w‖², ‖w‖₁, or l1_ratio·‖w‖₁ + (1 − l1_ratio)·½‖w‖²; a callable maps a
@@ -417,7 +482,9 @@ def fit(
         "qp" is the dedicated dual solver (L2 without bounds; the "auto" choice there),
         "cvxpy" the general model.
     tol, atol : float
-        Stop when the gap is at most tol·J(best) or at most atol.
+        Stop when the gap is at most tol·J(best) or at most atol. ``tol`` is a relative gap
+        in [0, 1): the lower bound is >= 0, so the gap never exceeds J and tol >= 1 would
+        accept the starting point; ``atol`` >= 0.
     max_iter : int
         Iteration cap; reaching it warns with :class:`bmrm.ConvergenceWarning`.
     max_time : float or None
@@ -491,6 +558,7 @@ def fit(
 
         client = resolve_client(client)
     else:
+        feature_names = _feature_names(X)
         X = check_X(X)
         n_samples, n_features = X.shape
         y = np.asarray(y)
@@ -500,8 +568,8 @@ def fit(
             )
         if y.dtype.kind in "biuf" and not np.all(np.isfinite(y.astype(np.float64))):
             raise ValueError("y must not contain NaN or inf")
-    lam = check_positive(lam, "lam")
-    tol = check_positive(tol, "tol", strict=False)
+    lam = check_lam(lam)
+    tol = check_tol(tol)
     atol = check_positive(atol, "atol", strict=False)
     max_iter = check_int(max_iter, "max_iter", 1)
     bundle_size = check_int(bundle_size, "bundle_size", 3)
@@ -509,6 +577,17 @@ def fit(
         max_time = check_positive(max_time, "max_time")
     if master not in ("auto", "qp", "cvxpy"):
         raise ValueError(f"master must be 'auto', 'qp' or 'cvxpy'; got {master!r}")
+    nonneg = check_bool(nonneg, "nonneg")
+    fit_intercept = check_bool(fit_intercept, "fit_intercept")
+    verbose = check_verbose(verbose)
+    progress = check_bool(progress, "progress")
+    if callback is not None and not callable(callback):
+        raise ValueError(f"callback must be callable or None; got {callback!r}")
+    if loss_params is not None and not isinstance(loss_params, Mapping):
+        raise ValueError(
+            f"loss_params must be a dict of the loss's parameters or None; got {loss_params!r}"
+        )
+    cvxpy_solver = check_cvxpy_solver(cvxpy_solver)
     if fit_intercept:
         intercept_scaling = check_intercept_scaling(intercept_scaling)
     loss_obj = losses.get(loss, **(loss_params or {}))
@@ -557,6 +636,8 @@ def fit(
         getattr(loss_obj, "convex", True) or getattr(loss_obj, "latent", False)
     )
     if nonconvex:
+        if isinstance(scorer_obj, ExpectedGainScorer):
+            scorer_obj.check_labels(y)
         scorer_obj, solver = check_nonconvex(
             scorer_obj, loss_obj, y, regularizer_arg, bounds, nonneg, fit_intercept, method
         )
@@ -594,9 +675,12 @@ def fit(
             )  # fmt: skip
             linear = isinstance(scorer_obj, LinearScorer)
             coef = theta if linear else theta.reshape(-1, n_features)
-            return LinearModel(
+            model = LinearModel(
                 coef, 0.0, loss_obj, lam, regularizer, res, None if linear else scorer_obj
             )
+            if feature_names is not None:
+                model.feature_names_in_ = feature_names
+            return model
         oracle = RiskOracle(X, prepared, fit_intercept, intercept_scaling)
     # A latent loss (a difference of convex functions) goes through the concave-convex
     # procedure, which calls the bundle method on one convex surrogate after another,
@@ -642,4 +726,7 @@ def fit(
     w = result.x
     coef = w[:n_features]
     intercept = w[n_features] * intercept_scaling if fit_intercept else 0.0
-    return LinearModel(coef, intercept, loss_obj, lam, regularizer, result)
+    model = LinearModel(coef, intercept, loss_obj, lam, regularizer, result)
+    if backend == "local" and feature_names is not None:
+        model.feature_names_in_ = feature_names
+    return model

@@ -31,6 +31,11 @@ import scipy.sparse as sp
 
 from bmrm.solver import products as _products
 from bmrm.solver import scorer_products as _eg
+from losses.validation import check_graded_labels
+
+# Most levels of the expected-gain scorer: its gains 2^j − 1 and their squares (in the
+# gradient) stay within float64 for j <= 511.
+MAX_LEVELS = 512
 
 __all__ = ["ExpectedGainScorer", "LinearScorer", "get_scorer"]
 
@@ -129,8 +134,10 @@ class ExpectedGainScorer:
 
     Parameters
     ----------
-    n_levels : int >= 2 or None
-        K. ``None`` lets :func:`bmrm.fit` set it to the largest training label + 1.
+    n_levels : int in [2, 512] or None
+        K. ``None`` lets :func:`bmrm.fit` set it to the largest training label + 1. The
+        training labels must lie in 0..K − 1; at most 512 levels, so that the gains
+        2^j − 1 and their squares stay within float64.
     gain : {"exp", "linear"}
         G(j) = 2^j − 1 or G(j) = j.
     eps : float in [0.5, 1] or None
@@ -157,9 +164,11 @@ class ExpectedGainScorer:
     ):
         if n_levels is not None and (
             isinstance(n_levels, bool) or not isinstance(n_levels, numbers.Integral)
-            or n_levels < 2
+            or not 2 <= n_levels <= MAX_LEVELS
         ):  # fmt: skip
-            raise ValueError(f"n_levels must be an integer >= 2 or None; got {n_levels!r}")
+            raise ValueError(
+                f"n_levels must be an integer >= 2 and <= {MAX_LEVELS} or None; got {n_levels!r}"
+            )
         if gain not in ("exp", "linear"):
             raise ValueError(f"gain must be 'exp' or 'linear'; got {gain!r}")
         if eps is not None and (
@@ -195,6 +204,28 @@ class ExpectedGainScorer:
         """G(j) for j = 0..K−1."""
         j = np.arange(self._levels(), dtype=np.float64)
         return np.exp2(j) - 1.0 if self.gain == "exp" else j
+
+    def check_labels(self, y) -> None:
+        """Refuse training labels the scorer cannot represent, before any work.
+
+        ``y`` must hold relevance levels 0..n_levels − 1 (0..511 when ``n_levels`` is None
+        and :func:`bmrm.fit` sets it to the largest label + 1).
+        """
+        levels = check_graded_labels(y)
+        if not levels.size:
+            return
+        top = int(levels.max())
+        if self.n_levels is None and top >= MAX_LEVELS:
+            raise ValueError(
+                f"y holds the relevance level {top}, but the expected-gain scorer has at most "
+                f"n_levels={MAX_LEVELS} levels (0..{MAX_LEVELS - 1}: its gains and their "
+                "squares must stay within float64)"
+            )
+        if self.n_levels is not None and top >= self.n_levels:
+            raise ValueError(
+                f"y holds the relevance level {top}, but the scorer's n_levels={self.n_levels} "
+                f"covers the levels 0..{self.n_levels - 1}; give n_levels={top + 1} or None"
+            )
 
     def _levels(self) -> int:
         if self.n_levels is None:

@@ -546,7 +546,7 @@ def check_oracle(
         Query id per row (``None`` with a given ``y`` is one query).
     n_trials : int, default=50
         Number of random score vectors (and of random pairs for the subgradient check).
-    random_state : int or None, default=0
+    random_state : int >= 0, None or numpy.random.Generator, default=0
         Seed of the random scores and permutations.
     raise_on_failure : bool, default=False
         Raise ``AssertionError`` listing the failing checks instead of returning them.
@@ -618,6 +618,8 @@ def check_oracle(
 
         loss = get(loss)
     check_int(n_trials, "n_trials", 1)
+    if not isinstance(random_state, np.random.Generator):
+        check_int(random_state, "random_state", 0, allow_none=True)
     data = dict(data)
     rng = np.random.default_rng(random_state)
     report = OracleReport(loss, _Checker(loss, y, qid, data, n_trials, rng).run())

@@ -66,7 +66,7 @@ import numpy as np
 from losses._kernels import metrics as _k
 from losses._query import QueryGroups, group_queries
 from losses._threads import run_queries
-from losses.validation import check_int, check_k, check_real
+from losses.validation import check_bool, check_int, check_k, check_real
 
 __all__ = [
     "CONVENTIONS",
@@ -246,8 +246,15 @@ def ideal_dcg(
     """
     check_k(k)
     g = _gains(_as_scores(y, "y"), gain, "y")
-    query_ptr = np.ascontiguousarray(query_ptr, dtype=np.int64)
-    if query_ptr.ndim != 1 or query_ptr[0] != 0 or query_ptr[-1] != g.shape[0]:
+    ptr = np.asarray(query_ptr)
+    if ptr.dtype.kind not in "iuf" or ptr.ndim != 1 or ptr.size == 0:
+        raise ValueError(f"query_ptr must be a non-empty 1-d array of integers; got {query_ptr!r}")
+    if ptr.dtype.kind == "f":
+        bad = ptr[~np.isfinite(ptr) | (ptr != np.round(ptr))]
+        if bad.size:
+            raise ValueError(f"query_ptr must hold integers; got {float(bad[0])!r}")
+    query_ptr = np.ascontiguousarray(ptr, dtype=np.int64)
+    if query_ptr[0] != 0 or query_ptr[-1] != g.shape[0]:
         raise ValueError(f"query_ptr must run from 0 to {g.shape[0]}")
     if np.any(np.diff(query_ptr) < 0):
         raise ValueError("query_ptr must be non-decreasing")
@@ -273,7 +280,8 @@ def ideal_dcg(
 class _Ranked:
     """Validated labels and scores in query-contiguous order, each query sorted by score."""
 
-    def __init__(self, y_true, y_score, qid, k, ties: str):
+    def __init__(self, y_true, y_score, qid, k, ties: str, per_query: bool):
+        check_bool(per_query, "per_query")
         check_k(k)
         _choice("ties", ties, _TIES)
         y = _as_scores(y_true, "y_true")
@@ -366,10 +374,10 @@ def _dcg_settings(convention, gain, discount, ties, empty):
     )
 
 
-def _dcg_parts(y_true, y_score, qid, k, convention, gain, discount, ties, empty):
+def _dcg_parts(y_true, y_score, qid, k, convention, gain, discount, ties, empty, per_query):
     gain, discount, ties, empty = _dcg_settings(convention, gain, discount, ties, empty)
     empty = _check_empty(empty)
-    data = _Ranked(y_true, y_score, qid, k, ties)
+    data = _Ranked(y_true, y_score, qid, k, ties, per_query)
     g = _gains(data.y, gain, "y_true")
     weight = discount_values(data.n_max, discount)
     short = data.lengths < k if (convention == "letor" and k is not None) else None
@@ -420,7 +428,7 @@ def dcg_score(
         Mean DCG@k over queries, or the per-query values.
     """
     data, g, weight, _, short = _dcg_parts(
-        y_true, y_score, qid, k, convention, gain, discount, ties, None
+        y_true, y_score, qid, k, convention, gain, discount, ties, None, per_query
     )
     values = data.linear(g, weight)
     if short is not None:
@@ -466,7 +474,7 @@ def ndcg_score(
     Cost O(n log n) for the sorts plus O(n) (O(m·k) per tie group with ``ties="average"``).
     """
     data, g, weight, empty, short = _dcg_parts(
-        y_true, y_score, qid, k, convention, gain, discount, ties, empty
+        y_true, y_score, qid, k, convention, gain, discount, ties, empty, per_query
     )
     dcg = data.linear(g, weight)
     ideal = data.ideal(g, weight)
@@ -508,7 +516,7 @@ def precision_score(
     -------
     float or ndarray of shape (n_queries,)
     """
-    data = _Ranked(y_true, y_score, qid, k, ties)
+    data = _Ranked(y_true, y_score, qid, k, ties, per_query)
     hits = data.linear(_relevance(data.y, threshold), np.ones(data.n_max))
     return data.finish(hits / _k_of(data), None, None, per_query)
 
@@ -538,7 +546,7 @@ def recall_score(
     float or ndarray of shape (n_queries,)
     """
     empty = _check_empty(empty)
-    data = _Ranked(y_true, y_score, qid, k, ties)
+    data = _Ranked(y_true, y_score, qid, k, ties, per_query)
     rel = _relevance(data.y, threshold)
     hits = data.linear(rel, np.ones(data.n_max))
     n_rel = data.per_query_sum(rel)
@@ -578,7 +586,7 @@ def fbeta_score(
     """
     beta = check_real(beta, "beta", low=0.0, strict=True)
     empty = _check_empty(empty)
-    data = _Ranked(y_true, y_score, qid, k, ties)
+    data = _Ranked(y_true, y_score, qid, k, ties, per_query)
     rel = _relevance(data.y, threshold)
     hits = data.linear(rel, np.ones(data.n_max))
     n_rel = data.per_query_sum(rel)
@@ -653,7 +661,7 @@ def map_score(
     if normalize == "k" and k is None:
         raise ValueError("k must be given (an integer >= 1) when normalize='k'")
     empty = _check_empty(empty)
-    data = _Ranked(y_true, y_score, qid, k, ties)
+    data = _Ranked(y_true, y_score, qid, k, ties, per_query)
     rel = _relevance(data.y, threshold)
     total = data.run(_k.precision_sum, rel)
     n_rel = data.per_query_sum(rel)
@@ -691,7 +699,7 @@ def mrr_score(
     float or ndarray of shape (n_queries,)
     """
     empty = _check_empty(empty)
-    data = _Ranked(y_true, y_score, qid, k, ties)
+    data = _Ranked(y_true, y_score, qid, k, ties, per_query)
     rel = _relevance(data.y, threshold)
     values = data.run(_k.reciprocal_rank, rel)
     return data.finish(values, data.per_query_sum(rel) == 0, empty, per_query)
@@ -733,7 +741,7 @@ def err_score(
     -------
     float or ndarray of shape (n_queries,)
     """
-    data = _Ranked(y_true, y_score, qid, k, ties)
+    data = _Ranked(y_true, y_score, qid, k, ties, per_query)
     g = _gains(data.y, "exp", "y_true")
     top = float(data.y.max())
     if g_max is None:
@@ -782,7 +790,7 @@ def neru_score(
     alpha = check_real(alpha, "alpha", low=1.0, strict=True)
     d = check_real(d, "d")
     empty = _check_empty(empty)
-    data = _Ranked(y_true, y_score, qid, k, ties)
+    data = _Ranked(y_true, y_score, qid, k, ties, per_query)
     b = np.maximum(data.y - d, 0.0)
     a = np.exp2(-np.arange(data.n_max) / (alpha - 1.0))
     eru = data.linear(b, a)
@@ -840,7 +848,7 @@ def kendall_tau_score(
     """
     _choice("weights", weights, _KENDALL_WEIGHTS)
     empty = _check_empty(empty)
-    data = _Ranked(y_true, y_score, qid, None, ties)
+    data = _Ranked(y_true, y_score, qid, None, ties, per_query)
     if weights == "gain":
         g = np.exp2(data.y)
         if not np.all(np.isfinite(g)):

@@ -11,6 +11,7 @@ import numbers
 import numpy as np
 
 __all__ = [
+    "check_bool",
     "check_finite_targets",
     "check_graded_labels",
     "check_int",
@@ -38,6 +39,13 @@ def check_positive(value, name: str, *, strict: bool = True) -> float:
     return check_real(value, name, low=0.0, strict=strict)
 
 
+def check_bool(value, name: str) -> bool:
+    """True or False: a Python or NumPy bool, not a number or a string."""
+    if not isinstance(value, bool | np.bool_):
+        raise ValueError(f"{name} must be True or False; got {value!r}")
+    return bool(value)
+
+
 def check_int(value, name: str, minimum: int, *, allow_none: bool = False) -> int | None:
     """An integer (not a bool) >= ``minimum``, or None when ``allow_none``."""
     if value is None and allow_none:
@@ -50,9 +58,17 @@ def check_int(value, name: str, minimum: int, *, allow_none: bool = False) -> in
     return int(value)
 
 
+# Largest cut-off: the kernels take k as an int64.
+MAX_K = 2**63 - 1
+
+
 def check_k(k, *, allow_none: bool = True) -> int | None:
-    """A cut-off: an integer >= 1, or None (the whole list) when ``allow_none``."""
-    return check_int(k, "k", 1, allow_none=allow_none)
+    """A cut-off: an integer in [1, 2**63 − 1] (the kernels' int64), or None (the whole list)
+    when ``allow_none``."""
+    k = check_int(k, "k", 1, allow_none=allow_none)
+    if k is not None and k > MAX_K:
+        raise ValueError(f"k must be at most 2**63 - 1 (the kernels' int64); got {k!r}")
+    return k
 
 
 def check_finite_targets(y, *, name: str = "y") -> np.ndarray:

@@ -10,6 +10,7 @@ from sklearn.utils.validation import validate_data
 
 import losses
 from bmrm.estimators.linear import _DTYPES, _BMRMEstimator, _is_dask
+from losses.validation import MAX_LEVEL
 
 __all__ = ["OrdinalRegressor", "optimal_thresholds"]
 
@@ -116,7 +117,19 @@ class OrdinalRegressor(_BMRMEstimator):
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES, y_numeric=True)
         if y.dtype.kind not in "biuf" or np.any(y != np.round(y)):
             raise ValueError("y must hold integer ordinal levels (numbers like 1, 2, 5)")
+        # checked before the int64 cast below, which would wrap larger labels around
+        big = np.abs(y) > MAX_LEVEL
+        if np.any(big):
+            raise ValueError(
+                "y must hold integer ordinal levels within ±2**53 (exact integers in "
+                f"float64); got {float(y[big][0])!r}"
+            )
         classes = np.unique(y)
+        if classes[-1] - classes[0] > MAX_LEVEL:
+            raise ValueError(
+                "y must hold integer ordinal levels spanning at most 2**53 (from the lowest "
+                f"to the highest); got {float(classes[0])!r} to {float(classes[-1])!r}"
+            )
         levels = (classes - classes[0]).astype(np.int64)
         y_level = (y - classes[0]).astype(np.int64)
         model = self._solve(X, y_level, losses.get("ordinal", cost=self.cost))
@@ -165,11 +178,23 @@ class OrdinalRegressor(_BMRMEstimator):
 
     def mae(self, X, y, sample_weight=None) -> float:
         """Mean absolute error |predicted label − y|, in label units."""
+        y = _numeric_labels(y)
         return float(mean_absolute_error(y, self.predict(X), sample_weight=sample_weight))
 
     def accuracy(self, X, y, sample_weight=None) -> float:
         """Fraction of rows whose predicted label equals y."""
+        y = _numeric_labels(y)
         return float(accuracy_score(y, self.predict(X), sample_weight=sample_weight))
+
+
+def _numeric_labels(y) -> np.ndarray:
+    """y as an array of numbers (the labels are numbers; strings are not parsed)."""
+    y = np.asarray(y)
+    if y.dtype.kind not in "biuf":
+        raise ValueError(
+            f"y must hold numeric ordinal levels (numbers like 1, 2, 5); got dtype {y.dtype}"
+        )
+    return y
 
 
 def optimal_thresholds(f, y, levels, method: str = "mae") -> np.ndarray:

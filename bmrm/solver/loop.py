@@ -25,6 +25,7 @@ import numpy as np
 from scipy.optimize import OptimizeResult
 
 from bmrm import exceptions
+from bmrm._validation import check_minimize_args
 from bmrm.solver.bundle import Bundle
 from bmrm.solver.compile_clock import CompileClock
 from bmrm.solver.masters import CvxpyMaster, QPMaster
@@ -217,7 +218,7 @@ def minimize_bmrm(
         ``oracle(w) -> (R(w), a)`` with ``a`` a subgradient of the non-negative risk R.
     n_features : int
     lam : float
-        Regularization constant (> 0).
+        Regularization constant, in [1e-30, 1e12] (see :func:`bmrm.fit`).
     regularizer : Regularizer, {"l2", "l1", "elastic_net"} or callable
         See :func:`bmrm.fit` and :mod:`bmrm.solver.regularizers`.
     l1_ratio, lower, upper :
@@ -225,7 +226,8 @@ def minimize_bmrm(
     master, cvxpy_solver :
         See :func:`bmrm.fit`.
     tol, atol : float
-        Stop when gap <= tol·J(best) or gap <= atol.
+        Stop when gap <= tol·J(best) or gap <= atol; tol is in [0, 1) (the gap never
+        exceeds J, so tol >= 1 would accept the starting point), atol >= 0.
     max_iter : int
         Iteration cap (warns with :class:`bmrm.ConvergenceWarning` when reached). An
         iteration that takes its plane from a cut cache (:mod:`bmrm.solver.cut_cache`)
@@ -268,6 +270,11 @@ def minimize_bmrm(
         Show a one-line progress bar on stderr: the share of the way, on a log scale, from
         the first gap to the requested one.
     """
+    # bad arguments and a user's oracle's malformed answers raise ValueError naming them
+    oracle, lam, tol, atol, max_iter, max_time, w0 = check_minimize_args(
+        oracle, n_features, lam, tol, atol, max_iter, max_time, bundle_size, max_idle, w0,
+        callback, verbose, progress, cvxpy_solver,
+    )  # fmt: skip
     start = time.perf_counter()
     bounds = None if lower is None and upper is None else (lower, upper)
     regularizer = make_regularizer(

@@ -556,7 +556,45 @@ def master_step(G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S
         step = _interpreted("_master_step")
     else:
         compile_ahead.wait()  # for that helper, if one runs
-    return step(G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S_ids, meta, alpha)
+    try:
+        with np.errstate(all="ignore"):  # the interpreted source divides numpy scalars
+            out = step(
+                G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S_ids, meta, alpha
+            )
+    except ZeroDivisionError:
+        out = None
+    if (
+        out is not None
+        and np.isfinite(out[1])
+        and np.isfinite(out[3])
+        and np.isfinite(out[0]).all()
+    ):
+        return out
+    return _vertex_step(G, b_all, A, k, lam, rel_tol, accuracy, meta, alpha)
+
+
+def _vertex_step(G, b_all, A, k, lam, rel_tol, accuracy, meta, alpha):
+    """The best vertex of the simplex, for a dual the active-set method cannot solve.
+
+    When lam·|b_i| dwarfs the Gram matrix's entries (or the reverse) by about float64's
+    precision, the affine minimisers of the active-set method lose every digit. Any α of
+    the simplex still gives a valid lower bound bᵀα − αᵀGα/(2 lam) and the point
+    w = −Aᵀα/lam: this one takes the vertex of the largest bound and reports an infinite
+    KKT violation, so that :class:`~bmrm.solver.masters.QPMaster` goes on by pair steps
+    from there. The factor kept in ``meta`` is dropped.
+    """
+    meta[1] = 0
+    with np.errstate(over="ignore", invalid="ignore"):
+        bounds = b_all[:k] - 0.5 * np.diag(G)[:k] / lam
+    bounds[~np.isfinite(bounds)] = -np.inf
+    j = int(np.argmax(bounds))
+    alpha[:k] = 0.0
+    alpha[j] = 1.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        w = A[j] / -lam
+        max_b = float(np.abs(b_all[:k]).max())
+        tol = max(rel_tol * (1.0 + max_b + 1e-3 * float(np.diag(G)[:k].max()) / lam), accuracy)
+    return w, float(bounds[j]), 0, np.inf, tol
 
 
 # Largest bundle that master_step solves by the interpreter while the compiled solver is not

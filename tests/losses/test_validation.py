@@ -1,12 +1,14 @@
 """The shared argument checks of losses.validation: accepted values and their errors."""
 
 import inspect
+import re
 
 import numpy as np
 import pytest
 
 import losses
 from losses.validation import (
+    check_bool,
     check_finite_targets,
     check_graded_labels,
     check_int,
@@ -97,3 +99,44 @@ def test_get_leaves_a_constructor_that_takes_any_keyword_to_check_its_own(monkey
         losses._REGISTRY, "any_keyword", "tests.losses.test_validation:_AnyKeywordLoss"
     )
     assert losses.get("any_keyword", whatever=3).params == {"whatever": 3}
+
+
+@pytest.mark.parametrize("name", ["ndcg", "neru"])
+@pytest.mark.parametrize("k", [2**63, 10**30])
+def test_k_beyond_int64_is_refused_when_the_loss_is_made(name, k):
+    """Such a k passed the check and then overflowed in the kernels (OverflowError)."""
+    with pytest.raises(ValueError, match=rf"k must be at most 2\*\*63 - 1 .*got {k}"):
+        losses.get(name, k=k)
+    with pytest.raises(ValueError, match=rf"k must be at most 2\*\*63 - 1 .*got {k}"):
+        check_k(k)
+
+
+@pytest.mark.parametrize("name", ["ndcg", "neru"])
+def test_largest_k_is_the_whole_list(name):
+    rng = np.random.default_rng(0)
+    levels = rng.integers(0, 3, 40)
+    qid = np.repeat(np.arange(8), 5)
+    f = rng.standard_normal(40)
+    R_max, a_max = losses.risk(losses.get(name, k=2**63 - 1), f, levels, qid)
+    R_5, a_5 = losses.risk(losses.get(name, k=5), f, levels, qid)
+    assert R_max == R_5
+    np.testing.assert_array_equal(a_max, a_5)
+
+
+@pytest.mark.parametrize("value", ["False", 0, 1, None])
+def test_check_bool(value):
+    assert check_bool(np.True_, "flag") is True and check_bool(False, "flag") is False
+    with pytest.raises(ValueError, match=f"flag must be True or False; got {value!r}"):
+        check_bool(value, "flag")
+
+
+@pytest.mark.parametrize("random_state", ["x", -1, 1.5, True])
+def test_check_oracle_names_a_bad_random_state(random_state):
+    message = rf"random_state must be an integer >= 0 or None; got {re.escape(repr(random_state))}"
+    with pytest.raises(ValueError, match=message):
+        losses.check_oracle("squared", random_state=random_state)
+
+
+@pytest.mark.parametrize("random_state", [None, 3, np.random.default_rng(1)])
+def test_check_oracle_takes_seeds_and_generators(random_state):
+    assert losses.check_oracle("squared", random_state=random_state, n_trials=3).ok
