@@ -486,7 +486,9 @@ def fit(
         in [0, 1): the lower bound is >= 0, so the gap never exceeds J and tol >= 1 would
         accept the starting point; ``atol`` >= 0.
     max_iter : int
-        Iteration cap; reaching it warns with :class:`bmrm.ConvergenceWarning`.
+        Iteration cap; reaching it warns with :class:`bmrm.ConvergenceWarning`. Iterations
+        that take a plane from the cut cache instead of calling the oracle do not count
+        (see :func:`bmrm.solver.loop.minimize_bmrm`).
     max_time : float or None
         Time budget in seconds, not counting time spent in numba's compiler: the first fit
         in a new environment compiles the loss and solver kernels (or, later, loads them

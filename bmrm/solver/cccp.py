@@ -226,9 +226,9 @@ def minimize_cccp(
             fixed_tol = float(inner_tol)
         except (TypeError, ValueError):
             fixed_tol = float("nan")
-        if not (fixed_tol >= tol and np.isfinite(fixed_tol)):
+        if not (tol <= fixed_tol < 1):
             raise ValueError(
-                f"inner_tol must be 'adaptive' or a finite number >= tol ({tol:g}); "
+                f"inner_tol must be 'adaptive' or a number >= tol ({tol:g}) and below 1; "
                 f"got {inner_tol!r}"
             )
     if not (np.isfinite(inner_scale) and inner_scale > 0):

@@ -192,7 +192,7 @@ def test_reused_evaluations_change_nothing(seed, options, name):
 
 def test_bad_options_named():
     _, _, _, oracle = latent_oracle(0, "ndcg")
-    for value in (1e-4, "fast", float("nan"), None):
+    for value in (1e-4, "fast", float("nan"), None, 1.0, 5.0, float("inf")):
         with pytest.raises(ValueError, match="inner_tol"):
             minimize_cccp(oracle, 5, 0.1, tol=1e-3, inner_tol=value)
     for value in (0.0, -1.0, float("inf")):
