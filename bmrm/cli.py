@@ -40,6 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 
 import losses
+from bmrm._validation import MAX_LAM, MIN_LAM, check_lam, check_tol
 from bmrm._version import __version__
 from bmrm.io import load_query_file, load_svmlight, qid_from_groups
 from bmrm.io.model_files import _write_atomic
@@ -416,11 +417,14 @@ def _build_scorer(args, loss):
 def _train(args) -> None:
     if args.C is not None:
         lam = 1.0 / check_positive(args.C, "-c")
-        if not np.isfinite(lam):
-            raise ValueError(f"-c must be large enough that lam = 1/C is finite; got {args.C!r}")
+        if not MIN_LAM <= lam <= MAX_LAM:
+            raise ValueError(
+                f"-c must lie in [{1 / MAX_LAM:g}, {1 / MIN_LAM:g}] (lam = 1/C within "
+                f"[{MIN_LAM:g}, {MAX_LAM:g}]); got {args.C!r}"
+            )
     else:
-        lam = check_positive(1e-3 if args.lam is None else args.lam, "--lam")
-    tol = check_positive(args.tol, "--tol", strict=False)
+        lam = check_lam(1e-3 if args.lam is None else args.lam, "--lam")
+    tol = check_tol(args.tol, "--tol")
     max_iter = check_int(args.max_iter, "--max-iter", 1)
     if args.pair_cost is not None and args.loss != "preference":
         raise ValueError(f"--pair-cost applies to the preference loss, not {args.loss!r}")

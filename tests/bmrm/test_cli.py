@@ -384,6 +384,11 @@ def test_malformed_svmlight_line(tmp_path):
         ("subprocess", ["--lam", "0"], "lam must be > 0; got 0.0"),
         ("in-process", ["-c", "-1"], "-c must be > 0; got -1.0"),
         ("in-process", ["--loss-param", "depth=3"], "bad --loss-param for the ordinal loss"),
+        ("in-process", ["--lam", "1e300"], "--lam must be within [1e-30, 1e+12]"),
+        ("in-process", ["--lam", "1e-300"], "--lam must be within [1e-30, 1e+12]"),
+        ("in-process", ["-c", "1e-300"], "-c must lie in [1e-12, 1e+30]"),
+        ("in-process", ["-c", "1e300"], "-c must lie in [1e-12, 1e+30]"),
+        ("in-process", ["--tol", "1"], "--tol must be < 1"),
     ],
 )
 def test_bad_training_options(folder, tmp_path, run_here, runner, args, message):
