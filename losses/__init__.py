@@ -251,6 +251,11 @@ def risk(loss, f, y, qid=None, **data):
         raise ValueError(f"f must be 1-d; got shape {f.shape}")
     if not np.all(np.isfinite(f)):
         raise ValueError("f must not contain NaN or inf")
+    n_y = np.shape(y)[0] if np.ndim(y) >= 1 else None
+    if n_y is not None and n_y != len(f):
+        raise ValueError(
+            f"f and y must have one entry per row each; got {len(f)} scores and {n_y} targets"
+        )
     return prepare(loss, y, qid, n_samples=len(f), **data).risk(f)
 
 

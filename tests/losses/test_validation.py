@@ -140,3 +140,9 @@ def test_check_oracle_names_a_bad_random_state(random_state):
 @pytest.mark.parametrize("random_state", [None, 3, np.random.default_rng(1)])
 def test_check_oracle_takes_seeds_and_generators(random_state):
     assert losses.check_oracle("squared", random_state=random_state, n_trials=3).ok
+
+
+@pytest.mark.parametrize("n_f, n_y", [(4, 5), (6, 5)])
+def test_risk_names_f_and_y_when_their_lengths_differ(n_f, n_y):
+    with pytest.raises(ValueError, match=rf"got {n_f} scores and {n_y} targets"):
+        losses.risk("squared", np.zeros(n_f), np.ones(n_y))
