@@ -302,7 +302,7 @@ class _Checker:
         source = "generated " + ("0/1" if binary else "0..3") + " labels" if generated else "y"
         return _PASS, (
             f"accepted {source}: {self.n} rows in {self.groups.n_queries} queries "
-            f"(sizes {np.diff(self.groups.query_ptr).tolist()})"
+            f"({_sizes_text(np.diff(self.groups.query_ptr))})"
         )
 
     def check_shapes(self):
@@ -631,3 +631,14 @@ def check_oracle(
             f"check_oracle({_loss_label(loss)}) failed {len(report.failed)} checks:\n{failures}"
         )
     return report
+
+
+def _sizes_text(sizes) -> str:
+    """Query sizes for a report line: all of them when there are at most ten, else their
+    range and median."""
+    sizes = np.asarray(sizes)
+    if sizes.size <= 10:
+        return f"sizes {sizes.tolist()}"
+    if sizes.min() == sizes.max():
+        return f"each of {int(sizes[0])} rows"
+    return f"sizes {int(sizes.min())} to {int(sizes.max())}, median {float(np.median(sizes)):g}"

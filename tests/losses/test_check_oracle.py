@@ -305,3 +305,19 @@ def test_check_oracle_arguments():
     a = losses.check_oracle(UserSquared(), random_state=7)
     b = losses.check_oracle(UserSquared(), random_state=7)
     assert [(c.status, c.message) for c in a.checks] == [(c.status, c.message) for c in b.checks]
+
+
+@pytest.mark.parametrize(
+    "sizes, text",
+    [
+        ([3, 1, 4], "3 queries (sizes [3, 1, 4])"),
+        ([20] * 100, "100 queries (each of 20 rows)"),
+        ([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 40], "11 queries (sizes 1 to 40, median 6)"),
+    ],
+)
+def test_validate_line_summarises_many_query_sizes(sizes, text):
+    qid = np.repeat(np.arange(len(sizes)), sizes)
+    y = np.arange(len(qid)) % 3
+    report = losses.check_oracle("ordinal", y, qid)
+    line = next(c.message for c in report.checks if c.name == "validate")
+    assert line == f"accepted y: {len(qid)} rows in {text}"
