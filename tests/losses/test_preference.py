@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import losses
-from losses._threads import block_bounds
 from losses.ordinal import OrdinalLoss
 from losses.preference import PreferenceLoss, pairs_from_labels
 from tests.losses.reference_pairs import label_pairs, preference_risk, split_queries
@@ -135,11 +134,11 @@ def test_several_blocks_match_brute_force_and_one_block(force_threads, costs_kin
     loss = PreferenceLoss(normalize=normalize)
     prepared = losses.prepare(loss, np.zeros(len(f)), qid, pairs=pairs, pair_costs=costs)
     assert prepared.targets.pair_cost.size == (0 if costs_kind == "uniform" else len(pairs))
-    assert len(block_bounds(prepared.targets.pref_ptr, 3)) == 4  # three blocks of queries
     force_threads(1)
     serial = prepared.loss_grad(f), loss.metric(f, prepared.targets)
-    force_threads(3)
+    runs = force_threads(3)
     (values, grad), metric = prepared.loss_grad(f), loss.metric(f, prepared.targets)
+    assert runs == [3, 3]  # the loss and the metric, each on three blocks of queries
     # grouped qid: internal queries are in order of first appearance, as in the reference
     ref_value, ref_grad, ref_metric = preference_risk(f, pairs, costs, qid, normalize)
     np.testing.assert_allclose(metric, ref_metric, rtol=1e-12, atol=1e-15)
@@ -173,8 +172,9 @@ def test_pairs_from_labels_matches_brute_force(force_threads, cost, grouped, thr
     if grouped:
         qid = np.sort(qid)
     y = rng.integers(0, 5, n).astype(np.float64)
-    force_threads(threads)
+    runs = force_threads(threads)
     pairs, costs = pairs_from_labels(y, qid, cost=cost)
+    assert runs == [threads, threads]  # counting, then filling
     assert pairs.dtype == np.int64 and pairs.shape == (len(costs), 2)
     found = [tuple(p) for p in pairs.tolist()]
     assert len(found) == len(set(found))
