@@ -515,6 +515,20 @@ def _fake_helper(monkeypatch, code, pending, timeout):
         helper.stdout.close()
 
 
+def _record_cpu_samples(monkeypatch, compile_ahead) -> list:
+    """The helper's CPU seconds each time the waiting reads them (once when it begins, then
+    at the end of every STARVED_WINDOW), in a list that fills as it goes."""
+    samples = []
+    read = compile_ahead._cpu_seconds
+
+    def recorded(pid):
+        samples.append(read(pid))
+        return samples[-1]
+
+    monkeypatch.setattr(compile_ahead, "_cpu_seconds", recorded)
+    return samples
+
+
 def test_waiting_for_a_stage_reads_every_line_the_helper_wrote(monkeypatch):
     """The helper may report several stages at once; waiting for the second must not wait
     for more output (the helper then goes on compiling the QP for seconds)."""
@@ -535,6 +549,8 @@ def test_the_qp_reported_done_ends_running_while_the_helper_goes_on(monkeypatch)
     helper still runs, and that later stage is still pending."""
     import time
 
+    from numba.core import event
+
     from bmrm.solver import compile_ahead
 
     code = "import sys, time; time.sleep(0.5); print('qp', flush=True); sys.stdin.read()"
@@ -547,9 +563,11 @@ def test_the_qp_reported_done_ends_running_while_the_helper_goes_on(monkeypatch)
         assert helper.poll() is None
         assert compile_ahead.pending("latent") is True
         assert compile_ahead.pending("qp") is False
-        start = time.monotonic()
-        compile_ahead.wait()
-        assert time.monotonic() - start < 0.5 and helper.poll() is None
+        # wait() does not wait: no waiting is recorded, and the helper is not stopped
+        with event.install_recorder(compile_ahead.WAIT_EVENT) as waits:
+            compile_ahead.wait()
+        assert waits.buffer == []
+        assert helper.poll() is None
 
 
 def test_a_helper_that_gets_no_cpu_is_stopped_and_this_process_compiles(monkeypatch):
@@ -557,8 +575,6 @@ def test_a_helper_that_gets_no_cpu_is_stopped_and_this_process_compiles(monkeypa
     the lowest priority; here a process that only sleeps) is not waited for until the
     timeout: after one window of waiting it is stopped, and the fit's process compiles the
     rest itself."""
-    import time
-
     import pytest
 
     from bmrm.solver import compile_ahead
@@ -566,11 +582,13 @@ def test_a_helper_that_gets_no_cpu_is_stopped_and_this_process_compiles(monkeypa
     if not os.path.exists("/proc/self/stat"):
         pytest.skip("needs /proc to see the helper's CPU time")
     monkeypatch.setattr(compile_ahead, "STARVED_WINDOW", 0.5)
+    samples = _record_cpu_samples(monkeypatch, compile_ahead)
     code = "import sys, time; time.sleep(60); print('qp', flush=True); sys.stdin.read()"
     with _fake_helper(monkeypatch, code, {"qp", "latent"}, 30.0) as helper:
-        start = time.monotonic()
         assert compile_ahead.wait_for("qp") is False
-        assert time.monotonic() - start < 5.0
+        # the helper's CPU time was read when the waiting began and at the end of the first
+        # window, and not again: stopped after one window, not at the timeout (60 windows)
+        assert len(samples) == 2
         assert helper.poll() is not None  # stopped
         assert compile_ahead.running() is False
         assert compile_ahead.pending("latent") is False  # this process compiles it too
@@ -579,11 +597,10 @@ def test_a_helper_that_gets_no_cpu_is_stopped_and_this_process_compiles(monkeypa
 def test_a_helper_at_work_is_waited_for(monkeypatch):
     """A helper that keeps a CPU busy (compiling) is waited for over several windows until
     it reports the stage, and goes on running."""
-    import time
-
     from bmrm.solver import compile_ahead
 
     monkeypatch.setattr(compile_ahead, "STARVED_WINDOW", 0.5)
+    samples = _record_cpu_samples(monkeypatch, compile_ahead)
     code = (
         "import sys, time\n"
         "t = time.process_time()\n"
@@ -591,9 +608,10 @@ def test_a_helper_at_work_is_waited_for(monkeypatch):
         "print('qp', flush=True); sys.stdin.read()"
     )
     with _fake_helper(monkeypatch, code, {"qp"}, 30.0) as helper:
-        start = time.monotonic()
         assert compile_ahead.wait_for("qp") is True
-        assert time.monotonic() - start >= 1.0  # several windows of 0.5 s
+        # its 2 s of CPU take at least 2 s: the CPU time was read when the waiting began and
+        # at the end of at least two windows of 0.5 s, each of which let the helper go on
+        assert len(samples) >= 3
         assert helper.poll() is None
 
 

@@ -12,7 +12,6 @@ the scores for the pessimistic metric.
 import itertools
 import json
 
-import numba
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -628,19 +627,18 @@ def test_document_order_does_not_matter(name, params):
 
 
 @pytest.mark.parametrize(("name", "params"), CONFIGS[:2] + CONFIGS[9:11] + CONFIGS[12:13])
-def test_parallel_equals_serial(name, params):
+def test_parallel_equals_serial(force_threads, name, params):
+    """Three blocks of queries on the thread pool give the bits of one block (the batch is
+    below PARALLEL_MIN_ROWS, so the block count is forced)."""
     loss, _ = build(name, params)
     rng = np.random.default_rng(3)
     f, y, ptr = random_batch(rng, name, 301, sizes=[1, 2, 5, 13, 40, 90])
     targets = loss.validate(y, ptr)
-    previous = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
-        serial = loss.loss_grad(f, targets)
-        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
-        parallel = loss.loss_grad(f, targets)
-    finally:
-        numba.set_num_threads(previous)
+    force_threads(1)
+    serial = loss.loss_grad(f, targets)
+    runs = force_threads(3)
+    parallel = loss.loss_grad(f, targets)
+    assert runs and set(runs) == {3}
     np.testing.assert_array_equal(parallel[0], serial[0])
     np.testing.assert_array_equal(parallel[1], serial[1])
 

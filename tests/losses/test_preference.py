@@ -2,7 +2,6 @@
 
 import json
 
-import numba
 import numpy as np
 import pytest
 
@@ -36,19 +35,25 @@ def random_problem(rng, n_queries, grouped=True, with_costs=True):
     return f, qid, pairs, costs
 
 
-@pytest.mark.parametrize("with_costs", [True, False])
+@pytest.mark.parametrize("costs_kind", ["random", "uniform", "none"])
 @pytest.mark.parametrize("normalize", ["query", "none"])
 @pytest.mark.parametrize("grouped", [True, False])
-def test_risk_matches_brute_force_in_caller_order(grouped, normalize, with_costs):
+def test_risk_matches_brute_force_in_caller_order(grouped, normalize, costs_kind):
     """Random pairs in random order (a row's pairs not consecutive, repeated pairs), with
-    random costs (some zero) or none (every cost 1: the kernel's path without costs)."""
+    random costs (some zero), one cost of 2.5 for every pair (moved into the query weights:
+    the kernel's path without costs) or none (every cost 1, the same path)."""
     rng = np.random.default_rng(23 + grouped)
     f, qid, pairs, costs = random_problem(rng, 800, grouped=grouped)
-    if not with_costs:
-        costs = np.ones(len(pairs))
+    if costs_kind != "random":
+        costs = np.full(len(pairs), 2.5 if costs_kind == "uniform" else 1.0)
     loss = losses.get("preference", normalize=normalize)
     value, grad = losses.risk(
-        loss, f, np.zeros(len(f)), qid, pairs=pairs, pair_costs=costs if with_costs else None
+        loss,
+        f,
+        np.zeros(len(f)),
+        qid,
+        pairs=pairs,
+        pair_costs=None if costs_kind == "none" else costs,
     )
     ref_value, ref_grad, _ = preference_risk(f, pairs, costs, qid, normalize)
     np.testing.assert_allclose(value, ref_value, rtol=1e-12)
@@ -116,23 +121,38 @@ def test_subgradient_inequality_and_pair_order_invariance():
     np.testing.assert_allclose(grad_p, grad, rtol=1e-13, atol=1e-15)
 
 
-def test_parallel_equals_serial():
+@pytest.mark.parametrize("normalize", ["query", "none"])
+@pytest.mark.parametrize("costs_kind", ["random", "uniform"])
+def test_several_blocks_match_brute_force_and_one_block(force_threads, costs_kind, normalize):
+    """preference_hinge and preference_violations over three blocks of queries (on the
+    thread pool) against brute force, and bit for bit against one block; with random costs
+    and with a uniform cost (the kernel's path without costs)."""
     rng = np.random.default_rng(37)
-    f, qid, pairs, costs = random_problem(rng, 2000)
-    prepared = losses.prepare(
-        PreferenceLoss(), np.zeros(len(f)), qid, pairs=pairs, pair_costs=costs
-    )
-    threads = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
-        serial = prepared.loss_grad(f), prepared.loss.metric(f, prepared.targets)
-        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
-        parallel = prepared.loss_grad(f), prepared.loss.metric(f, prepared.targets)
-    finally:
-        numba.set_num_threads(threads)
-    np.testing.assert_array_equal(serial[0][0], parallel[0][0])
-    np.testing.assert_array_equal(serial[0][1], parallel[0][1])
-    np.testing.assert_array_equal(serial[1], parallel[1])
+    f, qid, pairs, costs = random_problem(rng, 600)
+    if costs_kind == "uniform":
+        costs = np.full(len(pairs), 2.5)
+    loss = PreferenceLoss(normalize=normalize)
+    prepared = losses.prepare(loss, np.zeros(len(f)), qid, pairs=pairs, pair_costs=costs)
+    assert prepared.targets.pair_cost.size == (0 if costs_kind == "uniform" else len(pairs))
+    force_threads(1)
+    serial = prepared.loss_grad(f), loss.metric(f, prepared.targets)
+    runs = force_threads(3)
+    (values, grad), metric = prepared.loss_grad(f), loss.metric(f, prepared.targets)
+    assert runs == [3, 3]  # the loss and the metric, each on three blocks of queries
+    # grouped qid: internal queries are in order of first appearance, as in the reference
+    ref_value, ref_grad, ref_metric = preference_risk(f, pairs, costs, qid, normalize)
+    np.testing.assert_allclose(metric, ref_metric, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(grad, ref_grad * len(values), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(values.mean(), ref_value, rtol=1e-12)
+    for q, rows in enumerate(split_queries(qid, len(f))):
+        mine = np.isin(pairs[:, 0], rows)
+        ref_q = preference_risk(
+            f[rows], np.searchsorted(rows, pairs[mine]), costs[mine], normalize=normalize
+        )[0]
+        np.testing.assert_allclose(values[q], ref_q, rtol=1e-12, atol=1e-15)
+    np.testing.assert_array_equal(values, serial[0][0])
+    np.testing.assert_array_equal(grad, serial[0][1])
+    np.testing.assert_array_equal(metric, serial[1])
 
 
 def test_get_params_round_trip_through_json():
@@ -141,16 +161,20 @@ def test_get_params_round_trip_through_json():
     assert rebuilt.get_params() == {"normalize": "none"}
 
 
+@pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("grouped", [True, False])
 @pytest.mark.parametrize("cost", ["zero_one", "linear", "gain_difference"])
-def test_pairs_from_labels_matches_brute_force(cost, grouped):
+def test_pairs_from_labels_matches_brute_force(force_threads, cost, grouped, threads):
+    """count_label_pairs and fill_label_pairs on one block of queries and on three."""
     rng = np.random.default_rng(41)
     n = 300
     qid = rng.integers(0, 25, n)
     if grouped:
         qid = np.sort(qid)
     y = rng.integers(0, 5, n).astype(np.float64)
+    runs = force_threads(threads)
     pairs, costs = pairs_from_labels(y, qid, cost=cost)
+    assert runs == [threads, threads]  # counting, then filling
     assert pairs.dtype == np.int64 and pairs.shape == (len(costs), 2)
     found = [tuple(p) for p in pairs.tolist()]
     assert len(found) == len(set(found))

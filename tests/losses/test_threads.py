@@ -5,6 +5,7 @@ import os
 import numpy as np
 import pytest
 
+from losses import _threads
 from losses._threads import block_bounds, n_threads_for, run_blocks, thread_limit
 
 
@@ -36,9 +37,16 @@ def test_run_blocks_returns_every_block_in_order():
     ]
 
 
-def test_small_inputs_stay_on_one_thread():
-    assert n_threads_for(10, 20) == 1
-    assert n_threads_for(20, 20) >= 1
+def test_inputs_from_min_rows_on_use_every_thread(monkeypatch):
+    """Fewer than ``min_rows`` rows stay on one thread; ``min_rows`` rows and more use all
+    of numba's threads (four here, whatever the machine)."""
+    monkeypatch.setattr(_threads, "_numba_threads", lambda: 4)
+    assert _threads.n_threads_for(10, 20) == 1
+    assert _threads.n_threads_for(19, 20) == 1
+    assert _threads.n_threads_for(20, 20) == 4
+    assert _threads.n_threads_for(21, 20) == 4
+    assert _threads.n_threads_for(_threads.PARALLEL_MIN_ROWS - 1) == 1
+    assert _threads.n_threads_for(_threads.PARALLEL_MIN_ROWS) == 4
 
 
 def test_thread_limit_caps_the_calling_thread_only():
