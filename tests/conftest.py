@@ -1,13 +1,14 @@
 import pytest
 
 from bmrm.io import data_dir
+from tests._data import missing_data_reason
 
 
 @pytest.fixture
 def shared_data():
     path = data_dir()
     if path is None:
-        pytest.skip("real data not found: set BMRM_DATA or place it at ../shared/data")
+        pytest.skip(missing_data_reason())
     return path
 
 

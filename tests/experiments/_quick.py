@@ -13,10 +13,11 @@ REPO = Path(__file__).resolve().parents[2]
 def real_data() -> Path:
     """The shared data folder, or skip the calling test with the reason."""
     from bmrm.io import data_dir
+    from tests._data import missing_data_reason
 
     data = data_dir()
     if data is None:
-        pytest.skip("real data not found: set BMRM_DATA or place it at ../shared/data")
+        pytest.skip(missing_data_reason())
     return data
 
 
