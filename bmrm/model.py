@@ -539,7 +539,8 @@ def fit(
         to the workers. The master problem is solved here. Latent losses go through the
         concave-convex procedure there too, each partition fixing its own latent part.
     client : distributed.Client or None
-        The Dask client for ``backend="dask"``.
+        The Dask client for ``backend="dask"``; None uses Dask's default client (the
+        ``distributed.Client`` created last, or that of a ``with Client(...)`` block).
     **loss_data
         Loss-specific data, for example ``pairs=`` and ``pair_costs=`` for "preference"
         (with ``backend="dask"``, for in-memory X only).
