@@ -38,7 +38,7 @@ from numpy.typing import DTypeLike
 
 from bmrm.io import _parse
 from bmrm.io.model_files import _write_atomic
-from losses.validation import check_int
+from losses.validation import check_bool, check_int
 
 __all__ = [
     "dump_query_file",
@@ -422,8 +422,14 @@ def load_svmlight(
         raise ValueError(f"dtype must be a floating dtype; got {dtype}")
     if not (query_file is None or (isinstance(query_file, str) and query_file == "auto")):
         query_file = _file_name(query_file, "query_file", "'auto' or None")
-    if zero_based not in (True, False, "auto"):
+    if not (
+        isinstance(zero_based, bool | np.bool_)
+        or (isinstance(zero_based, str) and zero_based == "auto")
+    ):
         raise ValueError(f"zero_based must be True, False or 'auto'; got {zero_based!r}")
+    if not isinstance(zero_based, str):
+        zero_based = bool(zero_based)
+    dense = check_bool(dense, "dense")
     check_int(n_features, "n_features", 1, allow_none=True)
     if n_features is not None:
         n_features = int(n_features)
@@ -538,6 +544,7 @@ def dump_svmlight(
     Cost O(n_samples + nnz(X)).
     """
     path = _file_name(path, "path")
+    zero_based = check_bool(zero_based, "zero_based")
     if not sp.issparse(X):
         X = np.asarray(X)
     if X.ndim != 2 or X.dtype.kind not in "iubf":

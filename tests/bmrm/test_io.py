@@ -564,6 +564,9 @@ def test_missing_file(tmp_path):
         ({"dtype": "x"}, "^dtype must be a floating dtype; got 'x'$"),
         ({"query_file": 3}, r"^query_file must be a file name .*'auto' or None; got 3$"),
         ({"zero_based": "yes"}, "zero_based must be"),
+        ({"zero_based": 1}, r"^zero_based must be True, False or 'auto'; got 1$"),
+        ({"dense": "no"}, r"^dense must be True or False; got 'no'$"),
+        ({"dense": 0}, r"^dense must be True or False; got 0$"),
         ({"n_features": 0}, "n_features must be an integer >= 1"),
     ],
 )
@@ -571,6 +574,18 @@ def test_load_arguments(tmp_path, kwargs, fragment):
     path = write(tmp_path / "f.txt", "1 1:2\n")
     with pytest.raises(ValueError, match=fragment):
         load_svmlight(path, **kwargs)
+
+
+def test_numpy_bools_are_options_and_other_values_are_refused(tmp_path):
+    path = write(tmp_path / "f.txt", "1 1:2 2:3\n")
+    X, _, _ = load_svmlight(path, zero_based=np.False_, dense=np.True_)
+    np.testing.assert_array_equal(X, [[2.0, 3.0]])
+    X0, _, _ = load_svmlight(path, zero_based=np.True_, dense=True)
+    np.testing.assert_array_equal(X0, [[0.0, 2.0, 3.0]])
+    (tmp_path / "out.txt").write_text("kept\n")
+    with pytest.raises(ValueError, match=r"^zero_based must be True or False; got 'no'$"):
+        dump_svmlight(tmp_path / "out.txt", np.ones((1, 1)), [1], zero_based="no")
+    assert (tmp_path / "out.txt").read_text() == "kept\n"
 
 
 def test_path_arguments_are_named(tmp_path):
