@@ -599,7 +599,7 @@ def test_cli_refuses_to_overwrite_an_input(files, capsys):
         (["--lam", "-1"], "--lam must be > 0"),
         (["--lam", "nan"], "--lam must be a finite number"),
         (["-c", "0"], "-c must be > 0"),
-        (["-c", "1e-320"], "-c must be large enough that lam = 1/C is finite"),
+        (["-c", "1e-320"], "-c must lie in [1e-12, 1e+30] (lam = 1/C within [1e-30, 1e+12])"),
         (["--tol", "inf"], "--tol must be a finite number"),
         (["--loss", "ndcg", "--k", "0"], "--k must be an integer >= 1; got 0"),
     ],
