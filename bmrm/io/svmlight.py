@@ -676,10 +676,14 @@ def load_query_file(path: PathLike) -> np.ndarray:
 
 
 def dump_query_file(path: PathLike, sizes) -> None:
-    """Write group sizes (integers >= 1), one per line, as :func:`load_query_file` reads them."""
+    """Write group sizes (integers >= 1), one per line, as :func:`load_query_file` reads them.
+
+    The file is replaced only when complete, through a temporary file in its folder, as
+    :func:`dump_svmlight` does.
+    """
+    path = _file_name(path, "path")
     sizes = _check_sizes(sizes)
-    with open(os.fspath(path), "w", encoding="ascii", newline="\n") as f:
-        f.writelines(f"{size}\n" for size in sizes.tolist())
+    _write_atomic(path, "".join(f"{size}\n" for size in sizes.tolist()).encode("ascii"))
 
 
 def qid_from_groups(sizes) -> np.ndarray:

@@ -249,6 +249,25 @@ def test_dump_replaces_the_file_only_when_complete(tmp_path, monkeypatch, name):
     np.testing.assert_array_equal(qs, [1, 1, 1])
 
 
+def test_dump_query_file_replaces_the_file_only_when_complete(tmp_path, monkeypatch):
+    path = write(tmp_path / "f.query", "7\n")
+
+    def failing_replace(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(OSError, match="No space left on device"):
+        dump_query_file(path, [3, 1, 4])
+    assert path.read_text() == "7\n"
+    assert os.listdir(tmp_path) == ["f.query"]
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="sizes"):
+        dump_query_file(path, [3, 0])
+    assert path.read_text() == "7\n"
+    dump_query_file(path, [3, 1, 4])
+    assert path.read_text() == "3\n1\n4\n"
+
+
 # ---------------------------------------------------------------------------------------------
 # comments, blank lines, qid-less files
 # ---------------------------------------------------------------------------------------------
