@@ -8,34 +8,10 @@ import losses
 from bmrm._validation import check_lam
 from bmrm.model import LinearModel, fit
 from bmrm.scorers import LinearScorer
-from bmrm.solver.methods import METHODS, SolverState, get_method
+from bmrm.solver.methods import METHODS, CarriedPlanes
 from bmrm.solver.regularizers import make_regularizer
 
 __all__ = ["path"]
-
-
-class _CarriedBundle:
-    """A method that runs ``method`` on a bundle carried in from an earlier fit.
-
-    The planes a_i, b_i under-estimate the risk R whatever lam is (R(w) >= <a_i, w> + b_i
-    is a property of R alone), so a bundle built for one lam is a valid cutting-plane model
-    of R for every other: the master problem for the new lam starts from all of them.
-    """
-
-    def __init__(self, method, bundle):
-        self.method = get_method(method)
-        self.bundle = bundle
-
-    @property
-    def name(self) -> str:
-        """The carried method's name (the result's ``method``)."""
-        return getattr(self.method, "name", type(self.method).__name__)
-
-    def step(self, state: SolverState) -> None:
-        if state.nit == 1 and self.bundle is not None:
-            state.bundle = self.bundle
-        self.method.step(state)
-        self.bundle = state.bundle
 
 
 def path(X, y, loss="squared", qid=None, *, lams, method=None, **fit_params) -> list:
@@ -94,11 +70,11 @@ def path(X, y, loss="squared", qid=None, *, lams, method=None, **fit_params) -> 
         method = "level" if regularizer.qp else "bmrm"
     models: list[LinearModel] = []
     carry = _carries_planes(loss, fit_params)
-    carrier = _CarriedBundle(method, None)
+    carrier = CarriedPlanes(method, None)
     w0 = None
     for lam in lams_arr:
         if carry:
-            carrier = _CarriedBundle(method, carrier.bundle)
+            carrier = CarriedPlanes(method, carrier.bundle)
             model = fit(X, y, loss, qid, lam=float(lam), w0=w0, method=carrier, **fit_params)
         else:
             model = fit(X, y, loss, qid, lam=float(lam), w0=w0, method=requested, **fit_params)

@@ -74,33 +74,13 @@ from bmrm.solver import compile_ahead
 from bmrm.solver.bundle import Bundle
 from bmrm.solver.compile_clock import CompileClock
 from bmrm.solver.loop import BMRMResult, minimize_bmrm, verbose_log
-from bmrm.solver.methods import get_method
+from bmrm.solver.methods import CarriedPlanes
 from bmrm.solver.oracle import RiskOracle
 from bmrm.solver.regularizers import make_regularizer
 
 __all__ = ["minimize_cccp"]
 
 logger = logging.getLogger("bmrm")
-
-
-class _CarriedPlanes:
-    """A solver method that starts from carried planes (or an empty bundle) and keeps its
-    bundle for the next subproblem."""
-
-    def __init__(self, method, bundle: Bundle | None):
-        self.method = method if hasattr(method, "step") else get_method(method)
-        self.bundle = bundle
-
-    @property
-    def name(self) -> str:
-        """The carried method's name (the result's ``method``)."""
-        return getattr(self.method, "name", type(self.method).__name__)
-
-    def step(self, state) -> None:
-        if state.nit == 1 and self.bundle is not None:
-            state.bundle = self.bundle
-        self.method.step(state)
-        self.bundle = state.bundle
 
 
 class _Evaluated:
@@ -341,7 +321,7 @@ def minimize_cccp(
                 planes = _shifted_bundle(
                     carrier.bundle, previous_at_zero, surrogate_at_zero, n_features
                 )
-            carrier = _CarriedPlanes(method, planes)
+            carrier = CarriedPlanes(method, planes)
             first = surrogate
             if evaluated is not None and evaluated[0] is w:
                 first = _Evaluated(surrogate, *evaluated)

@@ -709,6 +709,32 @@ METHODS = {
 NONCONVEX_METHODS = {"nrbm": NRBM}
 
 
+class CarriedPlanes:
+    """A method that runs ``method`` (a name or an object with ``step``) from a bundle
+    carried in from an earlier solve, or an empty one, and keeps its bundle for the next.
+
+    Valid wherever the planes a_i, b_i under-estimate the next solve's risk: the same risk
+    at another lam (R(w) >= <a_i, w> + b_i is a property of R alone, ``bmrm.path``), or the
+    next concave-convex surrogate once the planes are shifted to it
+    (:mod:`bmrm.solver.cccp`).
+    """
+
+    def __init__(self, method, bundle: Bundle | None):
+        self.method = method if hasattr(method, "step") else get_method(method)
+        self.bundle = bundle
+
+    @property
+    def name(self) -> str:
+        """The carried method's name (the result's ``method``)."""
+        return getattr(self.method, "name", type(self.method).__name__)
+
+    def step(self, state: SolverState) -> None:
+        if state.nit == 1 and self.bundle is not None:
+            state.bundle = self.bundle
+        self.method.step(state)
+        self.bundle = state.bundle
+
+
 def get_method(method) -> Method:
     """A method object from a name in :data:`METHODS`, an object with ``step``, or None
     (plain BMRM; :func:`~bmrm.solver.loop.minimize_bmrm` resolves its default ``"auto"``
