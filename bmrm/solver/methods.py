@@ -129,6 +129,9 @@ class SolverState:
         The master problem is solved to within this fraction of the current gap (its
         objective's absolute tolerance; 0: to the solver's own precision). Its optimum's
         bound stays valid at any accuracy (the dual objective of a feasible α).
+    zero_checked : bool
+        Whether a zero subgradient has been checked against the risk nearby
+        (:meth:`check_zero_subgradient`, at most once per fit).
     """
 
     oracle: Any
@@ -153,6 +156,7 @@ class SolverState:
     master_seconds: float = 0.0
     cache_seconds: float = 0.0
     master_rtol: float = 1e-3
+    zero_checked: bool = False
 
     def __post_init__(self):
         # a name or a callable becomes its Regularizer (:mod:`bmrm.solver.regularizers`)
@@ -224,9 +228,9 @@ class SolverState:
         not for the package's own losses, which are exact); a value lower by more than
         rounding raises ``ValueError``.
         """
-        if R <= 0.0 or self.__dict__.get("_zero_checked") or a.any():
+        if R <= 0.0 or self.zero_checked or a.any():
             return
-        self._zero_checked = True
+        self.zero_checked = True
         loss = getattr(self.oracle, "loss", None)
         if loss is not None and type(loss).__module__.split(".")[0] == "losses":
             return
