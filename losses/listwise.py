@@ -256,7 +256,13 @@ import numpy as np
 from losses._base import Loss
 from losses._kernels import listwise as _k
 from losses._threads import run_queries
-from losses.validation import check_finite_targets, check_graded_labels, check_k, check_real
+from losses.validation import (
+    check_bool,
+    check_finite_targets,
+    check_graded_labels,
+    check_k,
+    check_real,
+)
 
 __all__ = ["NDCGLoss", "NERULoss"]
 
@@ -419,8 +425,7 @@ class _StructuredRankingLoss(Loss):
         return not self.latent
 
     def _init_weights(self, c, truncate_c: bool) -> None:
-        if not isinstance(truncate_c, (bool, np.bool_)):
-            raise ValueError(f"truncate_c must be True or False; got {truncate_c!r}")
+        check_bool(truncate_c, "truncate_c")
         if truncate_c and self.k is None:
             raise ValueError("truncate_c=True needs an integer k (weights are cut beyond k)")
         if isinstance(c, str):

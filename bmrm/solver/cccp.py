@@ -77,6 +77,7 @@ from bmrm.solver.loop import BMRMResult, minimize_bmrm, verbose_log
 from bmrm.solver.methods import CarriedPlanes
 from bmrm.solver.oracle import RiskOracle
 from bmrm.solver.regularizers import make_regularizer
+from losses.validation import check_bool
 
 __all__ = ["minimize_cccp"]
 
@@ -213,8 +214,7 @@ def minimize_cccp(
             )
     if not (np.isfinite(inner_scale) and inner_scale > 0):
         raise ValueError(f"inner_scale must be a finite number > 0; got {inner_scale!r}")
-    if not isinstance(carry_planes, (bool, np.bool_)):
-        raise ValueError(f"carry_planes must be True or False; got {carry_planes!r}")
+    check_bool(carry_planes, "carry_planes")
     start = time.perf_counter()
     # compilation is excluded from the time budget and reported, as in minimize_bmrm
     with CompileClock() as clock, verbose_log(verbose):
