@@ -60,8 +60,8 @@ class LinearModel:
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         The column names of the pandas DataFrame X that :func:`bmrm.fit` was given, when
-        they are all strings (otherwise, and for models read by :func:`bmrm.load`, which
-        model files do not hold, the attribute is absent).
+        they are all strings (otherwise the attribute is absent). Model files keep them:
+        :func:`bmrm.load` restores them (files of format version 3).
     """
 
     def __init__(self, coef, intercept, loss, lam, regularizer, result, scorer=None):
@@ -99,8 +99,10 @@ class LinearModel:
         file holds the weights (K × d for the expected-gain scorer), the intercept, the
         loss, lam, the regularizer, the scorer (name, version, parameters, and its gains)
         and the solver's result whatever the method that made it (a :class:`BMRMResult`, or
-        scipy's result of L-BFGS or of another method, with its ``method`` field), so that
-        :func:`bmrm.load` gives a model with the same predictions, bit for bit.
+        scipy's result of L-BFGS or of another method, with its ``method`` field), and the
+        DataFrame column names of the fit (``feature_names_in_``), so that
+        :func:`bmrm.load` gives a model with the same predictions, bit for bit, that refuses
+        the same DataFrames.
 
         Raises
         ------
@@ -129,6 +131,8 @@ class LinearModel:
         spec = self.regularizer.spec()
         name, params = _loss_spec(self.loss)
         record = ModelRecord(self.coef_, self.intercept_, self.lam, spec, name, params)
+        names = getattr(self, "feature_names_in_", None)
+        record.feature_names = None if names is None else list(names)
         _scorer_values(self.scorer_, self.coef_, record)
         if self.result_ is not None:
             _result_values(self.result_, record)
@@ -329,9 +333,12 @@ def load(path, *, n_features: int | None = None) -> LinearModel:
         ) from None
     scorer = _load_scorer(record, where)
     result = _load_result(record, where)
-    return LinearModel(
+    model = LinearModel(
         record.coef, record.intercept, loss, record.lam, regularizer, result, scorer
     )
+    if record.feature_names is not None:
+        model.feature_names_in_ = np.asarray(record.feature_names, dtype=object)
+    return model
 
 
 def _load_scorer(record: ModelRecord, where: str):

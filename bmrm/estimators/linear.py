@@ -59,6 +59,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 import losses
 from bmrm._validation import MAX_INTERCEPT_SCALING
+from bmrm.io.model_files import write_model_file
 from bmrm.model import LinearModel, fit
 from bmrm.solver.regularizers import NAMES as REGULARIZERS
 from losses.metrics import ndcg_score
@@ -259,12 +260,17 @@ class _BMRMEstimator(BaseEstimator):
 
         ``bmrm.load(path)`` reads it back as a :class:`bmrm.LinearModel` (weights,
         intercept, loss, regularization, scorer and the solver's result) whose ``predict``
-        gives this estimator's scores (``decision_function``); estimator-specific
-        attributes such as ``classes_`` or ``thresholds_`` are not stored, nor are
-        ``backend`` and ``client``.
+        gives this estimator's scores (``decision_function``) and, for an estimator fitted
+        on a DataFrame, holds its column names (``feature_names_in_``), which it checks
+        DataFrames against; estimator-specific attributes such as ``classes_`` or
+        ``thresholds_`` are not stored, nor are ``backend`` and ``client``.
         """
         check_is_fitted(self)
-        self.model_.save(path)
+        record = self.model_._record()
+        names = getattr(self, "feature_names_in_", None)
+        if names is not None and all(isinstance(name, str) for name in names):
+            record.feature_names = [str(name) for name in names]  # numpy's str_ too
+        write_model_file(record, path)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -7,16 +7,17 @@ The model layer builds and consumes the records: ``model.save(path)``
 (:meth:`bmrm.LinearModel.save`) writes, and ``bmrm.load(path)`` (:func:`bmrm.model.load`,
 also ``bmrm.io.load_model``) reads back, a :class:`bmrm.LinearModel`.
 
-File format (version 2)
+File format (version 3)
 -----------------------
 A UTF-8 JSON object::
 
     {
      "format": "bmrm-linear-model",
-     "format_version": 2,
+     "format_version": 3,
      "bmrm_version": "0.1.0",
      "created": "2025-01-31T12:00:00+00:00",
      "n_features": 46,
+     "feature_names": ["bm25", "pagerank", ...] or null,
      "scorer": {"name": "expected_gain", "version": 1,
                 "params": {"n_levels": 3, "gain": "exp", "eps": 0.8, "clip_training": false}},
      "intercept": 0.0,
@@ -34,12 +35,15 @@ A UTF-8 JSON object::
     }
 
 Arrays are the raw little-endian bytes (``"<f8"`` IEEE-754 float64, ``"<i8"`` int64 or
-``"|b1"`` bool) in base64, so weights survive bit for bit. ``coef`` holds the weights: one
-per feature for the linear scorer f = Xw, a (K, n_features) array for the expected-gain
-scorer. ``scorer`` names the ranking function of :mod:`bmrm.scorers` with its parameters
-and the version of its definition; ``scorer.<name>`` arrays are values the scorer derives
-from its parameters (the expected-gain scorer's gains G(j)), kept so that a reader can
-check that it computes the same function. ``loss`` rebuilds the loss as
+``"|b1"`` bool) in base64, so weights survive bit for bit. ``feature_names`` holds the column
+names of the pandas DataFrame the model was fitted on (``feature_names_in_``: one string per
+feature, in column order), or null for a model fitted on arrays; a model read back refuses
+a DataFrame whose columns differ from them, as the fitted model does. ``coef`` holds the
+weights: one per feature for the linear scorer f = Xw, a (K, n_features) array for the
+expected-gain scorer. ``scorer`` names the ranking function of :mod:`bmrm.scorers` with
+its parameters and the version of its definition; ``scorer.<name>`` arrays are values the
+scorer derives from its parameters (the expected-gain scorer's gains G(j)), kept so that a
+reader can check that it computes the same function. ``loss`` rebuilds the loss as
 ``losses.get(name, **params)``. ``regularizer`` is the regularizer's JSON spec
 (:mod:`bmrm.solver.regularizers`): ``"l2"``, ``"l1"``, ``{"name": "elastic_net",
 "l1_ratio": r}``, or ``{"name": "box", "base": <spec>, "lower": .., "upper": ..}`` with
@@ -55,6 +59,8 @@ numeric arrays as ``result.<field>``; a field holding a dict of arrays (the per-
 ``LbfgsInvHessProduct`` operator ``hess_inv``) are not stored; ``omitted`` lists them. A
 ``BMRMResult`` always holds the fields of ``SUMMARY_FIELDS``, ``x`` and a history with the
 columns of :data:`bmrm.solver.loop.HISTORY_FIELDS`.
+
+Version 2 (still read): no ``feature_names`` (a model read from it has none).
 
 Version 1 (still read): no ``scorer`` (the linear scorer), ``coef`` 1-d, and ``result`` the
 ``SUMMARY_FIELDS`` of a :class:`bmrm.BMRMResult` (finite numbers), with its arrays named
@@ -78,7 +84,7 @@ Why JSON and base64 rather than ``.npz``
 
 Compatibility
 -------------
-Files of versions 1 and 2 are read (version 2 is written); files of an unknown
+Files of versions 1, 2 and 3 are read (version 3 is written); files of an unknown
 ``format_version`` are refused, and so are files written by a newer bmrm than the one
 installed (versions compared on their numeric release part, ``0.2.0rc1`` counting as
 ``0.2.0``). Which scorer names and versions a file may hold is for the model layer
@@ -121,8 +127,8 @@ __all__ = [
 ]
 
 FORMAT = "bmrm-linear-model"
-FORMAT_VERSION = 2
-READ_VERSIONS = (1, 2)
+FORMAT_VERSION = 3
+READ_VERSIONS = (1, 2, 3)
 
 # The solver summary every BMRMResult holds, with the JSON type of each field.
 SUMMARY_FIELDS: dict[str, type] = {
@@ -181,6 +187,9 @@ class ModelRecord:
         The result's array fields, and its dicts of arrays (``"history"``) as dicts.
     result_omitted : list of str
         Fields of the result that the file does not hold (objects of other kinds).
+    feature_names : list of str or None
+        The column names of the DataFrame the model was fitted on, one per feature (None:
+        fitted on arrays, or read from a file of version 1 or 2).
     """
 
     coef: np.ndarray
@@ -197,6 +206,7 @@ class ModelRecord:
     result_fields: dict[str, Any] = field(default_factory=dict)
     result_arrays: dict[str, Any] = field(default_factory=dict)
     result_omitted: list[str] = field(default_factory=list)
+    feature_names: list[str] | None = None
 
 
 def _package_version() -> str:
@@ -352,12 +362,22 @@ def write_model_file(record: ModelRecord, path) -> None:
     arrays = {"coef": _encode_array(coef)}
     for name, values in record.scorer_arrays.items():
         arrays[f"scorer.{name}"] = _encode_array(np.asarray(values))
+    names = record.feature_names
+    if names is not None:
+        names = list(names)
+        if len(names) != coef.shape[-1] or not all(isinstance(n, str) for n in names):
+            raise ValueError(
+                f"cannot save a model whose feature names are not {coef.shape[-1]} strings, "
+                f"one per feature; got {_brief(names)}"
+            )
+        names = [str(n) for n in names]  # numpy's str_ as plain strings
     document = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "bmrm_version": _package_version(),
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "n_features": int(coef.shape[-1]),
+        "feature_names": names,
         "scorer": {
             "name": str(record.scorer_name),
             "version": int(record.scorer_version),
@@ -577,6 +597,30 @@ def _read_result_v2(reader: _Reader, arrays: dict, record: ModelRecord) -> None:
     record.result_arrays = result_arrays
 
 
+def _read_feature_names(reader: _Reader, d: int) -> list[str] | None:
+    if "feature_names" not in reader.document:
+        raise reader.error("malformed model file: field 'feature_names' is missing")
+    names = reader.document["feature_names"]
+    if names is None:
+        return None
+    if (
+        not isinstance(names, list)
+        or len(names) != d
+        or not all(isinstance(name, str) for name in names)
+    ):
+        raise reader.error(
+            f"malformed model file: field 'feature_names' should be null or {d} strings, "
+            f"one per feature; got {_brief(names)}"
+        )
+    return names
+
+
+def _brief(value, limit: int = 200) -> str:
+    """``repr(value)``, cut to ``limit`` characters for a message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _read_scorer(reader: _Reader, arrays: dict, record: ModelRecord) -> None:
     entry = reader.field(reader.document, "scorer", dict)
     record.scorer_name = reader.field(entry, "name", str, "scorer.")
@@ -593,7 +637,7 @@ def _read_scorer(reader: _Reader, arrays: dict, record: ModelRecord) -> None:
 def read_model_file(path, *, n_features: int | None = None) -> ModelRecord:
     """Read the plain values of a model file written by :func:`write_model_file`.
 
-    Reads format versions 1 and 2. Never unpickles: only :func:`json.loads` and base64
+    Reads format versions 1, 2 and 3. Never unpickles: only :func:`json.loads` and base64
     decoding run.
 
     Parameters
@@ -651,6 +695,8 @@ def read_model_file(path, *, n_features: int | None = None) -> ModelRecord:
     else:
         _read_scorer(reader, arrays, record)
         _read_result_v2(reader, arrays, record)
+    if version >= 3:
+        record.feature_names = _read_feature_names(reader, d)
     if n_features is not None and n_features != d:
         raise reader.error(f"the model has {d} features but the data has {n_features}")
     return record

@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import pickle
+import re
 import tempfile
 
 import numpy as np
@@ -369,7 +370,8 @@ def test_file_layout_matches_the_documented_format(tmp_path):
     model.save(path)
     document = read_document(path)
     assert document["format"] == "bmrm-linear-model"
-    assert document["format_version"] == FORMAT_VERSION == 2
+    assert document["format_version"] == FORMAT_VERSION == 3
+    assert document["feature_names"] is None  # fitted on an array
     assert document["bmrm_version"] == bmrm.__version__
     assert document["created"].endswith("+00:00")
     assert document["n_features"] == model.n_features_in_
@@ -529,7 +531,11 @@ def test_newer_format_version(saved):
     document = read_document(saved)
     document["format_version"] = FORMAT_VERSION + 1
     write_document(saved, document)
-    with pytest.raises(ValueError, match=r"model\.json: model format version 3 is newer"):
+    with pytest.raises(
+        ValueError,
+        match=r"model\.json: model format version 4 is newer than this bmrm reads "
+        r"\(bmrm \S+ reads versions 1, 2, 3\)",
+    ):
         load_model(saved)
     document["format_version"] = "1"
     write_document(saved, document)
@@ -764,10 +770,10 @@ def test_version_1_file_with_result_loads(tmp_path):
         )
     X = np.random.default_rng(1).normal(size=(8, coef.shape[0]))
     np.testing.assert_array_equal(model.predict(X), X @ coef)
-    # saved again, it is a version-2 file of the same model
+    # saved again, it is a file of the current version holding the same model
     model.save(tmp_path / "again.json")
     again = load_model(tmp_path / "again.json")
-    assert read_document(tmp_path / "again.json")["format_version"] == 2
+    assert read_document(tmp_path / "again.json")["format_version"] == FORMAT_VERSION
     assert_same_model(again, model, X)
     assert_same_result(again.result_, result)
 
@@ -788,3 +794,128 @@ def test_version_1_checks_still_apply(tmp_path):
     write_document(tmp_path / "model.json", document)
     with pytest.raises(ValueError, match=r"model\.json: .*'result\.nit' should be an integer"):
         load_model(tmp_path / "model.json")
+
+
+# ----------------------------------------------------------------------------- version 2 files
+
+
+def test_version_2_file_loads_without_feature_names(tmp_path):
+    """A file written by the version-2 writer (bmrm before feature names were stored)."""
+    path = os.path.join(DATA, "model_v2_ordinal.json")
+    document = read_document(path)
+    assert document["format_version"] == 2 and "feature_names" not in document
+    model = load_model(path)
+    coef = decode(document["arrays"]["coef"])
+    np.testing.assert_array_equal(model.coef_.view(np.int64), coef.view(np.int64))
+    assert not hasattr(model, "feature_names_in_")
+    assert model.loss.name == "ordinal" and model.lam == document["lam"] == 0.1
+    assert model.result_.nit == document["result"]["fields"]["nit"] == 9
+    np.testing.assert_array_equal(model.result_.x, decode(document["arrays"]["result.x"]))
+    X = np.random.default_rng(2).normal(size=(6, coef.shape[0]))
+    np.testing.assert_array_equal(model.predict(X), X @ coef)
+    model.save(tmp_path / "again.json")
+    again = read_document(tmp_path / "again.json")
+    assert again["format_version"] == FORMAT_VERSION and again["feature_names"] is None
+    assert_same_model(load_model(tmp_path / "again.json"), model, X)
+
+
+# ----------------------------------------------------------------------------- feature names
+
+
+@pytest.fixture
+def frame_model(tmp_path):
+    pd = pytest.importorskip("pandas")
+    X, y, qid = ranking_data(4)
+    names = ["bm25", "pagerank", "title length", "ünïcode", "x"]
+    df = pd.DataFrame(X, columns=names)
+    model = bmrm.fit(df, y, "ordinal", qid, lam=0.05)
+    path = tmp_path / "named.json"
+    model.save(path)
+    return path, model, df
+
+
+def test_feature_names_round_trip(frame_model):
+    path, model, df = frame_model
+    document = read_document(path)
+    assert document["feature_names"] == list(df.columns)
+    loaded = load_model(path)
+    assert loaded.feature_names_in_.dtype == object
+    np.testing.assert_array_equal(loaded.feature_names_in_, model.feature_names_in_)
+    assert_same_model(loaded, model, df.to_numpy())
+    np.testing.assert_array_equal(loaded.predict(df), model.predict(df))
+    np.testing.assert_array_equal(loaded.predict(df.to_numpy()), model.predict(df))
+
+
+@pytest.mark.parametrize(
+    "columns", [["x", "ünïcode", "title length", "pagerank", "bm25"], ["a", "b", "c", "d", "e"]]
+)
+def test_loaded_model_refuses_the_frames_the_fitted_model_refuses(frame_model, columns):
+    path, model, df = frame_model
+    loaded = load_model(path)
+    other = df.set_axis(columns, axis=1) if columns[0] == "a" else df[columns]
+    with pytest.raises(ValueError, match="X has feature names") as fitted_error:
+        model.predict(other)
+    with pytest.raises(ValueError, match="X has feature names") as loaded_error:
+        loaded.predict(other)
+    assert str(loaded_error.value) == str(fitted_error.value)
+
+
+def test_estimator_saves_its_feature_names(tmp_path):
+    pd = pytest.importorskip("pandas")
+    X, y, qid = ranking_data(5)
+    df = pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])])
+    ranker = bmrm.BMRMRanker(loss="ordinal", lam=0.05).fit(df, y, qid=qid)
+    ranker.save(tmp_path / "ranker.json")
+    assert read_document(tmp_path / "ranker.json")["feature_names"] == list(df.columns)
+    loaded = load_model(tmp_path / "ranker.json")
+    np.testing.assert_array_equal(loaded.predict(df), ranker.predict(df))
+    with pytest.raises(ValueError, match="X has feature names"):
+        loaded.predict(df[df.columns[::-1]])
+    # fitted on an array: no names
+    ranker.fit(X, y, qid=qid).save(tmp_path / "plain.json")
+    assert read_document(tmp_path / "plain.json")["feature_names"] is None
+    assert not hasattr(load_model(tmp_path / "plain.json"), "feature_names_in_")
+
+
+@pytest.mark.parametrize(
+    "names, shown",
+    [
+        ("bm25", "'bm25'"),
+        (["a", "b"], "['a', 'b']"),
+        (["a", "b", "c", "d", 5], "['a', 'b', 'c', 'd', 5]"),
+        ({"a": 1}, "{'a': 1}"),
+        (["n" * 300] * 6, "['nnn"),  # six names, shown cut
+    ],
+)
+def test_malformed_feature_names_behind_a_valid_checksum(frame_model, names, shown):
+    path, _, _ = frame_model
+    document = read_document(path)
+    document["feature_names"] = names
+    write_document(path, document)
+    message = (
+        r"named\.json: malformed model file: field 'feature_names' should be null or 5 "
+        r"strings, one per feature; got " + re.escape(shown)
+    )
+    with pytest.raises(ValueError, match=message) as error:
+        load_model(path)
+    assert len(str(error.value)) < 400
+
+
+def test_version_3_file_without_feature_names_is_refused(frame_model):
+    path, _, _ = frame_model
+    document = read_document(path)
+    del document["feature_names"]
+    write_document(path, document)
+    with pytest.raises(ValueError, match=r"field 'feature_names' is missing"):
+        load_model(path)
+
+
+@pytest.mark.parametrize("names", [["a", "b"], ["a", "b", "c", "d", 5]])
+def test_unsavable_feature_names_write_nothing(frame_model, names):
+    path, model, _ = frame_model
+    before = path.read_bytes()
+    model.feature_names_in_ = np.asarray(names, dtype=object)
+    with pytest.raises(ValueError, match=r"cannot save a model whose feature names are not 5"):
+        model.save(path)
+    assert path.read_bytes() == before
+    assert os.listdir(path.parent) == [path.name]
