@@ -26,6 +26,7 @@ import bz2
 import contextlib
 import gzip
 import itertools
+import lzma
 import math
 import os
 import zlib
@@ -57,33 +58,32 @@ _MAX_INDEX = _parse.MAX_FEATURE_INDEX
 _CHUNK_BYTES = 1 << 25
 _SLOW_CAPACITY = 4096
 _DELIMITERS = (b" ", b"\t", b"\r", b"\x0b", b"\x0c", b"\n", b"#")
-# compressed files by name ending, as scikit-learn's reader takes them
-_COMPRESSION = {".gz": "gzip", ".bz2": "bzip2"}
+# compressed files by name ending (scikit-learn's reader takes the first two)
+_COMPRESSION = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz"}
+_COMPRESS = {"gzip": gzip.compress, "bzip2": bz2.compress, "xz": lzma.compress}
+_OPENERS = {"gzip": gzip.open, "bzip2": bz2.open, "xz": lzma.open}
 
 
 def _open(path: str, mode: str, **kwargs) -> IO:
-    """Open ``path``, decompressing ``.gz`` and ``.bz2`` files as scikit-learn's reader does."""
-    suffix = os.path.splitext(path)[1]
-    if suffix == ".gz":
-        return gzip.open(path, mode, **kwargs)
-    if suffix == ".bz2":
-        return bz2.open(path, mode, **kwargs)
-    return open(path, mode, **kwargs)
+    """Open ``path``, decompressing ``.gz``, ``.bz2`` and ``.xz`` files."""
+    kind = _COMPRESSION.get(os.path.splitext(path)[1])
+    return (open if kind is None else _OPENERS[kind])(path, mode, **kwargs)
 
 
 @contextlib.contextmanager
 def _decompressing(path: str) -> Iterator[None]:
-    """Report a truncated or corrupted ``.gz`` / ``.bz2`` file as a ValueError naming it.
+    """Report a truncated or corrupted ``.gz`` / ``.bz2`` / ``.xz`` file as a ValueError
+    naming it.
 
     The decompressors raise ``EOFError`` (data end before the end-of-stream marker),
-    ``zlib.error``, or ``OSError`` without an error number (``gzip.BadGzipFile``, bz2's
-    "Invalid data stream"); an ``OSError`` with an error number is the file system's and
-    is left as it is.
+    ``zlib.error``, ``lzma.LZMAError``, or ``OSError`` without an error number
+    (``gzip.BadGzipFile``, bz2's "Invalid data stream"); an ``OSError`` with an error number
+    is the file system's and is left as it is.
     """
     kind = _COMPRESSION.get(os.path.splitext(path)[1])
     try:
         yield
-    except (EOFError, zlib.error, OSError) as exc:
+    except (EOFError, zlib.error, lzma.LZMAError, OSError) as exc:
         if kind is None or (isinstance(exc, OSError) and exc.errno is not None):
             raise
         reason = " ".join(str(exc).split()) or type(exc).__name__
@@ -357,7 +357,8 @@ def load_svmlight(
     Parameters
     ----------
     path : str or path-like
-        The file; names ending in ``.gz`` or ``.bz2`` are decompressed on the fly.
+        The file; names ending in ``.gz``, ``.bz2`` or ``.xz`` are decompressed on the
+        fly.
     n_features : int, optional
         Number of columns of ``X``; by default the largest feature index in the file. Files
         that are parts of one data set should be read with the same ``n_features``.
@@ -503,7 +504,7 @@ def dump_svmlight(
     Parameters
     ----------
     path : str or path-like
-        Output file (overwritten); ``.gz`` and ``.bz2`` names are compressed.
+        Output file (overwritten); ``.gz``, ``.bz2`` and ``.xz`` names are compressed.
     X : array-like or sparse matrix of shape (n_samples, n_features)
         Real-valued features; zeros (stored or not) are left out of the file.
     y : array-like of shape (n_samples,)
@@ -540,7 +541,7 @@ def dump_svmlight(
     is written to a temporary file in the same folder that is renamed over ``path`` only
     when complete (as model files are, see :mod:`bmrm.io.model_files`): a failed call
     leaves an existing ``path`` as it was and no partial file behind. The whole text (and,
-    for ``.gz`` / ``.bz2``, its compressed form) is built in memory first.
+    for ``.gz`` / ``.bz2`` / ``.xz``, its compressed form) is built in memory first.
     Cost O(n_samples + nnz(X)).
     """
     path = _file_name(path, "path")
@@ -624,10 +625,8 @@ def dump_svmlight(
     data = "".join(lines).encode("utf-8")
     del lines
     kind = _COMPRESSION.get(os.path.splitext(path)[1])
-    if kind == "gzip":
-        data = gzip.compress(data)
-    elif kind == "bzip2":
-        data = bz2.compress(data)
+    if kind is not None:
+        data = _COMPRESS[kind](data)
     _write_atomic(path, data)
 
 

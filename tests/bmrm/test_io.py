@@ -8,6 +8,7 @@ README written out literally below.
 
 import bz2
 import gzip
+import lzma
 import os
 import re
 import zlib
@@ -159,13 +160,18 @@ def test_auto_detects_base_when_column_zero_is_used(tmp_path, zero_based):
     np.testing.assert_array_equal(Xs, X)
 
 
-def test_gzip_round_trip(tmp_path):
+@pytest.mark.parametrize(
+    ("suffix", "opener"), [(".gz", gzip.open), (".bz2", bz2.open), (".xz", lzma.open)]
+)
+def test_compressed_round_trip(tmp_path, suffix, opener):
     rng = np.random.default_rng(2)
     X = random_matrix(rng, 12, 3)
-    path = tmp_path / "f.txt.gz"
+    path = tmp_path / f"f.txt{suffix}"
     dump_svmlight(path, X, np.ones(12), np.repeat([4, 9], 6), ["a # b"] * 12)
-    with gzip.open(path, "rt") as f:
-        assert f.readline().startswith("1 qid:4 ")
+    plain = tmp_path / "f.txt"
+    dump_svmlight(plain, X, np.ones(12), np.repeat([4, 9], 6), ["a # b"] * 12)
+    with opener(path, "rb") as f:  # the standard library's decompressor
+        assert f.read() == plain.read_bytes()
     Xs, ys, qs, cs = load_svmlight(
         path, n_features=3, dense=True, zero_based=False, return_comments=True
     )
@@ -227,7 +233,7 @@ def test_dump_leaves_existing_file_when_a_comment_cannot_be_encoded(tmp_path):
     assert os.listdir(tmp_path) == ["old.svm"]
 
 
-@pytest.mark.parametrize("name", ["f.txt", "f.txt.gz", "f.txt.bz2"])
+@pytest.mark.parametrize("name", ["f.txt", "f.txt.gz", "f.txt.bz2", "f.txt.xz"])
 def test_dump_replaces_the_file_only_when_complete(tmp_path, monkeypatch, name):
     path = write(tmp_path / name, "PRECIOUS ORIGINAL\n")
     path.chmod(0o640)
@@ -555,6 +561,9 @@ def _flipped(data):
         (".gz", "gzip", gzip.compress, _flipped, ""),
         (".bz2", "bzip2", bz2.compress, _truncated, "Compressed file ended before"),
         (".bz2", "bzip2", bz2.compress, lambda data: b"no bzip2 data", "Invalid data stream"),
+        (".xz", "xz", lzma.compress, _truncated, "Compressed file ended before"),
+        (".xz", "xz", lzma.compress, lambda data: b"no xz data", "Input format not supported"),
+        (".xz", "xz", lzma.compress, _flipped, "Corrupt input data"),
     ],
 )
 def test_truncated_or_corrupted_compressed_file(tmp_path, suffix, kind, compress, spoil, reason):
