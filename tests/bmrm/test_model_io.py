@@ -746,14 +746,21 @@ def test_failed_write_of_a_scorer_model_leaves_the_old_file(saved_expected_gain,
 # ----------------------------------------------------------------------------- version 1 files
 
 
-def test_version_1_file_with_result_loads(tmp_path):
-    """A file written by the version-1 writer (bmrm before scorers were stored)."""
-    path = os.path.join(DATA, "model_v1_ordinal.json")
+def load_fixture(name, version, absent):
+    """The fixture file's document, the model read from it and its weights as stored; the
+    file is of format ``version`` and lacks the field ``absent`` of later versions."""
+    path = os.path.join(DATA, name)
     document = read_document(path)
-    assert document["format_version"] == 1 and "scorer" not in document
+    assert document["format_version"] == version and absent not in document
     model = load_model(path)
     coef = decode(document["arrays"]["coef"])
     np.testing.assert_array_equal(model.coef_.view(np.int64), coef.view(np.int64))
+    return document, model, coef
+
+
+def test_version_1_file_with_result_loads(tmp_path):
+    """A file written by the version-1 writer (bmrm before scorers were stored)."""
+    document, model, coef = load_fixture("model_v1_ordinal.json", 1, "scorer")
     assert model.scorer_ is None
     assert model.loss.name == "ordinal" and model.loss.get_params()["cost"] == "linear"
     assert model.lam == document["lam"] == 0.05
@@ -801,12 +808,7 @@ def test_version_1_checks_still_apply(tmp_path):
 
 def test_version_2_file_loads_without_feature_names(tmp_path):
     """A file written by the version-2 writer (bmrm before feature names were stored)."""
-    path = os.path.join(DATA, "model_v2_ordinal.json")
-    document = read_document(path)
-    assert document["format_version"] == 2 and "feature_names" not in document
-    model = load_model(path)
-    coef = decode(document["arrays"]["coef"])
-    np.testing.assert_array_equal(model.coef_.view(np.int64), coef.view(np.int64))
+    document, model, coef = load_fixture("model_v2_ordinal.json", 2, "feature_names")
     assert not hasattr(model, "feature_names_in_")
     assert model.loss.name == "ordinal" and model.lam == document["lam"] == 0.1
     assert model.result_.nit == document["result"]["fields"]["nit"] == 9
