@@ -167,8 +167,10 @@ READ_ONLY_SCRIPT = r"""
 import gc, json
 import numpy as np
 import bmrm
+from bmrm.solver import compile_ahead
 from numba.core.dispatcher import Dispatcher
 
+compile_ahead.STARVED_SHARE = 0.0  # as in AHEAD_SCRIPT: the same at any load
 rng = np.random.default_rng(1)
 X = rng.normal(size=(300, 6))
 y = rng.integers(0, 3, size=300).astype(float)
