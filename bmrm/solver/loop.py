@@ -181,6 +181,19 @@ def verbose_log(verbose: bool):
         logger.setLevel(level)
 
 
+def _scaled_note(master) -> str:
+    """For a cvxpy master that had to scale its variables (planes of large magnitude), what
+    that means for the gap and what to do."""
+    cvxpy_master = getattr(master, "cvxpy", master)
+    if not getattr(cvxpy_master, "scaled", False):
+        return ""
+    return (
+        f"; the subgradients reached entries of {cvxpy_master.sigma:.3g} (features of large "
+        "magnitude), beyond what float64 certifies at this lam: scale the features of X "
+        "(for example to unit variance, or per query to [0, 1]) or raise lam"
+    )
+
+
 def _model_value(bundle: Bundle, w: np.ndarray) -> float:
     """max_i <a_i, w> + b_i, by einsum's own loop (no BLAS thread pool)."""
     k = bundle.size
@@ -390,7 +403,8 @@ def minimize_bmrm(
             cached = f" and {state.n_cache_cuts} cache cuts" if state.n_cache_cuts else ""
             warnings.warn(
                 f"BMRM reached max_iter={max_iter}{cached} with gap {gap:.3e} "
-                f"(relative {gap / max(abs(state.best_J), 1e-300):.3e}, tol={tol})",
+                f"(relative {gap / max(abs(state.best_J), 1e-300):.3e}, tol={tol})"
+                + _scaled_note(master_obj),
                 exceptions.ConvergenceWarning,
                 stacklevel=3,
             )

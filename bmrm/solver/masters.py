@@ -143,6 +143,17 @@ def _interior_point_dual(Q, b, alpha):
     return x / x.sum()
 
 
+def _scale_advice(message: str, sigma: float) -> str:
+    """``message`` with what to do when the planes' magnitude is the likely cause."""
+    if sigma < 1e6:
+        return message
+    return (
+        f"{message}; the planes' entries reach {sigma:.3g} (subgradients of features of "
+        "large magnitude), which leaves float64 too few digits for this problem: scale the "
+        "features of X (for example to unit variance, or per query to [0, 1]) or raise lam"
+    )
+
+
 class CvxpyMaster:
     """The master problem as a parametrised cvxpy model, built once and re-solved.
 
@@ -178,13 +189,20 @@ class CvxpyMaster:
         regularizer = make_regularizer(regularizer, n_features=n_features)
         self.capacity = capacity
         self.solver = solver
-        self.w = cp.Variable(n_features)
+        # w = u / sigma (the parameter inv_scale is 1 / sigma), so that the cuts read
+        # (A / sigma) u + b <= xi: sigma is 1 until the solvers fail on the planes as they
+        # are, and from then on, for the rest of the fit, the planes' largest |entry|
+        self.scaled = False
+        self.sigma = 1.0  # the largest sigma used
+        self.u = cp.Variable(n_features)
+        self.inv_scale = cp.Parameter(nonneg=True, value=1.0)
+        self.w = self.inv_scale * self.u
         self.xi = cp.Variable()
         self.A = cp.Parameter((capacity, n_features))
         self.b = cp.Parameter(capacity)
         self.lam = lam
         self.regularizer = regularizer
-        self.cut = self.A @ self.w + self.b <= self.xi
+        self.cut = self.A @ self.u + self.b <= self.xi
         constraints = [self.cut, *regularizer.constraints(self.w)]
         objective = cp.Minimize(lam * regularizer.expression(self.w) + self.xi)
         self.problem = cp.Problem(objective, constraints)
@@ -197,9 +215,23 @@ class CvxpyMaster:
         b = np.zeros(self.capacity)
         A[:k] = bundle.A[:k]
         b[:k] = bundle.b[:k]
-        self.A.value = A
         self.b.value = b
-        accurate = self._solve()
+        sigma = float(np.max(np.abs(A[:k]))) if k else 0.0
+        sigma = sigma if 1.0 < sigma < np.inf else 1.0
+        try:
+            accurate = self._solve_scaled(A, sigma if self.scaled else 1.0)
+        except RuntimeError as exc:
+            if self.scaled or sigma == 1.0:
+                raise RuntimeError(_scale_advice(str(exc), sigma)) from None
+            # planes of large magnitude (features of ~1e10 and more), on which Clarabel and
+            # SCS end "infeasible_inaccurate": the same problem in u, from now on (only
+            # then: where the solvers cope with the planes as they are, the scaled problem,
+            # whose quadratic term is lam/sigma² small, takes more iterations to certify)
+            self.scaled = True
+            try:
+                accurate = self._solve_scaled(A, sigma)
+            except RuntimeError as again:
+                raise RuntimeError(_scale_advice(str(again), sigma)) from None
         dual = np.maximum(np.asarray(self.cut.dual_value, dtype=float)[:k], 0.0)
         # weight on padding slots belongs to the zero plane in slot 0
         dual[0] += max(0.0, 1.0 - dual.sum())
@@ -211,6 +243,13 @@ class CvxpyMaster:
             # an inaccurate solve gives no bound; the solver keeps the previous one
             lower = float(self.problem.value) if accurate else -np.inf
         return w, lower, dual
+
+    def _solve_scaled(self, A: np.ndarray, sigma: float) -> bool:
+        """Solve in u = sigma·w (see :meth:`_solve`)."""
+        self.sigma = max(self.sigma, sigma)
+        self.inv_scale.value = 1.0 / sigma
+        self.A.value = A / sigma if sigma != 1.0 else A
+        return self._solve()
 
     def _solve(self) -> bool:
         """Solve, retrying with another solver when the first one stalls.

@@ -80,6 +80,53 @@ def test_reaches_direct_optimum_with_valid_certificate(loss, regularizer, seed):
     assert len(hist["objective"]) == res.nit
 
 
+def non_separable(seed=5, n=200, d=5):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = np.where(X @ rng.normal(size=d) + 2 * rng.normal(size=n) > 0, 1.0, -1.0)
+    return X, y
+
+
+@pytest.mark.parametrize(
+    ("loss", "regularizer"),
+    [("hinge", "l2"), ("logistic", "l2"), ("logistic", "l1")],
+)
+def test_features_of_large_magnitude(loss, regularizer):
+    """Features of magnitude ~1e12 (X·2**40): the cvxpy master, on which Clarabel and SCS
+    report "infeasible_inaccurate" for such planes, solves them in scaled variables and the
+    fit converges. Reference: the same problem on X with lam / 2**80 (L2) or lam / 2**40
+    (L1), w = u / 2**40, solved directly by cvxpy."""
+    X, y = non_separable()
+    scale, lam = 2.0**40, 1e-2
+    res = bmrm.fit(X * scale, y, loss, lam=lam, regularizer=regularizer, tol=1e-5).result_
+    assert res.success, res.message
+    equivalent = lam / scale**2 if regularizer == "l2" else lam / scale
+    J_star, _ = direct_optimum(X, y, loss, equivalent, regularizer)
+    J = objective(X * scale, y, loss, lam, regularizer, res.x)
+    assert J == pytest.approx(res.fun, rel=1e-9)
+    assert J - J_star <= res.gap + 1e-8
+    assert res.lower_bound <= J_star + 1e-7
+
+
+def test_features_beyond_what_float64_certifies_warn_with_what_to_do():
+    """At ~1e15 the bound cannot close (the dual's curvature ‖a‖²/lam exceeds 1e30): the fit
+    stops at max_iter with an honest gap and a warning that says why and what to do."""
+    X, y = non_separable()
+    scale, lam = 2.0**50, 1e-2
+    with pytest.warns(bmrm.ConvergenceWarning) as caught:
+        res = bmrm.fit(X * scale, y, "hinge", lam=lam, max_iter=60).result_
+    (warning,) = caught
+    assert str(warning.message).startswith("BMRM reached max_iter=60 with gap ")
+    assert "(features of large magnitude), beyond what float64 certifies at this lam: " in str(
+        warning.message
+    )
+    assert "scale the features of X" in str(warning.message)
+    assert res.status == 2 and not res.success
+    J_star, _ = direct_optimum(X, y, "hinge", lam / scale**2, "l2")
+    assert res.lower_bound <= J_star + 1e-7
+    assert objective(X * scale, y, "hinge", lam, "l2", res.x) == pytest.approx(res.fun, rel=1e-9)
+
+
 @pytest.mark.parametrize("loss", ["squared", "hinge"])
 def test_sparse_and_float32_give_the_same_solution(loss):
     X, y = make_problem(11, loss, n=80, d=8)
