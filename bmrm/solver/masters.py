@@ -189,25 +189,32 @@ class CvxpyMaster:
         regularizer = make_regularizer(regularizer, n_features=n_features)
         self.capacity = capacity
         self.solver = solver
-        # w = u / sigma (the parameter inv_scale is 1 / sigma), so that the cuts read
-        # (A / sigma) u + b <= xi: sigma is 1 until the solvers fail on the planes as they
-        # are, and from then on, for the rest of the fit, the planes' largest |entry|
-        self.scaled = False
-        self.sigma = 1.0  # the largest sigma used
-        self.u = cp.Variable(n_features)
-        self.inv_scale = cp.Parameter(nonneg=True, value=1.0)
-        self.w = self.inv_scale * self.u
-        self.xi = cp.Variable()
         self.A = cp.Parameter((capacity, n_features))
         self.b = cp.Parameter(capacity)
         self.lam = lam
         self.regularizer = regularizer
-        self.cut = self.A @ self.u + self.b <= self.xi
-        constraints = [self.cut, *regularizer.constraints(self.w)]
-        objective = cp.Minimize(lam * regularizer.expression(self.w) + self.xi)
-        self.problem = cp.Problem(objective, constraints)
+        self.w, self.cut, self.problem = self._model(None)
         if not self.problem.is_dcp():
             raise ValueError("regularizer must be a convex cvxpy expression of w")
+        # planes of large magnitude (features of ~1e10 and more), on which Clarabel and SCS
+        # end "infeasible_inaccurate", are solved from the first such failure on in
+        # u = sigma·w, sigma the planes' largest |entry| (inv_scale = 1 / sigma), so that
+        # the cuts read (A / sigma) u + b <= xi
+        self.scaled = False
+        self.sigma = 1.0  # the largest sigma used
+        self.inv_scale = None
+
+    def _model(self, inv_scale):
+        """(w, the cuts, the problem): in w itself, or in u with w = inv_scale·u."""
+        cp = _cvxpy()
+
+        u = cp.Variable(self.A.shape[1])
+        w = u if inv_scale is None else inv_scale * u
+        xi = cp.Variable()
+        cut = self.A @ u + self.b <= xi
+        constraints = [cut, *self.regularizer.constraints(w)]
+        objective = cp.Minimize(self.lam * self.regularizer.expression(w) + xi)
+        return w, cut, cp.Problem(objective, constraints)
 
     def solve(self, bundle: Bundle, accuracy: float = 0.0):
         k = bundle.size
@@ -219,15 +226,18 @@ class CvxpyMaster:
         sigma = float(np.max(np.abs(A[:k]))) if k else 0.0
         sigma = sigma if 1.0 < sigma < np.inf else 1.0
         try:
-            accurate = self._solve_scaled(A, sigma if self.scaled else 1.0)
+            accurate = self._solve_scaled(A, sigma) if self.scaled else self._solve_as_is(A)
         except RuntimeError as exc:
             if self.scaled or sigma == 1.0:
                 raise RuntimeError(_scale_advice(str(exc), sigma)) from None
-            # planes of large magnitude (features of ~1e10 and more), on which Clarabel and
-            # SCS end "infeasible_inaccurate": the same problem in u, from now on (only
-            # then: where the solvers cope with the planes as they are, the scaled problem,
-            # whose quadratic term is lam/sigma² small, takes more iterations to certify)
+            # the scaled model from now on; only then: where the solvers cope with the
+            # planes as they are, the scaled problem, whose quadratic term is lam/sigma²
+            # small, takes more iterations to certify
+            cp = _cvxpy()
+
             self.scaled = True
+            self.inv_scale = cp.Parameter(nonneg=True, value=1.0)
+            self.w, self.cut, self.problem = self._model(self.inv_scale)
             try:
                 accurate = self._solve_scaled(A, sigma)
             except RuntimeError as again:
@@ -244,11 +254,15 @@ class CvxpyMaster:
             lower = float(self.problem.value) if accurate else -np.inf
         return w, lower, dual
 
+    def _solve_as_is(self, A: np.ndarray) -> bool:
+        self.A.value = A
+        return self._solve()
+
     def _solve_scaled(self, A: np.ndarray, sigma: float) -> bool:
         """Solve in u = sigma·w (see :meth:`_solve`)."""
         self.sigma = max(self.sigma, sigma)
         self.inv_scale.value = 1.0 / sigma
-        self.A.value = A / sigma if sigma != 1.0 else A
+        self.A.value = A / sigma
         return self._solve()
 
     def _solve(self) -> bool:
