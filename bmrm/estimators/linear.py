@@ -269,7 +269,7 @@ class _BMRMEstimator(BaseEstimator):
         record = self.model_._record()
         names = getattr(self, "feature_names_in_", None)
         if names is not None and all(isinstance(name, str) for name in names):
-            record.feature_names = [str(name) for name in names]  # numpy's str_ too
+            record.feature_names = list(names)
         write_model_file(record, path)
 
     def __sklearn_tags__(self):

@@ -28,7 +28,7 @@ from bmrm import exceptions
 from bmrm._validation import check_minimize_args
 from bmrm.solver.bundle import Bundle
 from bmrm.solver.compile_clock import CompileClock
-from bmrm.solver.masters import CvxpyMaster, QPMaster
+from bmrm.solver.masters import SCALE_ADVICE, CvxpyMaster, QPMaster
 from bmrm.solver.methods import PlainBMRM, SolverState, get_method
 from bmrm.solver.regularizers import Box, make_regularizer
 
@@ -189,8 +189,7 @@ def _scaled_note(master) -> str:
         return ""
     return (
         f"; the subgradients reached entries of {cvxpy_master.sigma:.3g} (features of large "
-        "magnitude), beyond what float64 certifies at this lam: scale the features of X "
-        "(for example to unit variance, or per query to [0, 1]) or raise lam"
+        f"magnitude), beyond what float64 certifies at this lam: {SCALE_ADVICE}"
     )
 
 

@@ -143,14 +143,19 @@ def _interior_point_dual(Q, b, alpha):
     return x / x.sum()
 
 
+# what to do about planes of large magnitude (the fit's warning says it too)
+SCALE_ADVICE = (
+    "scale the features of X (for example to unit variance, or per query to [0, 1]) or raise lam"
+)
+
+
 def _scale_advice(message: str, sigma: float) -> str:
     """``message`` with what to do when the planes' magnitude is the likely cause."""
     if sigma < 1e6:
         return message
     return (
         f"{message}; the planes' entries reach {sigma:.3g} (subgradients of features of "
-        "large magnitude), which leaves float64 too few digits for this problem: scale the "
-        "features of X (for example to unit variance, or per query to [0, 1]) or raise lam"
+        f"large magnitude), which leaves float64 too few digits for this problem: {SCALE_ADVICE}"
     )
 
 
