@@ -176,6 +176,12 @@ class CvxpyMaster:
     see ``Regularizer.dual_scale``), so it is a valid bound whatever the solver's accuracy.
     Otherwise (a user's expression) the bound is the solver's optimal value, to the solver's
     tolerance.
+
+    Planes of large magnitude (subgradients of features of ~1e10 and more) make Clarabel and
+    SCS end "infeasible_inaccurate". From the first such failure on, the master solves the
+    same problem in u = σ·w, σ the planes' largest |entry|: min lam·Ω(u/σ) + ξ subject to
+    (A/σ) u + b <= ξ 1 (``scaled``; ``sigma`` is the largest σ used). Until then the model
+    in w is solved as it is.
     """
 
     name = "cvxpy"
