@@ -97,7 +97,7 @@ def _as_matrix(X):
 
 
 def _build_partition(
-    X, y, qid, loss, fit_intercept, intercept_scaling, loss_data=None
+    X, y, qid, loss, fit_intercept, intercept_scaling, loss_data=None, sample_weight=None
 ) -> _Partition:
     """Prepare one partition's targets and oracle (runs on a worker)."""
     X = check_X(_as_matrix(X))
@@ -105,7 +105,15 @@ def _build_partition(
     if y.dtype.kind in "biuf" and not np.all(np.isfinite(y.astype(np.float64))):
         raise ValueError("y must not contain NaN or inf")
     qid = None if qid is None else np.asarray(qid)
-    prepared = losses.prepare(loss, y, qid, n_samples=X.shape[0], **(loss_data or {}))
+    prepared = losses.prepare(
+        loss,
+        y,
+        qid,
+        n_samples=X.shape[0],
+        sample_weight=None if sample_weight is None else np.asarray(sample_weight),
+        weight_part=True,
+        **(loss_data or {}),
+    )
     oracle = RiskOracle(X, prepared, fit_intercept, intercept_scaling)
     return _Partition(oracle, X.shape[0], _held_nbytes(X, prepared))
 
@@ -132,16 +140,17 @@ def _held_nbytes(X, prepared) -> int:
     return total
 
 
-def _partition_info(part: _Partition) -> tuple[int, int, int]:
-    return part.n_rows, part.oracle.prepared.n_terms, part.oracle.X.shape[1]
+def _partition_info(part: _Partition) -> tuple[int, float, int]:
+    """Rows, the risk's divisor (terms, or their summed weights) and width of X."""
+    return part.n_rows, part.oracle.prepared.divisor, part.oracle.X.shape[1]
 
 
 def _partition_risk(part: _Partition, w: np.ndarray) -> tuple[float, np.ndarray]:
-    """The partition's summed risk and Σ Xᵀ∂l/∂f (undoing the oracle's mean)."""
+    """The partition's summed (weighted) risk and Σ Xᵀ∂l/∂f (undoing the oracle's mean)."""
     with thread_limit(TASK_THREADS):
         R, a = part.oracle(w)
-    n_terms = part.oracle.prepared.n_terms
-    return R * n_terms, a * n_terms
+    divisor = part.oracle.prepared.divisor
+    return R * divisor, a * divisor
 
 
 def _worker_address() -> str | None:
@@ -260,7 +269,7 @@ def _split_loss_data(loss, loss_data, inverse, bounds):
     return out
 
 
-def _numpy_tasks(client, X, y, qid, loss, nthreads, build_args, loss_data):
+def _numpy_tasks(client, X, y, qid, loss, nthreads, build_args, loss_data, sample_weight=None):
     """Partitions of in-memory input, cut at query boundaries after a stable sort by qid, one
     per worker thread (``nthreads``: address -> threads) and placed on it.
 
@@ -275,7 +284,11 @@ def _numpy_tasks(client, X, y, qid, loss, nthreads, build_args, loss_data):
         raise ValueError(f"y must be 1-d with one entry per row of X ({n}); got shape {y.shape}")
     if y.dtype.kind in "biuf" and not np.all(np.isfinite(y.astype(np.float64))):
         raise ValueError("y must not contain NaN or inf")
-    groups = losses.prepare(loss, y, qid, n_samples=n, **loss_data).groups
+    groups = losses.prepare(
+        loss, y, qid, n_samples=n, sample_weight=sample_weight, **loss_data
+    ).groups
+    if sample_weight is not None:
+        sample_weight = np.asarray(sample_weight)
     slots = [address for address in sorted(nthreads) for _ in range(nthreads[address])]
     n_parts = max(1, len(slots))
     if qid is None and getattr(loss, "pointwise", False):
@@ -285,6 +298,8 @@ def _numpy_tasks(client, X, y, qid, loss, nthreads, build_args, loss_data):
     order = groups.order
     if order is not None:
         X, y, qid = X[order], y[order], np.asarray(qid)[order]
+        if sample_weight is not None:
+            sample_weight = sample_weight[order]
     bounds = _split_rows(ptr, n, n_parts)
     inverse = None if order is None else groups.inverse()
     data = _split_loss_data(loss, loss_data, inverse, bounds)
@@ -304,6 +319,7 @@ def _numpy_tasks(client, X, y, qid, loss, nthreads, build_args, loss_data):
                     loss,
                     *build_args,
                     part_data,
+                    None if sample_weight is None else sample_weight[rows],
                     # about equal rows on every worker thread (loose: a worker that has
                     # gone is passed over when the partition is rebuilt)
                     workers=[slots[p % len(slots)]] if slots else None,
@@ -314,8 +330,9 @@ def _numpy_tasks(client, X, y, qid, loss, nthreads, build_args, loss_data):
     return tasks
 
 
-def _array_tasks(client, X, y, qid, loss, build_args):
-    """Partitions from the row chunks of a dask array; y and qid follow X's chunks."""
+def _array_tasks(client, X, y, qid, loss, build_args, sample_weight=None):
+    """Partitions from the row chunks of a dask array; y, qid and sample_weight follow X's
+    chunks."""
     import dask
     import dask.array as da
 
@@ -324,7 +341,7 @@ def _array_tasks(client, X, y, qid, loss, build_args):
     X = X.rechunk({1: -1})
     row_chunks = X.chunks[0]
     columns = []
-    for name, v in (("y", y), ("qid", qid)):
+    for name, v in (("y", y), ("qid", qid), ("sample_weight", sample_weight)):
         if v is None:
             columns.append([None] * len(row_chunks))
             continue
@@ -335,7 +352,7 @@ def _array_tasks(client, X, y, qid, loss, build_args):
                 f"got shape {v.shape}"
             )
         columns.append(list(v.rechunk((row_chunks,)).to_delayed()))
-    y_parts, qid_parts = columns
+    y_parts, qid_parts, weight_parts = columns
     if y is None:
         raise ValueError("y is required")
     x_parts = [block[0] for block in X.to_delayed()]
@@ -352,23 +369,28 @@ def _array_tasks(client, X, y, qid, loss, build_args):
     build = dask.delayed(_build_partition, pure=True)
     return client.compute(
         [
-            build(x, yp, qp, loss, *build_args)
-            for x, yp, qp in zip(x_parts, y_parts, qid_parts, strict=True)
+            build(x, yp, qp, loss, *build_args, None, sp_)
+            for x, yp, qp, sp_ in zip(x_parts, y_parts, qid_parts, weight_parts, strict=True)
         ]
     )
 
 
-def _frame_tasks(client, X, y, qid, loss, build_args):
+def _frame_tasks(client, X, y, qid, loss, build_args, sample_weight=None):
     """Partitions of a dask DataFrame; shuffled by qid when a query spans two partitions.
 
-    ``y`` and ``qid`` are column names of ``X`` or dask Series aligned with it.
+    ``y``, ``qid`` and ``sample_weight`` are column names of ``X`` or dask Series aligned
+    with it.
     """
     import dask
 
     frame = X
-    y_name, qid_name = "__bmrm_y__", "__bmrm_qid__"
+    y_name, qid_name, weight_name = "__bmrm_y__", "__bmrm_qid__", "__bmrm_weight__"
     extra = {}
-    for name, v, new in (("y", y, y_name), ("qid", qid, qid_name)):
+    for name, v, new in (
+        ("y", y, y_name),
+        ("qid", qid, qid_name),
+        ("sample_weight", sample_weight, weight_name),
+    ):
         if v is None:
             continue
         if isinstance(v, str):
@@ -383,7 +405,14 @@ def _frame_tasks(client, X, y, qid, loss, build_args):
     features = list(frame.columns)
     frame = frame.assign(**extra)
     build = dask.delayed(_build_frame_partition, pure=True)
-    args = (features, y_name, qid_name if qid is not None else None, loss, *build_args)
+    args = (
+        features,
+        y_name,
+        qid_name if qid is not None else None,
+        weight_name if sample_weight is not None else None,
+        loss,
+        *build_args,
+    )
     if qid is None:
         if not getattr(loss, "pointwise", False) and frame.npartitions > 1:
             frame = frame.repartition(npartitions=1)
@@ -416,10 +445,13 @@ def _frame_matrix(frame, features):
     return _as_matrix(frame[features])
 
 
-def _build_frame_partition(frame, features, y_name, qid_name, loss, *build_args) -> _Partition:
+def _build_frame_partition(
+    frame, features, y_name, qid_name, weight_name, loss, *build_args
+) -> _Partition:
     qid = None if qid_name is None else frame[qid_name].to_numpy()
+    weights = None if weight_name is None else frame[weight_name].to_numpy()
     X = _frame_matrix(frame, features)
-    return _build_partition(X, frame[y_name].to_numpy(), qid, loss, *build_args)
+    return _build_partition(X, frame[y_name].to_numpy(), qid, loss, *build_args, None, weights)
 
 
 def frame_array(frame, features, client=None):
@@ -459,7 +491,8 @@ class DaskRiskOracle:
     Same call as :class:`~bmrm.solver.oracle.RiskOracle`: ``oracle(w) -> (R(w), a)`` with
     R(w) = (1/n) Σ_p Σ_{q∈p} l(X_q w, y_q), n the total number of terms (queries, or samples
     for pointwise losses), so a fit gives the local fit's objective up to the rounding of
-    the partial sums.
+    the partial sums. With ``sample_weight``, each partition returns Σ_t s_t l_t over its
+    terms and its Σ_t s_t, and R(w) is the ratio of their totals: the local weighted mean.
 
     Parameters
     ----------
@@ -475,6 +508,10 @@ class DaskRiskOracle:
     y : array-like, dask array or dask Series, or a column name of a DataFrame ``X``
     loss : loss object
     qid : like ``y``, or None (all rows one query; then one partition unless pointwise)
+    sample_weight : like ``y``, or None
+        One non-negative weight per row, equal within a query for a query loss
+        (:func:`losses._weights.check_sample_weight`; checked here for in-memory X, by each
+        partition for dask input).
     fit_intercept, intercept_scaling
         As for :class:`~bmrm.solver.oracle.RiskOracle`.
     **loss_data
@@ -514,6 +551,7 @@ class DaskRiskOracle:
         *,
         fit_intercept=False,
         intercept_scaling=1.0,
+        sample_weight=None,
         **loss_data,
     ):
         self.client = client
@@ -528,11 +566,13 @@ class DaskRiskOracle:
             )
         if in_memory:
             nthreads = client.nthreads()
-            tasks = _numpy_tasks(client, X, y, qid, loss, nthreads, build_args, loss_data)
+            tasks = _numpy_tasks(
+                client, X, y, qid, loss, nthreads, build_args, loss_data, sample_weight
+            )
         elif module.startswith("dask.array"):
-            tasks = _array_tasks(client, X, y, qid, loss, build_args)
+            tasks = _array_tasks(client, X, y, qid, loss, build_args, sample_weight)
         else:
-            tasks = _frame_tasks(client, X, y, qid, loss, build_args)
+            tasks = _frame_tasks(client, X, y, qid, loss, build_args, sample_weight)
         info = client.gather(client.map(_partition_info, tasks, pure=False))
         keep = [i for i, (rows, _, _) in enumerate(info) if rows > 0]
         self.partitions = [tasks[i] for i in keep]
@@ -543,7 +583,13 @@ class DaskRiskOracle:
         if len(widths) != 1:
             raise ValueError(f"the partitions of X have different widths {sorted(widths)}")
         self.n_samples = sum(info[i][0] for i in keep)
-        self.n_terms = sum(info[i][1] for i in keep)
+        # the risk's divisor: the number of terms, or (with sample_weight) their summed
+        # weights, added in partition order
+        self.n_terms = 0.0 if sample_weight is not None else 0
+        for i in keep:
+            self.n_terms += info[i][1]
+        if sample_weight is not None and not self.n_terms > 0:
+            raise ValueError("sample_weight is all zero: at least one row needs a positive weight")
         self.n_features = widths.pop() + int(fit_intercept)
         # the precision of the products, which bounds how well planes and values agree
         dtypes = list(getattr(X, "dtypes", [])) or [getattr(X, "dtype", np.float64)]

@@ -31,6 +31,7 @@ from bmrm.solver.nrbm import NRBM
 from bmrm.solver.oracle import RiskOracle, own_products_dtype
 from bmrm.solver.regularizers import Regularizer, from_spec, make_regularizer
 from bmrm.solver.scorer_oracle import check_nonconvex, fit_nonconvex
+from losses._weights import check_sample_weight
 from losses.listwise import NDCGLoss, NERULoss
 from losses.validation import check_int, check_positive
 
@@ -448,13 +449,15 @@ def fit(
     scorer=None,
     backend: str = "local",
     client=None,
+    sample_weight=None,
     **loss_data,
 ) -> LinearModel:
     """Fit a linear model by minimising J(w) = lam·Ω(w) + R(w) with the bundle method.
 
     R(w) is the mean loss: over samples for pointwise losses (squared, hinge, logistic), over
-    queries for query losses (degenerate queries count as zeros). Teo, Vishwanathan, Smola &
-    Le, "Bundle Methods for Regularized Risk Minimization", JMLR 11 (2010).
+    queries for query losses (degenerate queries count as zeros); with ``sample_weight``, the
+    weighted mean. Teo, Vishwanathan, Smola & Le, "Bundle Methods for Regularized Risk
+    Minimization", JMLR 11 (2010).
 
     Parameters
     ----------
@@ -548,6 +551,12 @@ def fit(
     client : distributed.Client or None
         The Dask client for ``backend="dask"``; None uses Dask's default client (the
         ``distributed.Client`` created last, or that of a ``with Client(...)`` block).
+    sample_weight : array-like of shape (n_samples,) or None
+        Non-negative weights, one per row, not all zero: R(w) becomes the weighted mean
+        Σ_t s_t l_t(w) / Σ_t s_t of the loss's terms, so an integer weight counts a row that
+        many times and a zero weight leaves it out. A query loss weighs whole queries: the
+        rows of a query must carry equal weights (its weight). With ``backend="dask"``, like
+        ``y`` (for dask X a dask array, Series or column name of X).
     **loss_data
         Loss-specific data, for example ``pairs=`` and ``pair_costs=`` for "preference"
         (with ``backend="dask"``, for in-memory X only).
@@ -578,6 +587,10 @@ def fit(
             )
         if y.dtype.kind in "biuf" and not np.all(np.isfinite(y.astype(np.float64))):
             raise ValueError("y must not contain NaN or inf")
+        if sample_weight is not None:
+            # its shape and values now, before any work; its equality within queries when
+            # the targets are prepared
+            check_sample_weight(sample_weight, losses.group_queries(None, n_samples), True)
     lam = check_lam(lam)
     tol = check_tol(tol)
     atol = check_positive(atol, "atol", strict=False)
@@ -619,6 +632,7 @@ def fit(
             qid,
             fit_intercept=fit_intercept,
             intercept_scaling=intercept_scaling,
+            sample_weight=sample_weight,
             **loss_data,
         )
         n_features = oracle.n_features - int(fit_intercept)
@@ -676,7 +690,9 @@ def fit(
     clock = CompileClock()
     if backend == "local":
         with clock:
-            prepared = losses.prepare(loss_obj, y, qid, n_samples=n_samples, **loss_data)
+            prepared = losses.prepare(
+                loss_obj, y, qid, n_samples=n_samples, sample_weight=sample_weight, **loss_data
+            )
         if nonconvex:
             theta, res = fit_nonconvex(
                 X, y, prepared, scorer_obj, lam, solver=solver, w0=w0, tol=tol,

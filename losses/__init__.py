@@ -15,6 +15,7 @@ import numpy as np
 from losses._base import Loss, check_loss_output, check_protocol
 from losses._query import QueryGroups, group_queries
 from losses._threads import PARALLEL_MIN_ROWS
+from losses._weights import TermWeights, check_sample_weight
 
 __all__ = [
     "PARALLEL_MIN_ROWS",
@@ -81,16 +82,27 @@ def get(name, **params):
 
 
 class Prepared:
-    """A loss bound to validated targets in internal (query-contiguous) row order."""
+    """A loss bound to validated targets in internal (query-contiguous) row order.
 
-    def __init__(self, loss, groups: QueryGroups, targets, n_terms: int):
+    ``weights`` (:class:`losses._weights.TermWeights` or None) weighs the terms: the risk is
+    Σ_t s_t l_t / Σ_t s_t, and :attr:`divisor` is that denominator (``n_terms`` unweighted).
+    """
+
+    def __init__(self, loss, groups: QueryGroups, targets, n_terms: int, weights=None):
         self.loss = loss
         self.groups = groups
         self.targets = targets
         self.n_terms = n_terms
+        self.weights: TermWeights | None = weights
+
+    @property
+    def divisor(self) -> float:
+        """The risk's denominator: the number of terms, or the sum of their weights."""
+        return self.n_terms if self.weights is None else self.weights.total
 
     def loss_grad(self, f_internal):
-        """Per-term losses and ∂(sum)/∂f, both in internal order.
+        """Per-term losses and ∂(sum)/∂f, both in internal order (with weights: the terms'
+        weighted losses s_t l_t and ∂(Σ_t s_t l_t)/∂f).
 
         A user's loss that returns anything but two float arrays of those shapes raises
         ``TypeError`` naming its class (:func:`losses._base.check_loss_output`). The built-in
@@ -98,7 +110,11 @@ class Prepared:
         or more (see :mod:`losses._threads`).
         """
         out = self.loss.loss_grad(f_internal, self.targets)
-        return check_loss_output(self.loss, out, self.n_terms, len(f_internal))
+        values, grad = check_loss_output(self.loss, out, self.n_terms, len(f_internal))
+        if self.weights is not None:
+            values = values * self.weights.terms
+            grad = grad * self.weights.rows
+        return values, grad
 
     def check(self, values, grad, f_internal) -> float:
         """Σ values, after checking that the loss's output is finite and non-negative.
@@ -112,11 +128,12 @@ class Prepared:
         """
         total = float(values.sum())
         if not np.isfinite(total) or not np.all(np.isfinite(grad)):
+            weights = "" if self.weights is None else ", sample_weight"
             raise FloatingPointError(
                 f"the {type(self.loss).__name__} loss returned a non-finite value or gradient "
                 f"at finite scores (max |f| = {np.abs(f_internal).max(initial=0.0):.3g}): the "
-                f"targets y, the loss's parameters ({self.loss!r}), its data (pair_costs) or "
-                "the scores are out of range for it; scale them down"
+                f"targets y, the loss's parameters ({self.loss!r}), its data (pair_costs)"
+                f"{weights} or the scores are out of range for it; scale them down"
             )
         if values.size and values.min() < 0:
             raise ValueError(
@@ -126,7 +143,7 @@ class Prepared:
         return total
 
     def risk(self, f, *, work=None, out=None) -> tuple[float, np.ndarray]:
-        """R(f) = (1/n_terms) Σ values and ∂R/∂f, from and to the caller's row order.
+        """R(f) = Σ values / divisor and ∂R/∂f, from and to the caller's row order.
 
         Parameters
         ----------
@@ -142,7 +159,8 @@ class Prepared:
         -------
         value : float
             The mean loss over queries (degenerate queries count as zeros), or over samples
-            for pointwise losses; 0 when there is no term.
+            for pointwise losses, weighted by the terms' weights when there are any; 0 when
+            there is no term.
         grad : ndarray of shape (n_samples,)
             ∂R/∂f in the caller's row order.
 
@@ -162,9 +180,10 @@ class Prepared:
             f_internal = f[order]
         values, grad = self.loss_grad(f_internal)
         total = self.check(values, grad, f_internal)
-        n = self.n_terms
+        n = self.divisor
         g = np.empty(len(f)) if out is None else out
-        if n == 0:
+        # no terms, or (one part of a distributed fit) terms that all weigh 0
+        if self.n_terms == 0 or n == 0:
             g[:] = 0.0
             return 0.0, g
         if order is None:
@@ -175,12 +194,25 @@ class Prepared:
         return total / n, g
 
 
-def prepare(loss, y, qid=None, *, n_samples: int | None = None, **data) -> Prepared:
+def prepare(
+    loss,
+    y,
+    qid=None,
+    *,
+    n_samples: int | None = None,
+    sample_weight=None,
+    weight_part: bool = False,
+    **data,
+) -> Prepared:
     """Validate targets once and return a :class:`Prepared` loss.
 
-    ``y`` and ``qid`` are in the caller's row order; keyword ``data`` (for example the
-    ``pairs`` of the preference loss) is passed to ``loss.validate`` after caller row
-    indices named in ``loss.row_index_keys`` are mapped to internal rows.
+    ``y``, ``qid`` and ``sample_weight`` are in the caller's row order; keyword ``data``
+    (for example the ``pairs`` of the preference loss) is passed to ``loss.validate`` after
+    caller row indices named in ``loss.row_index_keys`` are mapped to internal rows.
+    ``sample_weight`` (one non-negative weight per row, equal within a query for a query
+    loss; :func:`losses._weights.check_sample_weight`) makes the risk the weighted mean of
+    the terms; ``weight_part`` marks the rows as one part of the data (see
+    :func:`~losses._weights.check_sample_weight`).
     """
     loss = get(loss)
     y = np.asarray(y)
@@ -188,6 +220,8 @@ def prepare(loss, y, qid=None, *, n_samples: int | None = None, **data) -> Prepa
     if y.ndim != 1 or y.shape[0] != n:
         raise ValueError(f"y must be 1-d with {n} entries (one per row); got shape {y.shape}")
     groups = group_queries(qid, n)
+    pointwise = bool(getattr(loss, "pointwise", False))
+    weights = check_sample_weight(sample_weight, groups, pointwise, part=weight_part)
     y_int = groups.to_internal(y)
     keys = getattr(loss, "row_index_keys", ())
     if keys and groups.order is not None:
@@ -201,8 +235,8 @@ def prepare(loss, y, qid=None, *, n_samples: int | None = None, **data) -> Prepa
                     raise ValueError(f"{key} holds row indices outside [0, {n})")
                 data[key] = inverse[idx]
     targets = loss.validate(y_int, groups.query_ptr, **data)
-    n_terms = n if getattr(loss, "pointwise", False) else groups.n_queries
-    return Prepared(loss, groups, targets, n_terms)
+    n_terms = n if pointwise else groups.n_queries
+    return Prepared(loss, groups, targets, n_terms, weights)
 
 
 def risk(loss, f, y, qid=None, **data):
@@ -218,13 +252,14 @@ def risk(loss, f, y, qid=None, **data):
     qid : array-like of shape (n_samples,) or None
         Query id per row; ``None`` is one query.
     **data
-        Loss-specific keywords, for example ``pairs=`` for the preference loss.
+        Loss-specific keywords, for example ``pairs=`` for the preference loss, and
+        ``sample_weight=`` (one weight per row, equal within a query for a query loss).
 
     Returns
     -------
     value : float
         The mean loss over queries (degenerate queries count as zeros), or over samples for
-        pointwise losses.
+        pointwise losses; with ``sample_weight``, the weighted mean Σ_t s_t l_t / Σ_t s_t.
     grad : ndarray of shape (n_samples,)
         Its gradient with respect to ``f``, in the caller's row order.
 

@@ -62,6 +62,7 @@ from bmrm._validation import MAX_INTERCEPT_SCALING
 from bmrm.io.model_files import write_model_file
 from bmrm.model import LinearModel, fit
 from bmrm.solver.regularizers import NAMES as REGULARIZERS
+from losses._weights import check_sample_weight
 from losses.metrics import ndcg_score
 from losses.preference import pairs_from_labels
 
@@ -149,6 +150,7 @@ class _BMRMEstimator(BaseEstimator):
         fit_intercept: bool = False,
         intercept_scaling: float = 1.0,
         warm: bool = True,
+        sample_weight=None,
         **loss_data,
     ) -> LinearModel:
         """Run :func:`bmrm.fit` and store ``coef_``, ``result_`` and ``n_iter_``."""
@@ -169,6 +171,7 @@ class _BMRMEstimator(BaseEstimator):
             bundle_size=self.bundle_size,
             w0=w0,
             verbose=self.verbose,
+            sample_weight=sample_weight,
             **self._backend_options(X),
             **loss_data,
         )
@@ -405,7 +408,7 @@ class BMRMRanker(_BMRMEstimator):
         self.backend = backend
         self.client = client
 
-    def fit(self, X, y, qid=None, **fit_params) -> BMRMRanker:
+    def fit(self, X, y, qid=None, sample_weight=None, **fit_params) -> BMRMRanker:
         """Fit the ranker.
 
         Parameters
@@ -417,6 +420,11 @@ class BMRMRanker(_BMRMEstimator):
             also a dask array or Series, or a column name of a dask DataFrame X.
         qid : array-like of shape (n_samples,) or None
             Query id of each row; None makes all rows one query. For dask X like ``y``.
+        sample_weight : array-like of shape (n_samples,) or None
+            Non-negative weights, one per row: the risk becomes the weighted mean of the
+            loss's terms. A query loss weighs queries, so the rows of a query must carry
+            equal weights; a pointwise loss ("squared") weighs rows. For dask X like
+            ``y``.
         **fit_params
             Loss data, for example ``pairs`` and ``pair_costs`` for "preference" (row
             indices of this X; not splittable by cross-validation, so leave them out
@@ -434,7 +442,7 @@ class BMRMRanker(_BMRMEstimator):
             getattr(loss, "name", None) == "preference" and fit_params.get("pairs") is None
         )
         if _is_dask(X):
-            self._check_dask_input(X, y, names=(y, qid))
+            self._check_dask_input(X, y, names=(y, qid, sample_weight))
             if pairs_needed:
                 raise ValueError(
                     "loss='preference' builds its pairs from in-memory labels; with dask X "
@@ -446,7 +454,7 @@ class BMRMRanker(_BMRMEstimator):
             if pairs_needed:
                 pairs, costs = pairs_from_labels(y, qid)
                 fit_params = {**fit_params, "pairs": pairs, "pair_costs": costs}
-        model = self._solve(X, y, loss, qid, **fit_params)
+        model = self._solve(X, y, loss, qid, sample_weight=sample_weight, **fit_params)
         self.scorer_ = model.scorer_
         self.loss_ = loss
         self._fitted_with_qid = qid is not None
@@ -586,14 +594,16 @@ class BMRMRegressor(RegressorMixin, _BMRMEstimator):
         self.backend = backend
         self.client = client
 
-    def fit(self, X, y) -> BMRMRegressor:
+    def fit(self, X, y, sample_weight=None) -> BMRMRegressor:
         """Fit on X (array or sparse, n_samples × n_features) and real targets y.
 
-        With ``backend="dask"``, X may be a dask array or DataFrame (``y`` a dask array or
-        Series, or a column name of the DataFrame)."""
+        ``sample_weight`` (one non-negative weight per row, or None) makes the risk the
+        weighted mean (1/Σ s_i) Σ_i s_i l_i. With ``backend="dask"``, X may be a dask array
+        or DataFrame (``y`` and ``sample_weight`` dask arrays or Series, or column names of
+        the DataFrame)."""
         self._validate_params()
         if _is_dask(X):
-            self._check_dask_input(X, y, names=(y,))
+            self._check_dask_input(X, y, names=(y, sample_weight))
         else:
             X, y = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES, y_numeric=True)
         model = self._solve(
@@ -602,6 +612,7 @@ class BMRMRegressor(RegressorMixin, _BMRMEstimator):
             "squared",
             fit_intercept=self.fit_intercept,
             intercept_scaling=self.intercept_scaling,
+            sample_weight=sample_weight,
         )
         self.intercept_ = model.intercept_
         return self
@@ -609,6 +620,23 @@ class BMRMRegressor(RegressorMixin, _BMRMEstimator):
     def predict(self, X) -> np.ndarray:
         """X @ coef_ + intercept_ (a dask array for dask X)."""
         return self._scores(X)
+
+
+def _weighted_classes(y, sample_weight) -> np.ndarray:
+    """The labels of the rows of positive weight (after checking ``sample_weight``'s shape
+    and values with :func:`losses._weights.check_sample_weight`)."""
+    check_sample_weight(sample_weight, losses.group_queries(None, len(y)), True)
+    return np.unique(y[np.asarray(sample_weight, dtype=np.float64) > 0])
+
+
+def _check_weighted_classes(classes, weighted) -> None:
+    """Raise when a class has no row of positive weight."""
+    for label in classes.tolist():
+        if label not in weighted.tolist():
+            raise ValueError(
+                f"sample_weight gives class {label!r} no positive weight: a binary classifier "
+                f"needs both classes {classes.tolist()} weighted"
+            )
 
 
 def _is_logistic(estimator) -> bool:
@@ -691,19 +719,28 @@ class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
         tags.classifier_tags.multi_class = False
         return tags
 
-    def fit(self, X, y) -> BMRMClassifier:
+    def fit(self, X, y, sample_weight=None) -> BMRMClassifier:
         """Fit on X and binary labels y (any two values).
 
-        With ``backend="dask"``, X may be a dask array or DataFrame (``y`` a dask array or
-        Series, or a column name of the DataFrame); the classes are computed first."""
+        ``sample_weight`` (one non-negative weight per row, or None) makes the risk the
+        weighted mean (1/Σ s_i) Σ_i s_i l_i; both classes need a positive weight. With
+        ``backend="dask"``, X may be a dask array or DataFrame (``y`` and ``sample_weight``
+        dask arrays or Series, or column names of the DataFrame); the classes (and those
+        of positive weight) are computed first."""
         self._validate_params()
         if _is_dask(X):
-            self._check_dask_input(X, y, names=(y,))
+            self._check_dask_input(X, y, names=(y, sample_weight))
             if isinstance(y, str):
                 X, y = X.drop(columns=[y]), X[y]
+            if isinstance(sample_weight, str):
+                X, sample_weight = X.drop(columns=[sample_weight]), X[sample_weight]
             client = self._backend_options(X)["client"]
-            unique = y.unique() if hasattr(y, "to_frame") else _dask_array().unique(y)
-            classes = np.unique(np.asarray(client.compute(unique).result()))
+            labels = [y] if sample_weight is None else [y, y[sample_weight > 0]]
+            unique = [
+                v.unique() if hasattr(v, "to_frame") else _dask_array().unique(v) for v in labels
+            ]
+            found = [np.unique(np.asarray(u)) for u in client.gather(client.compute(unique))]
+            classes = found[0]
         else:
             X, y = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES)
             check_classification_targets(y)
@@ -713,6 +750,9 @@ class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
                 "Only binary classification is supported: y must hold exactly 2 classes; "
                 f"got {classes.shape[0]} class(es) {classes[:5].tolist()}"
             )
+        if sample_weight is not None and classes.shape[0] == 2:
+            weighted = found[1] if _is_dask(X) else _weighted_classes(y, sample_weight)
+            _check_weighted_classes(classes, weighted)
         same_classes = hasattr(self, "classes_") and np.array_equal(self.classes_, classes)
         if _is_dask(y):
             y_signed = (y == classes[1]).astype(np.float64) * 2.0 - 1.0
@@ -725,6 +765,7 @@ class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
             fit_intercept=self.fit_intercept,
             intercept_scaling=self.intercept_scaling,
             warm=same_classes,
+            sample_weight=sample_weight,
         )
         self.intercept_ = model.intercept_
         self.classes_ = classes

@@ -87,8 +87,8 @@ class RiskOracle:
 
     def _fused_plan(self, min_bytes: int):
         """``(kernel, args, blocks)`` for the one-pass call, or None when it does not apply:
-        X not dense C-ordered float, smaller than ``min_bytes``, rows not in query order, or
-        a loss without a block kernel."""
+        X not dense C-ordered float, smaller than ``min_bytes``, rows not in query order, a
+        loss without a block kernel, or weighted terms (``sample_weight``)."""
         prepared = self.prepared
         block_kernel = getattr(prepared.loss, "block_kernel", None)
         if (
@@ -98,6 +98,7 @@ class RiskOracle:
             or getattr(prepared.loss, "pointwise", False)
             or prepared.groups.order is not None
             or prepared.n_terms == 0
+            or prepared.weights is not None
         ):
             return None
         plan = block_kernel(prepared.targets)
@@ -113,7 +114,9 @@ class RiskOracle:
         return self.prepared.loss
 
     def _with_targets(self, loss, targets) -> RiskOracle:
-        prepared = Prepared(loss, self.prepared.groups, targets, self.prepared.n_terms)
+        prepared = Prepared(
+            loss, self.prepared.groups, targets, self.prepared.n_terms, self.prepared.weights
+        )
         return RiskOracle(self.X, prepared, self.fit_intercept, self.intercept_scaling)
 
     def convexified(self, w: np.ndarray) -> RiskOracle:
@@ -223,7 +226,7 @@ class RiskOracle:
 
     def risk_at(self, f: np.ndarray):
         """``(R, g)`` at scores ``f`` (caller order) without a pass over X: the risk and
-        g = ∂R/∂f (caller order, already divided by ``n_terms``), so that along a segment
+        g = ∂R/∂f (caller order, already divided by the risk's divisor), so that along a segment
         f(t) = f_a + t·Δf the slope of R is <g, Δf>. ``g`` is a work array overwritten by
         the next call."""
         return self._risk_at(f)
@@ -291,7 +294,8 @@ class RiskOracle:
     def query_cut_at(self, f: np.ndarray, out: np.ndarray):
         """``(R, a, r)`` at scores ``f`` with the risk's per-query parts (one pass over X).
 
-        For a per-query loss, R = Σ_q r[q] with r[q] = l_q(f_q) / n_terms, and out[q] =
+        For a per-query loss, R = Σ_q r[q] with r[q] = s_q l_q(f_q) / Σ s (unweighted:
+        s_q = 1, Σ s = n_terms), and out[q] =
         X_qᵀ g_q (``out``: float64, (n_queries, n_features), C-contiguous; the intercept's
         column gets ``intercept_scaling`` Σ g_q) is a subgradient of r[q] as a function of
         w; a = Σ_q out[q]. Used by the cut cache (:mod:`bmrm.solver.cut_cache`).
@@ -306,7 +310,7 @@ class RiskOracle:
             f_int = np.take(f, order, out=self._buffer("f_internal"))
         values, grad = prepared.loss_grad(f_int)
         total = prepared.check(values, grad, f_int)
-        n = prepared.n_terms
+        n = prepared.divisor
         g = self._buffer("g")
         if order is None:
             np.divide(grad, n, out=g)

@@ -1,13 +1,14 @@
 """The risk oracle of a general scorer, and quasi-Newton training for smooth objectives.
 
 :class:`ScorerOracle` is :class:`bmrm.solver.oracle.RiskOracle` with the linear map f = Xw
-replaced by a scorer (:mod:`bmrm.scorers`): R(θ) = (1/n_terms) Σ_q l(h_θ(X_q), y_q) and its
-gradient, the scorer's vector-Jacobian product of ∂l/∂f. With a scorer that is not linear,
-or with a loss that is not convex, R is not convex and the bundle method's cutting planes
-are not lower bounds. :func:`fit_nonconvex` then minimises lam/2‖θ‖² + R(θ) either with
-scipy's L-BFGS-B (:func:`minimize_lbfgs`, a differentiable R) or with the non-convex
-regularized bundle method (:mod:`bmrm.solver.nrbm`, smooth or not). Both find a
-stationary point (a local minimum in practice), certifying nothing about the global one.
+replaced by a scorer (:mod:`bmrm.scorers`): R(θ) = (1/n_terms) Σ_q l(h_θ(X_q), y_q) (with
+sample weights, their weighted mean) and its gradient, the scorer's vector-Jacobian product
+of ∂l/∂f. With a scorer that is not linear, or with a loss that is not convex, R is not
+convex and the bundle method's cutting planes are not lower bounds. :func:`fit_nonconvex`
+then minimises lam/2‖θ‖² + R(θ) either with scipy's L-BFGS-B (:func:`minimize_lbfgs`, a
+differentiable R) or with the non-convex regularized bundle method
+(:mod:`bmrm.solver.nrbm`, smooth or not). Both find a stationary point (a local minimum in
+practice), certifying nothing about the global one.
 """
 
 from __future__ import annotations
@@ -63,8 +64,8 @@ class ScorerOracle:
         total = float(values.sum())
         if not np.isfinite(total) or not np.all(np.isfinite(g)):
             raise FloatingPointError("the loss returned a non-finite value or gradient")
-        n = prepared.n_terms
-        if n == 0:
+        n = prepared.divisor
+        if prepared.n_terms == 0:
             return 0.0, np.zeros(self.n_features)
         return total / n, np.asarray(vjp(groups.to_caller(g) / n), dtype=np.float64)
 

@@ -566,3 +566,119 @@ def test_a_partition_reports_every_array_it_keeps(loss):
     if loss in ("ndcg", "neru"):
         assert targets.duals is not None and targets.duals.size == X.shape[0]
         assert part.nbytes >= X.nbytes + targets.duals.nbytes + targets.gain.nbytes
+
+
+def query_weights(qid, seed):
+    """Integer weights 0..3 per query (equal within it), one query of weight 0 at least."""
+    rng = np.random.default_rng(seed)
+    ids = np.unique(qid)
+    weight = dict(zip(ids.tolist(), rng.integers(0, 4, len(ids)).tolist(), strict=True))
+    weight[ids[0].item()], weight[ids[1].item()] = 0, 2
+    return np.array([weight[q] for q in qid.tolist()], dtype=np.float64)
+
+
+@pytest.mark.parametrize(
+    "name, params", [("ordinal", {}), ("squared", {}), ("ndcg", {"ties": "pairs", "k": 5})]
+)
+def test_sample_weight_matches_local_weighted_fit(client, name, params):
+    """In-memory, dask array and dask DataFrame input (weights as an array, a Series and a
+    column name): each partition sums its weighted terms and their weights, and the fit
+    equals the local weighted one. The queries of weight 0 include whole partitions'
+    worth of rows in the array case (a partition may weigh nothing)."""
+    X, y, qid = ranking_data(21, shuffled=False)
+    s = query_weights(qid, 21)
+    chunks = query_chunks(qid, 4)
+    s[: chunks[0]] = 0.0  # the first chunk weighs nothing
+    kw = dict(lam=1e-2, tol=TOL, loss_params=params)
+    local = bmrm.fit(X, y, name, qid, sample_weight=s, **kw)
+    unweighted = bmrm.fit(X, y, name, qid, **kw)
+    assert abs(local.result_.fun - unweighted.result_.fun) > 1e-3  # the weights matter
+    remote = bmrm.fit(X, y, name, qid, backend="dask", client=client, sample_weight=s, **kw)
+    assert_same_fit(local, remote)
+    Xd = da.from_array(X, chunks=(chunks, -1))
+    yd, sd = (da.from_array(v, chunks=(chunks,)) for v in (y, s))
+    remote = bmrm.fit(Xd, yd, name, qid, backend="dask", client=client, sample_weight=sd, **kw)
+    assert_same_fit(local, remote)
+    frame = pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])])
+    frame["label"], frame["query"], frame["weight"] = y, qid, s
+    ddf = dd.from_pandas(frame.sample(frac=1.0, random_state=0), npartitions=3)
+    remote = bmrm.fit(
+        ddf, "label", name, "query", backend="dask", client=client, sample_weight="weight", **kw
+    )
+    assert_same_fit(local, remote)
+    features = ddf[[f"x{j}" for j in range(X.shape[1])]]
+    remote = bmrm.fit(
+        features, ddf["label"], name, ddf["query"], backend="dask", client=client,
+        sample_weight=ddf["weight"], **kw,
+    )  # fmt: skip
+    assert_same_fit(local, remote)
+
+
+def test_sample_weight_latent_loss_oracles_match_local(three_workers):
+    """The concave-convex procedure's oracles with weights: latent loss, starting loss and
+    surrogate, partition by partition, give the local weighted R and subgradient."""
+    from bmrm.distributed import DaskRiskOracle
+    from bmrm.solver.oracle import RiskOracle
+
+    X, y, qid = ranking_data(22)
+    s = query_weights(qid, 22)
+    loss = losses.get("ndcg")
+    local = RiskOracle(X, losses.prepare(loss, y, qid, sample_weight=s))
+    remote = DaskRiskOracle(three_workers, X, y, loss, qid, sample_weight=s)
+    assert remote.n_terms == s[np.unique(qid, return_index=True)[1]].sum()
+    rng = np.random.default_rng(1)
+    w, v = rng.standard_normal((2, X.shape[1]))
+    for a, b in ((local, remote), (local.initial(), remote.initial()),
+                 (local.convexified(w), remote.convexified(w))):  # fmt: skip
+        (R_a, g_a), (R_b, g_b) = a(v), b(v)
+        assert R_b == pytest.approx(R_a, rel=1e-13)
+        np.testing.assert_allclose(g_b, g_a, rtol=0, atol=1e-13 * np.abs(g_a).max())
+
+
+def test_sample_weight_errors_on_dask(client):
+    X, y, qid = ranking_data(23, shuffled=False)
+    s = query_weights(qid, 23)
+    uneven = s.copy()
+    ids, sizes = np.unique(qid, return_counts=True)
+    big = ids[np.argmax(sizes)]  # a query of several rows
+    rows = np.flatnonzero(qid == big)
+    uneven[rows] = np.arange(len(rows)) + 1.0
+    with pytest.raises(ValueError, match=rf"equal within each query .* query {big}"):
+        bmrm.fit(X, y, "ordinal", qid, backend="dask", client=client, sample_weight=uneven)
+    chunks = query_chunks(qid, 3)
+    Xd = da.from_array(X, chunks=(chunks, -1))
+    zeros = da.zeros(len(y), chunks=(chunks,))
+    with pytest.raises(ValueError, match="sample_weight is all zero"):
+        bmrm.fit(Xd, y, "ordinal", qid, backend="dask", client=client, sample_weight=zeros)
+    negative = da.from_array(-s, chunks=(chunks,))
+    with pytest.raises(ValueError, match="sample_weight must be non-negative"):
+        bmrm.fit(Xd, y, "ordinal", qid, backend="dask", client=client, sample_weight=negative)
+
+
+def test_estimators_take_sample_weight_on_dask(client):
+    from bmrm.estimators import BMRMClassifier, BMRMRanker
+
+    X, y, qid = ranking_data(24, shuffled=False)
+    s = query_weights(qid, 24)
+    frame = pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])])
+    frame["label"], frame["query"], frame["weight"] = y, qid, s
+    ddf = dd.from_pandas(frame, npartitions=2)
+    kw = dict(loss="ordinal", lam=1e-2, tol=TOL)
+    local = BMRMRanker(**kw).fit(X, y, qid, sample_weight=s)
+    remote = BMRMRanker(**kw, backend="dask", client=client).fit(
+        ddf, "label", "query", sample_weight="weight"
+    )
+    assert list(remote.feature_names_in_) == [f"x{j}" for j in range(X.shape[1])]
+    assert remote.result_.fun == pytest.approx(local.result_.fun, rel=RTOL)
+    labels = np.where(y > 1, "hi", "lo")
+    frame["label"] = labels
+    ddf = dd.from_pandas(frame.drop(columns=["query"]), npartitions=2)
+    local = BMRMClassifier(lam=1e-2, tol=TOL).fit(X, labels, sample_weight=s)
+    remote = BMRMClassifier(lam=1e-2, tol=TOL, backend="dask", client=client).fit(
+        ddf, "label", sample_weight="weight"
+    )
+    assert remote.result_.fun == pytest.approx(local.result_.fun, rel=RTOL)
+    frame["weight"] = np.where(labels == "hi", 0.0, 1.0)
+    ddf = dd.from_pandas(frame.drop(columns=["query"]), npartitions=2)
+    with pytest.raises(ValueError, match="sample_weight gives class 'hi' no positive weight"):
+        BMRMClassifier(backend="dask", client=client).fit(ddf, "label", sample_weight="weight")

@@ -51,6 +51,26 @@ def make_ranking(seed, n_queries=12, d=5, levels=4):
     return np.ascontiguousarray(X[order]), y[order].astype(np.int64), qid[order]
 
 
+def expected_failures(estimator):
+    """The checks an estimator fails by design, with the reason (scikit-learn reports them
+    as xfail). Both kinds are tested below with the certified bounds instead."""
+    failures = {}
+    equivalence = (
+        "check_sample_weight_equivalence_on_dense_data",
+        "check_sample_weight_equivalence_on_sparse_data",
+    )
+    if isinstance(estimator, BMRMRanker):
+        # without qid all rows are one query, which a query loss weighs as a whole
+        why = "a query loss needs equal weights within a query; the check varies them in one"
+        failures["check_sample_weights_not_overwritten"] = why
+        failures.update(dict.fromkeys(equivalence, why))
+    elif isinstance(estimator, BMRMClassifier) and estimator.loss == "hinge":
+        # the fits stop at a relative gap of tol = 1e-2; the check compares at rtol 1e-7
+        why = "solutions equal only within the certified gap of tol = 1e-2"
+        failures.update(dict.fromkeys(equivalence, why))
+    return failures
+
+
 @parametrize_with_checks(
     [
         BMRMRanker(**FAST),
@@ -59,7 +79,8 @@ def make_ranking(seed, n_queries=12, d=5, levels=4):
         BMRMClassifier(**FAST),
         BMRMClassifier(loss="logistic", **FAST),
         OrdinalRegressor(**FAST),
-    ]
+    ],
+    expected_failed_checks=expected_failures,
 )
 @pytest.mark.filterwarnings("ignore::bmrm.ConvergenceWarning")
 def test_sklearn_compatible(estimator, check):
