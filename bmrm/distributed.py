@@ -237,13 +237,27 @@ def _split_rows(query_ptr: np.ndarray, n_rows: int, n_parts: int) -> list[tuple[
     return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
-def _split_loss_data(loss, loss_data, inverse, bounds):
+def _split_loss_data(loss, loss_data, inverse, bounds, order=None):
     """Per-partition loss data: row indices renumbered within their partition.
 
     Items of the row-index keys (e.g. the preference loss's pairs, which ``losses.prepare``
     has checked to lie within one query) go to the partition of their rows; other arrays of
-    the same length (e.g. pair costs) follow them; anything else is passed to every partition.
+    the same length (e.g. pair costs) follow them; per-row arrays (``row_array_keys``, e.g.
+    the ordinal loss's row_weight) are put in the rows' order (``order``) and cut like the
+    rows; anything else is passed to every partition.
     """
+    row_arrays = {}
+    for k in getattr(loss, "row_array_keys", ()):
+        if loss_data.get(k) is not None:
+            value = np.asarray(loss_data[k])
+            value = value if order is None else value[order]
+            row_arrays[k] = [value[start:stop] for start, stop in bounds]
+    if row_arrays:
+        rest = {k: v for k, v in loss_data.items() if k not in row_arrays}
+        parts = _split_loss_data(loss, rest, inverse, bounds)
+        for p, part in enumerate(parts):
+            part.update({k: v[p] for k, v in row_arrays.items()})
+        return parts
     keys = [k for k in getattr(loss, "row_index_keys", ()) if loss_data.get(k) is not None]
     starts = np.array([start for start, _ in bounds])
     if not keys:
@@ -302,7 +316,7 @@ def _numpy_tasks(client, X, y, qid, loss, nthreads, build_args, loss_data, sampl
             sample_weight = sample_weight[order]
     bounds = _split_rows(ptr, n, n_parts)
     inverse = None if order is None else groups.inverse()
-    data = _split_loss_data(loss, loss_data, inverse, bounds)
+    data = _split_loss_data(loss, loss_data, inverse, bounds, order)
     tasks = []
     with warnings.catch_warnings():
         # carrying the rows in the task is the point: the scheduler can rebuild the partition

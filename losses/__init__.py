@@ -208,7 +208,8 @@ def prepare(
 
     ``y``, ``qid`` and ``sample_weight`` are in the caller's row order; keyword ``data``
     (for example the ``pairs`` of the preference loss) is passed to ``loss.validate`` after
-    caller row indices named in ``loss.row_index_keys`` are mapped to internal rows.
+    caller row indices named in ``loss.row_index_keys`` are mapped to internal rows and
+    per-row arrays named in ``loss.row_array_keys`` are put in internal order.
     ``sample_weight`` (one non-negative weight per row, equal within a query for a query
     loss; :func:`losses._weights.check_sample_weight`) makes the risk the weighted mean of
     the terms; ``weight_part`` marks the rows as one part of the data (see
@@ -223,6 +224,13 @@ def prepare(
     pointwise = bool(getattr(loss, "pointwise", False))
     weights = check_sample_weight(sample_weight, groups, pointwise, part=weight_part)
     y_int = groups.to_internal(y)
+    if groups.order is not None:
+        # per-row data (e.g. the ordinal loss's row_weight) follows the rows; a wrong
+        # length is left for validate to name
+        for key in getattr(loss, "row_array_keys", ()):
+            value = data.get(key)
+            if value is not None and np.ndim(value) == 1 and np.shape(value)[0] == n:
+                data[key] = np.asarray(value)[groups.order]
     keys = getattr(loss, "row_index_keys", ())
     if keys and groups.order is not None:
         inverse = groups.inverse()

@@ -15,14 +15,16 @@ below plugs in (it need not subclass :class:`Loss`):
 Optional attributes: ``name`` (str), ``pointwise`` (bool, default False), ``smooth`` (bool,
 default False: finite differences are only checked for smooth losses), ``convex`` (bool,
 default True: the loss is convex in ``f``, so ``grad`` is a subgradient and the bundle
-method's cutting planes are lower bounds; a loss declaring ``convex = False`` needs a method
-for non-convex objectives, and ``grad`` is then the gradient of the smooth piece it is on),
-``scale_invariant`` (bool, default False: values do not change when f is multiplied by
-a positive number, so an L2 penalty on a linear scorer has no minimiser), ``row_index_keys``
-(names of ``data`` keywords holding caller row indices, remapped to
-internal rows before ``validate``), ``get_params()`` (JSON-serialisable parameters, so that
-``losses.get(name, **params)`` rebuilds the loss), and ``metric(f, targets)`` (the true
-per-query loss of the ranking that sorting ``f`` induces, which ``values`` upper-bounds).
+method's cutting planes are lower bounds; a loss declaring ``convex = False`` needs a
+method for non-convex objectives, and ``grad`` is then the gradient of the smooth piece it
+is on), ``scale_invariant`` (bool, default False: values do not change when f is multiplied
+by a positive number, so an L2 penalty on a linear scorer has no minimiser),
+``row_index_keys`` (names of ``data`` keywords holding caller row indices, remapped to
+internal rows before ``validate``), ``row_array_keys`` (names of ``data`` keywords holding
+one value per caller row, put in internal order before ``validate``), ``get_params()``
+(JSON-serialisable parameters, so that ``losses.get(name, **params)`` rebuilds the loss),
+and ``metric(f, targets)`` (the true per-query loss of the ranking that sorting ``f``
+induces, which ``values`` upper-bounds).
 
 A per-query loss (``pointwise = False``) may also offer ``block_kernel(targets)``, returning
 ``(kernel, args)`` or None: ``kernel(q_start, q_stop, f, *args, values, grad)`` a numba
@@ -59,6 +61,7 @@ class Loss:
     smooth: bool = False
     convex: bool = True
     row_index_keys: tuple[str, ...] = ()
+    row_array_keys: tuple[str, ...] = ()
 
     def get_params(self) -> dict[str, Any]:
         """Parameters that rebuild this loss with ``losses.get(self.name, **params)``."""

@@ -446,6 +446,10 @@ class _Checker:
             for key in keys:
                 if data.get(key) is not None:
                     data[key] = inverse[np.asarray(data[key])]
+            # per-row data follows its rows
+            for key in getattr(self.loss, "row_array_keys", ()):
+                if data.get(key) is not None:
+                    data[key] = np.asarray(data[key])[perm]
             y = np.asarray(self.y)[perm]
             qid = None if self.qid is None else np.asarray(self.qid)[perm]
             permuted = prepare(self.loss, y, qid, **data)

@@ -29,8 +29,9 @@ class _OrdinalTargets(NamedTuple):
     rank: np.ndarray  # int64 (n,): dense level rank of each row within its query
     level_ptr: np.ndarray  # int64 (n_queries + 1,): levels of query q at level_ptr[q]:[q+1]
     levels: np.ndarray  # int64: the distinct labels of each query, ascending
-    level_count: np.ndarray  # float64: rows per level
+    level_count: np.ndarray  # float64: rows per level (their summed weights with row_weight)
     weight: np.ndarray  # float64 (n_queries,): normalisation, 0 without comparable pairs
+    row_weight: np.ndarray | None  # float64 (n,), or None when every row weighs 1
     # True when a query is long enough for the kernel's radix sort, else None (then the
     # radix sort is not compiled)
     radix: bool | None
@@ -60,6 +61,31 @@ def _check_cost(cost) -> np.ndarray | None:
     return matrix
 
 
+def _check_row_weight(row_weight, n: int) -> np.ndarray | None:
+    """``row_weight`` as float64 of n entries (None for None), or a ValueError naming it."""
+    if row_weight is None:
+        return None
+    try:
+        s = np.asarray(row_weight)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"row_weight must be a 1-d array of numbers ({exc})") from None
+    if s.ndim != 1 or s.shape[0] != n:
+        raise ValueError(
+            f"row_weight must be 1-d with one weight per row ({n} rows); got shape {s.shape}"
+        )
+    if s.dtype.kind not in "biuf":
+        raise ValueError(f"row_weight must hold real numbers; got dtype {s.dtype}")
+    s = np.ascontiguousarray(s, dtype=np.float64)
+    if not np.all(np.isfinite(s)):
+        raise ValueError("row_weight must not contain NaN or inf")
+    if n and s.min() < 0:
+        raise ValueError(f"row_weight must be non-negative; got {float(s.min())!r}")
+    # the pair weights' sum Σ s_i s_j <= (n · max s)², and the loss's terms carry it
+    if n and float(s.max()) * n > 1e150:
+        raise ValueError("row_weight is too large: its pair weights overflow float64")
+    return s
+
+
 class OrdinalLoss(Loss):
     r"""Cost-weighted pairwise hinge over all comparable pairs of each query.
 
@@ -86,6 +112,13 @@ class OrdinalLoss(Loss):
         ½‖w‖² + C (1/n_q) Σ_q Σ_{y_i > y_j} max(0, 1 − (f_i − f_j)), so ``lam = 1 / C``
         with the solver's objective λ·½‖w‖² + R(w) reproduces it.
 
+    Row weights: ``row_weight=`` (a data keyword of :func:`losses.prepare` and
+    :func:`bmrm.fit`, one non-negative weight s_i per row) counts row i as s_i rows: each
+    pair term is multiplied by s_i s_j and M becomes Σ_{y_i < y_j} s_i s_j, so integer
+    weights give the loss of the data with rows repeated (:class:`bmrm.OrdinalRegressor`'s
+    ``sample_weight``, whose one query holds every row). The sweep below keeps sums of
+    weights where it kept counts, at the same cost.
+
     Notes
     -----
     Conventions: labels are non-negative integers (any gaps between levels are allowed);
@@ -106,6 +139,7 @@ class OrdinalLoss(Loss):
     name = "ordinal"
     pointwise = False
     smooth = False
+    row_array_keys = ("row_weight",)
 
     def __init__(self, *, cost="zero_one", normalize: str = "query"):
         self.cost = cost
@@ -124,16 +158,21 @@ class OrdinalLoss(Loss):
             return alpha, beta, np.zeros((0, 0))
         return 0.0, 0.0, self._matrix
 
-    def validate(self, y, query_ptr, **data) -> _OrdinalTargets:
-        """Map labels to dense per-query level ranks and compute each query's weight."""
+    def validate(self, y, query_ptr, *, row_weight=None, **data) -> _OrdinalTargets:
+        """Map labels to dense per-query level ranks and compute each query's weight.
+
+        ``row_weight`` (one non-negative weight per row, internal order; see the class
+        docstring) weighs each pair by the product of its rows' weights.
+        """
         if data:
             raise ValueError(
-                f"the ordinal loss takes no data keywords; got {sorted(data)} (its parameters "
-                "go to losses.get('ordinal', cost=..., normalize=...))"
+                f"the ordinal loss takes no data keywords but row_weight; got {sorted(data)} "
+                "(its parameters go to losses.get('ordinal', cost=..., normalize=...))"
             )
         y = check_graded_labels(y)
         query_ptr = np.asarray(query_ptr, dtype=np.int64)
         n = y.shape[0]
+        row_weight = _check_row_weight(row_weight, n)
         if self._matrix is not None and n and y.max() >= self._matrix.shape[0]:
             raise ValueError(
                 f"cost matrix must be at least ({y.max() + 1}, {y.max() + 1}) to cover "
@@ -158,19 +197,34 @@ class OrdinalLoss(Loss):
         np.cumsum(np.bincount(query_of_row[first], minlength=n_queries), out=level_ptr[1:])
         starts = np.flatnonzero(first)
         del first
-        level_count = np.diff(np.append(starts, n)).astype(np.float64)
+        if row_weight is not None:
+            # the summed weight of each level (the sorted rows of a level are contiguous)
+            level_count = np.add.reduceat(row_weight[order], starts) if n else np.zeros(0)
+            sizes_w = np.bincount(query_of_row, weights=row_weight, minlength=n_queries)
+        else:
+            level_count = np.diff(np.append(starts, n)).astype(np.float64)
+            sizes_w = sizes.astype(np.float64)
         # the rows are sorted by query first, so sorted row i is in query query_of_row[i]
         level_of_sorted -= level_ptr[query_of_row]
         rank = np.empty(n, dtype=np.int64)
         rank[order] = level_of_sorted
         del order, level_of_sorted
         sq = np.bincount(query_of_row[starts], weights=level_count**2, minlength=n_queries)
-        n_pairs = 0.5 * (sizes.astype(np.float64) ** 2 - sq)
+        n_pairs = 0.5 * (sizes_w**2 - sq)
+        if row_weight is not None:
+            # Σ_{y_i<y_j} s_i s_j exactly 0 when no pair of positive weights is comparable
+            # (rounding can leave a tiny residue in the difference above)
+            positive = np.bincount(
+                query_of_row[starts], weights=(level_count > 0), minlength=n_queries
+            )
+            n_pairs[positive < 2] = 0.0
         weight = np.zeros(n_queries)
         has_pairs = n_pairs > 0
         weight[has_pairs] = 1.0 / n_pairs[has_pairs] if self.normalize == "query" else 1.0
         radix = True if n_queries and sizes.max() >= _k.RADIX_MIN else None
-        return _OrdinalTargets(query_ptr, rank, level_ptr, levels, level_count, weight, radix)
+        return _OrdinalTargets(
+            query_ptr, rank, level_ptr, levels, level_count, weight, row_weight, radix
+        )
 
     def block_kernel(self, targets: _OrdinalTargets):
         """``(kernel, args)`` with ``kernel(q_start, q_stop, f, *args, values, grad)`` the loss

@@ -10,6 +10,7 @@ from sklearn.utils.validation import validate_data
 
 import losses
 from bmrm.estimators.linear import _DTYPES, _BMRMEstimator, _is_dask
+from losses._weights import check_sample_weight
 from losses.validation import MAX_LEVEL
 
 __all__ = ["OrdinalRegressor", "optimal_thresholds"]
@@ -110,11 +111,20 @@ class OrdinalRegressor(_BMRMEstimator):
         self.verbose = verbose
         self.backend = backend
 
-    def fit(self, X, y) -> OrdinalRegressor:
-        """Fit on X and integer ordinal labels y (any integers; order is numeric)."""
+    def fit(self, X, y, sample_weight=None) -> OrdinalRegressor:
+        """Fit on X and integer ordinal labels y (any integers; order is numeric).
+
+        ``sample_weight`` (one non-negative weight per row, not all zero, or None) counts
+        row i as s_i rows: the ordinal loss weighs each pair by s_i s_j (its ``row_weight``)
+        and the thresholds minimise the weighted training MAE (error count), so integer
+        weights fit as the data with rows repeated would.
+        """
         self._validate_params()
         self._check_one_machine(X, y)
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES, y_numeric=True)
+        if sample_weight is not None:
+            check_sample_weight(sample_weight, losses.group_queries(None, len(y)), True)
+            sample_weight = np.asarray(sample_weight, dtype=np.float64)
         if y.dtype.kind not in "biuf" or np.any(y != np.round(y)):
             raise ValueError("y must hold integer ordinal levels (numbers like 1, 2, 5)")
         # checked before the int64 cast below, which would wrap larger labels around
@@ -132,10 +142,11 @@ class OrdinalRegressor(_BMRMEstimator):
             )
         levels = (classes - classes[0]).astype(np.int64)
         y_level = (y - classes[0]).astype(np.int64)
-        model = self._solve(X, y_level, losses.get("ordinal", cost=self.cost))
+        data = {} if sample_weight is None else {"row_weight": sample_weight}
+        model = self._solve(X, y_level, losses.get("ordinal", cost=self.cost), **data)
         f = model.decision_function(X)
         self.thresholds_ = optimal_thresholds(
-            f, y_level, levels.astype(np.float64), self.threshold_method
+            f, y_level, levels.astype(np.float64), self.threshold_method, sample_weight
         )
         self.classes_ = classes
         return self
@@ -197,7 +208,7 @@ def _numeric_labels(y) -> np.ndarray:
     return y
 
 
-def optimal_thresholds(f, y, levels, method: str = "mae") -> np.ndarray:
+def optimal_thresholds(f, y, levels, method: str = "mae", sample_weight=None) -> np.ndarray:
     """Thresholds on the scores f minimising the training MAE or error count, exactly.
 
     Parameters
@@ -211,6 +222,9 @@ def optimal_thresholds(f, y, levels, method: str = "mae") -> np.ndarray:
     method : {"mae", "zero_one"}
         Minimise Σ_i |levels[k_i] − y_i| or Σ_i [levels[k_i] ≠ y_i] over predictions
         k_i = #{j : θ_j < f_i}.
+    sample_weight : ndarray of shape (n,) or None
+        Non-negative row weights s_i: the sums become Σ_i s_i |...| and Σ_i s_i [...], and
+        rows of weight 0 are left out (the thresholds are those of the data without them).
 
     Returns
     -------
@@ -239,6 +253,20 @@ def optimal_thresholds(f, y, levels, method: str = "mae") -> np.ndarray:
         raise ValueError(f"method must be 'mae' or 'zero_one'; got {method!r}")
     if levels.ndim != 1 or levels.shape[0] == 0 or np.any(np.diff(levels) <= 0):
         raise ValueError("levels must be a non-empty, strictly increasing 1-d array")
+    if sample_weight is None:
+        weights = np.ones(f.shape[0])
+    else:
+        weights = np.asarray(sample_weight, dtype=np.float64)
+        if weights.shape != f.shape or not np.all(np.isfinite(weights)) or weights.min() < 0:
+            raise ValueError(
+                "sample_weight must hold one finite non-negative weight per score; got "
+                f"shape {weights.shape}"
+            )
+        # rows of weight 0 are left out, as if removed: they place no threshold
+        keep = weights > 0
+        if not keep.any():
+            raise ValueError("sample_weight is all zero: at least one row needs a positive weight")
+        f, y, weights = f[keep], y[keep], weights[keep]
     n_levels = levels.shape[0]
     order = np.argsort(f, kind="stable")
     f_sorted = f[order]
@@ -248,7 +276,7 @@ def optimal_thresholds(f, y, levels, method: str = "mae") -> np.ndarray:
     starts = np.flatnonzero(np.concatenate(([True], f_sorted[1:] != f_sorted[:-1])))
     group_ptr = np.append(starts, f.shape[0]).astype(np.int64)
     assign = np.empty(starts.shape[0], dtype=np.int64)
-    _assign_levels(group_ptr, label, levels, method == "mae", assign)
+    _assign_levels(group_ptr, label, weights[order], levels, method == "mae", assign)
     group_f = f_sorted[starts]
     n_low = np.searchsorted(assign, np.arange(n_levels - 1), side="right")
     has_low = n_low > 0
@@ -262,8 +290,9 @@ def optimal_thresholds(f, y, levels, method: str = "mae") -> np.ndarray:
 
 
 @njit(cache=True)
-def _assign_levels(group_ptr, label, levels, absolute, assign):
-    """Non-decreasing levels of the sorted score groups at least total cost (see above)."""
+def _assign_levels(group_ptr, label, weight, levels, absolute, assign):
+    """Non-decreasing levels of the sorted score groups at least total (weighted) cost (see
+    above)."""
     n_groups = group_ptr.shape[0] - 1
     n_levels = levels.shape[0]
     choice = np.empty((n_groups, n_levels), dtype=np.int64)
@@ -273,11 +302,12 @@ def _assign_levels(group_ptr, label, levels, absolute, assign):
         cost[:] = 0.0
         for i in range(group_ptr[g], group_ptr[g + 1]):
             yi = label[i]
+            wi = weight[i]
             for k in range(n_levels):
                 if absolute:
-                    cost[k] += abs(levels[k] - levels[yi])
+                    cost[k] += wi * abs(levels[k] - levels[yi])
                 elif k != yi:
-                    cost[k] += 1.0
+                    cost[k] += wi
         best = np.inf
         arg = 0
         for k in range(n_levels):

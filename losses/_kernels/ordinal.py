@@ -85,6 +85,7 @@ def ordinal_pairs(
     levels,
     level_count,
     weight,
+    row_weight,
     radix,
     alpha,
     beta,
@@ -105,6 +106,12 @@ def ordinal_pairs(
     Without ``hinge``: per query w_q Σ_{y_i<y_j} C(y_i, y_j) [f_i >= f_j] (ties count as
     misordered) into ``values``; ``grad`` is not touched (it may be empty).
 
+    ``row_weight`` (one weight s_i per row, or None for all 1) weighs each pair by s_i s_j:
+    the per-level counts of the sweep become sums of weights, and a row's share is
+    multiplied by its own weight (``level_count`` then holds each level's summed weight).
+    With None every ``row_weight is not None`` branch is pruned at compilation, so the
+    unweighted kernel is the one without weights.
+
     One kernel serves both, so one compilation does (see :mod:`losses._threads`). ``radix``
     is True when some query has ``RADIX_MIN`` rows or more (they are sorted by radix sort),
     else None, which leaves the radix sort out of the compiled kernel.
@@ -116,6 +123,10 @@ def ordinal_pairs(
     as_lower = np.empty(n)
     as_upper = np.empty(n)
     work = np.empty((4, level_ptr[q_stop] - level_ptr[q_start]))
+    if row_weight is not None:
+        ws = np.empty(n)
+    else:
+        ws = np.empty(0)
     margin = 1.0 if hinge else 0.0
     use_matrix = cost.shape[0] > 0
     for q in range(q_start, q_stop):
@@ -138,6 +149,8 @@ def ordinal_pairs(
         for k in range(e - s):
             fs[a + k] = f[s + order[k]]
             rs[a + k] = rank[s + order[k]]
+            if row_weight is not None:
+                ws[a + k] = row_weight[s + order[k]]
         lp = level_ptr[q]
         lq = level_ptr[q + 1]
         # The sweep (module docstring): as_lower[k] sums C over the active pairs where the
@@ -180,36 +193,46 @@ def ordinal_pairs(
                 upper_first = upper_end < fs_q[pa] if not hinge else upper_end <= fs_q[pa]
             if upper_first:
                 z = rs_q[pb]
+                sz = 1.0
+                if row_weight is not None:
+                    sz = ws[a + pb]
                 total = 0.0
                 if use_matrix:
                     for k in range(z + 1, n_lev):
                         total += cost[lev[z], lev[k]] * lo_n[k]
-                    up_n[z] -= 1.0
+                    up_n[z] -= sz
                 else:
                     vz = float(lev[z])
                     n_above = lo_total_n - fenwick_prefix(lo_n, z + 1)
                     v_above = lo_total_v - fenwick_prefix(lo_v, z + 1)
                     total = alpha * n_above + beta * (v_above - vz * n_above)
-                    fenwick_add(up_n, z, -1.0)
-                    fenwick_add(up_v, z, -vz)
+                    fenwick_add(up_n, z, -sz)
+                    fenwick_add(up_v, z, -vz * sz)
+                if row_weight is not None:
+                    total *= sz
                 lower_q[pb] = total
                 pb += 1
             else:
                 z = rs_q[pa]
+                sz = 1.0
+                if row_weight is not None:
+                    sz = ws[a + pa]
                 total = 0.0
                 if use_matrix:
                     for k in range(z):
                         total += cost[lev[k], lev[z]] * up_n[k]
-                    lo_n[z] += 1.0
+                    lo_n[z] += sz
                 else:
                     vz = float(lev[z])
                     n_below = fenwick_prefix(up_n, z)
                     v_below = fenwick_prefix(up_v, z)
                     total = alpha * n_below + beta * (vz * n_below - v_below)
-                    fenwick_add(lo_n, z, 1.0)
-                    fenwick_add(lo_v, z, vz)
-                    lo_total_n += 1.0
-                    lo_total_v += vz
+                    fenwick_add(lo_n, z, sz)
+                    fenwick_add(lo_v, z, vz * sz)
+                    lo_total_n += sz
+                    lo_total_v += vz * sz
+                if row_weight is not None:
+                    total *= sz
                 upper_q[pa] = total
                 pa += 1
         # every upper endpoint is passed: the remaining rows have no active pair above them

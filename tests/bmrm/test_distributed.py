@@ -682,3 +682,16 @@ def test_estimators_take_sample_weight_on_dask(client):
     ddf = dd.from_pandas(frame.drop(columns=["query"]), npartitions=2)
     with pytest.raises(ValueError, match="sample_weight gives class 'hi' no positive weight"):
         BMRMClassifier(backend="dask", client=client).fit(ddf, "label", sample_weight="weight")
+
+
+def test_ordinal_row_weights_travel_with_their_rows(client):
+    """The ordinal loss's per-row weights (``row_weight``, pairs weighing s_i s_j) follow
+    the rows when in-memory input is sorted by qid and cut into partitions."""
+    X, y, qid = ranking_data(25)  # shuffled: the rows are reordered before the cut
+    s = np.random.default_rng(25).exponential(size=len(y)) ** 3
+    kw = dict(lam=1e-2, tol=TOL)
+    local = bmrm.fit(X, y, "ordinal", qid, row_weight=s, **kw)
+    unweighted = bmrm.fit(X, y, "ordinal", qid, **kw)
+    assert abs(local.result_.fun - unweighted.result_.fun) > 1e-3
+    remote = bmrm.fit(X, y, "ordinal", qid, backend="dask", client=client, row_weight=s, **kw)
+    assert_same_fit(local, remote)

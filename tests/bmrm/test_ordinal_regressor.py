@@ -183,3 +183,79 @@ def test_optimal_thresholds_rejects_bad_arguments():
         optimal_thresholds(f, np.zeros(3), levels, "mse")
     with pytest.raises(ValueError, match="f and y must be 1-d"):
         optimal_thresholds(f, np.zeros(2), levels)
+
+
+def weighted_cost(pred, y, s, method):
+    return np.sum(s * (np.abs(pred - y) if method == "mae" else (pred != y)))
+
+
+def weighted_brute_force_best(f, y, s, levels, method):
+    """Least weighted cost over all non-decreasing thresholds at −inf, +inf or a midpoint
+    of the distinct scores."""
+    u = np.unique(f)
+    candidates = np.concatenate(([-np.inf], (u[1:] + u[:-1]) / 2, [np.inf]))
+    return min(
+        weighted_cost(predict(f, np.array(theta), levels), y, s, method)
+        for theta in itertools.combinations_with_replacement(candidates, len(levels) - 1)
+    )
+
+
+@given(threshold_problems(), st.lists(st.integers(0, 3), min_size=9, max_size=9))
+@settings(max_examples=300, deadline=None)
+def test_weighted_thresholds_are_optimal_and_those_of_repeated_rows(problem, weights):
+    f, y, levels, method = problem
+    s = np.array(weights[: len(f)], dtype=np.float64)
+    if not s.any():
+        s[0] = 1.0
+    theta = optimal_thresholds(f, y, levels, method, sample_weight=s)
+    assert np.all(theta[1:] >= theta[:-1])
+    best = weighted_brute_force_best(f, y, s, levels, method)
+    assert weighted_cost(predict(f, theta, levels), y, s, method) == best
+    # integer weights: the thresholds of the data with rows repeated (0: removed)
+    rows = np.repeat(np.arange(len(f)), s.astype(np.int64))
+    np.testing.assert_array_equal(theta, optimal_thresholds(f[rows], y[rows], levels, method))
+    # unit weights: the unweighted thresholds
+    np.testing.assert_array_equal(
+        optimal_thresholds(f, y, levels, method, sample_weight=np.ones(len(f))),
+        optimal_thresholds(f, y, levels, method),
+    )
+
+
+@pytest.mark.parametrize("cost_name", ["zero_one", "linear"])
+def test_weighted_fit_is_the_fit_on_repeated_rows(cost_name):
+    """Both minimise one objective (each pair weighs s_i s_j): within the certified gaps,
+    and the coefficients within the L2 distance bound; the thresholds on the weighted
+    fit's scores are those of its rows repeated."""
+    X, y = ordinal_data(3, n=50, labels=(1, 2, 4))
+    s = np.random.default_rng(3).integers(0, 4, len(y)).astype(np.float64)
+    s[:3] = (1.0, 2.0, 3.0)
+    rows = np.repeat(np.arange(len(y)), s.astype(np.int64))
+    kw = {"lam": 0.01, "cost": cost_name, "tol": 1e-8, "max_iter": 3000}
+    weighted = OrdinalRegressor(**kw).fit(X, y, sample_weight=s)
+    repeated = OrdinalRegressor(**kw).fit(X[rows], y[rows])
+    a, b = weighted.result_, repeated.result_
+    assert abs(a.fun - b.fun) <= max(a.gap, b.gap) + 1e-12
+    bound = 4.0 * (a.fun + b.fun - 2.0 * max(a.lower_bound, b.lower_bound)) / 0.01
+    assert np.sum((weighted.coef_ - repeated.coef_) ** 2) <= bound + 1e-12
+    f = weighted.decision_function(X)
+    levels = np.array([0.0, 1.0, 3.0])
+    np.testing.assert_array_equal(
+        weighted.thresholds_,
+        optimal_thresholds(f[rows], (y - 1)[rows].astype(float), levels),
+    )
+    # the weighted MAE of the training predictions is the optimum on these scores
+    pred = weighted.predict(X)
+    assert weighted.mae(X, y, sample_weight=s) == pytest.approx(
+        weighted_brute_force_best(f, y, s, np.array([1.0, 2.0, 4.0]), "mae") / s.sum(), rel=1e-12
+    )
+    assert set(pred) <= {1, 2, 4}
+
+
+def test_weighted_fit_errors_name_sample_weight():
+    X, y = ordinal_data(4, n=20)
+    with pytest.raises(ValueError, match=r"sample_weight must be 1-d with one weight per row"):
+        OrdinalRegressor().fit(X, y, sample_weight=np.ones(3))
+    with pytest.raises(ValueError, match="sample_weight is all zero"):
+        OrdinalRegressor().fit(X, y, sample_weight=np.zeros(20))
+    with pytest.raises(ValueError, match="sample_weight must be non-negative"):
+        OrdinalRegressor().fit(X, y, sample_weight=-np.ones(20))

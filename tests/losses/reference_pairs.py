@@ -41,6 +41,28 @@ def ordinal_query(f, y, cost="zero_one", normalize="query"):
     return loss, grad, misordered
 
 
+def ordinal_query_weighted(f, y, s, cost="zero_one", normalize="query"):
+    """:func:`ordinal_query` with row weights: each pair (i, j) weighs s_i s_j, and the
+    normaliser is Σ_{y_i<y_j} s_i s_j (0 pairs of positive weight: loss 0)."""
+    f = np.asarray(f, dtype=np.float64)
+    y = np.asarray(y, dtype=np.int64)
+    s = np.asarray(s, dtype=np.float64)
+    comparable = y[:, None] < y[None, :]
+    pair_w = np.where(comparable, s[:, None] * s[None, :], 0.0)
+    n_pairs = pair_w.sum()
+    if n_pairs == 0:
+        return 0.0, np.zeros_like(f), 0.0
+    weight = 1.0 / n_pairs if normalize == "query" else 1.0
+    c = pair_w * np.where(comparable, cost_function(cost)(y[:, None], y[None, :]), 0.0)
+    hinge = (1.0 + f[:, None]) - f[None, :]
+    active = comparable & (hinge > 0)
+    loss = weight * np.sum(np.where(active, c * hinge, 0.0))
+    c_active = np.where(active, c, 0.0)
+    grad = weight * (c_active.sum(axis=1) - c_active.sum(axis=0))
+    misordered = weight * np.sum(np.where(comparable & (f[:, None] >= f[None, :]), c, 0.0))
+    return loss, grad, misordered
+
+
 def ordinal_query_loops(f, y, cost="zero_one", normalize="query"):
     """The same as :func:`ordinal_query` with plain Python loops (for small queries)."""
     c_of = cost_function(cost)

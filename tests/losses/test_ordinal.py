@@ -310,7 +310,7 @@ def test_invalid_labels(y, params, match):
 
 
 def test_data_keywords_are_rejected():
-    with pytest.raises(ValueError, match=r"takes no data keywords; got \['cost'\]"):
+    with pytest.raises(ValueError, match=r"takes no data keywords but row_weight; got \['cost'\]"):
         losses.risk("ordinal", np.zeros(3), np.arange(3), cost="linear")
 
 
