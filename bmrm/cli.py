@@ -3,7 +3,7 @@
 In the spirit of SVM^rank's ``svm_rank_learn`` and ``svm_rank_classify``::
 
     bmrm train TRAIN.svmlight MODEL [--loss ordinal] [--lam L | -c C]
-               [--scorer expected_gain [--clip-eps EPS]] [...]
+               [--scorer expected_gain [--clip-eps EPS]] [--weight-file W] [...]
     bmrm predict TEST.svmlight MODEL PREDICTIONS
     bmrm evaluate TEST.svmlight PREDICTIONS|MODEL [--metric ndcg@10 ...] [--convention exp]
 
@@ -42,12 +42,13 @@ import scipy.sparse as sp
 import losses
 from bmrm._validation import MAX_LAM, MIN_LAM, check_lam, check_tol
 from bmrm._version import __version__
-from bmrm.io import load_query_file, load_svmlight, qid_from_groups
+from bmrm.io import load_query_file, load_svmlight, load_weight_file, qid_from_groups
 from bmrm.io.model_files import _write_atomic
 from bmrm.model import LinearModel, fit
 from bmrm.model import load as load_model
 from bmrm.scorers import ExpectedGainScorer
 from bmrm.solver.scorer_oracle import check_nonconvex
+from losses._weights import check_sample_weight
 from losses.metrics import CONVENTIONS, METRICS
 from losses.preference import PAIR_COSTS, pairs_from_labels
 from losses.validation import check_int, check_positive
@@ -189,6 +190,12 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="group sizes of a file without qid: (default: TRAIN.query if it exists)",
     )
+    train.add_argument(
+        "--weight-file",
+        default=None,
+        help="one weight >= 0 per row of TRAIN, one per line (LightGBM's .weight files); the "
+        "loss becomes the weighted mean (query losses: equal weights within a query)",
+    )
     train.add_argument("--quiet", action="store_true", help="no progress and no summary on stderr")
 
     predict = commands.add_parser(
@@ -276,6 +283,21 @@ def _load_data(path: str, query_file: str | None = None, *, groups: bool = True)
             "finite numbers"
         )
     return X, y, qid
+
+
+def _check_weights(weights, n_rows: int, qid, loss, args) -> None:
+    """The weights of ``--weight-file``: one per row of TRAIN, not all zero, and equal
+    within each query for a query loss (:func:`losses._weights.check_sample_weight`)."""
+    where = f"--weight-file {args.weight_file}"
+    if weights.shape[0] != n_rows:
+        raise ValueError(
+            f"{where}: {weights.shape[0]} weights for the {n_rows} rows of {args.train_file}"
+        )
+    groups = losses.group_queries(qid, n_rows)
+    try:
+        check_sample_weight(weights, groups, bool(getattr(loss, "pointwise", False)))
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
 
 
 def _features_for(X, path: str, model: LinearModel, model_path: str):
@@ -430,16 +452,25 @@ def _train(args) -> None:
         raise ValueError(f"--pair-cost applies to the preference loss, not {args.loss!r}")
     loss = _build_loss(args)
     scorer = _build_scorer(args, loss)
-    inputs = {"TRAIN": args.train_file, "--query-file": args.query_file}
+    inputs = {
+        "TRAIN": args.train_file,
+        "--query-file": args.query_file,
+        "--weight-file": args.weight_file,
+    }
     _check_output(args.model_file, "MODEL", inputs)
+    # a bad weight file fails before the data file is parsed
+    weights = None if args.weight_file is None else load_weight_file(args.weight_file)
     X, y, qid = _load_data(args.train_file, args.query_file)
+    if weights is not None:
+        _check_weights(weights, X.shape[0], qid, loss, args)
     if not args.quiet:
         n_queries = 1 if qid is None else np.unique(qid).size
         _note(
             "train",
             f"{args.train_file}: {X.shape[0]} rows, {X.shape[1]} features, "
             f"{n_queries} queries; loss {loss!r}, lam {lam!r}"
-            + ("" if scorer is None else f", scorer {scorer!r}"),
+            + ("" if scorer is None else f", scorer {scorer!r}")
+            + ("" if weights is None else f", weights from {args.weight_file}"),
         )
     loss_data = {}
     if args.loss == "preference":
@@ -460,6 +491,7 @@ def _train(args) -> None:
             max_iter=max_iter,
             verbose=not args.quiet,
             scorer=scorer,
+            sample_weight=weights,
             **loss_data,
         )
     for warning in caught:

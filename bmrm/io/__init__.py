@@ -19,6 +19,7 @@ from bmrm.io.svmlight import (
     groups_from_qid,
     load_query_file,
     load_svmlight,
+    load_weight_file,
     qid_from_groups,
 )
 
@@ -34,6 +35,7 @@ __all__ = [
     "load_model",
     "load_query_file",
     "load_svmlight",
+    "load_weight_file",
     "qid_from_groups",
     "save_model",
 ]

@@ -674,6 +674,35 @@ def load_query_file(path: PathLike) -> np.ndarray:
     return np.array(sizes, dtype=np.int64)
 
 
+def load_weight_file(path: PathLike) -> np.ndarray:
+    """Read a LightGBM-style weight file: one weight per line, for the data's rows in order.
+
+    Blank lines are skipped. Returns a float64 array of finite non-negative weights (decimal
+    numbers as Python's ``float`` reads them, without digit-group underscores); raises
+    ValueError naming the file and line for anything else, and for a file with no weight.
+    """
+    path = os.fspath(path)
+    weights = []
+    with open(path, "rb") as f:
+        for lineno, line in enumerate(f, start=1):
+            text = line.strip()
+            if not text:
+                continue
+            try:
+                weight = math.nan if b"_" in text else float(text)
+            except ValueError:
+                weight = math.nan
+            if not (math.isfinite(weight) and weight >= 0):
+                raise ValueError(
+                    f"{path}, line {lineno}: expected a weight (a finite number >= 0); "
+                    f"got {_show(text)}"
+                )
+            weights.append(weight)
+    if not weights:
+        raise ValueError(f"{path}: no weight (the file is empty)")
+    return np.array(weights, dtype=np.float64)
+
+
 def dump_query_file(path: PathLike, sizes) -> None:
     """Write group sizes (integers >= 1), one per line, as :func:`load_query_file` reads them.
 

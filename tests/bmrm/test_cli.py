@@ -571,6 +571,57 @@ def test_query_file_for_data_without_qid(folder, tmp_path, run_here, explicit):
     assert parse_metrics(proc.stdout) == [("ndcg@3", metrics.ndcg_score(y, s, qid, k=3))]
 
 
+@pytest.mark.parametrize("loss", ["ordinal", "squared"])
+def test_weight_file_gives_the_weighted_fit(folder, tmp_path, run_here, loss):
+    """--weight-file: one weight per row (per query for a query loss), as bmrm.fit's
+    sample_weight."""
+    X, y, qid = read_data(folder / "train.svm")
+    rng = np.random.default_rng(2)
+    ids = np.unique(qid)
+    by_query = dict(zip(ids.tolist(), rng.integers(0, 4, ids.size).tolist(), strict=True))
+    s = np.array([by_query[q] for q in qid.tolist()], dtype=float)
+    s[qid == qid[0]] = 2.5
+    if loss == "squared":
+        s = s + rng.integers(0, 2, s.size)  # rows of a query may differ for a pointwise loss
+    (tmp_path / "w.txt").write_text("".join(f"{v!r}\n" for v in s.tolist()))
+    args = ["--loss", loss, "--lam", "0.02", "--tol", "1e-5", "--weight-file", "w.txt"]
+    proc = run_here("train", folder / "train.svm", "m.json", *args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "weights from w.txt" in proc.stderr
+    reference = reference_fit(folder / "train.svm", loss, lam=0.02, tol=1e-5, sample_weight=s)
+    assert_same_fit(load_model(tmp_path / "m.json"), reference)
+    unweighted = reference_fit(folder / "train.svm", loss, lam=0.02, tol=1e-5)
+    assert unweighted.result_.fun != reference.result_.fun
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("1\n2\n", "--weight-file w.txt: 2 weights for the {n} rows of"),
+        ("x\n", "w.txt, line 1: expected a weight (a finite number >= 0); got 'x'"),
+        ("uneven", "--weight-file w.txt: sample_weight must be equal within each query"),
+        ("zeros", "--weight-file w.txt: sample_weight is all zero"),
+    ],
+)
+def test_bad_weight_files(folder, tmp_path, run_here, text, message):
+    X, y, qid = read_data(folder / "train.svm")
+    n = len(y)
+    if text == "uneven":
+        text = "".join(f"{i % 3}\n" for i in range(n))
+    elif text == "zeros":
+        text = "0\n" * n
+    (tmp_path / "w.txt").write_text(text)
+    proc = run_here(
+        "train", folder / "train.svm", "m.json", "--weight-file", "w.txt", cwd=tmp_path
+    )
+    assert message.format(n=n) in one_line_error(proc, "train")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.txt"]
+    missing = run_here(
+        "train", folder / "train.svm", "m.json", "--weight-file", "no.txt", cwd=tmp_path
+    )
+    assert "no.txt" in one_line_error(missing, "train")
+
+
 # ----------------------------------------------------------------------------- real data
 
 

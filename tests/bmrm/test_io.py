@@ -30,6 +30,7 @@ from bmrm.io import (
     load_letor_fold,
     load_query_file,
     load_svmlight,
+    load_weight_file,
     qid_from_groups,
 )
 
@@ -702,6 +703,30 @@ def test_malformed_query_file(tmp_path, text, lineno):
         match=rf"^{re.escape(str(path))}, line {lineno}: expected a group size .*got '{bad}'$",
     ):
         load_query_file(path)
+
+
+def test_weight_file(tmp_path):
+    path = write(tmp_path / "f.weight", "1\n\n0.5\r\n 2e-3 \n0\n1E2\n")
+    weights = load_weight_file(path)
+    assert weights.dtype == np.float64
+    np.testing.assert_array_equal(weights, [1.0, 0.5, 0.002, 0.0, 100.0])
+
+
+@pytest.mark.parametrize(
+    ("text", "lineno"),
+    [("1\n\nx\n", 3), ("-1\n", 1), ("2\nnan\n", 2), ("inf\n", 1), ("1_0\n", 1),
+     ("1\n1 2\n", 2)],
+)  # fmt: skip
+def test_malformed_weight_file(tmp_path, text, lineno):
+    path = write(tmp_path / "f.weight", text)
+    bad = text.split("\n")[lineno - 1].strip()
+    with pytest.raises(
+        ValueError,
+        match=rf"^{re.escape(str(path))}, line {lineno}: expected a weight .*got '{bad}'$",
+    ):
+        load_weight_file(path)
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}: no weight"):
+        load_weight_file(write(path, "\n \n"))
 
 
 def test_empty_query_file(tmp_path):
