@@ -88,7 +88,8 @@ class RiskOracle:
     def _fused_plan(self, min_bytes: int):
         """``(kernel, args, blocks)`` for the one-pass call, or None when it does not apply:
         X not dense C-ordered float, smaller than ``min_bytes``, rows not in query order, a
-        loss without a block kernel, or weighted terms (``sample_weight``)."""
+        loss without a block kernel, or terms that all weigh 0 (one part of a distributed
+        fit)."""
         prepared = self.prepared
         block_kernel = getattr(prepared.loss, "block_kernel", None)
         if (
@@ -98,7 +99,7 @@ class RiskOracle:
             or getattr(prepared.loss, "pointwise", False)
             or prepared.groups.order is not None
             or prepared.n_terms == 0
-            or prepared.weights is not None
+            or prepared.divisor == 0
         ):
             return None
         plan = block_kernel(prepared.targets)
@@ -192,10 +193,11 @@ class RiskOracle:
         f, g = self._buffer("f"), self._buffer("g")
         values = self._buffer("values", self.prepared.n_terms)
         a = np.empty(self.n_features)
-        n_terms = self.prepared.n_terms
+        n_terms = self.prepared.divisor
         _products.fused_cut(
             self.X, np.ascontiguousarray(w[:d], dtype=np.float64), bias,
             self.prepared.groups.query_ptr, blocks, kernel, args, n_terms, f, values, g, a[:d],
+            self.prepared.weights,
         )  # fmt: skip
         self._check_scores(f)
         R = self.prepared.check(values, g, f) / n_terms
@@ -278,11 +280,11 @@ class RiskOracle:
         bias = w[d] * self.intercept_scaling if self.fit_intercept else 0.0
         f, g = self._buffer("f"), self._buffer("g")
         values = self._buffer("values", self.prepared.n_terms)
-        n_terms = self.prepared.n_terms
+        n_terms = self.prepared.divisor
         _products.fused_query_cut(
             self.X, np.ascontiguousarray(w[:d], dtype=np.float64), bias,
             self.prepared.groups.query_ptr, blocks, kernel, args, n_terms, f, values, g, out,
-            self.intercept_scaling,
+            self.intercept_scaling, self.prepared.weights,
         )  # fmt: skip
         self._check_scores(f)
         R = self.prepared.check(values, g, f) / n_terms

@@ -99,17 +99,30 @@ def query_blocks(query_ptr: np.ndarray, n_features: int, itemsize: int) -> np.nd
     return np.unique(np.concatenate([[0], cuts, [n_queries]])).astype(np.int64)
 
 
-def _fused_blocks(start, stop, blocks, query_ptr, X, w, bias, kernel, args, n_terms, *out):
+def _weigh(q0, q1, r0, r1, weights, values, g):
+    """Sample weights (:class:`losses._weights.TermWeights`) on a block's loss values and
+    gradient: s_q l_q and s_q ∂l_q/∂f, as :meth:`losses.Prepared.loss_grad` applies them."""
+    if weights is not None:
+        values[q0:q1] *= weights.terms[q0:q1]
+        g[r0:r1] *= weights.rows[r0:r1]
+
+
+def _fused_blocks(
+    start, stop, blocks, query_ptr, X, w, bias, kernel, args, n_terms, weights, *out
+):
     f, values, g, partial = out
     for b in range(start, stop):
         q0, q1 = int(blocks[b]), int(blocks[b + 1])
         r0, r1 = int(query_ptr[q0]), int(query_ptr[q1])
         _matvec_rows(r0, r1, X, w, bias, f)
         kernel(q0, q1, f, *args, values, g)
+        _weigh(q0, q1, r0, r1, weights, values, g)
         _scaled_rmatvec_rows(r0, r1, X, g, n_terms, partial[b])
 
 
-def fused_cut(X, w, bias, query_ptr, blocks, kernel, args, n_terms, f, values, g, out):
+def fused_cut(
+    X, w, bias, query_ptr, blocks, kernel, args, n_terms, f, values, g, out, weights=None
+):
     """One pass over X: f = X w + bias, the loss kernel, g = ∂l/∂f / n_terms, out = Xᵀ g.
 
     Parameters
@@ -123,10 +136,13 @@ def fused_cut(X, w, bias, query_ptr, blocks, kernel, args, n_terms, f, values, g
         Query boundaries of the blocks (:func:`query_blocks`).
     kernel, args
         The loss's block kernel, ``kernel(q_start, q_stop, f, *args, values, grad)``.
-    n_terms : int
-        The divisor of the risk (the number of queries).
+    n_terms : int or float
+        The divisor of the risk (the number of queries, or their summed weights).
     f, values, g, out
         Outputs: scores (n,), per-query losses (n_queries,), ∂R/∂f (n,) and Xᵀ g (d,).
+    weights : losses._weights.TermWeights or None
+        Sample weights: each query's value and gradient are multiplied by its weight
+        before g is divided by ``n_terms`` (``values`` then holds s_q l_q).
 
     Blocks are spread over the threads of :mod:`losses._threads` in contiguous runs; each
     block's X_bᵀ g_b is kept apart and the blocks are summed in order, so the result does
@@ -137,7 +153,7 @@ def fused_cut(X, w, bias, query_ptr, blocks, kernel, args, n_terms, f, values, g
     bounds = block_bounds(query_ptr[blocks], n_threads_for(n))
     run_blocks(
         _fused_blocks, bounds, blocks, query_ptr, X, w, float(bias), kernel, args,
-        float(n_terms), f, values, g, partial,
+        float(n_terms), weights, f, values, g, partial,
     )  # fmt: skip
     partial.sum(axis=0, out=out)
 
@@ -222,7 +238,7 @@ def _scale_rows(start, stop, g, n_terms):
 
 
 def _fused_query_blocks(
-    start, stop, blocks, query_ptr, X, w, bias, kernel, args, n_terms, scaling, *out
+    start, stop, blocks, query_ptr, X, w, bias, kernel, args, n_terms, scaling, weights, *out
 ):
     f, values, g, per_query, no_order = out
     for b in range(start, stop):
@@ -230,18 +246,21 @@ def _fused_query_blocks(
         r0, r1 = int(query_ptr[q0]), int(query_ptr[q1])
         _matvec_rows(r0, r1, X, w, bias, f)
         kernel(q0, q1, f, *args, values, g)
+        _weigh(q0, q1, r0, r1, weights, values, g)
         _scale_rows(r0, r1, g, n_terms)
         _query_rmatvec_dense(q0, q1, X, g, query_ptr, no_order, scaling, per_query)
 
 
 def fused_query_cut(
-    X, w, bias, query_ptr, blocks, kernel, args, n_terms, f, values, g, out, scaling=1.0
-):
+    X, w, bias, query_ptr, blocks, kernel, args, n_terms, f, values, g, out, scaling=1.0,
+    weights=None,
+):  # fmt: skip
     """:func:`fused_cut` with per-query products: one pass over X, out[q] = X_qᵀ g_q
     (as :func:`query_rmatvec`, the intercept's column included when ``out`` has d + 1)."""
     n = int(query_ptr[-1])
     bounds = block_bounds(query_ptr[blocks], n_threads_for(n))
     run_blocks(
         _fused_query_blocks, bounds, blocks, query_ptr, X, w, float(bias), kernel, args,
-        float(n_terms), float(scaling), f, values, g, out, np.empty(0, dtype=np.int64),
+        float(n_terms), float(scaling), weights, f, values, g, out,
+        np.empty(0, dtype=np.int64),
     )  # fmt: skip

@@ -264,12 +264,35 @@ def test_query_cuts_of_the_cut_cache_are_weighted():
     assert r.sum() == pytest.approx(R, rel=1e-13)
     weights = oracle.prepared.weights.terms
     assert np.all(r[weights == 0] == 0) and np.all(out[weights == 0] == 0)
-    # and the one-pass call is not taken with weights (its kernels are unweighted)
-    assert oracle._fused_plan(0) is None
-    assert (
-        RiskOracle(X, losses.prepare("ordinal", y[np.argsort(qid)], np.sort(qid)))._fused_plan(0)
-        is not None
-    )
+
+
+def test_one_pass_oracle_with_weights_equals_two_passes():
+    """The one-pass call (X w, the loss, Xᵀ g block by block) weighs each block's queries
+    as the two-pass call does; so do its per-query cuts. Terms that all weigh 0 (one part
+    of a distributed fit) take the two-pass call, which returns 0."""
+    X, y, qid, s = ranking_problem(6)
+    order = np.argsort(qid, kind="stable")  # the one-pass call needs rows in query order
+    X, y, qid, s = np.ascontiguousarray(X[order]), y[order], qid[order], s[order]
+    prepared = losses.prepare("ordinal", y, qid, sample_weight=s)
+    two = RiskOracle(X, prepared)
+    assert two.fused is None  # X is small: two passes by default
+    one = RiskOracle(X, prepared)
+    one.fused = one._fused_plan(0)
+    assert one.fused is not None
+    w = np.random.default_rng(4).normal(size=X.shape[1])
+    (R1, a1), (R2, a2) = one(w), two(w)
+    assert R1 == pytest.approx(R2, rel=1e-13)
+    np.testing.assert_allclose(a1, a2, rtol=1e-12, atol=1e-15)
+    out1, out2 = (np.zeros((prepared.n_terms, X.shape[1])) for _ in range(2))
+    R1, a1, r1 = one.query_cut(w, out1)
+    R2, a2, r2 = two.query_cut_at(two.scores(w), out2)
+    assert R1 == pytest.approx(R2, rel=1e-13)
+    np.testing.assert_allclose(r1, r2, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(out1, out2, rtol=1e-12, atol=1e-15)
+    zero = RiskOracle(X, losses.prepare("ordinal", y, qid, sample_weight=0 * s, weight_part=True))
+    assert zero._fused_plan(0) is None
+    R0, a0 = zero(w)
+    assert R0 == 0.0 and not a0.any()
 
 
 def test_nonlinear_scorer_risk_is_weighted():
