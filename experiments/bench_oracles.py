@@ -1,7 +1,7 @@
 """Loss-oracle benchmark: microseconds per query, and a full oracle call against its floor.
 
     python experiments/bench_oracles.py [--rows 1000000] [--repeats 5] [--out DIR]
-        [--medium /tmp/ltr/medium.npz] [--only fused]
+        [--medium /tmp/ltr/medium.npz] [--only fused|weights] [--weight-rows 200000]
 
 1. For queries of m ∈ {8, 40, 120, 1000} documents (labels 0..4), the kernel time per query
    of every ranking loss (``loss_grad`` on scores, after an untimed warm-up call; median of
@@ -24,6 +24,10 @@
    ``--repeats`` after an untimed warm-up call each, for the ordinal loss (the loss with a
    block kernel; the NDCG@10 surrogate's kernel, tried the same way, costs several passes'
    time and its one-pass call was no faster, so it keeps two passes).
+5. One oracle call with and without weights (``--weight-rows``, 200,000 × 136 float64 in
+   queries of 50; ``--only weights`` runs this section alone): query weights
+   (``sample_weight``) and row weights (the squared loss's ``sample_weight``, the ordinal
+   loss's ``row_weight``) against the same loss unweighted, calls interleaved.
 
 Writes ``results.csv`` (one row per measurement and repetition) and ``results.md``.
 """
@@ -262,17 +266,91 @@ def fused_table(path, repeats, rows):
     return out
 
 
+WEIGHT_CASES = [
+    ("ordinal", "ordinal", {}),
+    ("ordinal", "ordinal", {"sample_weight": "query"}),
+    ("ordinal", "ordinal", {"row_weight": "row"}),
+    ("ndcg@10", "ndcg", {}),
+    ("ndcg@10", "ndcg", {"sample_weight": "query"}),
+    ("squared", "squared", {}),
+    ("squared", "squared", {"sample_weight": "row"}),
+]
+
+
+def weights_table(n_rows, repeats, rows, rng):
+    """One oracle call with and without weights on n_rows × 136 dense float64 rows in
+    queries of 50: query weights (``sample_weight``, 1..3 per query), row weights
+    (``sample_weight`` of the pointwise loss, the ordinal loss's ``row_weight``; uniform in
+    [0.5, 2]). Calls interleaved, median of ``repeats`` after a warm-up call each."""
+    m, d = 50, 136
+    n_queries = max(1, n_rows // m)
+    y, qid = make_queries(n_queries, m, rng)
+    X = rng.standard_normal((len(y), d))
+    w = rng.standard_normal(d) / np.sqrt(d)
+    per_query = rng.integers(1, 4, n_queries).astype(np.float64)[qid]
+    per_row = rng.uniform(0.5, 2.0, len(y))
+    oracles = []
+    for label, name, spec in WEIGHT_CASES:
+        data = {k: per_query if v == "query" else per_row for k, v in spec.items()}
+        params = {"k": 10} if name == "ndcg" else {}
+        prepared = losses.prepare(losses.get(name, **params), y, qid, **data)
+        what = ", ".join(f"{k} per {v}" for k, v in spec.items()) or "unweighted"
+        oracles.append((label, what, RiskOracle(X, prepared)))
+    for _, _, oracle in oracles:
+        oracle(w)  # warm-up: compilation and work arrays
+    times = [[] for _ in oracles]
+    for _ in range(repeats):
+        for k, (_, _, oracle) in enumerate(oracles):
+            start = time.perf_counter()
+            oracle(w)
+            times[k].append(time.perf_counter() - start)
+    out = []
+    base = {}
+    for (label, what, oracle), t in zip(oracles, times, strict=True):
+        med = statistics.median(t)
+        base.setdefault(label, med)
+        passes = "one" if oracle.fused is not None else "two"
+        out.append((label, what, passes, med, med / base[label]))
+        for rep, value in enumerate(t):
+            rows.append({"measure": "weighted_call_s", "m": m, "loss": f"{label}, {what}",
+                         "repetition": rep, "value": value})  # fmt: skip
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path("results/bench_oracles"))
     parser.add_argument("--medium", type=Path, default=Path("/tmp/ltr/medium.npz"))
-    parser.add_argument("--only", choices=["fused"], help="run one section only")
+    parser.add_argument("--only", choices=["fused", "weights"], help="run one section only")
+    parser.add_argument(
+        "--weight-rows", type=int, default=200_000, help="rows of the weights section"
+    )
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
     rows: list[dict] = []
+    weighted = []
+    if args.only != "fused":
+        print("oracle calls with and without weights", file=sys.stderr)
+        weighted = weights_table(args.weight_rows, args.repeats, rows, rng)
+    weight_lines = [
+        "",
+        f"One oracle call with weights, {args.weight_rows} rows x 136 features, queries of 50 "
+        "(median ms; ratio to the same loss unweighted):",
+        "",
+        "| loss | weights | passes over X | ms | ratio |",
+        "|---|---|---|---|---|",
+    ] + [
+        f"| {label} | {what} | {passes} | {t * 1e3:.1f} | {r:.2f} |"
+        for label, what, passes, t, r in weighted
+    ]
+    if args.only == "weights":
+        write_rows(args.out / "results_weights.csv", rows)
+        (args.out / "results_weights.md").write_text("\n".join(weight_lines) + "\n")
+        print("\n".join(weight_lines))
+        return 0
     fused = []
     if args.medium.exists():
         print("one-pass against two-pass oracle on the medium set", file=sys.stderr)
@@ -324,6 +402,7 @@ def main(argv=None) -> int:
         "",
         f"First call in a new process (numba cache warm, imports included): {first:.2f} s",
         *fused_lines,
+        *weight_lines,
     ]
     table = "\n".join(lines)
     (args.out / "results.md").write_text(table + "\n")
