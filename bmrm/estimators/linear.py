@@ -634,8 +634,8 @@ def _check_weighted_classes(classes, weighted) -> None:
     for label in classes.tolist():
         if label not in weighted.tolist():
             raise ValueError(
-                f"sample_weight gives class {label!r} no positive weight: a binary classifier "
-                f"needs both classes {classes.tolist()} weighted"
+                f"sample_weight (with class_weight) gives class {label!r} no positive weight: "
+                f"a binary classifier needs both classes {classes.tolist()} weighted"
             )
 
 
@@ -659,6 +659,10 @@ class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
         Fit b as the weight of a constant feature of value ``intercept_scaling``,
         regularized like the other weights (as in liblinear).
     intercept_scaling : float in (0, 1e150], default=1.0
+    class_weight : dict, "balanced" or None, default=None
+        Weights of the classes, multiplied into ``sample_weight``: ``{label: weight}``
+        (labels left out weigh 1), or ``"balanced"``, n / (2 n_c) for a class of n_c of the
+        n training rows (scikit-learn's rule, from the unweighted counts).
     regularizer, l1_ratio, tol, max_iter, bundle_size, warm_start, verbose, backend, client :
         As in :class:`BMRMRanker`. A warm start needs the same classes and features.
 
@@ -680,6 +684,7 @@ class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
         "loss": [StrOptions({"hinge", "logistic"})],
         "fit_intercept": ["boolean"],
         "intercept_scaling": [Interval(Real, 0, MAX_INTERCEPT_SCALING, closed="right")],
+        "class_weight": [dict, StrOptions({"balanced"}), None],
         **_DASK_CONSTRAINTS,
     }
 
@@ -690,6 +695,7 @@ class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
         lam: float = 1e-3,
         fit_intercept: bool = True,
         intercept_scaling: float = 1.0,
+        class_weight=None,
         regularizer: str = "l2",
         l1_ratio: float = 0.5,
         tol: float = 1e-3,
@@ -704,6 +710,7 @@ class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
         self.lam = lam
         self.fit_intercept = fit_intercept
         self.intercept_scaling = intercept_scaling
+        self.class_weight = class_weight
         self.regularizer = regularizer
         self.l1_ratio = l1_ratio
         self.tol = tol
@@ -723,7 +730,8 @@ class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
         """Fit on X and binary labels y (any two values).
 
         ``sample_weight`` (one non-negative weight per row, or None) makes the risk the
-        weighted mean (1/Σ s_i) Σ_i s_i l_i; both classes need a positive weight. With
+        weighted mean (1/Σ s_i) Σ_i s_i l_i, its weights multiplied by those of
+        ``class_weight``; both classes need a positive weight. With
         ``backend="dask"``, X may be a dask array or DataFrame (``y`` and ``sample_weight``
         dask arrays or Series, or column names of the DataFrame); the classes (and those
         of positive weight) are computed first."""
@@ -750,14 +758,33 @@ class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
                 "Only binary classification is supported: y must hold exactly 2 classes; "
                 f"got {classes.shape[0]} class(es) {classes[:5].tolist()}"
             )
-        if sample_weight is not None and classes.shape[0] == 2:
-            weighted = found[1] if _is_dask(X) else _weighted_classes(y, sample_weight)
-            _check_weighted_classes(classes, weighted)
+        per_class = self._class_weights(y, classes)
+        if sample_weight is not None or per_class is not None:
+            if sample_weight is None:
+                weighted = classes
+            else:
+                weighted = found[1] if _is_dask(X) else _weighted_classes(y, sample_weight)
+            if per_class is not None:
+                kept = np.asarray(weighted).tolist()
+                pairs = zip(classes.tolist(), per_class, strict=True)
+                weighted = [c for c, cw in pairs if cw > 0 and c in kept]
+            _check_weighted_classes(classes, np.asarray(weighted))
         same_classes = hasattr(self, "classes_") and np.array_equal(self.classes_, classes)
         if _is_dask(y):
-            y_signed = (y == classes[1]).astype(np.float64) * 2.0 - 1.0
+            positive = y == classes[1]
+            y_signed = positive.astype(np.float64) * 2.0 - 1.0
         else:
-            y_signed = np.where(y == classes[1], 1.0, -1.0)
+            positive = y == classes[1]
+            y_signed = np.where(positive, 1.0, -1.0)
+        if per_class is not None:
+            w0, w1 = per_class
+            rows = positive.astype(np.float64) * (w1 - w0) + w0
+            if sample_weight is None:
+                sample_weight = rows
+            elif _is_dask(rows) or _is_dask(sample_weight):
+                sample_weight = rows * sample_weight
+            else:
+                sample_weight = rows * np.asarray(sample_weight, dtype=np.float64)
         model = self._solve(
             X,
             y_signed,
@@ -770,6 +797,34 @@ class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
         self.intercept_ = model.intercept_
         self.classes_ = classes
         return self
+
+    def _class_weights(self, y, classes) -> tuple[float, float] | None:
+        """The weights of ``classes`` from ``class_weight`` (None without one)."""
+        spec = self.class_weight
+        if spec is None:
+            return None
+        if isinstance(spec, str):  # "balanced": n / (2 n_c), from the unweighted counts
+            counts = [y == c for c in classes.tolist()]
+            if _is_dask(y):
+                client = self._backend_options(y)["client"]
+                counts = client.gather(client.compute([c.sum() for c in counts]))
+            counts = np.array([float(np.sum(c)) for c in counts])
+            return tuple((counts.sum() / (2.0 * counts)).tolist())
+        labels = classes.tolist()
+        unknown = [key for key in spec if key not in labels]
+        if unknown:
+            raise ValueError(
+                f"class_weight names {unknown[0]!r}, which is not one of the classes {labels}"
+            )
+        weights = []
+        for label in labels:
+            value = spec.get(label, 1.0)
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+                raise ValueError(f"class_weight[{label!r}] must be a number; got {value!r}")
+            if not (np.isfinite(value) and value >= 0):
+                raise ValueError(f"class_weight[{label!r}] must be finite and >= 0; got {value!r}")
+            weights.append(float(value))
+        return weights[0], weights[1]
 
     def decision_function(self, X) -> np.ndarray:
         """X @ coef_ + intercept_; positive means ``classes_[1]`` (a dask array for dask X)."""

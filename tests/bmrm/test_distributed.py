@@ -680,7 +680,7 @@ def test_estimators_take_sample_weight_on_dask(client):
     assert remote.result_.fun == pytest.approx(local.result_.fun, rel=RTOL)
     frame["weight"] = np.where(labels == "hi", 0.0, 1.0)
     ddf = dd.from_pandas(frame.drop(columns=["query"]), npartitions=2)
-    with pytest.raises(ValueError, match="sample_weight gives class 'hi' no positive weight"):
+    with pytest.raises(ValueError, match=r"\(with class_weight\) gives class 'hi' no positive"):
         BMRMClassifier(backend="dask", client=client).fit(ddf, "label", sample_weight="weight")
 
 
@@ -695,3 +695,25 @@ def test_ordinal_row_weights_travel_with_their_rows(client):
     assert abs(local.result_.fun - unweighted.result_.fun) > 1e-3
     remote = bmrm.fit(X, y, "ordinal", qid, backend="dask", client=client, row_weight=s, **kw)
     assert_same_fit(local, remote)
+
+
+def test_class_weight_on_dask_matches_local(client):
+    """class_weight on a dask DataFrame: "balanced" from counts computed on the workers, a
+    dict mapped over the label column, both multiplied into the weight column."""
+    from bmrm.estimators import BMRMClassifier
+
+    X, y, qid = ranking_data(26, shuffled=False)
+    labels = np.where(y > 1, "hi", "lo")
+    s = np.random.default_rng(26).integers(1, 4, len(y)).astype(np.float64)
+    frame = pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])])
+    frame["label"], frame["weight"] = labels, s
+    ddf = dd.from_pandas(frame, npartitions=3)
+    for spec in ("balanced", {"hi": 2.5}):
+        kw = dict(lam=1e-2, tol=TOL, class_weight=spec)
+        local = BMRMClassifier(**kw).fit(X, labels, sample_weight=s)
+        remote = BMRMClassifier(**kw, backend="dask", client=client).fit(
+            ddf, "label", sample_weight="weight"
+        )
+        assert remote.result_.fun == pytest.approx(local.result_.fun, rel=RTOL)
+        unweighted = BMRMClassifier(lam=1e-2, tol=TOL).fit(X, labels, sample_weight=s)
+        assert abs(unweighted.result_.fun - local.result_.fun) > 1e-4

@@ -343,7 +343,7 @@ def test_estimators_pass_weights_to_fit():
     ref = bmrm.fit(Xc, yc, "logistic", lam=0.01, tol=1e-6, fit_intercept=True, sample_weight=sc)
     np.testing.assert_array_equal(clf.coef_, ref.coef_)
     only_ham = np.where(labels == "ham", 1.0, 0.0)
-    with pytest.raises(ValueError, match=r"sample_weight gives class 'spam' no positive weight"):
+    with pytest.raises(ValueError, match=r"\(with class_weight\) gives class 'spam' no positive"):
         BMRMClassifier().fit(Xc, labels, sample_weight=only_ham)
 
 
@@ -354,3 +354,43 @@ def test_path_carries_planes_of_the_weighted_risk():
     for lam, model in zip(lams, models, strict=True):
         alone = bmrm.fit(X, y, "ordinal", qid, lam=lam, tol=1e-7, sample_weight=s)
         assert_same_optimum(model, alone, lam)
+
+
+@pytest.mark.parametrize("loss", ["hinge", "logistic"])
+def test_class_weight_is_repeated_rows_of_a_class(loss):
+    """class_weight={label: 3} fits as the data with that class's rows three times (within
+    the certified bounds), and multiplies into sample_weight; "balanced" reaches the cvxpy
+    optimum of the problem weighted by n / (2 n_c)."""
+    X, y, _ = pointwise_problem(5, loss, n=60)
+    labels = np.where(y > 0, "pos", "neg")
+    kw = {"loss": loss, "lam": 0.01, "tol": 1e-8, "max_iter": 3000, "fit_intercept": False}
+    weighted = BMRMClassifier(class_weight={"pos": 3}, **kw).fit(X, labels)
+    rows = np.concatenate([np.arange(len(y)), np.repeat(np.flatnonzero(y > 0), 2)])
+    repeated = BMRMClassifier(**kw).fit(X[rows], labels[rows])
+    assert_same_optimum(weighted.model_, repeated.model_, 0.01)
+    s = np.random.default_rng(0).integers(1, 3, len(y)).astype(np.float64)
+    both = BMRMClassifier(class_weight={"pos": 3, "neg": 0.5}, **kw).fit(X, labels, s)
+    direct = bmrm.fit(
+        X, y, loss, lam=0.01, tol=1e-8, max_iter=3000, sample_weight=s * np.where(y > 0, 3, 0.5)
+    )
+    np.testing.assert_array_equal(both.coef_, direct.coef_)
+    balanced = BMRMClassifier(class_weight="balanced", **kw).fit(X, labels)
+    n_pos = np.sum(y > 0)
+    w_rows = np.where(y > 0, len(y) / (2.0 * n_pos), len(y) / (2.0 * (len(y) - n_pos)))
+    J_star = weighted_optimum(X, y, loss, 0.01, "l2", w_rows)
+    res = balanced.result_
+    assert res.fun - J_star <= res.gap + 1e-8
+    assert res.lower_bound <= J_star + 1e-7
+
+
+def test_bad_class_weights():
+    X, y, _ = pointwise_problem(6, "hinge", n=30)
+    labels = np.where(y > 0, 1, 0)
+    for spec, message in (
+        ({2: 1.0}, r"class_weight names 2, which is not one of the classes \[0, 1\]"),
+        ({1: -1.0}, r"class_weight\[1\] must be finite and >= 0; got -1.0"),
+        ({1: "x"}, r"class_weight\[1\] must be a number; got 'x'"),
+        ({1: 0.0}, r"\(with class_weight\) gives class 1 no positive weight"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            BMRMClassifier(class_weight=spec).fit(X, labels)
