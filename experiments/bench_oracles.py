@@ -317,6 +317,13 @@ def weights_table(n_rows, repeats, rows, rng):
     return out
 
 
+def write_section(out: Path, name: str, rows: list[dict], lines: list[str]) -> None:
+    """The results of one section (``--only name``): ``results_<name>.csv`` and ``.md``."""
+    write_rows(out / f"results_{name}.csv", rows)
+    (out / f"results_{name}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -347,9 +354,7 @@ def main(argv=None) -> int:
         for label, what, passes, t, r in weighted
     ]
     if args.only == "weights":
-        write_rows(args.out / "results_weights.csv", rows)
-        (args.out / "results_weights.md").write_text("\n".join(weight_lines) + "\n")
-        print("\n".join(weight_lines))
+        write_section(args.out, "weights", rows, weight_lines)
         return 0
     fused = []
     if args.medium.exists():
@@ -368,9 +373,7 @@ def main(argv=None) -> int:
         for n, dt, t, t2, t1 in fused
     ]
     if args.only == "fused":
-        write_rows(args.out / "results_fused.csv", rows)
-        (args.out / "results_fused.md").write_text("\n".join(fused_lines) + "\n")
-        print("\n".join(fused_lines))
+        write_section(args.out, "fused", rows, fused_lines)
         return 0
     print("kernel time per query", file=sys.stderr)
     per_query = per_query_table(args.repeats, rows, rng)

@@ -645,6 +645,44 @@ def _check_sizes(sizes) -> np.ndarray:
     return sizes.astype(np.int64)
 
 
+def _read_one_per_line(path: PathLike, parse, noun: str, what: str, dtype) -> np.ndarray:
+    """One number per line of ``path``, blank lines skipped: ``parse(text)`` returns the
+    number or None for a line that is not one (any line with an underscore is not: Python's
+    digit-group underscores, as in ``1_1``, are no part of these files). A ValueError names
+    the file and line of a bad one (``what`` says what was expected), or the file without
+    any (``noun``)."""
+    path = os.fspath(path)
+    values = []
+    with open(path, "rb") as f:
+        for lineno, line in enumerate(f, start=1):
+            text = line.strip()
+            if not text:
+                continue
+            value = None if b"_" in text else parse(text)
+            if value is None:
+                raise ValueError(f"{path}, line {lineno}: expected {what}; got {_show(text)}")
+            values.append(value)
+    if not values:
+        raise ValueError(f"{path}: no {noun} (the file is empty)")
+    return np.array(values, dtype=dtype)
+
+
+def _group_size(text: bytes) -> int | None:
+    try:
+        size = int(text)
+    except ValueError:
+        return None
+    return size if size >= 1 else None
+
+
+def _weight(text: bytes) -> float | None:
+    try:
+        weight = float(text)
+    except ValueError:
+        return None
+    return weight if math.isfinite(weight) and weight >= 0 else None
+
+
 def load_query_file(path: PathLike) -> np.ndarray:
     """Read a LightGBM-style group file: one group size per line, in row order.
 
@@ -652,26 +690,9 @@ def load_query_file(path: PathLike) -> np.ndarray:
     digits (Python's digit-group underscores, as in ``1_1``, are not a size); raises
     ValueError naming the file and line for anything else, and for a file with no size.
     """
-    path = os.fspath(path)
-    sizes = []
-    with open(path, "rb") as f:
-        for lineno, line in enumerate(f, start=1):
-            text = line.strip()
-            if not text:
-                continue
-            try:
-                size = 0 if b"_" in text else int(text)
-            except ValueError:
-                size = 0
-            if size < 1:
-                raise ValueError(
-                    f"{path}, line {lineno}: expected a group size (an integer >= 1); "
-                    f"got {_show(text)}"
-                )
-            sizes.append(size)
-    if not sizes:
-        raise ValueError(f"{path}: no group size (the file is empty)")
-    return np.array(sizes, dtype=np.int64)
+    return _read_one_per_line(
+        path, _group_size, "group size", "a group size (an integer >= 1)", np.int64
+    )
 
 
 def load_weight_file(path: PathLike) -> np.ndarray:
@@ -681,26 +702,9 @@ def load_weight_file(path: PathLike) -> np.ndarray:
     numbers as Python's ``float`` reads them, without digit-group underscores); raises
     ValueError naming the file and line for anything else, and for a file with no weight.
     """
-    path = os.fspath(path)
-    weights = []
-    with open(path, "rb") as f:
-        for lineno, line in enumerate(f, start=1):
-            text = line.strip()
-            if not text:
-                continue
-            try:
-                weight = math.nan if b"_" in text else float(text)
-            except ValueError:
-                weight = math.nan
-            if not (math.isfinite(weight) and weight >= 0):
-                raise ValueError(
-                    f"{path}, line {lineno}: expected a weight (a finite number >= 0); "
-                    f"got {_show(text)}"
-                )
-            weights.append(weight)
-    if not weights:
-        raise ValueError(f"{path}: no weight (the file is empty)")
-    return np.array(weights, dtype=np.float64)
+    return _read_one_per_line(
+        path, _weight, "weight", "a weight (a finite number >= 0)", np.float64
+    )
 
 
 def dump_query_file(path: PathLike, sizes) -> None:

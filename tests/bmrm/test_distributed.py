@@ -225,18 +225,23 @@ def test_latent_losses_by_the_concave_convex_procedure_match_local_fit(
     assert_same_fit(local, remote)
 
 
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "query weights"])
 @pytest.mark.parametrize("name", ["ndcg", "neru"])
-def test_concave_convex_steps_on_dask_match_local_steps(three_workers, name):
+def test_concave_convex_steps_on_dask_match_local_steps(three_workers, name, weighted):
     """The procedure's oracles, partition by partition, on data with equal labels: the
     latent loss, its starting loss and the surrogates fixed at the same w give the local R
-    and subgradient."""
+    and subgradient, with query weights too (each partition sums its weighted terms and
+    their weights)."""
     from bmrm.distributed import DaskRiskOracle
     from bmrm.solver.oracle import RiskOracle
 
     X, y, qid = ranking_data(12)
+    s = query_weights(qid, 12) if weighted else None
     loss = losses.get(name)
-    local = RiskOracle(X, losses.prepare(loss, y, qid))
-    remote = DaskRiskOracle(three_workers, X, y, loss, qid)
+    local = RiskOracle(X, losses.prepare(loss, y, qid, sample_weight=s))
+    remote = DaskRiskOracle(three_workers, X, y, loss, qid, sample_weight=s)
+    if weighted:
+        assert remote.n_terms == s[np.unique(qid, return_index=True)[1]].sum()
     rng = np.random.default_rng(0)
     for _ in range(3):
         w, v = rng.standard_normal((2, X.shape[1]))
@@ -612,27 +617,6 @@ def test_sample_weight_matches_local_weighted_fit(client, name, params):
         sample_weight=ddf["weight"], **kw,
     )  # fmt: skip
     assert_same_fit(local, remote)
-
-
-def test_sample_weight_latent_loss_oracles_match_local(three_workers):
-    """The concave-convex procedure's oracles with weights: latent loss, starting loss and
-    surrogate, partition by partition, give the local weighted R and subgradient."""
-    from bmrm.distributed import DaskRiskOracle
-    from bmrm.solver.oracle import RiskOracle
-
-    X, y, qid = ranking_data(22)
-    s = query_weights(qid, 22)
-    loss = losses.get("ndcg")
-    local = RiskOracle(X, losses.prepare(loss, y, qid, sample_weight=s))
-    remote = DaskRiskOracle(three_workers, X, y, loss, qid, sample_weight=s)
-    assert remote.n_terms == s[np.unique(qid, return_index=True)[1]].sum()
-    rng = np.random.default_rng(1)
-    w, v = rng.standard_normal((2, X.shape[1]))
-    for a, b in ((local, remote), (local.initial(), remote.initial()),
-                 (local.convexified(w), remote.convexified(w))):  # fmt: skip
-        (R_a, g_a), (R_b, g_b) = a(v), b(v)
-        assert R_b == pytest.approx(R_a, rel=1e-13)
-        np.testing.assert_allclose(g_b, g_a, rtol=0, atol=1e-13 * np.abs(g_a).max())
 
 
 def test_sample_weight_errors_on_dask(client):

@@ -691,18 +691,36 @@ def test_query_file_round_trip(tmp_path):
     np.testing.assert_array_equal(load_query_file(path), [3, 1, 4])
 
 
+# (text, line of its first bad entry) for each one-per-line file
+LINE_FILES = {
+    "group size": (
+        load_query_file,
+        [("3\n\nx\n", 3), ("0\n", 1), ("2\n1.5\n", 2), ("1_1\n", 1), ("2\n 1_0 \n", 2)],
+    ),
+    "weight": (
+        load_weight_file,
+        [("1\n\nx\n", 3), ("-1\n", 1), ("2\nnan\n", 2), ("inf\n", 1), ("1_0\n", 1),
+         ("1\n1 2\n", 2)],
+    ),
+}  # fmt: skip
+
+
 @pytest.mark.parametrize(
-    ("text", "lineno"),
-    [("3\n\nx\n", 3), ("0\n", 1), ("2\n1.5\n", 2), ("1_1\n", 1), ("2\n 1_0 \n", 2)],
+    ("noun", "text", "lineno"),
+    [(noun, *case) for noun, (_, cases) in LINE_FILES.items() for case in cases],
 )
-def test_malformed_query_file(tmp_path, text, lineno):
-    path = write(tmp_path / "f.query", text)
+def test_malformed_one_per_line_files(tmp_path, noun, text, lineno):
+    """Group-size and weight files: the first bad line is named with the file, and a file
+    with no entry is an error."""
+    load = LINE_FILES[noun][0]
+    path = write(tmp_path / "f.txt", text)
     bad = text.split("\n")[lineno - 1].strip()
-    with pytest.raises(
-        ValueError,
-        match=rf"^{re.escape(str(path))}, line {lineno}: expected a group size .*got '{bad}'$",
-    ):
-        load_query_file(path)
+    where = re.escape(str(path))
+    message = rf"^{where}, line {lineno}: expected a {noun} .*got '{bad}'$"
+    with pytest.raises(ValueError, match=message):
+        load(path)
+    with pytest.raises(ValueError, match=rf"^{where}: no {noun} \(the file is empty\)$"):
+        load(write(path, "\n \n"))
 
 
 def test_weight_file(tmp_path):
@@ -710,29 +728,6 @@ def test_weight_file(tmp_path):
     weights = load_weight_file(path)
     assert weights.dtype == np.float64
     np.testing.assert_array_equal(weights, [1.0, 0.5, 0.002, 0.0, 100.0])
-
-
-@pytest.mark.parametrize(
-    ("text", "lineno"),
-    [("1\n\nx\n", 3), ("-1\n", 1), ("2\nnan\n", 2), ("inf\n", 1), ("1_0\n", 1),
-     ("1\n1 2\n", 2)],
-)  # fmt: skip
-def test_malformed_weight_file(tmp_path, text, lineno):
-    path = write(tmp_path / "f.weight", text)
-    bad = text.split("\n")[lineno - 1].strip()
-    with pytest.raises(
-        ValueError,
-        match=rf"^{re.escape(str(path))}, line {lineno}: expected a weight .*got '{bad}'$",
-    ):
-        load_weight_file(path)
-    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}: no weight"):
-        load_weight_file(write(path, "\n \n"))
-
-
-def test_empty_query_file(tmp_path):
-    path = write(tmp_path / "f.query", "\n")
-    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}: no group size"):
-        load_query_file(path)
 
 
 def test_load_with_query_file(tmp_path):

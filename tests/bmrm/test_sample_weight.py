@@ -25,24 +25,15 @@ from bmrm.scorers import get_scorer
 from bmrm.solver.methods import METHODS
 from bmrm.solver.oracle import RiskOracle
 from bmrm.solver.scorer_oracle import ScorerOracle
-
-
-def sq_distance_bound(res1, res2, lam):
-    """‖w1 − w2‖² ≤ 4 (J1 + J2 − 2·lb) / lam for two points of one lam-strongly convex J
-    (lam/2 ‖w − w*‖² ≤ J(w) − J*, and J* ≥ either certified lower bound)."""
-    lb = max(res1.lower_bound, res2.lower_bound)
-    return 4.0 * (res1.fun + res2.fun - 2.0 * lb) / lam
+from tests.bmrm.test_estimators import sq_distance_bound
+from tests.bmrm.test_solver import make_problem
 
 
 def pointwise_problem(seed, loss, n=50, d=5):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d)) * rng.uniform(0.3, 2.0, size=d)
-    w_true = rng.normal(size=d)
-    if loss == "squared":
-        y = X @ w_true + rng.normal(size=n)
-    else:
-        y = np.where(X @ w_true + rng.normal(size=n) > 0, 1.0, -1.0)
-    s = rng.integers(0, 4, size=n).astype(np.float64)
+    """The solver tests' problem (:func:`tests.bmrm.test_solver.make_problem`) and integer
+    weights 0..3 (the first two rows 1 and 3)."""
+    X, y = make_problem(seed, loss, n=n, d=d)
+    s = np.random.default_rng([seed, 1]).integers(0, 4, size=n).astype(np.float64)
     s[:2] = (1.0, 3.0)
     return X, y, s
 
@@ -266,6 +257,17 @@ def test_query_cuts_of_the_cut_cache_are_weighted():
     assert np.all(r[weights == 0] == 0) and np.all(out[weights == 0] == 0)
 
 
+def one_and_two_pass(X, prepared):
+    """Two oracles of ``prepared`` on the small ``X``: one forced to the one-pass call, and
+    one with the two passes it takes by default."""
+    two = RiskOracle(X, prepared)
+    assert two.fused is None  # X is small: two passes by default
+    one = RiskOracle(X, prepared)
+    one.fused = one._fused_plan(0)
+    assert one.fused is not None
+    return one, two
+
+
 def test_one_pass_oracle_with_weights_equals_two_passes():
     """The one-pass call (X w, the loss, Xᵀ g block by block) weighs each block's queries
     as the two-pass call does; so do its per-query cuts. Terms that all weigh 0 (one part
@@ -274,11 +276,7 @@ def test_one_pass_oracle_with_weights_equals_two_passes():
     order = np.argsort(qid, kind="stable")  # the one-pass call needs rows in query order
     X, y, qid, s = np.ascontiguousarray(X[order]), y[order], qid[order], s[order]
     prepared = losses.prepare("ordinal", y, qid, sample_weight=s)
-    two = RiskOracle(X, prepared)
-    assert two.fused is None  # X is small: two passes by default
-    one = RiskOracle(X, prepared)
-    one.fused = one._fused_plan(0)
-    assert one.fused is not None
+    one, two = one_and_two_pass(X, prepared)
     w = np.random.default_rng(4).normal(size=X.shape[1])
     (R1, a1), (R2, a2) = one(w), two(w)
     assert R1 == pytest.approx(R2, rel=1e-13)

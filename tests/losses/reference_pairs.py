@@ -22,31 +22,15 @@ def cost_function(cost):
     return lambda a, b: matrix[a, b]
 
 
-def ordinal_query(f, y, cost="zero_one", normalize="query"):
-    """(loss, grad, misordered) of one query, from the full m × m pair matrices."""
+def ordinal_query(f, y, cost="zero_one", normalize="query", weights=None):
+    """(loss, grad, misordered) of one query, from the full m × m pair matrices.
+
+    ``weights`` (one per row, default all 1) weighs each pair (i, j) by s_i s_j, and the
+    normaliser is Σ_{y_i<y_j} s_i s_j (no pair of positive weight: loss 0).
+    """
     f = np.asarray(f, dtype=np.float64)
     y = np.asarray(y, dtype=np.int64)
-    comparable = y[:, None] < y[None, :]
-    n_pairs = comparable.sum()
-    if n_pairs == 0:
-        return 0.0, np.zeros_like(f), 0.0
-    weight = 1.0 / n_pairs if normalize == "query" else 1.0
-    c = np.where(comparable, cost_function(cost)(y[:, None], y[None, :]), 0.0)
-    hinge = (1.0 + f[:, None]) - f[None, :]
-    active = comparable & (hinge > 0)
-    loss = weight * np.sum(np.where(active, c * hinge, 0.0))
-    c_active = np.where(active, c, 0.0)
-    grad = weight * (c_active.sum(axis=1) - c_active.sum(axis=0))
-    misordered = weight * np.sum(np.where(comparable & (f[:, None] >= f[None, :]), c, 0.0))
-    return loss, grad, misordered
-
-
-def ordinal_query_weighted(f, y, s, cost="zero_one", normalize="query"):
-    """:func:`ordinal_query` with row weights: each pair (i, j) weighs s_i s_j, and the
-    normaliser is Σ_{y_i<y_j} s_i s_j (0 pairs of positive weight: loss 0)."""
-    f = np.asarray(f, dtype=np.float64)
-    y = np.asarray(y, dtype=np.int64)
-    s = np.asarray(s, dtype=np.float64)
+    s = np.ones(len(f)) if weights is None else np.asarray(weights, dtype=np.float64)
     comparable = y[:, None] < y[None, :]
     pair_w = np.where(comparable, s[:, None] * s[None, :], 0.0)
     n_pairs = pair_w.sum()

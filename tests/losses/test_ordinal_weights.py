@@ -7,30 +7,22 @@ labels are all equal, rows shuffled across queries, named costs and a cost matri
 queries long enough for the radix sort.
 """
 
-import numba
 import numpy as np
 import pytest
 
 import losses
 from losses._kernels.ordinal import RADIX_MIN
-from tests.losses.reference_pairs import ordinal_query_weighted, split_queries
+from tests.losses.reference_pairs import ordinal_query, split_queries
+from tests.losses.test_properties import one_thread  # noqa: F401 (autouse: one numba thread)
 
 COSTS = ["zero_one", "linear", [[0, 1, 4, 9], [0, 0, 2, 3], [0, 0, 0, 0.5], [0, 0, 0, 0]]]
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = numba.get_num_threads()
-    numba.set_num_threads(1)
-    yield
-    numba.set_num_threads(threads)
 
 
 def reference(f, y, qid, s, cost, normalize):
     queries = split_queries(qid, len(f))
     total, grad, count = 0.0, np.zeros(len(f)), 0.0
     for rows in queries:
-        loss, g, mis = ordinal_query_weighted(f[rows], y[rows], s[rows], cost, normalize)
+        loss, g, mis = ordinal_query(f[rows], y[rows], cost, normalize, weights=s[rows])
         total += loss
         grad[rows] += g
         count += mis
@@ -137,7 +129,7 @@ def test_other_data_keywords_are_still_refused():
 
 
 def test_one_pass_oracle_with_row_weights_equals_two_passes():
-    from bmrm.solver.oracle import RiskOracle
+    from tests.bmrm.test_sample_weight import one_and_two_pass
 
     rng = np.random.default_rng(8)
     qid = np.repeat(np.arange(40), rng.integers(1, 30, 40))
@@ -146,11 +138,7 @@ def test_one_pass_oracle_with_row_weights_equals_two_passes():
     y = rng.integers(0, 4, n)
     s = rng.integers(0, 3, n) * 0.75
     prepared = losses.prepare("ordinal", y, qid, row_weight=s)
-    two_pass = RiskOracle(X, prepared)
-    assert two_pass.fused is None  # X is small: two passes by default
-    one_pass = RiskOracle(X, prepared)
-    one_pass.fused = one_pass._fused_plan(0)
-    assert one_pass.fused is not None
+    one_pass, two_pass = one_and_two_pass(X, prepared)
     w = rng.normal(size=7)
     (R1, a1), (R2, a2) = one_pass(w), two_pass(w)
     assert R1 == pytest.approx(R2, rel=1e-13)

@@ -7,21 +7,17 @@ Every loss of the shared property suite, on query sets with one-document queries
 a query whose labels are all equal, rows shuffled across queries.
 """
 
-import numba
 import numpy as np
 import pytest
 
 import losses
 from losses.preference import pairs_from_labels
-from tests.losses.test_properties import CASE_PARAMS, make_problem, random_scores
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = numba.get_num_threads()
-    numba.set_num_threads(1)
-    yield
-    numba.set_num_threads(threads)
+from tests.losses.test_properties import (  # noqa: F401 (one_thread: autouse, one numba thread)
+    CASE_PARAMS,
+    make_problem,
+    one_thread,
+    random_scores,
+)
 
 
 def shuffled(case, seed, layout="small"):
