@@ -87,10 +87,9 @@ def check_sample_weight(
     if not np.all(np.isfinite(s)):
         raise ValueError("sample_weight must not contain NaN or inf")
     if s.size and s.min() < 0:
-        raise ValueError(
-            f"sample_weight must be non-negative; got {float(s.min())!r} at row "
-            f"{int(np.argmin(s))}"
-        )
+        # a part's row numbers are its own, not the caller's: they are not named
+        where = " in a partition's rows" if part else f" at row {int(np.argmin(s))}"
+        raise ValueError(f"sample_weight must be non-negative; got {float(s.min())!r}{where}")
     if n and not part and not s.any():
         raise ValueError("sample_weight is all zero: at least one row needs a positive weight")
     s = groups.to_internal(s)

@@ -635,7 +635,8 @@ def test_sample_weight_errors_on_dask(client):
     with pytest.raises(ValueError, match="sample_weight is all zero"):
         bmrm.fit(Xd, y, "ordinal", qid, backend="dask", client=client, sample_weight=zeros)
     negative = da.from_array(-s, chunks=(chunks,))
-    with pytest.raises(ValueError, match="sample_weight must be non-negative"):
+    message = r"sample_weight must be non-negative; got -\d+\.0 in a partition's rows$"
+    with pytest.raises(ValueError, match=message):
         bmrm.fit(Xd, y, "ordinal", qid, backend="dask", client=client, sample_weight=negative)
 
 
