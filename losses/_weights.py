@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["TermWeights", "check_sample_weight"]
+__all__ = ["TermWeights", "check_row_values", "check_sample_weight"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,32 @@ class TermWeights:
     terms: np.ndarray
     rows: np.ndarray
     total: float
+
+
+def check_row_values(values, n: int, name: str, *, row_numbers: bool = True) -> np.ndarray:
+    """``values`` as a contiguous float64 array of n finite non-negative numbers (one per
+    row), or a ValueError naming ``name`` and what was expected. ``row_numbers=False``
+    leaves the row of a negative entry unnamed (rows that are one part of the caller's)."""
+    try:
+        s = np.asarray(values)
+    except (TypeError, ValueError) as exc:  # ragged nested sequences
+        raise ValueError(f"{name} must be a 1-d array of numbers ({exc})") from None
+    if s.ndim != 1 or s.shape[0] != n:
+        raise ValueError(
+            f"{name} must be 1-d with one weight per row ({n} rows); got shape {s.shape}"
+        )
+    if s.dtype.kind not in "biuf":
+        raise ValueError(
+            f"{name} must hold real numbers (a bool, integer or float dtype); got dtype {s.dtype}"
+        )
+    s = np.ascontiguousarray(s, dtype=np.float64)
+    if not np.all(np.isfinite(s)):
+        raise ValueError(f"{name} must not contain NaN or inf")
+    if s.size and s.min() < 0:
+        # a part's row numbers are its own, not the caller's: they are not named
+        where = f" at row {int(np.argmin(s))}" if row_numbers else " in a partition's rows"
+        raise ValueError(f"{name} must be non-negative; got {float(s.min())!r}{where}")
+    return s
 
 
 def check_sample_weight(
@@ -70,26 +96,7 @@ def check_sample_weight(
     if sample_weight is None:
         return None
     n = groups.n_samples
-    try:
-        s = np.asarray(sample_weight)
-    except (TypeError, ValueError) as exc:  # ragged nested sequences
-        raise ValueError(f"sample_weight must be a 1-d array of numbers ({exc})") from None
-    if s.ndim != 1 or s.shape[0] != n:
-        raise ValueError(
-            f"sample_weight must be 1-d with one weight per row ({n} rows); got shape {s.shape}"
-        )
-    if s.dtype.kind not in "biuf":
-        raise ValueError(
-            f"sample_weight must hold real numbers (a bool, integer or float dtype); got "
-            f"dtype {s.dtype}"
-        )
-    s = s.astype(np.float64)
-    if not np.all(np.isfinite(s)):
-        raise ValueError("sample_weight must not contain NaN or inf")
-    if s.size and s.min() < 0:
-        # a part's row numbers are its own, not the caller's: they are not named
-        where = " in a partition's rows" if part else f" at row {int(np.argmin(s))}"
-        raise ValueError(f"sample_weight must be non-negative; got {float(s.min())!r}{where}")
+    s = check_row_values(sample_weight, n, "sample_weight", row_numbers=not part)
     if n and not part and not s.any():
         raise ValueError("sample_weight is all zero: at least one row needs a positive weight")
     s = groups.to_internal(s)

@@ -16,6 +16,7 @@ import numpy as np
 from losses._base import Loss
 from losses._kernels import ordinal as _k
 from losses._threads import run_queries
+from losses._weights import check_row_values
 from losses.validation import check_graded_labels
 
 __all__ = ["OrdinalLoss"]
@@ -65,21 +66,7 @@ def _check_row_weight(row_weight, n: int) -> np.ndarray | None:
     """``row_weight`` as float64 of n entries (None for None), or a ValueError naming it."""
     if row_weight is None:
         return None
-    try:
-        s = np.asarray(row_weight)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"row_weight must be a 1-d array of numbers ({exc})") from None
-    if s.ndim != 1 or s.shape[0] != n:
-        raise ValueError(
-            f"row_weight must be 1-d with one weight per row ({n} rows); got shape {s.shape}"
-        )
-    if s.dtype.kind not in "biuf":
-        raise ValueError(f"row_weight must hold real numbers; got dtype {s.dtype}")
-    s = np.ascontiguousarray(s, dtype=np.float64)
-    if not np.all(np.isfinite(s)):
-        raise ValueError("row_weight must not contain NaN or inf")
-    if n and s.min() < 0:
-        raise ValueError(f"row_weight must be non-negative; got {float(s.min())!r}")
+    s = check_row_values(row_weight, n, "row_weight")
     # the pair weights' sum Σ s_i s_j <= (n · max s)², and the loss's terms carry it
     if n and float(s.max()) * n > 1e150:
         raise ValueError("row_weight is too large: its pair weights overflow float64")

@@ -770,12 +770,8 @@ class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
                 weighted = [c for c, cw in pairs if cw > 0 and c in kept]
             _check_weighted_classes(classes, np.asarray(weighted))
         same_classes = hasattr(self, "classes_") and np.array_equal(self.classes_, classes)
-        if _is_dask(y):
-            positive = y == classes[1]
-            y_signed = positive.astype(np.float64) * 2.0 - 1.0
-        else:
-            positive = y == classes[1]
-            y_signed = np.where(positive, 1.0, -1.0)
+        positive = y == classes[1]
+        y_signed = positive.astype(np.float64) * 2.0 - 1.0
         if per_class is not None:
             w0, w1 = per_class
             rows = positive.astype(np.float64) * (w1 - w0) + w0
