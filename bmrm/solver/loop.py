@@ -294,7 +294,7 @@ def minimize_bmrm(
     )
     bounded = isinstance(regularizer, Box)
     if method is None or method == "auto":
-        # the level bundle method wins where measured (L2 without bounds): see the README
+        # the level bundle method wins where measured (L2 without bounds): experiments/RESULTS.md
         method = "level" if regularizer.qp else "bmrm"
     method = get_method(method)
     if hasattr(method, "set_tolerance"):

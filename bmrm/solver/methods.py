@@ -44,9 +44,9 @@ constraint cache of SVM^rank's 1-slack solver; :mod:`bmrm.solver.cut_cache`). Fo
 ``bmrm.fit(X, y, "ordinal", qid, lam=1e-2, method=PlainBMRM(cut_cache=True))``. Its
 planes are counted in ``n_cache_cuts``, apart from ``nfev``. :class:`PlainBMRM` (``"bmrm"``)
 uses it by default (``cut_cache="auto"``) with the QP master of the L2 problem: with the
-cache it needed 3–90× fewer oracle calls and 2.5–19× less time
-on every problem of ``experiments/bench_iterations.py`` it was measured on (the README has
-the figures); ``PlainBMRM(cut_cache=False)`` is the method of Teo et al. as published.
+cache it needed 3–90× fewer oracle calls and 2.5–19× less time on every problem of
+``experiments/bench_iterations.py`` it was measured on (``experiments/RESULTS.md`` has the
+figures); ``PlainBMRM(cut_cache=False)`` is the method of Teo et al. as published.
 
 Along a segment w(t) = w_a + t·(w_b − w_a) the scores are affine, f(t) = f_a + t·(f_b − f_a),
 so for the package's risk oracle the line search costs one product X w_b and loss
