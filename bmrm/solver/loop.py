@@ -28,7 +28,7 @@ from bmrm import exceptions
 from bmrm._validation import check_minimize_args
 from bmrm.solver.bundle import Bundle
 from bmrm.solver.compile_clock import CompileClock
-from bmrm.solver.masters import SCALE_ADVICE, CvxpyMaster, QPMaster
+from bmrm.solver.masters import SCALE_ADVICE, ClarabelMaster, CvxpyMaster, QPMaster
 from bmrm.solver.methods import PlainBMRM, SolverState, get_method
 from bmrm.solver.regularizers import Box, make_regularizer
 
@@ -117,26 +117,28 @@ def _make_master(master, regularizer, lam, n_features, capacity, solver):
 
 
 class _AutoMaster:
-    """The dedicated QP master, handing over to the cvxpy model for the rest of the fit when,
-    on ``patience`` consecutive solves, the QP misses its tolerance even after its pair-step
-    fallback, or returns the same minimiser and bound though the model's value there went
-    up (badly scaled problems, e.g. features ~1e6 with lam = 1e-3: the QP's tolerance grows
-    with max ‖a_i‖²/lam and then accepts all weight on the zero plane). Its bounds stay
-    valid either way; the cvxpy model keeps them progressing."""
+    """The dedicated QP master, handing over to the primal problem solved by an
+    interior-point method (:class:`~bmrm.solver.masters.ClarabelMaster`) for the rest of
+    the fit when, on ``patience`` consecutive solves, the QP misses its tolerance even after
+    its pair-step fallback, or returns the same minimiser and bound though the model's value
+    there went up (badly scaled problems, e.g. features ~1e6 with lam = 1e-3: the QP's
+    tolerance grows with max ‖a_i‖²/lam and then accepts all weight on the zero plane;
+    separable data or a target the model fits exactly, where J is tiny next to that
+    tolerance). Its bounds stay valid either way; the primal solver keeps them progressing."""
 
     name = "auto"
 
-    def __init__(self, qp: QPMaster, make_cvxpy: Callable, patience: int = 3):
+    def __init__(self, qp: QPMaster, make_fallback: Callable, patience: int = 3):
         self.qp = qp
-        self.make_cvxpy = make_cvxpy
+        self.make_fallback = make_fallback
         self.patience = patience
-        self.cvxpy = None
+        self.fallback = None
         self.streak = 0
         self._last = None
 
     def solve(self, bundle: Bundle, accuracy: float = 0.0):
-        if self.cvxpy is not None:
-            return self.cvxpy.solve(bundle, accuracy)
+        if self.fallback is not None:
+            return self.fallback.solve(bundle, accuracy)
         before = self.qp.misses
         out = self.qp.solve(bundle, accuracy)
         w, lower, _ = out
@@ -153,8 +155,11 @@ class _AutoMaster:
         self._last = (w, lower)
         self.streak = self.streak + 1 if self.qp.misses > before or stalled else 0
         if self.streak >= self.patience:
-            logger.info("the QP master keeps missing its tolerance: switching to master='cvxpy'")
-            self.cvxpy = self.make_cvxpy()
+            self.fallback = self.make_fallback()
+            logger.info(
+                "the QP master keeps missing its tolerance: switching to the %s master",
+                self.fallback.name,
+            )
         return out
 
 
@@ -184,11 +189,11 @@ def verbose_log(verbose: bool):
 def _scaled_note(master) -> str:
     """For a cvxpy master that had to scale its variables (planes of large magnitude), what
     that means for the gap and what to do."""
-    cvxpy_master = getattr(master, "cvxpy", master)
-    if not getattr(cvxpy_master, "scaled", False):
+    fallback = getattr(master, "fallback", master)
+    if not (getattr(fallback, "scaled", False) or getattr(fallback, "rounding_limited", False)):
         return ""
     return (
-        f"; the subgradients reached entries of {cvxpy_master.sigma:.3g} (features of large "
+        f"; the subgradients reached entries of {fallback.sigma:.3g} (features of large "
         f"magnitude), beyond what float64 certifies at this lam: {SCALE_ADVICE}"
     )
 
@@ -308,12 +313,8 @@ def minimize_bmrm(
     try:
         master_obj = _make_master(master, regularizer, lam, n_features, bundle_size, cvxpy_solver)
         if master == "auto" and isinstance(master_obj, QPMaster):
-            master_obj = _AutoMaster(
-                master_obj,
-                lambda: _make_master(
-                    "cvxpy", regularizer, lam, n_features, bundle_size, cvxpy_solver
-                ),
-            )
+            qp = master_obj
+            master_obj = _AutoMaster(master_obj, lambda: ClarabelMaster(lam, backup=qp))
         bundle = Bundle(n_features, bundle_size, max_idle)
         w = np.zeros(n_features) if w0 is None else np.array(w0, dtype=np.float64)
         w = regularizer.project(w)

@@ -14,7 +14,7 @@ from bmrm.solver.bundle import Bundle
 from bmrm.solver.qp import master_step, solve_simplex_qp
 from bmrm.solver.regularizers import Regularizer, make_regularizer
 
-__all__ = ["QPMaster", "CvxpyMaster"]
+__all__ = ["QPMaster", "ClarabelMaster", "CvxpyMaster"]
 
 
 def _cvxpy():
@@ -157,6 +157,158 @@ def _scale_advice(message: str, sigma: float) -> str:
         f"{message}; the planes' entries reach {sigma:.3g} (subgradients of features of "
         f"large magnitude), which leaves float64 too few digits for this problem: {SCALE_ADVICE}"
     )
+
+
+def _l2_dual_bound(alpha: np.ndarray, A: np.ndarray, b: np.ndarray, lam: float):
+    """(D, margin): the L2 master's dual D(α) = bᵀα − ‖Aᵀα‖²/(2 lam) as computed in float64,
+    and a bound on its error, so that D − margin <= D(α / Σα) exactly, a lower bound on the
+    master optimum by weak duality (α >= 0 whose sum is 1 up to rounding).
+
+    Standard error bounds for sums of n products (Higham, *Accuracy and Stability of
+    Numerical Algorithms*, 2002, §3.1: |fl(xᵀy) − xᵀy| <= γ_n |x|ᵀ|y|, γ_n = n·u/(1 − n·u)),
+    applied to bᵀα and to each entry of v = Aᵀα, whose error e_v (in norm) bounds that of
+    ‖v‖² by 2‖v̂‖e_v + e_v² plus the rounding of v̂ᵀv̂ itself. With s = Σα,
+    |D(α) − D(α/s)| <= |s − 1|·(|bᵀα| + (1 + 1/s)·‖Aᵀα‖²/(2 lam)) covers the weights' sum.
+    The total is doubled for the final operations and the inputs' own last bits.
+    """
+    k, d = A.shape
+    u = np.finfo(np.float64).eps / 2
+
+    def gamma(n):
+        return n * u / (1.0 - n * u)
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        v = alpha @ A
+        vv = float(v @ v)
+        ab = float(alpha @ b)
+        e_v = gamma(k + 1) * float(np.linalg.norm(alpha @ np.abs(A)))
+        norm_v = float(np.sqrt(vv))
+        quad = vv / (2.0 * lam)
+        rounding = (
+            gamma(k + 1) * float(alpha @ np.abs(b))
+            + (2.0 * norm_v * e_v + e_v * e_v + gamma(d + 1) * vv) / (2.0 * lam)
+            + u * (abs(ab) + quad)
+        )
+        s = float(alpha.sum())
+        off = abs(s - 1.0) + gamma(k + 1) * s  # |Σα − 1|, its own rounding included
+        upper = abs(ab) + rounding
+        quad_upper = (norm_v + e_v) ** 2 / (2.0 * lam)
+        margin = 2.0 * (rounding + off * (upper + (1.0 + 1.0 / (s - off)) * quad_upper))
+    lower = ab - quad
+    if not (np.isfinite(lower) and np.isfinite(margin)):
+        return -np.inf, 0.0
+    return lower, margin
+
+
+class ClarabelMaster:
+    """The L2 master in its primal form, solved by Clarabel's interior-point method directly.
+
+    min_{w, ξ} (lam/2)‖w‖² + ξ  subject to  A w + b <= ξ 1,
+
+    a convex QP in d + 1 variables with one linear inequality per plane (Teo et al., JMLR
+    2010, eq. 11), passed to Clarabel (a core dependency) without a modelling layer. It is
+    what the automatic master hands over to when the dual QP (:class:`QPMaster`) keeps
+    missing its tolerance on badly scaled planes; :class:`CvxpyMaster` solves the same
+    problem through cvxpy, an optional extra.
+
+    The lower bound does not trust the solver's reported value: it is the dual
+    D(α) = bᵀα − ‖Aᵀα‖²/(2 lam) at the plane weights α, Clarabel's multipliers of the cuts
+    projected onto the simplex (at the optimum they are non-negative and sum to 1, the
+    stationarity condition in ξ), so it is a valid bound whatever the solver's accuracy.
+
+    The bound is lowered by a bound on its own rounding error (:func:`_l2_dual_bound`): with
+    planes of large magnitude whose weighted sum Aᵀα cancels, float64 cannot resolve D(α),
+    and the margin says so instead of a bound above the optimum (``rounding_limited`` records
+    that the margin exceeded the accuracy asked for).
+
+    Planes of large magnitude (subgradients of features of ~1e10 and more) can make the
+    interior-point method fail. From the first such failure on, the master solves the same
+    problem in u = σ·w, σ the planes' largest |entry|: min (lam/(2σ²))‖u‖² + ξ subject to
+    (A/σ) u + b <= ξ 1 (``scaled``; ``sigma`` is the largest σ used). A bundle that fails
+    in scaled variables too goes to ``backup`` (the dual QP the fit started with; counted
+    in ``backup_solves``), or, without one, is a ``RuntimeError`` that says what to do.
+    """
+
+    name = "clarabel"
+
+    def __init__(self, lam: float, backup: QPMaster | None = None):
+        self.lam = lam
+        self.backup = backup
+        self.backup_solves = 0
+        self.scaled = False
+        self.sigma = 1.0  # the largest sigma used
+        self.rounding_limited = False
+
+    def solve(self, bundle: Bundle, accuracy: float = 0.0):
+        k = bundle.size
+        A = bundle.A[:k]
+        b = bundle.b[:k]
+        sigma = float(np.max(np.abs(A))) if k else 0.0
+        sigma = sigma if 1.0 < sigma < np.inf else 1.0
+        try:
+            try:
+                w, z = self._solve(A, b, sigma if self.scaled else 1.0)
+            except RuntimeError:
+                if self.scaled or sigma == 1.0:
+                    raise
+                # the scaled problem from now on (only then: where the solver copes with
+                # the planes as they are, the scaled problem's tiny quadratic term costs
+                # iterations)
+                self.scaled = True
+                w, z = self._solve(A, b, sigma)
+        except RuntimeError as exc:
+            if self.backup is None:
+                raise RuntimeError(_scale_advice(str(exc), sigma)) from None
+            # this bundle by the dual QP: its bound is valid whatever its accuracy
+            self.backup_solves += 1
+            return self.backup.solve(bundle, accuracy)
+        alpha = np.maximum(z, 0.0)
+        total = alpha.sum()
+        if not (np.isfinite(total) and total > 0.0):
+            # no usable multipliers: all weight on the plane of the largest bound
+            alpha = np.zeros(k)
+            with np.errstate(over="ignore", invalid="ignore"):
+                alpha[int(np.argmax(b - 0.5 * np.einsum("ij,ij->i", A, A) / self.lam))] = 1.0
+        else:
+            alpha /= total
+        lower, margin = _l2_dual_bound(alpha, A, b, self.lam)
+        # rounding, not the solver, limits the bound at the accuracy the loop asks for
+        self.rounding_limited = self.rounding_limited or margin > max(accuracy, 0.0) > 0.0
+        return w, lower - margin, alpha
+
+    def _solve(self, A: np.ndarray, b: np.ndarray, sigma: float):
+        """(w, the cuts' multipliers), solved in u = sigma·w; RuntimeError if Clarabel
+        returns no usable point."""
+        import clarabel
+        import scipy.sparse as sp
+
+        self.sigma = max(self.sigma, sigma)
+        k, d = A.shape
+        # variables x = (u, ξ); P = diag(lam/σ², …, lam/σ², 0) (upper triangle)
+        P = sp.diags(np.r_[np.full(d, self.lam / sigma**2), 0.0], format="csc")
+        q = np.r_[np.zeros(d), 1.0]
+        # (A/σ) u − ξ + s = −b, s >= 0
+        G = sp.csc_matrix(np.hstack([A / sigma, -np.ones((k, 1))]))
+        settings = clarabel.DefaultSettings()
+        settings.verbose = False
+        solution = clarabel.DefaultSolver(
+            P, q, G, -b, [clarabel.NonnegativeConeT(k)], settings
+        ).solve()
+        status = str(solution.status)
+        x = np.asarray(solution.x, dtype=float)
+        z = np.asarray(solution.z, dtype=float)
+        # a solved problem, or an interior point stopped short whose multipliers still sum
+        # to 1 (the stationarity condition in ξ): one stopped far from the minimiser (the
+        # next iterate) has its multipliers far from the simplex too
+        finite = bool(np.all(np.isfinite(x)) and np.all(np.isfinite(z)))
+        stopped = status in ("InsufficientProgress", "MaxIterations", "MaxTime")
+        if not finite or not (
+            status in ("Solved", "AlmostSolved") or (stopped and abs(z.sum() - 1.0) <= 1e-6)
+        ):
+            raise RuntimeError(
+                f"the Clarabel master problem could not be solved (status {status})"
+            )
+        return x[:d] / sigma, z
 
 
 class CvxpyMaster:

@@ -205,7 +205,7 @@ class NRBM:
         gap = state.gap if self.convex else self.model_gap
         accuracy = 1e-3 * gap if math.isfinite(state.lower_bound) and math.isfinite(gap) else 0.0
         master = state.master
-        if not self.convex and getattr(master, "cvxpy", True) is None:
+        if not self.convex and getattr(master, "fallback", True) is None:
             # the automatic master's QP directly: its stall test (the same minimiser after
             # new planes) presumes planes that cut, and NRBM's lowered planes or restarts
             # may legitimately leave the minimiser where it was

@@ -1,4 +1,5 @@
-"""The master problems on their own: QPMaster and CvxpyMaster against a direct cvxpy solve.
+"""The master problems on their own: QPMaster, ClarabelMaster and CvxpyMaster against a direct
+cvxpy solve.
 
 Reference: min_w lam·Ω(w) + max_i (<a_i, w> + b_i) over the domain of Ω, solved by cvxpy
 as one problem with the planes as a max (no dual variables) and Ω written out in
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from bmrm.solver.bundle import Bundle
-from bmrm.solver.masters import CvxpyMaster, QPMaster
+from bmrm.solver.masters import ClarabelMaster, CvxpyMaster, QPMaster, _l2_dual_bound
 from bmrm.solver.regularizers import L2
 from tests.bmrm.test_regularizers import CASES, D, domain_constraints
 
@@ -81,6 +82,75 @@ def test_qp_master_matches_the_direct_solve(seed, lam):
     master = QPMaster(lam)
     check_master(master, bundle, lam, "l2")
     assert master.fallbacks == 0
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("lam", [1e-4, 1e-2, 1.0, 100.0])
+def test_clarabel_master_matches_the_direct_solve(seed, lam):
+    rng = np.random.default_rng(seed)
+    bundle = random_bundle(rng, k=12, scale=3.0 if seed % 2 else 0.3)
+    master = ClarabelMaster(lam)
+    check_master(master, bundle, lam, "l2")
+    assert not master.scaled and not master.rounding_limited
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_clarabel_master_bound_is_valid_on_planes_of_large_magnitude(seed):
+    """Planes with entries up to 1e8–1e20 (features of large magnitude) and lam = 1e-2: the
+    bound never exceeds the optimum, whether the problem is solved as it is or scaled, and
+    where float64 can still resolve it, it is close."""
+    rng = np.random.default_rng(seed)
+    lam = 1e-2
+    for exponent in (4, 8, 12, 16, 20):
+        bundle = random_bundle(rng, k=12, scale=10.0**exponent)
+        k = bundle.size
+        w, bound, alpha = ClarabelMaster(lam).solve(bundle)
+        assert np.all(alpha >= 0) and alpha.sum() == pytest.approx(1.0)
+        assert np.all(np.isfinite(w))
+        # weak duality in exact arithmetic: a bound of the master optimum
+        assert bound <= exact_dual(alpha, bundle.A[:k], bundle.b[:k], lam), exponent
+        # and no better than the master objective at any point
+        primal = 0.5 * lam * w @ w + np.max(bundle.A[:k] @ w + bundle.b[:k])
+        assert bound <= primal + 1e-9 * max(1.0, abs(primal))
+        if exponent == 4:
+            optimum = direct_master(bundle, lam, lambda w: 0.5 * cp.sum_squares(w), None, None)
+            assert bound == pytest.approx(optimum, rel=1e-5, abs=1e-5)
+
+
+def exact_dual(alpha, A, b, lam):
+    """D(α / Σα) = bᵀα' − ‖Aᵀα'‖²/(2 lam) in exact rational arithmetic: by weak duality a
+    lower bound on the master optimum for any α >= 0."""
+    from fractions import Fraction
+
+    a = [Fraction(x) for x in alpha]
+    total = sum(a)
+    a = [x / total for x in a]
+    ab = sum(x * Fraction(y) for x, y in zip(a, b, strict=True))
+    v = [sum(a[i] * Fraction(A[i, j]) for i in range(len(a))) for j in range(A.shape[1])]
+    return ab - sum(x * x for x in v) / (2 * Fraction(lam))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_l2_dual_bound_margin_covers_its_rounding(seed):
+    """D − margin <= D(α / Σα) exactly <= D + margin, on planes whose weighted sum cancels
+    (the hard case: Aᵀα near 0 from entries up to 1e16) and on random ones, from 2 to 30
+    planes, with weights whose float64 sum is 1 only up to rounding."""
+    rng = np.random.default_rng(seed)
+    k = int(rng.integers(2, 31))
+    d = int(rng.integers(1, 8))
+    scale = 10.0 ** rng.uniform(-3, 16)
+    lam = 10.0 ** rng.uniform(-6, 2)
+    A = rng.normal(size=(k, d)) * scale
+    alpha = rng.dirichlet(np.full(k, 0.5))
+    if seed % 2:
+        # make Aᵀα cancel: shift the rows so that the weighted mean is (nearly) zero
+        A -= alpha @ A
+        A += rng.normal(size=(k, d)) * rng.choice([0.0, 1e-3, 1.0])
+    b = rng.normal(size=k) * 10.0 ** rng.uniform(-2, 10)
+    D_hat, margin = _l2_dual_bound(alpha, A, b, lam)
+    exact = exact_dual(alpha, A, b, lam)
+    assert margin >= 0.0
+    assert D_hat - margin <= exact <= D_hat + margin
 
 
 def test_qp_master_warm_starts_along_a_growing_bundle():

@@ -279,7 +279,7 @@ def test_intermediate_results_are_cheap_views(method):
 @pytest.mark.parametrize("method", METHOD_NAMES)
 def test_features_scaled_by_1e6_still_converge(method):
     """Q = G/lam ~ 1e15: the QP's tolerance (scaled by max Q) accepts w = 0; the default
-    master sees the stall and hands over to cvxpy."""
+    master sees the stall and hands over to the Clarabel master."""
     X, y = make_problem(0, "squared")
     lam = 1e-3
     res = bmrm.fit(X * 1e6, y, "squared", lam=lam, max_iter=3000, method=method).result_

@@ -92,9 +92,10 @@ def non_separable(seed=5, n=200, d=5):
     [("logistic", "l2", True), ("logistic", "l1", True), ("hinge", "l2", False)],
 )
 def test_features_of_large_magnitude(loss, regularizer, converges):
-    """Features of magnitude ~1e12 (X·2**40): the cvxpy master, on which Clarabel and SCS
-    report "infeasible_inaccurate" for such planes (a RuntimeError before), solves them in
-    scaled variables; the logistic fits converge, and every fit's certificate is valid.
+    """Features of magnitude ~1e12 (X·2**40): the masters the fit hands over to (Clarabel's
+    for L2, cvxpy's for L1), on which the solvers report failures for such planes as they
+    are, solve them in scaled variables; the logistic fits converge, and every fit's
+    certificate is valid.
     Reference: the same problem on X with lam / 2**80 (L2) or lam / 2**40 (L1), w = u /
     2**40, solved directly by cvxpy. (The hinge fit is at the edge of what float64
     certifies here: it converged or stopped at max_iter depending on rounding in the
@@ -109,6 +110,24 @@ def test_features_of_large_magnitude(loss, regularizer, converges):
     equivalent = lam / scale**2 if regularizer == "l2" else lam / scale
     J_star, _ = direct_optimum(X, y, loss, equivalent, regularizer)
     J = objective(X * scale, y, loss, lam, regularizer, res.x)
+    assert J == pytest.approx(res.fun, rel=1e-9)
+    assert J_star - 1e-7 <= J <= J_star + res.gap + 1e-8
+    assert res.lower_bound <= J_star + 1e-7
+
+
+@pytest.mark.parametrize("power", [25, 30, 35])
+def test_squared_loss_on_features_of_large_magnitude_converges(power):
+    """Squared loss on features of 2**25 to 2**35 (planes with entries up to ~1e21): the
+    Clarabel master fails on some bundles even in scaled variables, and those go back to the
+    dual QP, whose bound is valid whatever its accuracy (a RuntimeError before); the fit
+    converges and its certificate holds against the direct solve of the equivalent problem
+    (X with lam / 4**power)."""
+    X, y = non_separable()
+    scale, lam = 2.0**power, 1e-2
+    res = bmrm.fit(X * scale, y, "squared", lam=lam, tol=1e-5).result_
+    assert res.success, res.message
+    J_star, _ = direct_optimum(X, y, "squared", lam / scale**2, "l2")
+    J = objective(X * scale, y, "squared", lam, "l2", res.x)
     assert J == pytest.approx(res.fun, rel=1e-9)
     assert J_star - 1e-7 <= J <= J_star + res.gap + 1e-8
     assert res.lower_bound <= J_star + 1e-7
@@ -312,3 +331,36 @@ def test_verbose_restores_the_logger(level, capsys):
         logger.setLevel(logging.NOTSET)
     lines = capsys.readouterr().err.splitlines()
     assert lines[0].split()[:2] == ["iter", "J(best)"] and len(lines) == 1 + res.nit
+
+
+@pytest.mark.parametrize(
+    ("loss", "feature_scale", "tol"),
+    [("hinge", 100.0, 1e-3), ("squared", 10.0, 1e-3), ("squared", 1.0, 1e-8)],
+)
+def test_stalled_qp_hands_over_to_the_clarabel_master_without_cvxpy(
+    monkeypatch, caplog, loss, feature_scale, tol
+):
+    """Separable data with features of ~100, and a target the model fits exactly: J* is tiny
+    next to the QP's tolerance, the QP master stalls, and the fit hands over to the primal
+    master solved by Clarabel (a core dependency), not to cvxpy (an extra): with cvxpy made
+    unimportable the fit converges, and its certificate holds against cvxpy's optimum
+    (computed before). The last column is a constant (an intercept, regularized)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 5))
+    s = X @ rng.normal(size=5)
+    y = np.where(s > 0, 1.0, -1.0) if loss == "hinge" else s
+    X = np.hstack([X * feature_scale, np.ones((200, 1))])
+    lam = 1e-3
+    J_star, _ = direct_optimum(X, y, loss, lam, "l2")
+    import sys
+
+    monkeypatch.setitem(sys.modules, "cvxpy", None)  # import cvxpy raises ImportError
+    with caplog.at_level(logging.INFO, logger="bmrm"):
+        res = bmrm.fit(X, y, loss, lam=lam, tol=tol).result_
+    assert "switching to the clarabel master" in caplog.text
+    assert res.success, res.message
+    J = objective(X, y, loss, lam, "l2", res.x)
+    assert J == pytest.approx(res.fun, rel=1e-9, abs=1e-15)
+    assert res.lower_bound <= J_star + 1e-9
+    assert J - J_star <= res.gap + 1e-9
+    assert res.gap <= tol * res.fun or res.gap <= 1e-12
