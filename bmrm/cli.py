@@ -33,6 +33,7 @@ import inspect
 import json
 import os
 import sys
+import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 
@@ -47,6 +48,7 @@ from bmrm.io.model_files import _write_atomic
 from bmrm.model import LinearModel, fit
 from bmrm.model import load as load_model
 from bmrm.scorers import ExpectedGainScorer
+from bmrm.solver.masters import _cvxpy
 from bmrm.solver.scorer_oracle import check_nonconvex
 from losses._weights import check_sample_weight
 from losses.metrics import CONVENTIONS, METRICS
@@ -319,6 +321,8 @@ def _check_output(path: str, name: str, inputs: dict[str, str | None]) -> None:
     """
     if not path:
         raise ValueError(f"{name} must be a file name; got ''")
+    if path.endswith(("/", os.sep)):
+        raise ValueError(f"cannot write {path}: a name ending in '/' names a folder")
     for input_name, other in inputs.items():
         if other and os.path.exists(path) and os.path.exists(other):
             if os.path.samefile(path, other):
@@ -330,11 +334,24 @@ def _check_output(path: str, name: str, inputs: dict[str, str | None]) -> None:
         return  # a device or FIFO, written in place
     target = os.path.realpath(path)
     folder = os.path.dirname(target)
+    shown = path if target == os.path.abspath(path) else f"{path} (a link to {target})"
     if not os.path.isdir(folder):
-        shown = path if target == os.path.abspath(path) else f"{path} (a link to {target})"
+        if os.path.exists(folder):
+            raise ValueError(f"cannot write {shown}: {folder} is not a folder")
         raise ValueError(f"cannot write {shown}: folder {folder} does not exist")
     if os.path.isdir(target):
         raise ValueError(f"cannot write {path}: it is a folder")
+    # a folder that takes no new file (read-only, no permission, /proc) fails here, not
+    # after the work: the output is written through a new temporary file in it
+    try:
+        handle, probe = tempfile.mkstemp(dir=folder, prefix=".bmrm-", suffix=".probe")
+    except OSError as exc:
+        raise ValueError(
+            f"cannot write {shown}: no new file can be made in folder {folder} "
+            f"({exc.strerror or exc})"
+        ) from None
+    os.close(handle)
+    os.unlink(probe)
 
 
 def _is_model_file(path: str) -> bool:
@@ -457,7 +474,18 @@ def _train(args) -> None:
         "--query-file": args.query_file,
         "--weight-file": args.weight_file,
     }
+    if args.query_file is None:
+        # TRAIN.query, read when it exists and TRAIN has no qid:
+        inputs["query"] = f"{args.train_file}.query"
     _check_output(args.model_file, "MODEL", inputs)
+    if args.regularizer != "l2":
+        try:
+            _cvxpy()
+        except ImportError:
+            raise ValueError(
+                f"--regularizer {args.regularizer} is solved by the cvxpy master, which the "
+                'core install leaves out: python -m pip install "bmrm[cvxpy]"'
+            ) from None
     # a bad weight file fails before the data file is parsed
     weights = None if args.weight_file is None else load_weight_file(args.weight_file)
     X, y, qid = _load_data(args.train_file, args.query_file)
@@ -525,6 +553,13 @@ def _predict(args) -> None:
     model = load_model(args.model_file)
     X, _, _ = _load_data(args.test_file, groups=False)
     scores = model.predict(_features_for(X, args.test_file, model, args.model_file))
+    bad = np.flatnonzero(~np.isfinite(scores))
+    if bad.size:
+        raise ValueError(
+            f"{args.test_file}: the score of data row {int(bad[0]) + 1} (counting rows from "
+            f"1) is {float(scores[bad[0]])!r}: its features overflow float64 with the model "
+            f"{args.model_file}; nothing written"
+        )
     text = "".join(f"{score!r}\n" for score in scores.tolist())
     _write_atomic(args.predictions_file, text.encode("ascii"))
 
@@ -553,8 +588,11 @@ def _parse_metrics(specs: Sequence[str], convention: str) -> list[tuple[str, Cal
         if at:
             if "k" not in inspect.signature(METRICS[name]).parameters:
                 raise ValueError(f"metric {name!r} takes no cut-off @K; got {spec!r}")
-            if not k_text.isdigit() or int(k_text) < 1:
-                raise ValueError(f"the cut-off of {spec!r} must be an integer >= 1")
+            # ASCII digits only ("²".isdigit() is True), within the kernels' int64
+            if not (k_text.isascii() and k_text.isdigit()) or not 1 <= int(k_text) < 2**63:
+                raise ValueError(
+                    f"--metric: the cut-off of {spec!r} must be an integer in 1..2**63 - 1"
+                )
             options["k"] = int(k_text)
         parsed.append((spec, METRICS[name], options))
     return parsed
@@ -603,6 +641,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         _COMMANDS[args.command](args)
     except (ValueError, OSError) as exc:
         _note(args.command, f"error: {_reason(exc)}")
+        return 2
+    except MemoryError as exc:
+        # numpy's message says how much it tried to allocate and for what shape
+        _note(args.command, f"error: not enough memory: {_reason(exc)}")
         return 2
     except KeyboardInterrupt:
         _note(args.command, "interrupted")

@@ -27,6 +27,7 @@ from bmrm.solver import compile_ahead
 from bmrm.solver.cccp import minimize_cccp
 from bmrm.solver.compile_clock import CompileClock
 from bmrm.solver.loop import HISTORY_FIELDS, BMRMResult, minimize_bmrm
+from bmrm.solver.masters import _cvxpy
 from bmrm.solver.nrbm import NRBM
 from bmrm.solver.oracle import RiskOracle, own_products_dtype
 from bmrm.solver.regularizers import Regularizer, from_spec, make_regularizer
@@ -611,6 +612,13 @@ def fit(
             f"loss_params must be a dict of the loss's parameters or None; got {loss_params!r}"
         )
     cvxpy_solver = check_cvxpy_solver(cvxpy_solver)
+    # the general master needs cvxpy (an extra): an ImportError that says how to install
+    # it, before any work (the lengths of array bounds are checked below, against X)
+    general = not make_regularizer(
+        regularizer, l1_ratio=l1_ratio, bounds=bounds, nonneg=nonneg, n_features=None
+    ).qp
+    if master == "cvxpy" or general:
+        _cvxpy()
     if fit_intercept:
         intercept_scaling = check_intercept_scaling(intercept_scaling)
     loss_obj = losses.get(loss, **(loss_params or {}))

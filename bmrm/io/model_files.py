@@ -259,7 +259,9 @@ def _write_atomic(path, data: bytes) -> None:
         return
     folder, name = os.path.split(os.path.realpath(path))
     target = os.path.join(folder, name)
-    tmp = os.path.join(folder, f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    # the temporary name within NAME_MAX (255 bytes) whatever the length of ``name``
+    stem = os.fsencode(name)[:200].decode("utf-8", "ignore")
+    tmp = os.path.join(folder, f".{stem}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
         with open(tmp, "xb") as f:
             if mode is not None:
@@ -269,7 +271,8 @@ def _write_atomic(path, data: bytes) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, target)
     except BaseException as exc:
-        with contextlib.suppress(FileNotFoundError):
+        # the original error, not the clean-up's (the temporary file may never have existed)
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
         if isinstance(exc, OSError):
             raise _naming(exc, path) from None

@@ -8,6 +8,7 @@ process (the same code, without an interpreter start-up each).
 """
 
 import gzip
+import os
 import shutil
 import subprocess
 import sys
@@ -461,7 +462,10 @@ def test_tampered_model(trained, tmp_path, run_here):
         (["train", "{train}", "m.json", "--scorer", "mlp"], "argument --scorer: invalid choice"),
         (["predict", "{test}", "{model}", "missing/p.txt"], "missing/p.txt: folder "),
         (["evaluate", "{test}", "{model}", "--metric", "foo@3"], "unknown metric 'foo@3'"),
-        (["evaluate", "{test}", "{model}", "--metric", "ndcg@0"], "must be an integer >= 1"),
+        (
+            ["evaluate", "{test}", "{model}", "--metric", "ndcg@0"],
+            "--metric: the cut-off of 'ndcg@0' must be an integer in 1..2**63 - 1",
+        ),
         (["evaluate", "{test}", "{model}", "--metric", "kendall_tau@3"], "takes no cut-off"),
         (["evaluate", "{test}", "bad.txt"], "bad.txt, line 2: expected a finite score; got 'abc'"),
         (["evaluate", "{test}", "nan.txt"], "nan.txt, line 1: expected a finite score; got 'nan'"),
@@ -657,3 +661,105 @@ def test_mq2008_smoke(shared_data, tmp_path, run_here):
     ]
     # A trained ranker does better than the all-tied ranking on the held-out partition.
     assert values[1][1] > metrics.map_score(y, np.zeros_like(y), qid, threshold=1, ties="stable")
+
+
+def test_model_may_not_replace_the_query_file_it_reads(folder, tmp_path, run_here):
+    """TRAIN.query, read because TRAIN has no qid:, is an input like --query-file: MODEL may
+    not be it (it was overwritten with the model before)."""
+    X, y, qid = read_data(folder / "train.svm")
+    dump_svmlight(tmp_path / "train.svm", X, y)
+    dump_query_file(tmp_path / "train.svm.query", groups_from_qid(qid))
+    before = (tmp_path / "train.svm.query").read_bytes()
+    proc = run_here("train", "train.svm", "train.svm.query", "--quiet", cwd=tmp_path)
+    line = one_line_error(proc, "train")
+    assert line == (
+        "bmrm train: error: MODEL train.svm.query is the query file train.svm.query: writing "
+        "it would destroy an input; choose another output file"
+    )
+    assert (tmp_path / "train.svm.query").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.svm", "train.svm.query"]
+
+
+def test_general_regularizer_without_cvxpy(folder, tmp_path, run_here, monkeypatch):
+    """--regularizer l1 on an install without cvxpy: one line saying how to install it,
+    before the data is read (a traceback after reading it before)."""
+    monkeypatch.setitem(sys.modules, "cvxpy", None)  # import cvxpy raises ImportError
+    monkeypatch.setattr(cli, "load_svmlight", lambda *a, **k: pytest.fail("data read"))
+    proc = run_here("train", folder / "train.svm", "m.json", "--regularizer", "l1", cwd=tmp_path)
+    assert one_line_error(proc, "train") == (
+        "bmrm train: error: --regularizer l1 is solved by the cvxpy master, which the core "
+        'install leaves out: python -m pip install "bmrm[cvxpy]"'
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_out_of_memory_is_one_line(folder, tmp_path, run_here, monkeypatch):
+    def no_memory(*args, **kwargs):
+        raise MemoryError("Unable to allocate 256. GiB for an array with shape (16, 2147483647)")
+
+    monkeypatch.setattr(cli, "fit", no_memory)
+    proc = run_here("train", folder / "train.svm", "m.json", "--quiet", cwd=tmp_path)
+    assert one_line_error(proc, "train") == (
+        "bmrm train: error: not enough memory: Unable to allocate 256. GiB for an array with "
+        "shape (16, 2147483647)"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_predict_refuses_scores_that_overflow(trained, tmp_path, run_here):
+    """A feature value of 1e308 makes a score inf: an error naming the row, nothing written
+    (the file held inf or nan with exit 0 before)."""
+    X, y, qid = read_data(trained / "test.svm")
+    w = load_model(trained / "model.json").coef_
+    X = X.copy()
+    d = X.shape[1]  # the model may have more features than the file uses
+    X[2, :] = np.sign(w[:d]) * 1.7e308  # every term of the score near the float64 maximum
+    with np.errstate(over="ignore", invalid="ignore"):
+        assert not np.isfinite(X[2] @ w[:d])
+    dump_svmlight(tmp_path / "big.svm", X, y.astype(np.int64), qid)
+    proc = run_here("predict", "big.svm", trained / "model.json", "p.txt", cwd=tmp_path)
+    line = one_line_error(proc, "predict")
+    assert line.startswith("bmrm predict: error: big.svm: the score of data row 3 (counting ")
+    assert line.endswith("nothing written")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.svm"]
+
+
+@pytest.mark.parametrize(
+    ("output", "message"),
+    [
+        ("new/", "cannot write new/: a name ending in '/' names a folder"),
+        ("here.txt/p.txt", "here.txt is not a folder"),
+        ("/proc/p.txt", "cannot write /proc/p.txt: no new file can be made in folder /proc ("),
+    ],
+)
+def test_outputs_that_cannot_be_written_fail_before_any_work(
+    trained, tmp_path, run_here, monkeypatch, output, message
+):
+    if output.startswith("/proc") and not os.path.isdir("/proc"):
+        pytest.skip("no /proc on this system")
+    (tmp_path / "here.txt").write_text("")
+    monkeypatch.setattr(cli, "load_model", lambda *a, **k: pytest.fail("model read"))
+    proc = run_here("predict", trained / "test.svm", trained / "model.json", output, cwd=tmp_path)
+    assert message in one_line_error(proc, "predict")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["here.txt"]
+
+
+def test_output_name_of_250_characters(trained, tmp_path, run_here):
+    """A name within NAME_MAX whose temporary name (".NAME.pid.hex.tmp") would not be: the
+    temporary name is shortened (the error named the temporary file before)."""
+    name = "p" * 250
+    proc = run_here("predict", trained / "test.svm", trained / "model.json", name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert read_scores(tmp_path / name).shape == (read_data(trained / "test.svm")[1].size,)
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+
+
+@pytest.mark.parametrize("cut_off", ["²", "99999999999999999999", "-1", "1.5", ""])
+def test_metric_cut_off_checked_before_reading(tmp_path, run_here, cut_off):
+    proc = run_here(
+        "evaluate", "missing.svm", "missing.txt", "--metric", f"ndcg@{cut_off}", cwd=tmp_path
+    )
+    assert one_line_error(proc, "evaluate") == (
+        f"bmrm evaluate: error: --metric: the cut-off of 'ndcg@{cut_off}' must be an integer "
+        "in 1..2**63 - 1"
+    )

@@ -364,3 +364,23 @@ def test_stalled_qp_hands_over_to_the_clarabel_master_without_cvxpy(
     assert res.lower_bound <= J_star + 1e-9
     assert J - J_star <= res.gap + 1e-9
     assert res.gap <= tol * res.fun or res.gap <= 1e-12
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"regularizer": "l1"}, {"nonneg": True}, {"bounds": (0.0, 1.0)}, {"master": "cvxpy"}],
+)
+def test_general_master_without_cvxpy_fails_before_any_work(monkeypatch, options):
+    """The cvxpy master's problems on an install without cvxpy: an ImportError saying how to
+    install it, before the loss's targets are prepared (it came at the first master solve)."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "cvxpy", None)  # import cvxpy raises ImportError
+    oracle = bmrm.model.RiskOracle
+    monkeypatch.setattr(bmrm.model, "RiskOracle", lambda *a, **k: pytest.fail("work started"))
+    X, y = non_separable()
+    with pytest.raises(ImportError, match=r'needs cvxpy.*pip install "bmrm\[cvxpy\]"'):
+        bmrm.fit(X, y, "hinge", **options)
+    monkeypatch.setattr(bmrm.model, "RiskOracle", oracle)
+    res = bmrm.fit(X, y, "hinge", bounds=(None, None)).result_  # no box: the QP master
+    assert res.success, res.message
