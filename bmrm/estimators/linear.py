@@ -629,12 +629,13 @@ def _weighted_classes(y, sample_weight) -> np.ndarray:
     return np.unique(y[np.asarray(sample_weight, dtype=np.float64) > 0])
 
 
-def _check_weighted_classes(classes, weighted) -> None:
-    """Raise when a class has no row of positive weight."""
+def _check_weighted_classes(classes, weighted, source: str) -> None:
+    """Raise when a class has no row of positive weight; ``source`` names the arguments
+    that weighed the rows ("sample_weight", "class_weight" or both)."""
     for label in classes.tolist():
         if label not in weighted.tolist():
             raise ValueError(
-                f"sample_weight (with class_weight) gives class {label!r} no positive weight: "
+                f"{source} gives class {label!r} no positive weight: "
                 f"a binary classifier needs both classes {classes.tolist()} weighted"
             )
 
@@ -762,13 +763,17 @@ class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
         if sample_weight is not None or per_class is not None:
             if sample_weight is None:
                 weighted = classes
+                source = "class_weight"
             else:
                 weighted = found[1] if _is_dask(X) else _weighted_classes(y, sample_weight)
+                source = "sample_weight"
             if per_class is not None:
                 kept = np.asarray(weighted).tolist()
                 pairs = zip(classes.tolist(), per_class, strict=True)
                 weighted = [c for c, cw in pairs if cw > 0 and c in kept]
-            _check_weighted_classes(classes, np.asarray(weighted))
+                if sample_weight is not None:
+                    source = "sample_weight (with class_weight)"
+            _check_weighted_classes(classes, np.asarray(weighted), source)
         same_classes = hasattr(self, "classes_") and np.array_equal(self.classes_, classes)
         positive = y == classes[1]
         y_signed = positive.astype(np.float64) * 2.0 - 1.0

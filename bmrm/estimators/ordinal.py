@@ -53,7 +53,8 @@ class OrdinalRegressor(_BMRMEstimator):
     Attributes
     ----------
     classes_ : ndarray of shape (K,)
-        The sorted distinct training labels (integers, not necessarily contiguous).
+        The sorted distinct training labels (integers, not necessarily contiguous), of y's
+        dtype: :meth:`predict` returns them, so int8 labels predict int8 and a bool y bool.
     model_ : bmrm.LinearModel
         The fitted scorer (:meth:`decision_function` and :meth:`save`).
     coef_ : ndarray of shape (n_features,)
@@ -114,6 +115,9 @@ class OrdinalRegressor(_BMRMEstimator):
     def fit(self, X, y, sample_weight=None) -> OrdinalRegressor:
         """Fit on X and integer ordinal labels y (any integers; order is numeric).
 
+        y may be of any integer dtype, float (integral values), or bool (two levels, False <
+        True), its labels within ±2**53; ``classes_`` and the predictions keep y's dtype.
+
         ``sample_weight`` (one non-negative weight per row, not all zero, or None) counts
         row i as s_i rows: the ordinal loss weighs each pair by s_i s_j (its ``row_weight``)
         and the thresholds minimise the weighted training MAE (error count), so integer
@@ -127,21 +131,26 @@ class OrdinalRegressor(_BMRMEstimator):
             sample_weight = np.asarray(sample_weight, dtype=np.float64)
         if y.dtype.kind not in "biuf" or np.any(y != np.round(y)):
             raise ValueError("y must hold integer ordinal levels (numbers like 1, 2, 5)")
-        # checked before the int64 cast below, which would wrap larger labels around
-        big = np.abs(y) > MAX_LEVEL
+        # checked before the int64 cast below, which would wrap larger labels around, and
+        # against both bounds: np.abs wraps -2**63 around to itself
+        big = (y < -MAX_LEVEL) | (y > MAX_LEVEL)
         if np.any(big):
             raise ValueError(
                 "y must hold integer ordinal levels within ±2**53 (exact integers in "
                 f"float64); got {float(y[big][0])!r}"
             )
         classes = np.unique(y)
-        if classes[-1] - classes[0] > MAX_LEVEL:
+        # differences in int64, exact for these labels (|y| <= 2**53), never in y's own
+        # dtype: int8 labels -100 and 100 differ by 200, which int8 wraps around to -56;
+        # a bool y counts False < True as 0 < 1 (and numpy does not subtract bools)
+        low, high = (int(v) for v in classes[[0, -1]])
+        if high - low > MAX_LEVEL:
             raise ValueError(
                 "y must hold integer ordinal levels spanning at most 2**53 (from the lowest "
                 f"to the highest); got {float(classes[0])!r} to {float(classes[-1])!r}"
             )
-        levels = (classes - classes[0]).astype(np.int64)
-        y_level = (y - classes[0]).astype(np.int64)
+        levels = classes.astype(np.int64) - low
+        y_level = y.astype(np.int64) - low
         data = {} if sample_weight is None else {"row_weight": sample_weight}
         model = self._solve(X, y_level, losses.get("ordinal", cost=self.cost), **data)
         f = model.decision_function(X)

@@ -236,6 +236,28 @@ def test_classifier_rejects_multiclass_and_one_class():
         BMRMClassifier().fit(X, np.ones(9))
 
 
+def test_classifier_weight_errors_name_only_the_arguments_given():
+    """A class left without positive weight is blamed on sample_weight, on class_weight or
+    on both, whichever were given."""
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    y = X[:, 0] > 0
+    only_true = y.astype(np.float64)
+    needs = r"no positive weight: a binary classifier needs both classes \[False, True\] weighted$"
+    with pytest.raises(ValueError, match=r"^sample_weight gives class False " + needs) as info:
+        BMRMClassifier().fit(X, y, sample_weight=only_true)
+    assert "class_weight" not in str(info.value)
+    with pytest.raises(ValueError, match=r"^class_weight gives class True " + needs) as info:
+        BMRMClassifier(class_weight={True: 0.0}).fit(X, y)
+    assert "sample_weight" not in str(info.value)
+    with_both = r"^sample_weight \(with class_weight\) gives class "
+    with pytest.raises(ValueError, match=with_both + "False " + needs):
+        BMRMClassifier(class_weight={True: 2.0}).fit(X, y, sample_weight=only_true)
+    with pytest.raises(ValueError, match=with_both + "True " + needs):
+        BMRMClassifier(class_weight={True: 0.0}).fit(X, y, sample_weight=np.ones(len(y)))
+    clf = BMRMClassifier(class_weight="balanced").fit(X, y, sample_weight=only_true + 0.5)
+    np.testing.assert_array_equal(clf.classes_, [False, True])
+
+
 def routed_ranker(**params):
     return BMRMRanker(**params).set_fit_request(qid=True).set_score_request(qid=True)
 

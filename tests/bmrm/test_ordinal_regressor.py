@@ -141,6 +141,63 @@ def test_single_level_predicts_it():
     np.testing.assert_array_equal(est.coef_, 0.0)
 
 
+@pytest.mark.parametrize(
+    ("dtype", "labels"),
+    [
+        (np.int8, (-100, 0, 100)),  # 100 − (−100) wraps around to −56 in int8
+        (np.int16, (-20000, 3, 20000)),
+        (np.uint8, (0, 7, 250)),
+    ],
+)
+def test_small_label_dtypes_fit_as_int64(dtype, labels):
+    """Labels of any integer dtype give the int64 fit: its coefficients,
+    thresholds and predictions, returned in the labels' own dtype."""
+    X, y = ordinal_data(5, labels=labels)
+    ref = OrdinalRegressor(lam=0.01, tol=1e-4).fit(X, y.astype(np.int64))
+    est = OrdinalRegressor(lam=0.01, tol=1e-4).fit(X, y.astype(dtype))
+    np.testing.assert_array_equal(est.coef_, ref.coef_)
+    np.testing.assert_array_equal(est.thresholds_, ref.thresholds_)
+    assert est.classes_.dtype == dtype
+    np.testing.assert_array_equal(est.classes_, labels)
+    pred = est.predict(X)
+    assert pred.dtype == dtype
+    np.testing.assert_array_equal(pred, ref.predict(X))
+    assert est.mae(X, y.astype(dtype)) == ref.mae(X, y)
+    assert ref.accuracy(X, y) > 0.6  # a fit worth comparing
+
+
+def test_bool_labels_are_two_levels_false_below_true():
+    """A bool y fits as the labels 0 < 1 and predicts bools (``classes_`` [False, True])."""
+    X, y = ordinal_data(6, labels=(0, 1))
+    est = OrdinalRegressor(lam=0.01, tol=1e-4).fit(X, y.astype(bool))
+    ref = OrdinalRegressor(lam=0.01, tol=1e-4).fit(X, y)
+    np.testing.assert_array_equal(est.coef_, ref.coef_)
+    np.testing.assert_array_equal(est.thresholds_, ref.thresholds_)
+    assert est.classes_.dtype == bool
+    np.testing.assert_array_equal(est.classes_, [False, True])
+    pred = est.predict(X)
+    assert pred.dtype == bool
+    np.testing.assert_array_equal(pred, ref.predict(X).astype(bool))
+    assert est.accuracy(X, y.astype(bool)) == ref.accuracy(X, y) > 0.8
+    assert est.mae(X, y.astype(bool)) == ref.mae(X, y)
+    # one bool level: predicted everywhere
+    np.testing.assert_array_equal(
+        OrdinalRegressor().fit(X, np.ones(len(y), bool)).predict(X), True
+    )
+
+
+def test_rejects_labels_beyond_2_to_the_53():
+    X, _ = ordinal_data(7, n=2)
+    for y, message in (
+        (np.array([-(2**63), 0]), r"within ±2\*\*53.*got -9.2"),  # np.abs(-2**63) < 0
+        (np.array([2**53 + 1, 0], dtype=np.uint64), r"within ±2\*\*53"),
+        (np.array([-(2**53), 2**53]), r"spanning at most 2\*\*53"),
+        (np.array([-(2.0**53), 1.0]), r"spanning at most 2\*\*53"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            OrdinalRegressor().fit(X, y)
+
+
 def test_rejects_non_integer_levels():
     X, y = ordinal_data(2)
     with pytest.raises(ValueError, match="y must hold integer ordinal levels"):
