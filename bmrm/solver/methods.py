@@ -132,6 +132,9 @@ class SolverState:
     zero_checked : bool
         Whether a zero subgradient has been checked against the risk nearby
         (:meth:`check_zero_subgradient`, at most once per fit).
+    slope_checked : bool
+        Whether a user's subgradient has been checked against the risk along a line
+        (:meth:`check_slope`, at most once per fit).
     """
 
     oracle: Any
@@ -157,6 +160,7 @@ class SolverState:
     cache_seconds: float = 0.0
     master_rtol: float = 1e-3
     zero_checked: bool = False
+    slope_checked: bool = False
 
     def __post_init__(self):
         # a name or a callable becomes its Regularizer (:mod:`bmrm.solver.regularizers`)
@@ -228,11 +232,13 @@ class SolverState:
         not for the package's own losses, which are exact); a value lower by more than
         rounding raises ``ValueError``.
         """
-        if R <= 0.0 or self.zero_checked or a.any():
+        if a.any():
+            self.check_slope(w, R, a)
+            return
+        if R <= 0.0 or self.zero_checked:
             return
         self.zero_checked = True
-        loss = getattr(self.oracle, "loss", None)
-        if loss is not None and type(loss).__module__.split(".")[0] == "losses":
+        if self._exact_oracle():
             return
         # the probes overwrite the oracle's work arrays: its last gradient is put back
         last = getattr(self.oracle, "last_gradient", None)
@@ -253,6 +259,58 @@ class SolverState:
                             "so zero is not a subgradient of the convex risk there (a loss's "
                             "loss_grad must return the gradient of the values it returns)"
                         )
+        if saved is not None:
+            self.oracle.last_gradient = last
+            np.copyto(last, saved)
+
+    def _exact_oracle(self) -> bool:
+        """Whether the risk is one of the package's own losses (exact, tested), which the
+        probes leave alone."""
+        loss = getattr(self.oracle, "loss", None)
+        return loss is not None and type(loss).__module__.split(".")[0] == "losses"
+
+    def check_slope(self, w: np.ndarray, R: float, a: np.ndarray) -> None:
+        """Raise if a user's subgradient ``a`` at ``w`` is disproved by the risk along a line.
+
+        For a convex R and a subgradient a, R(w + s d) >= R(w) + s·⟨a, d⟩ for every d and s
+        (the subgradient inequality). A gradient off by a few per cent (scaled, shifted, a
+        term left out) passes the checks made at the points the solver evaluates, yet its
+        planes over-estimate R along descent directions and make the certified gap too
+        small. Once per fit, the risk of a user's oracle or loss is evaluated along a random
+        direction, both ways, at three step lengths (6 calls; not for the package's own
+        losses); a value below the plane by more than rounding raises ``ValueError``.
+        Small steps see a wrong slope where R is close to linear, large ones where it bends.
+        """
+        if self.slope_checked:
+            return
+        self.slope_checked = True
+        if self._exact_oracle():
+            return
+        # the risk's rounding: relative 1e-9 in float64, more for float32 products
+        dtype = np.dtype(getattr(self.oracle, "dtype", np.float64))
+        eps = float(np.finfo(dtype).eps) if dtype.kind == "f" else 0.0
+        rounding = max(1e-9, 100.0 * eps)
+        last = getattr(self.oracle, "last_gradient", None)
+        saved = None if last is None else last.copy()
+        scale = max(1.0, float(np.sqrt(np.mean(np.square(w))))) if w.size else 1.0
+        d = np.random.default_rng(1).standard_normal(w.shape)
+        d /= max(float(np.linalg.norm(d)), 1e-300)
+        slope = float(a @ d)
+        for t in (1e-1, 1e-3, 1e-5):
+            for step in (t * scale, -t * scale):
+                value = float(self.oracle(w + step * d)[0])
+                self.nfev += 1
+                self.n_passes += 2
+                plane = R + step * slope
+                tolerance = rounding * (abs(R) + abs(value) + abs(step * slope))
+                if np.isfinite(value) and value < plane - tolerance:
+                    raise ValueError(
+                        f"the oracle's subgradient at an evaluated point is contradicted by "
+                        f"its risk along a line: {value:.10g} at step {step:.3g}, below "
+                        f"the subgradient's plane {plane:.10g}, so it is not a subgradient "
+                        "of a convex risk there (a loss's loss_grad must return the gradient "
+                        "of the values it returns; losses.check_oracle tests it)"
+                    )
         if saved is not None:
             self.oracle.last_gradient = last
             np.copyto(last, saved)

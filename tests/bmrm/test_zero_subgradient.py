@@ -1,9 +1,12 @@
-"""A zero subgradient where the risk is not least: refused, never certified as optimal.
+"""A user's subgradient that its own risk contradicts: refused, never certified.
 
 A convex risk's zero subgradient says that the point minimises it, and that single plane
 certifies the regularizer's minimiser. A user's loss or oracle that returns a placeholder
 zero gradient must therefore raise, not end the fit "converged" at w = 0; a true minimiser
-with a positive risk must still converge.
+with a positive risk must still converge. A gradient off by a few per cent (scaled, shifted)
+makes planes that over-estimate the risk along descent directions and a certified gap that
+is too small: the probe along a line at the first point refuses it, and a lower bound above
+an evaluated objective by more than rounding is an error, never "converged".
 """
 
 import numpy as np
@@ -85,3 +88,81 @@ def test_the_package_losses_are_not_probed():
     user = bmrm.fit(X, y, ShiftedSquared(), lam=1e-3)
     assert user.result_.status == 0 and user.coef_[0] == 0.0
     assert user.result_.nfev == 17
+
+
+class WrongSquared:
+    """½(f − y)² per row with its gradient times ``scale`` plus ``shift``, from the call
+    ``after`` on (earlier calls get the true gradient)."""
+
+    pointwise = True
+
+    def __init__(self, scale=1.0, shift=0.0, after=0):
+        self.scale, self.shift, self.after, self.calls = scale, shift, after, 0
+
+    def validate(self, y, query_ptr):
+        return np.asarray(y, dtype=np.float64)
+
+    def loss_grad(self, f, y):
+        self.calls += 1
+        r = f - y
+        if self.calls <= self.after:
+            return 0.5 * r * r, r
+        return 0.5 * r * r, self.scale * r + self.shift
+
+
+class Hinge:
+    """A user's hinge loss with labels ±1: exact subgradients, kinks included."""
+
+    pointwise = True
+
+    def validate(self, y, query_ptr):
+        return np.asarray(y, dtype=np.float64)
+
+    def loss_grad(self, f, y):
+        margin = 1.0 - y * f
+        return np.maximum(margin, 0.0), np.where(margin > 0, -y, 0.0)
+
+
+@pytest.mark.parametrize("method", ["level", "bmrm", "ocas", "ls-bmrm", "inout"])
+@pytest.mark.parametrize(("scale", "shift"), [(0.99, 0.0), (1.01, 0.0), (0.95, 0.0), (1.0, 0.01)])
+def test_a_slightly_wrong_gradient_is_refused(method, scale, shift):
+    """Each of these ended "converged" with a gap 4–97 times below the true error."""
+    X, y = data(3)
+    with pytest.raises(ValueError, match="contradicted by its risk along a line"):
+        bmrm.fit(X, y, WrongSquared(scale, shift), lam=0.1, method=method, tol=1e-6)
+
+
+def test_a_raw_oracle_with_a_wrong_slope_is_refused():
+    X, y = data(4)
+
+    def oracle(w):
+        r = X @ w - y
+        return 0.5 * float(np.mean(r**2)), 0.95 * X.T @ r / len(r)
+
+    with pytest.raises(ValueError, match="contradicted by its risk along a line"):
+        minimize_bmrm(oracle, 4, 1e-3)
+
+
+@pytest.mark.parametrize("method", ["level", "bmrm", "ocas", "ls-bmrm", "inout"])
+def test_true_subgradients_pass_the_probe(method):
+    """A user's squared and hinge losses (with kinks) and a float32 X converge, with six
+    more oracle calls than the built-in loss's fit at most (the probe, once per fit), to
+    the built-in loss's objective."""
+    X, y = data(5)
+    for loss, builtin, target in ((ShiftedSquared(), None, y), (Hinge(), "hinge", np.sign(y))):
+        for Xd in (X, X.astype(np.float32)):
+            res = bmrm.fit(Xd, target, loss, lam=1e-2, method=method, tol=1e-6).result_
+            assert res.success, res.message
+            if builtin is not None:
+                ref = bmrm.fit(Xd, target, builtin, lam=1e-2, method=method, tol=1e-6).result_
+                assert res.fun == pytest.approx(ref.fun, rel=1e-5)
+
+
+@pytest.mark.parametrize("method", ["level", "bmrm"])
+def test_a_lower_bound_above_an_evaluated_objective_is_an_error(method):
+    """The true gradient for the first calls (so the probe passes), 1.5 times it after: the
+    lower bound ends above the best objective. Within tol·J of it, the fit reported
+    "converged" with a negative gap; only rounding is allowed now."""
+    X, y = data(6)
+    with pytest.raises(ValueError, match="certified lower bound .* exceeds the objective"):
+        bmrm.fit(X, y, WrongSquared(1.5, after=2), lam=0.1, method=method, tol=1e-3)
