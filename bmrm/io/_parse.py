@@ -15,6 +15,12 @@ in a list of (start, end, kind, slot) entries and converted there, so results eq
 correctly rounded ``float()`` of the token. When the list is full, the kernel stops at the
 start of the current line and reports how far it got, so the caller can empty the list and
 call again from there.
+
+The writing pass never stores past the end of its arrays: numba checks no bounds, and a file
+that grew after it was measured (one still being written) would otherwise have the kernel
+overwrite the heap. A row beyond ``labels`` or a value beyond ``values`` stops it with
+``CAPACITY``; the caller also checks that the pass ended on exactly the measured rows and
+values, which catches a file that shrank.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ INDEX_TOO_LARGE = 15
 NOT_INCREASING = 16
 QID_MIXED = 17
 BEYOND_LIMIT = 18
+CAPACITY = 19  # a write would go past the arrays: the text is not the one that was measured
 
 # slots of the int64 ``state`` array (read and updated by the kernel)
 POS = 0  # next byte to read
@@ -170,7 +177,9 @@ def parse_lines(
     from written indices; indices at or above ``limit`` (as written) are an error. With
     ``write``, row ``state[ROW]`` onwards goes to ``labels``, ``qids`` and either ``X`` (when
     ``dense``) or ``indptr``/``indices``/``values`` (``indptr[state[ROW]]`` already set).
-    ``slow`` has shape (capacity, 4): start, end, kind, slot.
+    ``slow`` has shape (capacity, 4): start, end, kind, slot. A write beyond ``labels``
+    (rows; ``qids``, ``indptr`` and a dense ``X`` are sized alike) or beyond ``values`` (CSR
+    values and indices) is refused with ``CAPACITY``.
     """
     pos = state[POS]
     row = state[ROW]
@@ -198,6 +207,8 @@ def parse_lines(
         s = pos
         pos = _token_end(buf, pos, end)
         if write:
+            if row >= labels.shape[0]:
+                return _error(state, CAPACITY, line_start, s, pos, row, 0)
             value, ok = _fast_float(buf, s, pos, pow10)
             if ok:
                 labels[row] = value
@@ -301,6 +312,8 @@ def parse_lines(
                     if ok:
                         X[row, index - base] = value
                 else:
+                    if nnz >= values.shape[0]:
+                        return _error(state, CAPACITY, line_start, s, e, nnz, 0)
                     slot = nnz
                     indices[nnz] = index - base
                     if ok:

@@ -13,24 +13,28 @@ group size per line, in row order.
 :func:`load_svmlight` parses with the compiled reader of :mod:`bmrm.io._parse` in two passes
 over chunks of the file: the first checks every line and counts rows and values, the second
 converts the numbers straight into the final CSR or dense array, so only one chunk of text and
-one copy of ``X`` are held. It returns what ranking work needs: the query ids (``None`` when
-the file has none), the trailing comments, ``.query`` side files, and errors that name the file
-and the line. Its results equal those of scikit-learn's reader
-(:func:`sklearn.datasets.load_svmlight_file`) on every file that reader accepts and that holds
-finite numbers only; non-finite values are an error here.
+one copy of ``X`` are held (a pipe, which can be read only once, is held whole in memory). It
+returns what ranking work needs: the query ids (``None`` when the file has none), the trailing
+comments, ``.query`` side files, and errors that name the file and the line. Its results
+equal those of scikit-learn's reader (:func:`sklearn.datasets.load_svmlight_file`) on every
+file that reader accepts and that holds finite numbers only; non-finite values are an error
+here.
 """
 
 from __future__ import annotations
 
 import bz2
 import contextlib
+import functools
 import gzip
+import io
 import itertools
 import lzma
 import math
 import os
 import zlib
 from collections.abc import Iterator, Sequence
+from stat import S_ISREG
 from typing import IO, Literal
 
 import numpy as np
@@ -64,12 +68,6 @@ _COMPRESS = {"gzip": gzip.compress, "bzip2": bz2.compress, "xz": lzma.compress}
 _OPENERS = {"gzip": gzip.open, "bzip2": bz2.open, "xz": lzma.open}
 
 
-def _open(path: str, mode: str, **kwargs) -> IO:
-    """Open ``path``, decompressing ``.gz``, ``.bz2`` and ``.xz`` files."""
-    kind = _COMPRESSION.get(os.path.splitext(path)[1])
-    return (open if kind is None else _OPENERS[kind])(path, mode, **kwargs)
-
-
 @contextlib.contextmanager
 def _decompressing(path: str) -> Iterator[None]:
     """Report a truncated or corrupted ``.gz`` / ``.bz2`` / ``.xz`` file as a ValueError
@@ -95,14 +93,73 @@ def _decompressing(path: str) -> Iterator[None]:
 # ---------------------------------------------------------------------------------------------
 
 
-def _data_lines(path: str) -> Iterator[tuple[int, list[bytes], bytes | None]]:
+class _Source:
+    """A data file that the reader goes through several times, and the same each time.
+
+    :func:`load_svmlight` reads a file more than once: a pass that counts rows and values,
+    one that stores them, and more for the comments and for some error messages. A pipe, a
+    FIFO, ``/dev/stdin`` or a process substitution (``<(...)``) can be read only once: opened
+    again, it is empty (or waits for another writer), and the storing pass would leave the
+    arrays it was to fill uninitialised. Such a file (anything but a regular file) is read
+    into memory on its first opening, as it comes (still compressed, when its name says it
+    is), and every pass reads that copy.
+
+    A regular file is opened again by each pass. Its identity (device, inode, size and
+    modification time) when first opened must hold at every later opening and at the end of
+    every pass: a file still being written, or replaced, while it is read would otherwise
+    give rows of different versions. (The storing pass also checks that it ends on exactly
+    the rows and values counted, and the compiled parser never stores beyond them.)
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+        self.kind = _COMPRESSION.get(os.path.splitext(path)[1])
+        self.data: bytes | None = None  # the bytes of a file that is not a regular file
+        self.identity: tuple | None = None  # of a regular file, when first opened
+
+    def changed(self) -> ValueError:
+        return ValueError(
+            f"{self.path}: the file changed while it was being read (it is read more than "
+            "once); read it when nothing writes to it"
+        )
+
+    def _check(self, stat: os.stat_result) -> None:
+        identity = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        if self.identity is None:
+            self.identity = identity
+        elif identity != self.identity:
+            raise self.changed()
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[IO[bytes]]:
+        """The decompressed bytes, for one pass."""
+        with contextlib.ExitStack() as stack:
+            regular = False
+            if self.data is None:
+                raw = stack.enter_context(open(self.path, "rb"))
+                stat = os.fstat(raw.fileno())
+                regular = S_ISREG(stat.st_mode)
+                if regular:
+                    self._check(stat)
+                else:
+                    self.data = raw.read()
+            if not regular:
+                raw = io.BytesIO(self.data)
+            f = raw if self.kind is None else stack.enter_context(_OPENERS[self.kind](raw, "rb"))
+            yield f
+            if regular:
+                # reached only at the end of a whole pass (not when the reader gave up early)
+                self._check(os.fstat(raw.fileno()))
+
+
+def _data_lines(source: _Source) -> Iterator[tuple[int, list[bytes], bytes | None]]:
     """Yield ``(line_number, tokens, comment)`` for every line that holds a row.
 
     Lines are split on ``\\n`` and tokens on ASCII whitespace, everything after the first
     ``#`` is the comment (``None`` without ``#``), and lines with no token before ``#`` are
     skipped: the same rules as scikit-learn's compiled reader, so the k-th yielded line is row k.
     """
-    with _decompressing(path), _open(path, "rb") as f:
+    with _decompressing(source.path), source.reading() as f:
         for lineno, line in enumerate(f, start=1):
             data, hash_sign, comment = line.partition(b"#")
             tokens = data.split()
@@ -115,11 +172,11 @@ def _show(token: bytes) -> str:
     return repr(text if len(text) <= 40 else text[:37] + "...")
 
 
-def _line_of_row(path: str, row: int) -> int:
-    return next(itertools.islice(_data_lines(path), row, None))[0]
+def _line_of_row(source: _Source, row: int) -> int:
+    return next(itertools.islice(_data_lines(source), row, None))[0]
 
 
-def _chunks(path: str) -> Iterator[tuple[bytes, int, int]]:
+def _chunks(source: _Source) -> Iterator[tuple[bytes, int, int]]:
     """Yield ``(buffer, end, lines_before)``: ``buffer[:end]`` holds whole lines only.
 
     ``lines_before`` counts the line feeds before the buffer, so the line of byte ``pos``
@@ -128,7 +185,7 @@ def _chunks(path: str) -> Iterator[tuple[bytes, int, int]]:
     """
     lines = 0
     tail = b""
-    with _decompressing(path), _open(path, "rb") as f:
+    with _decompressing(source.path), source.reading() as f:
         while True:
             data = f.read(_CHUNK_BYTES)
             buffer = tail + data if tail else data
@@ -189,8 +246,9 @@ def _slow_number(token: bytes) -> float | None:
 class _Parse:
     """One pass of the compiled parser over a file (see :mod:`bmrm.io._parse`)."""
 
-    def __init__(self, path: str, one_based: bool):
-        self.path = path
+    def __init__(self, source: _Source, one_based: bool):
+        self.source = source
+        self.path = source.path
         self.one_based = one_based
         self.state = np.zeros(_parse.N_STATE, dtype=np.int64)
         self.state[_parse.MIN_INDEX] = _MAX_INDEX + 1
@@ -203,7 +261,7 @@ class _Parse:
         token = buffer[state[_parse.ERR_START] : state[_parse.ERR_END]]
         a, b = int(state[_parse.ERR_A]), int(state[_parse.ERR_B])
         if code == _parse.QID_MIXED:
-            first = _line_of_row(self.path, 0)
+            first = _line_of_row(self.source, 0)
             this, other = ("has a", "has none") if a else ("has no", "has one")
             message = f"this line {this} qid: but line {first} {other}"
         elif code == _parse.BEYOND_LIMIT:
@@ -237,7 +295,7 @@ class _Parse:
             labels, qids, indptr, indices = empty_f, empty_q, empty_i, empty_i
             values, X, dense = empty_f, np.zeros((0, 0)), False
         slow = np.zeros((_SLOW_CAPACITY, 4), dtype=np.int64)
-        for buffer, end, lines in _chunks(self.path):
+        for buffer, end, lines in _chunks(self.source):
             array = np.frombuffer(buffer, dtype=np.uint8)
             state[_parse.POS] = 0
             while True:
@@ -247,6 +305,12 @@ class _Parse:
                     labels, qids, indptr, indices, values, X, slow,
                 )  # fmt: skip
                 if code > _parse.SLOW_FULL:
+                    if write:
+                        # The measuring pass accepted every line under the same checks, and
+                        # the storing pass's base and limit follow from what it measured;
+                        # CAPACITY: more rows or values than it counted. Either way the
+                        # text is not the one it measured.
+                        raise self.source.changed()
                     raise self.error(code, buffer, lines, base, limit)
                 n_slow = int(state[_parse.N_SLOW])
                 for s, e, kind, slot in slow[:n_slow].tolist():
@@ -280,27 +344,31 @@ class _Parse:
         return ValueError(f"{self.path}, line {lineno}: {what} {problem}")
 
 
-def _read_comments(path: str) -> list[str]:
+def _read_comments(source: _Source) -> list[str]:
     comments = []
-    for lineno, _, comment in _data_lines(path):
+    for lineno, _, comment in _data_lines(source):
         try:
             comments.append("" if comment is None else comment.decode("utf-8").strip())
         except UnicodeDecodeError as exc:
-            raise ValueError(f"{path}, line {lineno}: comment is not valid UTF-8") from exc
+            raise ValueError(f"{source.path}, line {lineno}: comment is not valid UTF-8") from exc
     return comments
 
 
 def _read(
-    path: str, zero_based: bool | str, n_features: int | None, dtype: np.dtype, dense: bool
+    source: _Source, zero_based: bool | str, n_features: int | None, dtype: np.dtype, dense: bool
 ) -> tuple:
-    """Parse ``path`` in two compiled passes, straight into arrays of their final size.
+    """Parse ``source`` in two compiled passes, straight into arrays of their final size.
 
     The first pass counts rows and stored values, finds the index range and checks every
     line's structure; the second converts the numbers into ``X`` (CSR or dense), the labels
-    and the query ids. The text is read in chunks of ``_CHUNK_BYTES``.
+    and the query ids. The text is read in chunks of ``_CHUNK_BYTES``. The second pass must
+    see what the first measured: it stops rather than store beyond the counted rows and
+    values, and it must end on exactly them (and on the same index range and qid use), else
+    the file changed in between and nothing is returned (see :class:`_Source`).
     """
+    path = source.path
     one_based = zero_based is False
-    survey = _Parse(path, one_based)
+    survey = _Parse(source, one_based)
     survey.run(base=int(one_based), limit=_MAX_INDEX + 1)
     state = survey.state
     n_rows, nnz = int(state[_parse.ROW]), int(state[_parse.NNZ])
@@ -313,7 +381,7 @@ def _read(
     if n_features is not None:
         if n_cols > n_features:
             # a second survey with the limit stops at the first line beyond it
-            _Parse(path, one_based).run(base=base, limit=n_features + base)
+            _Parse(source, one_based).run(base=base, limit=n_features + base)
         n_cols = n_features
     work_dtype = dtype if dtype in (np.float32, np.float64) else np.dtype(np.float64)
     out = {
@@ -331,7 +399,11 @@ def _read(
         out["indptr"] = np.zeros(n_rows + 1, dtype=index_dtype)
         out["indices"] = np.empty(nnz, dtype=index_dtype)
         out["values"] = np.empty(nnz, dtype=work_dtype)
-    _Parse(path, one_based).run(base=base, limit=n_cols + base, out=out)
+    writer = _Parse(source, one_based)
+    writer.run(base=base, limit=n_cols + base, out=out)
+    measured = [_parse.ROW, _parse.NNZ, _parse.MIN_INDEX, _parse.MAX_INDEX, _parse.QID_STATE]
+    if not np.array_equal(writer.state[measured], state[measured]):
+        raise source.changed()
     if dense:
         X = out["X"]
     else:
@@ -358,7 +430,8 @@ def load_svmlight(
     ----------
     path : str or path-like
         The file; names ending in ``.gz``, ``.bz2`` or ``.xz`` are decompressed on the
-        fly.
+        fly. It may also be a pipe, a FIFO, ``/dev/stdin`` or a process substitution
+        (``<(...)``), which is read into memory once.
     n_features : int, optional
         Number of columns of ``X``; by default the largest feature index in the file. Files
         that are parts of one data set should be read with the same ``n_features``.
@@ -401,16 +474,21 @@ def load_svmlight(
         ``index:value`` with an integer index and a numeric value, a negative index, index 0
         when ``zero_based=False``, indices that do not strictly increase along a line, a
         ``qid:`` that is not an integer or not right after the label, ``qid:`` on some rows
-        but not others, an index beyond ``n_features``. Also for a file with no row, or group
-        sizes that do not sum to the row count.
+        but not others, an index beyond ``n_features``. Also for a file with no row, a group
+        size that is not an integer from 1 to the row count, group sizes that do not sum to
+        the row count, and a file that changed while it was being read.
 
     Notes
     -----
     Blank lines, whitespace-only lines and lines starting with ``#`` hold no row and are
     skipped, as by :func:`sklearn.datasets.load_svmlight_file`. Two compiled passes over the
     text (the comments take a third, in Python); memory is ``X``, ``y``, ``qid`` and one
-    chunk of text. Numbers are rounded correctly to float64 and then to ``dtype``; a value
-    that is NaN, infinite or beyond the range of ``dtype`` is an error naming its line.
+    chunk of text, plus the whole file as read when it is not a regular file (a pipe can be
+    read only once; the passes read the copy, so the results equal the regular file's).
+    A regular file must not change between and during the passes: one that grows, shrinks
+    or is replaced meanwhile is an error, not a mixture of versions. Numbers are rounded
+    correctly to float64 and then to ``dtype``; a value that is NaN, infinite or beyond the
+    range of ``dtype`` is an error naming its line.
     A structural error found by the first pass is reported before the value errors, so the
     line named is a bad line, not always the first one. Cost O(file size).
     """
@@ -434,12 +512,13 @@ def load_svmlight(
     check_int(n_features, "n_features", 1, allow_none=True)
     if n_features is not None:
         n_features = int(n_features)
-    X, y, qid = _read(path, zero_based, n_features, dtype, dense)
+    source = _Source(path)
+    X, y, qid = _read(source, zero_based, n_features, dtype, dense)
     n_rows = X.shape[0]
     qid = _apply_query_file(path, query_file, qid, n_rows)
     result = (X, y, qid)
     if return_comments:
-        result += (_read_comments(path),)
+        result += (_read_comments(source),)
     return result
 
 
@@ -468,8 +547,10 @@ def _apply_query_file(
             f"{path} has qid: on its rows, so a query file ({os.fspath(query_file)}) would "
             "conflict; pass query_file=None or 'auto'"
         )
-    sizes = load_query_file(query_file)
-    total = int(sizes.sum())
+    sizes = _load_group_sizes(query_file, n_rows, path)
+    # in Python ints: an int64 sum wraps, and sizes whose wrapped sum equals n_rows would
+    # pass to numpy.repeat, which then writes far beyond its output
+    total = sum(sizes.tolist())
     if total != n_rows:
         raise ValueError(
             f"group sizes in {os.fspath(query_file)} sum to {total} rows but {path} has "
@@ -506,7 +587,8 @@ def dump_svmlight(
     path : str or path-like
         Output file (overwritten); ``.gz``, ``.bz2`` and ``.xz`` names are compressed.
     X : array-like or sparse matrix of shape (n_samples, n_features)
-        Real-valued features; zeros (stored or not) are left out of the file.
+        Real-valued features; zeros (stored or not) are left out of the file, and duplicate
+        entries of a sparse matrix are written as their sum (the value scipy gives them).
     y : array-like of shape (n_samples,)
         Finite real labels.
     qid : array-like of int, shape (n_samples,), optional
@@ -556,6 +638,10 @@ def dump_svmlight(
         X = X.astype(np.float32)  # scipy.sparse has no float16; the widening is exact
     X = sp.csr_matrix(X, copy=True)
     n_rows = X.shape[0]
+    # scipy allows duplicate (row, column) entries and means their sum: write that (on the
+    # copy), since "1:1.0 1:2.0" would neither be X nor a file load_svmlight reads; summing
+    # first also drops entries that cancel out. sum_duplicates sorts the indices.
+    X.sum_duplicates()
     X.eliminate_zeros()
     X.sort_indices()
     finite = np.isfinite(X.data)
@@ -635,24 +721,41 @@ def dump_svmlight(
 # ---------------------------------------------------------------------------------------------
 
 
+# Group sizes, their sums and the query ids made from them are int64.
+_MAX_ROWS = 2**63 - 1
+
+
 def _check_sizes(sizes) -> np.ndarray:
+    """``sizes`` as int64, checked: integers >= 1 whose exact sum is an int64.
+
+    An int64 sum would wrap around (and uint64 sizes of 2**63 or more would wrap when cast),
+    and :func:`numpy.repeat` given sizes whose wrapped total is small writes far beyond the
+    array it allocated; the sum is therefore taken in Python ints.
+    """
     sizes = np.asarray(sizes)
     if sizes.ndim != 1 or (sizes.size and sizes.dtype.kind not in "iu"):
         raise ValueError(f"sizes must be a 1-d array of integers; got {sizes.dtype} {sizes.shape}")
     if np.any(sizes < 1):
         bad = int(np.flatnonzero(sizes < 1)[0])
         raise ValueError(f"sizes must be >= 1; got {sizes[bad]} at position {bad}")
+    total = sum(sizes.tolist())
+    if total > _MAX_ROWS:
+        raise ValueError(f"sizes must sum to at most 2**63 - 1 rows; got a sum of {total}")
     return sizes.astype(np.int64)
 
 
-def _read_one_per_line(path: PathLike, parse, noun: str, what: str, dtype) -> np.ndarray:
+def _read_one_per_line(
+    path: PathLike, parse, noun: str, what: str, dtype, max_total: int | None = None
+) -> np.ndarray:
     """One number per line of ``path``, blank lines skipped: ``parse(text)`` returns the
     number or None for a line that is not one (any line with an underscore is not: Python's
     digit-group underscores, as in ``1_1``, are no part of these files). A ValueError names
     the file and line of a bad one (``what`` says what was expected), or the file without
-    any (``noun``)."""
+    any (``noun``). With ``max_total``, the (exact) running sum must not exceed it either,
+    and the line where it does is named."""
     path = os.fspath(path)
     values = []
+    total = 0
     with open(path, "rb") as f:
         for lineno, line in enumerate(f, start=1):
             text = line.strip()
@@ -661,18 +764,25 @@ def _read_one_per_line(path: PathLike, parse, noun: str, what: str, dtype) -> np
             value = None if b"_" in text else parse(text)
             if value is None:
                 raise ValueError(f"{path}, line {lineno}: expected {what}; got {_show(text)}")
+            if max_total is not None:
+                total += value
+                if total > max_total:
+                    raise ValueError(
+                        f"{path}, line {lineno}: the {noun}s up to this line sum to {total}; "
+                        f"they must sum to at most {max_total}"
+                    )
             values.append(value)
     if not values:
         raise ValueError(f"{path}: no {noun} (the file is empty)")
     return np.array(values, dtype=dtype)
 
 
-def _group_size(text: bytes) -> int | None:
+def _group_size(text: bytes, most: int = _MAX_ROWS) -> int | None:
     try:
         size = int(text)
     except ValueError:
         return None
-    return size if size >= 1 else None
+    return size if 1 <= size <= most else None
 
 
 def _weight(text: bytes) -> float | None:
@@ -688,10 +798,34 @@ def load_query_file(path: PathLike) -> np.ndarray:
 
     Blank lines are skipped. Returns an int64 array of sizes (each >= 1), written in decimal
     digits (Python's digit-group underscores, as in ``1_1``, are not a size); raises
-    ValueError naming the file and line for anything else, and for a file with no size.
+    ValueError naming the file and line for anything else, for a file with no size, and
+    for sizes that sum to more than 2**63 - 1 rows (so that an int64 sum of the result is
+    exact, and no size overflows int64).
     """
+    return _load_group_sizes(path)
+
+
+def _load_group_sizes(
+    path: PathLike, n_rows: int | None = None, data_path: str | None = None
+) -> np.ndarray:
+    """:func:`load_query_file`; with ``n_rows``, the rows of ``data_path``, each size must
+    also be at most ``n_rows``, so that a size no data file could match is named with its
+    line rather than only making the sum wrong."""
+    if n_rows is None:
+        most, what = _MAX_ROWS, "a group size (an integer >= 1 and at most 2**63 - 1)"
+    else:
+        most = n_rows
+        what = (
+            f"a group size (an integer >= 1 and at most the number of rows of {data_path}, "
+            f"{n_rows})"
+        )
     return _read_one_per_line(
-        path, _group_size, "group size", "a group size (an integer >= 1)", np.int64
+        path,
+        functools.partial(_group_size, most=most),
+        "group size",
+        what,
+        np.int64,
+        max_total=_MAX_ROWS,
     )
 
 

@@ -7,10 +7,14 @@ README written out literally below.
 """
 
 import bz2
+import contextlib
 import gzip
+import itertools
 import lzma
 import os
 import re
+import threading
+import time
 import zlib
 
 import numpy as np
@@ -21,6 +25,7 @@ from hypothesis import strategies as st
 from sklearn.datasets import load_svmlight_file
 
 from bmrm.io import (
+    _parse,
     data_dir,
     dump_query_file,
     dump_svmlight,
@@ -32,6 +37,7 @@ from bmrm.io import (
     load_svmlight,
     load_weight_file,
     qid_from_groups,
+    svmlight,
 )
 
 # The rotation table of the data README (and of LETOR 4.0's own readme), written out.
@@ -224,6 +230,26 @@ def test_dump_float16_features(tmp_path):
     Xs, _, _ = load_svmlight(path, dtype=np.float16, dense=True)
     assert Xs.dtype == np.float16
     np.testing.assert_array_equal(Xs, X)
+
+
+def test_dump_sums_duplicate_entries_of_a_sparse_matrix(tmp_path):
+    # scipy means the sum of duplicate (row, column) entries: X[0, 0] is 3, X[1, 2] is 0
+    data = np.array([1.0, 2.0, 0.25, 0.5, -0.5, 4.0])
+    indices = np.array([0, 0, 1, 2, 2, 0])
+    indptr = np.array([0, 2, 5, 6])
+    X = sp.csr_matrix((data, indices, indptr), shape=(3, 3))
+    np.testing.assert_array_equal(X.toarray(), [[3.0, 0, 0], [0, 0.25, 0], [4.0, 0, 0]])
+    path = tmp_path / "f.txt"
+    dump_svmlight(path, X, [1, 0, 2])
+    assert path.read_text() == "1 1:3.0\n0 2:0.25\n2 1:4.0\n"
+    Xs, ys, _ = load_svmlight(path, n_features=3)
+    np.testing.assert_array_equal(Xs.toarray(), X.toarray())
+    np.testing.assert_array_equal(ys, [1, 0, 2])
+    # the caller's matrix is left as it was, duplicates and all
+    assert X.nnz == 6
+    np.testing.assert_array_equal(X.data, data)
+    np.testing.assert_array_equal(X.indices, indices)
+    np.testing.assert_array_equal(X.indptr, indptr)
 
 
 def test_dump_leaves_existing_file_when_a_comment_cannot_be_encoded(tmp_path):
@@ -464,6 +490,279 @@ def test_errors_are_located_across_chunks(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------
+# files that can be read only once (pipes), and files that change while they are read
+# ---------------------------------------------------------------------------------------------
+
+
+# pipes, FIFOs and /dev/fd, and the open files of this process under /proc
+needs_proc = pytest.mark.skipif(
+    not os.path.isdir("/proc/self/fd"), reason="needs Linux's /proc/self/fd"
+)
+
+
+def _opened_here(path):
+    """How many file descriptors of this process refer to ``path``."""
+    target = os.stat(path)
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            st = os.stat(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # closed meanwhile (the listing's own descriptor)
+        count += (st.st_dev, st.st_ino) == (target.st_dev, target.st_ino)
+    return count
+
+
+@contextlib.contextmanager
+def fifo_serving(path, contents):
+    """A FIFO at ``path`` whose writer serves ``contents[0]`` to the first opening for
+    reading, ``contents[1]`` to the second, ..., and nothing (an empty file) to any later
+    one: what a reader that opens the file several times gets from a pipe, or, with growing
+    contents, from a file still being written. (The reader is in this process: the writer
+    waits until it has closed the FIFO before it opens it again, else the reader would see
+    the next contents as more of the same file.)"""
+    os.mkfifo(path)
+    stop = threading.Event()
+
+    def wait_until(condition):
+        deadline = time.monotonic() + 60
+        while not (condition() or stop.is_set() or time.monotonic() > deadline):
+            time.sleep(0.002)
+
+    def serve():
+        for i in itertools.count():
+            with open(path, "wb") as f:  # waits for a reader
+                if stop.is_set():
+                    return
+                # the reader's descriptor (beside this one) exists once its open returns
+                wait_until(lambda: _opened_here(path) >= 2)
+                with contextlib.suppress(BrokenPipeError):
+                    f.write(contents[i] if i < len(contents) else b"")
+            wait_until(lambda: _opened_here(path) == 0)  # it read to the end and closed
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield path
+    finally:
+        stop.set()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # lets the waiting writer through
+        try:
+            thread.join(timeout=30)
+        finally:
+            os.close(fd)
+        assert not thread.is_alive()
+
+
+@contextlib.contextmanager
+def pipe_serving(data):
+    """``/dev/fd/N`` of an anonymous pipe fed ``data`` once, as ``<(cat file)`` in bash."""
+    read_end, write_end = os.pipe()
+
+    def serve():
+        with open(write_end, "wb") as f, contextlib.suppress(BrokenPipeError):
+            f.write(data)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"/dev/fd/{read_end}"
+    finally:
+        os.close(read_end)
+        thread.join(timeout=30)
+        assert not thread.is_alive()
+
+
+def assert_same_read(got, expected):
+    """Two results of load_svmlight, equal bit for bit (arrays, dtypes, comments)."""
+    assert len(got) == len(expected)
+    X, Xr = got[0], expected[0]
+    assert type(X) is type(Xr) and X.shape == Xr.shape and X.dtype == Xr.dtype
+    parts = (X.indptr, X.indices, X.data) if sp.issparse(X) else (X,)
+    expected_parts = (Xr.indptr, Xr.indices, Xr.data) if sp.issparse(Xr) else (Xr,)
+    pairs = zip((*parts, got[1], got[2]), (*expected_parts, expected[1], expected[2]), strict=True)
+    for a, b in pairs:
+        assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    assert got[3:] == expected[3:]
+
+
+def pipe_test_text():
+    """About 20 kB of awkward rows (every number notation, comments, blank lines), all with
+    qid:, one-based."""
+    rng = np.random.default_rng(11)
+    return "\n".join(random_svmlight_text(rng, True, True) for _ in range(12)) + "\n"
+
+
+@needs_proc
+@pytest.mark.parametrize("how", ["pipe", "fifo", "fifo.gz"])
+@pytest.mark.parametrize("dense", [False, True])
+def test_pipe_reads_as_the_regular_file(tmp_path, monkeypatch, how, dense):
+    """A pipe, FIFO or process substitution is empty when opened a second time; the reader
+    reads it once and gives the regular file's result bit for bit (before, the storing pass
+    saw nothing and returned uninitialised labels and qids)."""
+    # small chunks and a small list of tokens left to Python: every resume path runs
+    monkeypatch.setattr("bmrm.io.svmlight._CHUNK_BYTES", 1000)
+    monkeypatch.setattr("bmrm.io.svmlight._SLOW_CAPACITY", 3)
+    text = pipe_test_text().encode()
+    regular = write(tmp_path / "regular.txt", text)
+    kwargs = {"dense": dense, "return_comments": True, "dtype": np.float32 if dense else float}
+    expected = load_svmlight(regular, **kwargs)
+    assert expected[0].shape[0] > 100 and expected[2] is not None
+    if how == "pipe":
+        served = pipe_serving(text)
+    elif how == "fifo":
+        served = fifo_serving(tmp_path / "fifo.txt", [text])
+    else:
+        served = fifo_serving(tmp_path / "fifo.txt.gz", [gzip.compress(text)])
+    with served as path:
+        got = load_svmlight(path, **kwargs)
+    assert_same_read(got, expected)
+
+
+@needs_proc
+def test_pipe_error_names_the_line(tmp_path):
+    """Errors found in a pipe's text name its line, as for a regular file (the message for
+    a line without qid: looks up the first row in the copy read)."""
+    text = b"# c\n1 qid:1 1:1\n\n2 qid:1 2:1\n0 3:1\n"
+    with fifo_serving(tmp_path / "fifo.txt", [text]) as path:
+        with pytest.raises(ValueError) as info:
+            load_svmlight(path)
+    assert str(info.value) == f"{path}, line 5: this line has no qid: but line 2 has one"
+
+
+@needs_proc
+def test_fifo_that_serves_more_rows_when_opened_again(tmp_path):
+    """The audit's reproducer: a FIFO serving 2 rows, then 5,000 when opened again. A reader
+    that measured the first and stored the second wrote past its arrays (a segmentation
+    fault); read once, it is the 2-row file."""
+    rows = "".join(f"{i % 3} qid:{i // 10} 1:{i}.5 3:-{i}\n" for i in range(5000)).encode()
+    small = b"".join(rows.splitlines(keepends=True)[:2])
+    expected = load_svmlight(write(tmp_path / "small.txt", small), return_comments=True)
+    with fifo_serving(tmp_path / "fifo.txt", [small, rows]) as path:
+        got = load_svmlight(path, return_comments=True)
+    assert_same_read(got, expected)
+    assert got[0].shape == (2, 3)
+
+
+# (text measured by the first pass, text stored by the second): each changes what the first
+# pass counted (rows, values, index range, qid: use) or, in the last case, only the values
+CHANGES = {
+    "more rows": (b"1 qid:1 1:1 2:2\n", b"1 qid:1 1:1 2:2\n" * 50),
+    "more values": (b"1 qid:1 1:1 3:2\n" * 3, b"1 qid:1 1:1 2:1 3:2\n" * 3),
+    "fewer rows": (b"1 qid:1 1:1 2:2\n" * 50, b"1 qid:1 1:1 2:2\n"),
+    "fewer values": (b"1 qid:1 1:1 2:1 3:2\n" * 3, b"1 qid:1 1:1 3:2\n" * 3),
+    "larger index": (b"1 qid:1 1:1 2:2\n", b"1 qid:1 1:1 9:2\n"),
+    "index 0": (b"1 qid:1 1:1 2:2\n", b"1 qid:1 0:1 2:2\n"),
+    "qid: dropped": (b"1 qid:1 1:1\n" * 2, b"1 1:1\n" * 2),
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+@pytest.mark.parametrize("dense", [False, True])
+def test_file_that_changes_between_the_passes(tmp_path, monkeypatch, change, dense):
+    """The storing pass must see the text the counting pass measured. Here it sees another
+    (the chunk reader is replaced, so that no check of the file itself intervenes): it
+    stores nothing beyond the counted rows and values and the read is refused with the file
+    named, not a result of mixed versions or a write past the arrays."""
+    first, then = CHANGES[change]
+    texts = iter([first, then, then])
+
+    def chunks(source):
+        text = next(texts)
+        yield text, len(text), 0
+
+    monkeypatch.setattr("bmrm.io.svmlight._chunks", chunks)
+    path = write(tmp_path / "f.txt", first)
+    message = rf"^{re.escape(str(path))}: the file changed while it was being read"
+    with pytest.raises(ValueError, match=message):
+        load_svmlight(path, dense=dense)
+
+
+@pytest.mark.parametrize("when", ["between the passes", "during the first pass"])
+def test_regular_file_replaced_or_appended_while_read(tmp_path, monkeypatch, when):
+    """A regular file is opened by each pass: one replaced between them by a file with the
+    same rows and values but other numbers (counts alike, so only the file's identity tells)
+    or appended to during a pass is refused, not read as a mixture of versions."""
+    path = write(tmp_path / "f.txt", b"1 qid:1 1:1 2:2\n0 qid:1 1:3\n")
+    real_chunks = svmlight._chunks
+    passes = []
+
+    def chunks(source):
+        passes.append(source)
+        for i, item in enumerate(real_chunks(source)):
+            if when == "during the first pass" and len(passes) == 1 and i == 0:
+                with open(path, "ab") as f:
+                    f.write(b"2 qid:1 1:5\n")
+            yield item
+        if when == "between the passes" and len(passes) == 1:
+            write(tmp_path / "new.txt", b"2 qid:1 1:7 2:8\n1 qid:1 1:9\n")
+            os.replace(tmp_path / "new.txt", path)
+
+    monkeypatch.setattr("bmrm.io.svmlight._CHUNK_BYTES", 8)
+    monkeypatch.setattr("bmrm.io.svmlight._chunks", chunks)
+    message = rf"^{re.escape(str(path))}: the file changed while it was being read"
+    with pytest.raises(ValueError, match=message):
+        load_svmlight(path)
+    # unchanged, the same file reads as usual
+    monkeypatch.setattr("bmrm.io.svmlight._chunks", real_chunks)
+    _, y, _ = load_svmlight(path)
+    assert y.size > 0
+
+
+def _parser_arrays(text, rows, values, dense, guard=3):
+    """The parser's arguments for a storing pass into arrays of ``rows`` rows and ``values``
+    values, each a view at the start of a larger array whose remaining ``guard`` entries
+    hold -7: the kernel must leave those alone. Returns (arguments, the larger arrays)."""
+    n_cols = 3
+    labels = np.full(rows + guard, -7.0)
+    qids = np.full(rows + guard, -7, dtype=np.int64)
+    empty_i = np.zeros(0, dtype=np.int32)
+    if dense:
+        X = np.full((rows + guard, n_cols), -7.0)
+        X[:rows] = 0.0
+        indptr, indices, data = empty_i, empty_i, np.zeros(0)
+        store = (indptr, indices, data, X[:rows])
+        big = [labels, qids, X]
+    else:
+        indptr = np.full(rows + 1 + guard, -7, dtype=np.int32)
+        indptr[0] = 0
+        indices = np.full(values + guard, -7, dtype=np.int32)
+        data = np.full(values + guard, -7.0)
+        store = (indptr[: rows + 1], indices[:values], data[:values], np.zeros((0, 0)))
+        big = [labels, qids, indptr, indices, data]
+    state = np.zeros(_parse.N_STATE, dtype=np.int64)
+    state[_parse.MIN_INDEX] = _parse.MAX_FEATURE_INDEX + 1
+    state[_parse.MAX_INDEX] = -1
+    state[_parse.QID_STATE] = -1
+    buf = np.frombuffer(text, dtype=np.uint8)
+    args = (buf, len(text), state, True, dense, 1, n_cols + 1, labels[:rows], qids[:rows])
+    args += (*store, np.zeros((svmlight._SLOW_CAPACITY, 4), dtype=np.int64))
+    return args, big
+
+
+@pytest.mark.parametrize(
+    ("rows", "values", "dense"),
+    [(2, 6, False), (3, 5, False), (2, 6, True)],  # too few rows, too few values
+)
+def test_parser_stores_nothing_beyond_its_arrays(rows, values, dense):
+    """The compiled parser checks no bounds of its own: given more text than its arrays
+    were measured for, it stops with CAPACITY instead of writing past them."""
+    text = b"1 qid:4 1:1 2:2\n2 qid:4 1:3 3:4\n3 qid:5 2:5 3:6\n"  # 3 rows, 6 values
+    args, big = _parser_arrays(text, rows, values, dense)
+    before = [array.copy() for array in big]
+    assert _parse.parse_lines(*args) == _parse.CAPACITY
+    for array, old in zip(big, before, strict=True):
+        tail = array[len(array) - 3 :]
+        np.testing.assert_array_equal(tail, old[len(old) - 3 :])  # the guard is untouched
+        assert np.all(tail == -7)
+    # with room for all of it, the same call stores the three rows
+    args, big = _parser_arrays(text, 3, 6, dense)
+    assert _parse.parse_lines(*args) == _parse.OK
+    np.testing.assert_array_equal(big[0][:3], [1, 2, 3])
+    np.testing.assert_array_equal(big[1][:3], [4, 4, 5])
+
+
+# ---------------------------------------------------------------------------------------------
 # malformed files: message names the file and the line
 # ---------------------------------------------------------------------------------------------
 
@@ -695,7 +994,8 @@ def test_query_file_round_trip(tmp_path):
 LINE_FILES = {
     "group size": (
         load_query_file,
-        [("3\n\nx\n", 3), ("0\n", 1), ("2\n1.5\n", 2), ("1_1\n", 1), ("2\n 1_0 \n", 2)],
+        [("3\n\nx\n", 3), ("0\n", 1), ("2\n1.5\n", 2), ("1_1\n", 1), ("2\n 1_0 \n", 2),
+         ("2\n9223372036854775808\n", 2), ("100000000000000000000\n", 1)],
     ),
     "weight": (
         load_weight_file,
@@ -743,6 +1043,78 @@ def test_load_with_query_file(tmp_path):
     write(other, "2\n2\n")
     with pytest.raises(ValueError, match=r"other.query sum to 4 rows but .*rank.train has 5"):
         load_svmlight(path, query_file=other)
+
+
+def test_query_file_sizes_beyond_int64(tmp_path):
+    """Sizes and their sum are int64: a size of 2**63 or more, or sizes whose sum is (where
+    an int64 sum would wrap around), is an error naming the line, not an OverflowError or a
+    wrapped sum."""
+    path = write(tmp_path / "f.query", f"{2**63 - 1}\n")
+    sizes = load_query_file(path)
+    assert sizes.dtype == np.int64 and sizes.tolist() == [2**63 - 1]
+    write(path, f"{2**63}\n")
+    with pytest.raises(
+        ValueError,
+        match=rf"^{re.escape(str(path))}, line 1: expected a group size \(an integer >= 1 and "
+        rf"at most 2\*\*63 - 1\); got '{2**63}'$",
+    ):
+        load_query_file(path)
+    write(path, f"3\n\n{2**63 - 1}\n{2**63 - 1}\n202\n")  # int64 would wrap to 200
+    with pytest.raises(ValueError) as info:
+        load_query_file(path)
+    assert str(info.value) == (
+        f"{path}, line 3: the group sizes up to this line sum to {2**63 + 2}; they must sum "
+        f"to at most {2**63 - 1}"
+    )
+
+
+def test_query_file_sizes_beyond_the_rows(tmp_path):
+    """A group size is at most the data file's row count, and the sizes' sum is compared
+    with it exactly: sizes whose int64 sum wraps around to the row count used to pass and
+    crash numpy.repeat."""
+    path = write(tmp_path / "rank.train", "1 1:1\n0 1:2\n2 2:1\n1 1:1\n0 2:2\n")  # 5 rows
+    query = tmp_path / "rank.train.query"
+    expected = "a group size (an integer >= 1 and at most the number of rows of"
+    for text, lineno, bad in [
+        (f"{2**63}\n", 1, 2**63),
+        ("100000000000000000000\n", 1, 10**20),
+        (f"{2**63 - 1}\n{2**63 - 1}\n7\n", 1, 2**63 - 1),  # the int64 sum is 5
+        ("2\n6\n", 2, 6),
+    ]:
+        write(query, text)
+        for query_file in ("auto", query):
+            with pytest.raises(ValueError) as info:
+                load_svmlight(path, query_file=query_file)
+            assert str(info.value) == (
+                f"{query}, line {lineno}: expected {expected} {path}, 5); got '{bad}'"
+            )
+    write(query, "5\n5\n")
+    with pytest.raises(ValueError, match=r"rank.train.query sum to 10 rows but .*has 5 rows$"):
+        load_svmlight(path)
+    write(query, "5\n")
+    np.testing.assert_array_equal(load_svmlight(path)[2], [0, 0, 0, 0, 0])
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        [2**62, 2**62, 2**62, 2**62 + 5],  # the int64 sum wraps around to 5
+        np.array([2**63 - 1, 2**63 - 1, 7], dtype=np.int64),
+        np.array([2**63, 1], dtype=np.uint64),  # a cast to int64 would make it negative
+    ],
+)
+def test_group_sizes_summing_beyond_int64(tmp_path, sizes):
+    with pytest.raises(ValueError, match=r"^sizes must sum to at most 2\*\*63 - 1 rows; got"):
+        qid_from_groups(sizes)
+    with pytest.raises(ValueError, match=r"^sizes must sum to at most 2\*\*63 - 1 rows"):
+        dump_query_file(tmp_path / "f.query", sizes)
+    assert not (tmp_path / "f.query").exists()
+
+
+def test_weight_file_has_no_bound_on_its_sum(tmp_path):
+    # the sum bound is the group sizes'; weights read as before
+    weights = load_weight_file(write(tmp_path / "f.weight", "1e308\n1e308\n"))
+    np.testing.assert_array_equal(weights, [1e308, 1e308])
 
 
 def test_query_file_conflicts_with_qid(tmp_path):
