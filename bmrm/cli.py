@@ -30,8 +30,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import inspect
+import io
 import json
 import os
+import stat
 import sys
 import tempfile
 import warnings
@@ -43,8 +45,9 @@ import scipy.sparse as sp
 import losses
 from bmrm._validation import MAX_LAM, MIN_LAM, check_lam, check_tol
 from bmrm._version import __version__
-from bmrm.io import load_query_file, load_svmlight, load_weight_file, qid_from_groups
+from bmrm.io import load_svmlight, load_weight_file, qid_from_groups
 from bmrm.io.model_files import _write_atomic
+from bmrm.io.svmlight import _load_group_sizes
 from bmrm.model import LinearModel, fit
 from bmrm.model import load as load_model
 from bmrm.scorers import ExpectedGainScorer
@@ -268,10 +271,12 @@ def _load_data(path: str, query_file: str | None = None, *, groups: bool = True)
                 f"{path} has qid: on its rows, so --query-file {query_file} would conflict; "
                 "drop --query-file (the qid: ids give the queries)"
             )
-        sizes = load_query_file(query_file)
-        if int(sizes.sum()) != X.shape[0]:
+        # each size at most the rows (its line named), the sum in Python ints (exact)
+        sizes = _load_group_sizes(query_file, X.shape[0], path)
+        total = sum(sizes.tolist())
+        if total != X.shape[0]:
             raise ValueError(
-                f"--query-file {query_file}: the group sizes sum to {int(sizes.sum())} rows "
+                f"--query-file {query_file}: the group sizes sum to {total} rows "
                 f"but {path} has {X.shape[0]} rows"
             )
         qid = qid_from_groups(sizes)
@@ -354,19 +359,33 @@ def _check_output(path: str, name: str, inputs: dict[str, str | None]) -> None:
     os.unlink(probe)
 
 
-def _is_model_file(path: str) -> bool:
+def _read_once(path: str) -> bytes | None:
+    """The bytes of ``path`` when it is not a regular file (a pipe, a FIFO, ``<(...)``),
+    which can be read only once; None for a regular file, read where it is needed."""
+    with open(path, "rb") as f:
+        if stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None
+        return f.read()
+
+
+def _is_model_file(path: str, data: bytes | None = None) -> bool:
+    if data is not None:
+        return data[:4096].lstrip().startswith(b"{")
     with open(path, "rb") as f:
         return f.read(4096).lstrip().startswith(b"{")
 
 
-def _read_predictions(path: str, n_rows: int, test_path: str) -> np.ndarray:
-    """One finite number per line, exactly ``n_rows`` lines.
+def _read_predictions(
+    path: str, n_rows: int, test_path: str, data: bytes | None = None
+) -> np.ndarray:
+    """One finite number per line, exactly ``n_rows`` lines (from ``data``, the file's
+    bytes, when already read).
 
     Python's digit-group underscores (``1_0``, which ``float`` reads as 10.0) are not a
     score, as in the data files.
     """
     scores = []
-    with open(path, "rb") as f:
+    with open(path, "rb") if data is None else io.BytesIO(data) as f:
         for lineno, line in enumerate(f, start=1):
             text = line.strip()
             try:
@@ -601,11 +620,12 @@ def _parse_metrics(specs: Sequence[str], convention: str) -> list[tuple[str, Cal
 def _evaluate(args) -> None:
     measures = _parse_metrics(args.metric or DEFAULT_METRICS, args.convention)
     X, y, qid = _load_data(args.test_file, args.query_file)
-    if _is_model_file(args.scores_file):
-        model = load_model(args.scores_file)
+    data = _read_once(args.scores_file)
+    if _is_model_file(args.scores_file, data):
+        model = load_model(args.scores_file, data=data)
         scores = model.predict(_features_for(X, args.test_file, model, args.scores_file))
     else:
-        scores = _read_predictions(args.scores_file, y.shape[0], args.test_file)
+        scores = _read_predictions(args.scores_file, y.shape[0], args.test_file, data)
     with _about(args.test_file):
         lines = [
             f"{spec}\t{float(function(y, scores, qid, **options))!r}\n"

@@ -293,11 +293,12 @@ def save(model: LinearModel, path) -> None:
     model.save(path)
 
 
-def load(path, *, n_features: int | None = None) -> LinearModel:
+def load(path, *, n_features: int | None = None, data: bytes | None = None) -> LinearModel:
     """Read a model file written by :meth:`LinearModel.save`; never unpickles.
 
-    ``path`` and ``n_features`` are as in :func:`bmrm.io.model_files.read_model_file`
-    (``n_features``, when given, must match the model's).
+    ``path``, ``n_features`` and ``data`` are as in
+    :func:`bmrm.io.model_files.read_model_file` (``n_features``, when given, must match the
+    model's; ``data``, the file's bytes when already read).
 
     Returns
     -------
@@ -320,7 +321,7 @@ def load(path, *, n_features: int | None = None) -> LinearModel:
         When the file cannot be read.
     """
     check_int(n_features, "n_features", 1, allow_none=True)
-    record = read_model_file(path, n_features=n_features)
+    record = read_model_file(path, n_features=n_features, data=data)
     where = os.fspath(path)
     try:
         regularizer = from_spec(record.regularizer)

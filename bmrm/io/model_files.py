@@ -637,7 +637,9 @@ def _read_scorer(reader: _Reader, arrays: dict, record: ModelRecord) -> None:
     }
 
 
-def read_model_file(path, *, n_features: int | None = None) -> ModelRecord:
+def read_model_file(
+    path, *, n_features: int | None = None, data: bytes | None = None
+) -> ModelRecord:
     """Read the plain values of a model file written by :func:`write_model_file`.
 
     Reads format versions 1, 2 and 3. Never unpickles: only :func:`json.loads` and base64
@@ -649,6 +651,9 @@ def read_model_file(path, *, n_features: int | None = None) -> ModelRecord:
     n_features : int or None
         When given, the number of features of the data the model is meant for; a model
         with another number of features is an error.
+    data : bytes or None
+        The file's bytes when they have been read already (a pipe can be read only once);
+        ``path`` then only names the file in messages.
 
     Returns
     -------
@@ -667,8 +672,11 @@ def read_model_file(path, *, n_features: int | None = None) -> ModelRecord:
         When the file cannot be read.
     """
     path_text = os.fspath(path)
-    with open(path_text, "rb") as f:
-        raw = f.read()
+    if data is None:
+        with open(path_text, "rb") as f:
+            raw = f.read()
+    else:
+        raw = bytes(data)
     reader = _Reader(path_text, _parse(path_text, raw))
     version = _check_versions(reader)
     document = reader.document

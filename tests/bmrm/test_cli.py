@@ -763,3 +763,34 @@ def test_metric_cut_off_checked_before_reading(tmp_path, run_here, cut_off):
         f"bmrm evaluate: error: --metric: the cut-off of 'ndcg@{cut_off}' must be an integer "
         "in 1..2**63 - 1"
     )
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/fd"), reason="no /dev/fd on this system")
+@pytest.mark.parametrize("what", ["predictions", "model"])
+def test_evaluate_scores_from_a_pipe(trained, tmp_path, run_here, what):
+    """SCORES as a pipe (`<(...)`, /dev/stdin): read once, as the regular file (the first
+    4 KiB used to be consumed by the model-file test, giving '0 predictions')."""
+    import threading
+
+    path = trained / ("p.txt" if what == "predictions" else "model.json")
+    if what == "predictions":
+        args = ["predict", trained / "test.svm", trained / "model.json", path]
+        assert run_here(*args, cwd=tmp_path).returncode == 0
+    expected = run_here("evaluate", trained / "test.svm", path, cwd=tmp_path)
+    assert expected.returncode == 0, expected.stderr
+    read_end, write_end = os.pipe()
+    data = path.read_bytes()
+
+    def feed():
+        with os.fdopen(write_end, "wb") as f:
+            f.write(data)
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    try:
+        proc = run_here("evaluate", trained / "test.svm", f"/dev/fd/{read_end}", cwd=tmp_path)
+    finally:
+        writer.join()
+        os.close(read_end)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == expected.stdout
