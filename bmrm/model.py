@@ -525,8 +525,9 @@ def fit(
         loss ("ndcg", "neru" with ``ties="latent"``) ``"nrbm"`` replaces the concave-convex
         procedure; for a convex loss it runs as a certified bundle method.
     callback : callable or None
-        Called with an intermediate :class:`bmrm.BMRMResult` after each iteration; raise
-        ``StopIteration`` to stop.
+        Called with an intermediate :class:`bmrm.BMRMResult` after each iteration, the last
+        included (for ``method="lbfgs"``, an ``OptimizeResult`` with ``x``, ``fun``, ``nit``);
+        raise ``StopIteration`` to stop.
     verbose : bool
         One line per iteration on stderr.
     progress : bool

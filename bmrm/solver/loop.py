@@ -267,9 +267,10 @@ def minimize_bmrm(
         ``set_tolerance(tol, atol)`` receives the tolerances). ``"auto"`` is ``"level"``
         (:mod:`bmrm.solver.level`) for the L2 regularizer without bounds, else ``"bmrm"``.
     callback : callable or None
-        ``callback(intermediate_result)`` after every iteration, with an
-        :class:`BMRMResult` of the current state (its history columns are read-only views,
-        so a call costs O(n_features), not O(iterations)); raise ``StopIteration`` to stop.
+        ``callback(intermediate_result)`` after every iteration, the last included (its
+        ``status`` then says why the loop stops), with an :class:`BMRMResult` of the current
+        state (its history columns are read-only views, so a call costs O(n_features), not
+        O(iterations)); raise ``StopIteration`` to stop.
 
     Raises
     ------
@@ -390,11 +391,13 @@ def minimize_bmrm(
                 status = 1
             elif max_time is not None and elapsed - clock.current() >= max_time:
                 status = 3
-            if callback is not None and status == 2:
+            # after every iteration, the last one included (with its final status)
+            if callback is not None:
                 try:
-                    callback(_result(state, 2, hist, elapsed))
+                    callback(_result(state, status, hist, elapsed))
                 except StopIteration:
-                    status = 4
+                    if status == 2:
+                        status = 4
             if status != 2:
                 break
         total = time.perf_counter() - start

@@ -96,7 +96,9 @@ def minimize_lbfgs(
     max_time : float or None
         Seconds; the run stops after the first iteration past the budget.
     callback : callable or None
-        Called with the current θ after each iteration; raise ``StopIteration`` to stop.
+        Called after each iteration with an ``OptimizeResult`` of the current state (``x``,
+        θ; ``fun``, J there; ``nit``; ``elapsed`` seconds; ``method``), as the bundle
+        methods pass their ``BMRMResult``; raise ``StopIteration`` to stop.
 
     Returns
     -------
@@ -112,9 +114,21 @@ def minimize_lbfgs(
         R, a = oracle(theta)
         return lam * 0.5 * float(theta @ theta) + R, lam * theta + a
 
+    nit = 0
+
     def on_iteration(intermediate_result):  # scipy passes an OptimizeResult by this name
+        nonlocal nit
+        nit += 1
         if callback is not None:
-            callback(intermediate_result.x.copy())
+            callback(
+                OptimizeResult(
+                    x=intermediate_result.x.copy(),
+                    fun=float(intermediate_result.fun),
+                    nit=nit,
+                    elapsed=time.perf_counter() - start,
+                    method="L-BFGS-B",
+                )
+            )
         if max_time is not None and time.perf_counter() - start > max_time:
             raise StopIteration
 

@@ -236,6 +236,25 @@ def test_linear_scorer_with_a_convex_loss_is_the_bundle_method():
     assert a.result_.gap >= 0
 
 
+def test_lbfgs_callback_gets_a_result():
+    """L-BFGS passes an OptimizeResult (x, fun, nit) as the bundle methods pass their
+    BMRMResult: a callback written for them works (it was given a bare θ)."""
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(6, 4))
+
+    def oracle(theta):
+        r = A @ theta - 1.0
+        return 0.5 * float(r @ r), A.T @ r
+
+    seen = []
+    res = minimize_lbfgs(oracle, 0.5, np.zeros(4), tol=1e-10, callback=seen.append)
+    assert [r.nit for r in seen] == list(range(1, res.nit + 1))
+    assert all(r.method == "L-BFGS-B" and r.x.shape == (4,) for r in seen)
+    np.testing.assert_array_equal(seen[-1].x, res.x)
+    assert seen[-1].fun == pytest.approx(res.fun, rel=1e-12)
+    assert all(b.fun <= a.fun for a, b in zip(seen, seen[1:], strict=False))
+
+
 def test_minimize_lbfgs_matches_a_closed_form():
     """lam/2‖θ‖² + ½‖Aθ − b‖² has the minimiser (AᵀA + lam I)⁻¹ Aᵀb."""
     rng = np.random.default_rng(6)

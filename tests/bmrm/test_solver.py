@@ -270,6 +270,25 @@ def test_callback_can_stop_and_sees_progress():
     assert res.status == 4 and res.nit == 3 and len(seen) == 3
 
 
+def test_callback_sees_every_iteration_the_last_included():
+    """The converged iteration too (the callback was skipped there), with its status."""
+    X, y = make_problem(1, "squared")
+    seen = []
+    res = bmrm.fit(X, y, "squared", lam=1e-3, tol=1e-6, callback=seen.append).result_
+    assert res.status == 0
+    assert [r.nit for r in seen] == list(range(1, res.nit + 1))
+    assert [r.status for r in seen] == [2] * (res.nit - 1) + [0]
+    assert seen[-1].gap == res.gap and seen[-1].fun == res.fun
+
+    # a StopIteration at the converged iteration leaves it converged
+    def stop_when_done(intermediate):
+        if intermediate.status != 2:
+            raise StopIteration
+
+    done = bmrm.fit(X, y, "squared", lam=1e-3, tol=1e-6, callback=stop_when_done).result_
+    assert done.status == 0 and done.nit == res.nit
+
+
 def test_time_budget_stops():
     X, y = make_problem(2, "hinge", n=300, d=30)
     res = bmrm.fit(X, y, "hinge", lam=1e-6, tol=0.0, max_time=1e-9, max_iter=10_000).result_
