@@ -286,9 +286,11 @@ class SolverState:
         self.slope_checked = True
         if self._exact_oracle():
             return
-        # the risk's rounding: relative 1e-9 in float64, more for float32 products
-        dtype = np.dtype(getattr(self.oracle, "dtype", np.float64))
-        eps = float(np.finfo(dtype).eps) if dtype.kind == "f" else 0.0
+        # the risk's rounding: relative 1e-9 in float64, more for float32 products or an
+        # oracle that answers in float32
+        kinds = [np.dtype(getattr(self.oracle, "dtype", np.float64))]
+        kinds += [np.asarray(R).dtype, np.asarray(a).dtype]
+        eps = max(float(np.finfo(k).eps) for k in kinds if k.kind == "f")
         rounding = max(1e-9, 100.0 * eps)
         last = getattr(self.oracle, "last_gradient", None)
         saved = None if last is None else last.copy()

@@ -166,3 +166,17 @@ def test_a_lower_bound_above_an_evaluated_objective_is_an_error(method):
     X, y = data(6)
     with pytest.raises(ValueError, match="certified lower bound .* exceeds the objective"):
         bmrm.fit(X, y, WrongSquared(1.5, after=2), lam=0.1, method=method, tol=1e-3)
+
+
+def test_an_oracle_answering_in_float32_passes_the_probe():
+    """Risk and gradient computed and returned in float32 (rounding ~1e-7 relative): the
+    probe's tolerance follows the answer's dtype, so a true gradient is not refused."""
+    X, y = data(7)
+    X32, y32 = X.astype(np.float32), y.astype(np.float32)
+
+    def oracle(w):
+        r = X32 @ w.astype(np.float32) - y32
+        return np.float32(0.5) * np.mean(r * r), (X32.T @ r) / np.float32(len(r))
+
+    res = minimize_bmrm(oracle, 4, 1e-2, tol=1e-4)
+    assert res.status == 0, res.message
