@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 import losses
-from bmrm._validation import check_lam
+from bmrm._validation import check_lam, check_loss_params
 from bmrm.model import LinearModel, fit
 from bmrm.scorers import LinearScorer
-from bmrm.solver.methods import METHODS, CarriedPlanes
+from bmrm.solver.methods import CarriedPlanes, check_method
+from bmrm.solver.nrbm import NRBM
 from bmrm.solver.regularizers import make_regularizer
 
 __all__ = ["path"]
@@ -24,11 +25,12 @@ def path(X, y, loss="squared", qid=None, *, lams, method=None, **fit_params) -> 
     ``result_.nfev`` over the returned models; each fit's first call re-evaluates its
     warm start). Each model's certificate is that of an ordinary :func:`bmrm.fit`.
 
-    The planes are carried only for a convex loss with the linear scorer. A latent loss
-    (``"ndcg"``, ``"neru"`` with ``ties="latent"``), trained by the concave-convex
-    procedure, and a non-convex risk get the warm start alone: each lam's fit starts at the
-    previous lam's model, so its stationary point can differ from that of a fit from the
-    default start.
+    The planes are carried only for a convex loss with the linear scorer, and a method other
+    than NRBM. A latent loss (``"ndcg"``, ``"neru"`` with ``ties="latent"``), trained by the
+    concave-convex procedure, a non-convex risk and NRBM (``method="nrbm"``, which
+    :func:`bmrm.fit` sets up for the loss itself) get the warm start alone: each lam's fit
+    starts at the previous lam's model, so a stationary point can differ from that of a fit
+    from the default start.
 
     Parameters
     ----------
@@ -38,8 +40,10 @@ def path(X, y, loss="squared", qid=None, *, lams, method=None, **fit_params) -> 
         Regularization constants (each as ``lam`` of :func:`bmrm.fit`), fitted in the
         order given. From the largest to the smallest is usually cheapest: solutions change
         little and the bundle grows.
-    method : str or None
-        A method name (see :func:`bmrm.fit`); each lam gets a fresh instance.
+    method : str, object or None
+        As ``method`` of :func:`bmrm.fit` (``"lbfgs"`` and ``"nrbm"`` included): a name gets
+        a fresh instance for each lam; an object with a ``step(state)`` method is used by
+        each lam's fit in turn, as by repeated calls of :func:`bmrm.fit`.
     **fit_params :
         Any other keyword of :func:`bmrm.fit` but ``lam``, ``w0`` and ``method``.
 
@@ -51,10 +55,9 @@ def path(X, y, loss="squared", qid=None, *, lams, method=None, **fit_params) -> 
     for key in ("lam", "w0"):
         if key in fit_params:
             raise ValueError(f"path takes lams=, not {key}=")
-    if method is not None and method != "auto" and method not in METHODS:
-        raise ValueError(
-            f"method must be 'auto', one of {sorted(METHODS)} or None; got {method!r}"
-        )
+    # as fit checks them, before any work
+    check_method(method)
+    check_loss_params(fit_params.get("loss_params"))
     if isinstance(lams, str) or np.ndim(lams) != 1 or len(lams) == 0:
         raise ValueError(f"lams must be a non-empty 1-d sequence of finite numbers; got {lams!r}")
     # each as fit checks lam (a string is not a number there either)
@@ -69,8 +72,11 @@ def path(X, y, loss="squared", qid=None, *, lams, method=None, **fit_params) -> 
         )
         method = "level" if regularizer.qp else "bmrm"
     models: list[LinearModel] = []
-    carry = _carries_planes(loss, fit_params)
-    carrier = CarriedPlanes(method, None)
+    # fit builds NRBM for the loss (its planes are lowered where the risk is not convex)
+    by_nrbm = (isinstance(method, str) and method == "nrbm") or isinstance(method, NRBM)
+    carry = not by_nrbm and _carries_planes(loss, fit_params)
+    # a method a bundle fit cannot use ("lbfgs" for a convex loss) is refused here
+    carrier = CarriedPlanes(method, None) if carry else None
     w0 = None
     for lam in lams_arr:
         if carry:

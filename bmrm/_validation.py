@@ -6,7 +6,9 @@ Scalar checks (``check_positive``, ``check_int``, ...) live in :mod:`losses.vali
 
 from __future__ import annotations
 
+import math
 import numbers
+from collections.abc import Mapping
 
 import numpy as np
 import scipy.sparse as sp
@@ -20,6 +22,7 @@ __all__ = [
     "check_cvxpy_solver",
     "check_intercept_scaling",
     "check_lam",
+    "check_loss_params",
     "check_minimize_args",
     "check_tol",
     "check_verbose",
@@ -116,12 +119,17 @@ def check_intercept_scaling(value) -> float:
 def check_w0(w0, n_weights: int, fit_intercept: bool = False) -> np.ndarray:
     """The warm start as a float64 array of shape ``(n_weights,)`` with finite entries."""
     what = "one weight per feature" + (" plus the intercept's last" if fit_intercept else "")
+    got = type(w0).__name__
     try:
-        w0 = np.asarray(w0, dtype=np.float64)
+        arr = np.asarray(w0)
+        got = f"dtype {arr.dtype}"
+        # as X: complex entries would lose their imaginary part, and strings be parsed
+        if arr.dtype.kind not in "biufO":
+            raise TypeError(got)
+        w0 = arr.astype(np.float64, copy=False)
     except (TypeError, ValueError):
         raise ValueError(
-            f"w0 must be an array of real numbers of shape ({n_weights},) ({what}); "
-            f"got {type(w0).__name__}"
+            f"w0 must be an array of real numbers of shape ({n_weights},) ({what}); got {got}"
         ) from None
     if w0.shape != (n_weights,):
         raise ValueError(f"w0 must have shape ({n_weights},) ({what}); got shape {w0.shape}")
@@ -143,6 +151,14 @@ def check_lam(lam, name: str = "lam") -> float:
             f"solve in float64); got {lam!r}"
         )
     return lam
+
+
+def check_loss_params(loss_params) -> None:
+    """None or a mapping of a named loss's parameters (``losses.get(loss, **loss_params)``)."""
+    if loss_params is not None and not isinstance(loss_params, Mapping):
+        raise ValueError(
+            f"loss_params must be a dict of the loss's parameters or None; got {loss_params!r}"
+        )
 
 
 def check_tol(tol, name: str = "tol") -> float:
@@ -186,8 +202,9 @@ def check_verbose(verbose, name: str = "verbose") -> bool:
 
 
 class _CheckedOracle:
-    """A user's oracle whose every answer is checked to be a pair ``(R, a)``: R a real
-    number, ``a`` an array of shape ``(n_features,)``. Other attributes are the oracle's."""
+    """A user's oracle whose every answer is checked to be a pair ``(R, a)``: R a finite real
+    number >= 0, ``a`` a finite array of shape ``(n_features,)``. Other attributes are the
+    oracle's."""
 
     def __init__(self, oracle, n_features: int):
         self._oracle = oracle
@@ -221,6 +238,19 @@ class _CheckedOracle:
             raise ValueError(
                 f"the oracle {name} must return a subgradient of shape ({self._n_features},) "
                 f"(n_features); got shape {a.shape}"
+            )
+        # the bundle's zero plane (a lower bound of R) and the certificate rest on R >= 0
+        value = float(R)
+        if not math.isfinite(value):
+            raise ValueError(f"the oracle {name} must return a finite risk R >= 0; got {value}")
+        if value < 0.0:
+            raise ValueError(
+                f"the oracle {name} returned a negative risk ({value:g}); bundle methods need "
+                "a non-negative risk R >= 0"
+            )
+        if not all_finite(a):
+            raise ValueError(
+                f"the oracle {name} must return a finite subgradient a; it contains NaN or inf"
             )
         return R, a
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import numbers
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import numpy as np
 from scipy.optimize import OptimizeResult
@@ -16,6 +16,7 @@ from bmrm._validation import (
     check_cvxpy_solver,
     check_intercept_scaling,
     check_lam,
+    check_loss_params,
     check_tol,
     check_verbose,
     check_w0,
@@ -28,6 +29,7 @@ from bmrm.solver.cccp import minimize_cccp
 from bmrm.solver.compile_clock import CompileClock
 from bmrm.solver.loop import HISTORY_FIELDS, BMRMResult, minimize_bmrm
 from bmrm.solver.masters import _cvxpy
+from bmrm.solver.methods import check_method
 from bmrm.solver.nrbm import NRBM
 from bmrm.solver.oracle import RiskOracle, own_products_dtype
 from bmrm.solver.regularizers import Regularizer, from_spec, make_regularizer
@@ -609,10 +611,9 @@ def fit(
     progress = check_bool(progress, "progress")
     if callback is not None and not callable(callback):
         raise ValueError(f"callback must be callable or None; got {callback!r}")
-    if loss_params is not None and not isinstance(loss_params, Mapping):
-        raise ValueError(
-            f"loss_params must be a dict of the loss's parameters or None; got {loss_params!r}"
-        )
+    # a name, or an object with step (not a class), before the targets are prepared
+    check_method(method)
+    check_loss_params(loss_params)
     cvxpy_solver = check_cvxpy_solver(cvxpy_solver)
     # the general master needs cvxpy (an extra): an ImportError that says how to install
     # it, before any work (the lengths of array bounds are checked below, against X)

@@ -68,6 +68,7 @@ from bmrm.solver.cut_cache import make_cut_cache
 from bmrm.solver.level import LevelBundle
 from bmrm.solver.nrbm import NRBM
 from bmrm.solver.regularizers import L2, Box, ElasticNet, make_regularizer
+from losses.validation import check_int, check_positive
 
 __all__ = [
     "METHODS",
@@ -78,6 +79,7 @@ __all__ = [
     "OCAS",
     "PlainBMRM",
     "SolverState",
+    "check_method",
     "get_method",
 ]
 
@@ -518,6 +520,15 @@ def _check_convexity(t, J, s, t0, J0, s0) -> None:
         )
 
 
+def _check_mu(mu) -> float:
+    """The cut's fraction of the way from the best point to the master minimiser (OCAS,
+    InOut): a real number in (0, 1]. At 0 the cut is taken at the best point, whose plane
+    the bundle may hold already, and the method stalls."""
+    if isinstance(mu, bool) or not isinstance(mu, numbers.Real) or not 0.0 < mu <= 1.0:
+        raise ValueError(f"mu must lie in (0, 1]; got {mu!r}")
+    return float(mu)
+
+
 class PlainBMRM:
     """Plain BMRM: evaluate the risk at the master problem's minimiser (Teo et al., JMLR
     2010, Algorithm 1). One oracle call (two passes over X) per iteration.
@@ -597,10 +608,11 @@ class OCAS:
     ----------
     mu : float in (0, 1]
         Where the cut is taken between the new best point (0) and the master minimiser (1).
-    line_search_tol : float
+        (:class:`LineSearchBMRM` cuts at the line-search point itself, mu = 0.)
+    line_search_tol : float >= 0
         The line search stops when its best value is within this fraction of the current
         gap of the minimum along the line (bounded by convexity).
-    max_evals : int
+    max_evals : int >= 1
         Loss evaluations per line search, at most.
     cut_cache : bool, "auto" or CutCache
         As for :class:`PlainBMRM`: a cache cut at the master minimiser, when violated
@@ -618,11 +630,13 @@ class OCAS:
         max_evals: int = 10,
         cut_cache=False,
     ):
-        if not 0.0 <= mu <= 1.0:
-            raise ValueError(f"mu must lie in [0, 1]; got {mu!r}")
-        self.mu = mu
-        self.line_search_tol = line_search_tol
-        self.max_evals = max_evals
+        self.mu = _check_mu(mu)
+        self._init_line_search(line_search_tol, max_evals, cut_cache)
+
+    def _init_line_search(self, line_search_tol, max_evals, cut_cache) -> None:
+        """The options OCAS shares with :class:`LineSearchBMRM`, checked before any work."""
+        self.line_search_tol = check_positive(line_search_tol, "line_search_tol", strict=False)
+        self.max_evals = check_int(max_evals, "max_evals", 1)
         self.cache, self._cache_required = make_cut_cache(cut_cache)
         self._w_b = self._f_b = self._g_b = None
         self._J_b = math.inf
@@ -698,9 +712,10 @@ class LineSearchBMRM(OCAS):
     name = "ls-bmrm"
 
     def __init__(self, line_search_tol: float = 0.01, max_evals: int = 10, cut_cache=False):
-        super().__init__(
-            mu=0.0, line_search_tol=line_search_tol, max_evals=max_evals, cut_cache=cut_cache
-        )
+        # the cut is taken at the line-search point itself (see _cut_fraction), which OCAS's
+        # mu in (0, 1] cannot express
+        self.mu = 0.0
+        self._init_line_search(line_search_tol, max_evals, cut_cache)
 
     def _cut_fraction(self, t: float) -> float:
         return 1.0 if t == 0.0 else 0.0
@@ -736,9 +751,7 @@ class InOut:
     name = "inout"
 
     def __init__(self, mu: float = 0.1):
-        if not 0.0 < mu <= 1.0:
-            raise ValueError(f"mu must lie in (0, 1]; got {mu!r}")
-        self.mu = mu
+        self.mu = _check_mu(mu)
 
     def step(self, state: SolverState) -> None:
         if state.w_master is None:
@@ -784,7 +797,7 @@ class CarriedPlanes:
     """
 
     def __init__(self, method, bundle: Bundle | None):
-        self.method = method if hasattr(method, "step") else get_method(method)
+        self.method = get_method(method)
         self.bundle = bundle
 
     @property
@@ -797,6 +810,37 @@ class CarriedPlanes:
             state.bundle = self.bundle
         self.method.step(state)
         self.bundle = state.bundle
+
+
+def check_method(method, *, lbfgs: bool = True) -> None:
+    """Raise unless ``method`` is None, a method name (``"auto"``, one of :data:`METHODS`
+    or :data:`NONCONVEX_METHODS`, and ``"lbfgs"`` when ``lbfgs``) or an object with a
+    ``step(state)`` method; :func:`bmrm.fit` calls it with its other argument checks.
+
+    A method class (``PlainBMRM`` for ``PlainBMRM()``) is refused with a ``TypeError`` that
+    asks for an instance: its ``step`` is a function of two arguments, which the loop would
+    call with one.
+    """
+    names = ["auto"] + sorted(METHODS) + sorted(NONCONVEX_METHODS) + (["lbfgs"] if lbfgs else [])
+    if method is None:
+        return
+    if isinstance(method, str):
+        if method not in names:
+            raise ValueError(
+                f"method must be one of {names} or an object with a step(state) method; "
+                f"got {method!r}"
+            )
+        return
+    if isinstance(method, type) and callable(getattr(method, "step", None)):
+        raise TypeError(
+            f"method must be a method name or an object with a step(state) method; got the "
+            f"class {method.__name__} itself: pass an instance, e.g. {method.__name__}()"
+        )
+    if not callable(getattr(method, "step", None)):
+        raise TypeError(
+            f"method must be one of {names} or an object with a step(state) method; "
+            f"got {type(method).__name__}"
+        )
 
 
 def get_method(method) -> Method:
@@ -821,9 +865,5 @@ def get_method(method) -> Method:
                 f"got {method!r}"
             )
         return METHODS[method]()
-    if not callable(getattr(method, "step", None)):
-        raise TypeError(
-            f"method must be one of {names} or an object with a step(state) method; "
-            f"got {type(method).__name__}"
-        )
+    check_method(method, lbfgs=False)
     return method

@@ -370,6 +370,15 @@ def _check_bounds(bounds, nonneg: bool, n_features: int | None):
             )
         if np.any(np.isnan(arr)):
             raise ValueError(f"bounds {side} must not contain NaN")
+        # a side at the far infinity admits no weight (None or the near one leaves it open)
+        empty, relation, open_side = (
+            ("+inf", ">=", "-inf") if side == "lower" else ("-inf", "<=", "+inf")
+        )
+        if np.any(arr == float(empty)):
+            raise ValueError(
+                f"bounds {side} must not contain {empty}: no weight is {relation} {empty}, so "
+                f"the box would be empty (None or {open_side} leaves a side open)"
+            )
         out.append(arr)
     if out[0] is not None and out[1] is not None and np.any(out[0] > out[1]):
         raise ValueError("bounds lower must not exceed upper")
@@ -403,7 +412,8 @@ def make_regularizer(
     ------
     ValueError
         Naming the argument, for an unknown name, an l1_ratio outside [0, 1], or malformed
-        bounds.
+        bounds (NaN, lower above upper, or an empty side: a lower bound of +inf or an upper
+        bound of -inf).
     """
     if isinstance(regularizer, Regularizer):
         reg = regularizer

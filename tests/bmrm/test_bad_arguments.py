@@ -13,6 +13,7 @@ import pytest
 import bmrm
 from bmrm import BMRMRanker, BMRMRegressor
 from bmrm.scorers import ExpectedGainScorer
+from bmrm.solver.methods import PlainBMRM
 from losses.metrics import ideal_dcg, ndcg_score
 
 D = 4
@@ -126,6 +127,12 @@ def test_master_problem_of_tiny_subgradients_against_large_lam(data, scale, lam)
         ({"w0": np.zeros(3)}, r"w0 must have shape \(4,\).*got shape \(3,\)"),
         ({"w0": [0.0, np.nan, 0.0, 0.0]}, r"w0 must be finite.*w0\[1\] = nan"),
         ({"w0": "abcd"}, r"w0 must be an array of real numbers of shape \(4,\)"),
+        (
+            {"w0": np.array([1 + 5j, 0, 0, 0])},
+            r"w0 must be an array of real numbers of shape \(4,\) \(one weight per feature\); "
+            r"got dtype complex128",
+        ),
+        ({"w0": ["1.5", "0", "0", "0"]}, r"w0 must be an array of real numbers .*got dtype <U3"),
         ({"callback": 3}, "callback must be callable or None; got 3"),
         ({"verbose": "no"}, "verbose must be True, False or an integer >= 0; got 'no'"),
         ({"progress": "yes"}, "progress must be True or False; got 'yes'"),
@@ -170,6 +177,24 @@ def test_minimize_bmrm_refuses_an_oracle_that_is_not_callable():
         (lambda R, a: (R, a, 0), r"must return a pair \(R, a\).*got tuple of length 3"),
         (lambda R, a: R, r"must return a pair \(R, a\).*got float"),
         (lambda R, a: (R, list(a)), "must return the subgradient a as a numeric ndarray"),
+        # R at w = 0 is 0.5 mean(y^2) = 0.44796 here: 10 below it
+        (
+            lambda R, a: (R - 10.0, a),
+            r"returned a negative risk \(-9\.55204\); bundle methods need a non-negative "
+            r"risk R >= 0",
+        ),
+        (lambda R, a: (-1e-300, a), r"returned a negative risk \(-1e-300\)"),
+        (lambda R, a: (np.nan, a), r"must return a finite risk R >= 0; got nan"),
+        (lambda R, a: (np.inf, a), r"must return a finite risk R >= 0; got inf"),
+        (lambda R, a: (-np.inf, a), r"must return a finite risk R >= 0; got -inf"),
+        (
+            lambda R, a: (R, np.r_[a[:3], np.nan]),
+            "must return a finite subgradient a; it contains NaN or inf",
+        ),
+        (
+            lambda R, a: (R, np.r_[np.inf, a[1:]]),
+            "must return a finite subgradient a; it contains NaN or inf",
+        ),
     ],
 )
 def test_minimize_bmrm_names_the_oracle_for_a_malformed_answer(data, output, message):
@@ -178,6 +203,15 @@ def test_minimize_bmrm_names_the_oracle_for_a_malformed_answer(data, output, mes
     with pytest.raises(ValueError, match="the oracle CountingOracle " + message):
         bmrm.minimize_bmrm(oracle, D, 1e-3)
     assert oracle.calls == 1
+
+
+def test_minimize_bmrm_takes_a_risk_of_zero(data):
+    """R = 0 with a = 0 is the edge of R >= 0: w = 0 is optimal, certified at once."""
+    X, y, _, _ = data
+    oracle = CountingOracle(X, y, lambda R, a: (0.0, np.zeros_like(a)))
+    res = bmrm.minimize_bmrm(oracle, D, 1e-3)
+    assert res.success and res.fun == 0.0 and res.gap == 0.0
+    np.testing.assert_array_equal(res.x, np.zeros(D))
 
 
 def test_minimize_bmrm_with_a_correct_oracle_keeps_its_answer(data):
@@ -302,6 +336,97 @@ def test_callback_must_be_callable_before_the_first_iteration(data):
     X, y, _, _ = data
     with pytest.raises(ValueError, match="callback must be callable or None; got 3"):
         bmrm.fit(X, y, callback=3)
+
+
+def test_path_checks_loss_params_as_fit_does(data):
+    X, _, qid, levels = data
+    message = r"loss_params must be a dict of the loss's parameters or None; got \[\('cost', "
+    with pytest.raises(ValueError, match=message):
+        bmrm.path(X, levels, "ordinal", qid, lams=[0.1], loss_params=[("cost", "linear")])
+    with pytest.raises(ValueError, match=message):
+        bmrm.fit(X, levels, "ordinal", qid, loss_params=[("cost", "linear")])
+
+
+class UnpreparedLoss:
+    """A loss whose targets must never be prepared: the argument checks come first."""
+
+    pointwise = True
+
+    def validate(self, y, query_ptr):
+        raise AssertionError("the targets were prepared before the arguments were checked")
+
+    def loss_grad(self, f, y):
+        raise AssertionError("the loss was evaluated")
+
+
+@pytest.mark.parametrize(
+    "method, error, message",
+    [
+        (
+            "levle",
+            ValueError,
+            r"method must be one of \['auto', 'bmrm', 'inout', 'level', 'ls-bmrm', 'ocas', "
+            r"'nrbm', 'lbfgs'\] or an object with a step\(state\) method; got 'levle'",
+        ),
+        (
+            PlainBMRM,
+            TypeError,
+            r"got the class PlainBMRM itself: pass an instance, e\.g\. PlainBMRM\(\)",
+        ),
+        (3, TypeError, r"or an object with a step\(state\) method; got int"),
+    ],
+)
+def test_method_is_checked_before_the_targets_are_prepared(data, method, error, message):
+    X, y, _, _ = data
+    with pytest.raises(error, match=message):
+        bmrm.fit(X, y, UnpreparedLoss(), method=method)
+    with pytest.raises(error, match=message):
+        bmrm.path(X, y, UnpreparedLoss(), lams=[0.1], method=method)
+
+
+@pytest.mark.parametrize(
+    "bounds, message",
+    [
+        (
+            (np.inf, None),
+            r"bounds lower must not contain \+inf: no weight is >= \+inf, so the box would be "
+            r"empty \(None or -inf leaves a side open\)",
+        ),
+        (
+            (None, -np.inf),
+            r"bounds upper must not contain -inf: no weight is <= -inf, so the box would be "
+            r"empty \(None or \+inf leaves a side open\)",
+        ),
+        ((np.full(D, np.inf), np.full(D, np.inf)), r"bounds lower must not contain \+inf"),
+        (([0.0, 0.0, np.inf, 0.0], None), r"bounds lower must not contain \+inf"),
+        ((-1.0, [1.0, -np.inf, 1.0, 1.0]), r"bounds upper must not contain -inf"),
+    ],
+)
+def test_an_empty_box_is_refused_before_any_work(data, bounds, message):
+    """The fit used to start and fail with an overflow that blamed X and y."""
+    X, y, _, _ = data
+    with pytest.raises(ValueError, match=message):
+        bmrm.fit(X, np.sign(y), "hinge", bounds=bounds, callback=never_called)
+    with pytest.raises(ValueError, match=message):
+        bmrm.path(X, np.sign(y), "hinge", lams=[0.1], bounds=bounds, callback=never_called)
+
+
+def test_infinite_bounds_on_their_open_sides_fit_as_no_bounds(data):
+    X, y, _, _ = data
+    free = bmrm.fit(X, y, lam=0.1, tol=1e-8).result_
+    boxed = bmrm.fit(X, y, lam=0.1, tol=1e-8, bounds=(-np.inf, np.inf)).result_
+    assert boxed.success
+    assert abs(boxed.fun - free.fun) <= boxed.gap + free.gap
+
+
+def test_complex_w0_is_refused_by_fit(data):
+    X, y, _, _ = data
+    message = r"w0 must be an array of real numbers of shape \(4,\) .*got dtype complex128"
+    with pytest.raises(ValueError, match=message):
+        bmrm.fit(X, y, w0=np.array([1 + 5j, 0, 0, 0]), callback=never_called)
+    # a complex dtype with zero imaginary parts is refused too, as for X
+    with pytest.raises(ValueError, match=message):
+        bmrm.fit(X, y, w0=np.zeros(D, dtype=complex), callback=never_called)
 
 
 @pytest.mark.parametrize("lams", [["0.1"], [0.1, "0.01"], [0.1, True]])

@@ -1,6 +1,7 @@
 """Solver methods (bmrm, inout, level, ls-bmrm, ocas) against the whole problem solved directly
 by cvxpy."""
 
+import re
 import warnings
 
 import cvxpy as cp
@@ -19,6 +20,7 @@ from bmrm.solver.methods import (
     LineSearchBMRM,
     PlainBMRM,
     SolverState,
+    get_method,
     line_search,
 )
 from bmrm.solver.oracle import RiskOracle
@@ -186,6 +188,23 @@ def test_unknown_method_is_rejected():
         bmrm.fit(X, y, "hinge", method=object())
 
 
+@pytest.mark.parametrize("cls", [PlainBMRM, OCAS, LineSearchBMRM, InOut, LevelBundle])
+def test_a_method_class_asks_for_an_instance(cls):
+    """The class's step is a function of (self, state): the loop called it with the state
+    alone ("missing 1 required positional argument")."""
+    X, y = make_problem(1, "hinge")
+    message = re.escape(
+        "method must be a method name or an object with a step(state) method; got the "
+        f"class {cls.__name__} itself: pass an instance, e.g. {cls.__name__}()"
+    )
+    with pytest.raises(TypeError, match=message):
+        bmrm.fit(X, y, "hinge", method=cls)
+    with pytest.raises(TypeError, match=message):
+        get_method(cls)
+    with pytest.raises(TypeError, match=message):
+        bmrm.path(X, y, "hinge", lams=[0.1], method=cls)
+
+
 @pytest.mark.parametrize("method", [None, "auto", *METHOD_NAMES, "nrbm"])
 @pytest.mark.parametrize("loss", ["ordinal", "ndcg"])
 def test_result_names_its_method_and_the_model_file_keeps_it(method, loss, tmp_path):
@@ -271,9 +290,8 @@ def test_intermediate_results_are_cheap_views(method):
         res = bmrm.fit(
             X, y, "hinge", lam=1e-3, tol=1e-12, max_iter=150, callback=callback, method=method
         ).result_
-    # called after every iteration but a converged last one
-    last = res.nit if res.status == 2 else res.nit - 1
-    assert lengths == list(range(1, last + 1))
+    # called after every iteration, the last included
+    assert lengths == list(range(1, res.nit + 1))
 
 
 @pytest.mark.parametrize("method", METHOD_NAMES)
@@ -366,6 +384,55 @@ def test_path_of_a_latent_loss_warm_starts_each_fit(name):
         w0 = res.x
 
 
+def test_path_takes_nrbm_with_the_warm_start_alone():
+    """bmrm.fit builds NRBM for the loss, so its planes are not carried: each lam's fit is
+    bmrm.fit from the previous lam's model; on a convex loss each is certified."""
+    X, y, qid = ranking_problem(4, n_queries=8, docs=5, d=3)
+    lams = [1.0, 1e-1, 1e-2]
+    models = bmrm.path(X, y, "ordinal", qid, lams=lams, method="nrbm", tol=1e-6)
+    w0 = None
+    for lam, model in zip(lams, models, strict=True):
+        res = model.result_
+        assert res.success and res.method == "nrbm" and model.lam == lam
+        alone = bmrm.fit(X, y, "ordinal", qid, lam=lam, w0=w0, method="nrbm", tol=1e-6)
+        np.testing.assert_array_equal(res.x, alone.result_.x)
+        assert res.nfev == alone.result_.nfev
+        w0 = res.x
+
+
+def test_path_takes_nrbm_and_lbfgs_on_a_non_convex_loss():
+    X, y, qid = ranking_problem(4, n_queries=8, docs=5, d=3)
+    for loss, method, name in [("warp", "nrbm", "nrbm"), ("cosine", "lbfgs", "L-BFGS-B")]:
+        models = bmrm.path(X, y, loss, qid, lams=[1.0, 0.1], method=method)
+        assert [m.result_.method for m in models] == [name, name]
+        alone = bmrm.fit(X, y, loss, qid, lam=0.1, w0=models[0].result_.x, method=method)
+        np.testing.assert_array_equal(models[1].result_.x, alone.result_.x)
+
+
+def test_path_with_a_method_object_matches_its_name():
+    """An object is used by each lam's fit in turn, with the planes carried as for a name."""
+    X, y, qid = ranking_problem(4, n_queries=8, docs=5, d=3)
+    lams = [1.0, 1e-1, 1e-2]
+    by_object = bmrm.path(X, y, "ordinal", qid, lams=lams, method=OCAS(), tol=1e-6)
+    by_name = bmrm.path(X, y, "ordinal", qid, lams=lams, method="ocas", tol=1e-6)
+    for a, b in zip(by_object, by_name, strict=True):
+        assert a.result_.success and a.result_.method == "ocas"
+        np.testing.assert_array_equal(a.result_.x, b.result_.x)
+        assert a.result_.nfev == b.result_.nfev
+
+
+def test_path_refuses_lbfgs_on_a_convex_loss_before_any_fit():
+    X, y, qid = ranking_problem(4, n_queries=8, docs=5, d=3)
+    with pytest.raises(ValueError, match="method='lbfgs' fits smooth non-convex objectives"):
+        bmrm.path(X, y, "ordinal", qid, lams=[1.0], method="lbfgs", callback=_never_called)
+    with pytest.raises(ValueError, match=r"method must be one of \['auto', .*got 'levle'"):
+        bmrm.path(X, y, "ordinal", qid, lams=[1.0], method="levle")
+
+
+def _never_called(*args):
+    raise AssertionError("the solver ran an iteration")
+
+
 def test_path_rejects_bad_lams():
     X, y = make_problem(0, "squared")
     for lams in ([], [1.0, -1.0], [[1.0]], [np.nan], 0.1):
@@ -392,6 +459,67 @@ def test_level_method_rejects_bad_parameters(bad):
 def test_inout_rejects_bad_mu(mu):
     with pytest.raises(ValueError, match="mu must lie in"):
         InOut(mu=mu)
+
+
+@pytest.mark.parametrize("cls", [OCAS, InOut])
+@pytest.mark.parametrize(
+    "mu, shown",
+    [(0.0, "0.0"), (0, "0"), (1.5, "1.5"), (np.nan, "nan"), ("0.1", "'0.1'"), (True, "True")],
+)
+def test_mu_outside_zero_one_is_refused_naming_it(cls, mu, shown):
+    """OCAS's cut at mu = 0 is the line-search point, where the bundle may already hold the
+    plane: the fit stalled to max_iter. A string or a bool is no fraction either."""
+    with pytest.raises(ValueError, match=re.escape(f"mu must lie in (0, 1]; got {shown}")):
+        cls(mu=mu)
+
+
+@pytest.mark.parametrize("cls", [OCAS, LineSearchBMRM])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"max_evals": 0}, "max_evals must be an integer >= 1; got 0"),
+        ({"max_evals": -3}, "max_evals must be an integer >= 1; got -3"),
+        ({"max_evals": 2.5}, "max_evals must be an integer >= 1; got 2.5"),
+        ({"max_evals": "5"}, "max_evals must be an integer >= 1; got '5'"),
+        ({"max_evals": True}, "max_evals must be an integer >= 1; got True"),
+        ({"line_search_tol": -1.0}, "line_search_tol must be >= 0; got -1.0"),
+        ({"line_search_tol": np.nan}, "line_search_tol must be a finite number; got nan"),
+        ({"line_search_tol": np.inf}, "line_search_tol must be a finite number; got inf"),
+        ({"line_search_tol": "0.01"}, "line_search_tol must be a finite number; got '0.01'"),
+    ],
+)
+def test_line_search_options_are_checked_at_construction(cls, kwargs, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        cls(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        OCAS(mu=1.0, line_search_tol=0.0, max_evals=1),
+        OCAS(mu=np.float32(0.5), max_evals=np.int64(2)),
+        OCAS(mu=1e-3),
+        LineSearchBMRM(line_search_tol=0.0, max_evals=1),
+    ],
+)
+def test_methods_at_the_edges_of_their_options_reach_the_direct_optimum(method):
+    X, y = make_problem(2, "hinge")
+    lam = 1e-2
+    res = bmrm.fit(X, y, "hinge", lam=lam, tol=1e-6, method=method, max_iter=5000).result_
+    J_star, _ = direct_optimum(X, y, "hinge", lam, "l2")
+    assert res.success
+    assert res.fun - J_star <= res.gap + 1e-7
+    assert res.lower_bound <= J_star + 1e-7
+
+
+def test_line_search_bmrm_keeps_its_cut_at_the_line_search_point():
+    """LineSearchBMRM is OCAS with the cut at the line-search point (mu = 0), which OCAS
+    itself now refuses; it still converges."""
+    method = LineSearchBMRM()
+    assert method.mu == 0.0 and method.max_evals == 10 and method.line_search_tol == 0.01
+    X, y = make_problem(1, "squared")
+    res = bmrm.fit(X, y, "squared", lam=1e-2, tol=1e-6, method=method).result_
+    assert res.success and res.method == "ls-bmrm"
 
 
 def _l2_state(bundle, lam, d):

@@ -4,6 +4,8 @@ Reference for the dual term: min_w lam·Ω(w) + <v, w> over the domain, solved b
 Ω written in this file (tests/bmrm/test_masters.py checks the master problems built on it).
 """
 
+import re
+
 import cvxpy as cp
 import numpy as np
 import pytest
@@ -166,3 +168,35 @@ def test_make_regularizer_from_the_public_arguments():
     for kwargs, match in cases:
         with pytest.raises(ValueError, match=match):
             make_regularizer(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "bounds, message",
+    [
+        (
+            (np.inf, None),
+            "bounds lower must not contain +inf: no weight is >= +inf, so the box would be "
+            "empty (None or -inf leaves a side open)",
+        ),
+        (
+            (None, -np.inf),
+            "bounds upper must not contain -inf: no weight is <= -inf, so the box would be "
+            "empty (None or +inf leaves a side open)",
+        ),
+        ((np.inf, np.inf), "bounds lower must not contain +inf"),
+        ((-np.inf, -np.inf), "bounds upper must not contain -inf"),
+        ((np.where(LOWER == 0.0, np.inf, LOWER), None), "bounds lower must not contain +inf"),
+        ((None, np.where(UPPER == 0.3, -np.inf, UPPER)), "bounds upper must not contain -inf"),
+    ],
+)
+def test_a_side_at_the_far_infinity_is_an_empty_box(bounds, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        make_regularizer("l2", bounds=bounds, n_features=D)
+
+
+def test_sides_at_the_near_infinity_are_open():
+    reg = make_regularizer("l2", bounds=(LOWER, UPPER), n_features=D)
+    assert reg == Box(L2(), LOWER, UPPER)
+    w = np.array([-9.0, -9.0, 9.0, 9.0, 9.0, 9.0])
+    np.testing.assert_array_equal(reg.project(w), [-0.5, -9.0, 9.0, 1.0, 9.0, 9.0])
+    assert make_regularizer("l1", bounds=(-np.inf, np.inf)) == Box(L1(), -np.inf, np.inf)

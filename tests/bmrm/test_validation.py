@@ -62,7 +62,12 @@ CASES = [
     ("master", lambda X, y: dict(X=X, y=y, master="newton")),
     ("master", lambda X, y: dict(X=X, y=y, master="qp", regularizer="l1")),
     ("bounds", lambda X, y: dict(X=X, y=y, bounds=(1.0, -1.0))),
+    ("bounds lower must not contain", lambda X, y: dict(X=X, y=y, bounds=(np.inf, None))),
+    ("bounds upper must not contain", lambda X, y: dict(X=X, y=y, bounds=(None, -np.inf))),
     ("w0", lambda X, y: dict(X=X, y=y, w0=np.zeros(7))),
+    ("w0 .*complex128", lambda X, y: dict(X=X, y=y, w0=np.array([1j, 0, 0]))),
+    ("method must be one of", lambda X, y: dict(X=X, y=y, method="levle")),
+    ("loss_params must be a dict", lambda X, y: dict(X=X, y=y, loss_params=[("a", 1)])),
     ("l1_ratio", lambda X, y: dict(X=X, y=y, regularizer="elastic_net", l1_ratio=2.0)),
 ]
 
