@@ -55,6 +55,7 @@ evaluations on scores, with no further pass over X.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import time
@@ -242,18 +243,11 @@ class SolverState:
         self.zero_checked = True
         if self._exact_oracle():
             return
-        # the probes overwrite the oracle's work arrays: its last gradient is put back
-        last = getattr(self.oracle, "last_gradient", None)
-        saved = None if last is None else last.copy()
-        scale = max(1.0, float(np.sqrt(np.mean(np.square(w))))) if w.size else 1.0
         rng = np.random.default_rng(0)
-        for _ in range(2):
-            d = rng.standard_normal(w.shape)
-            for t in (1.0, 1e-2, 1e-4, 1e-6):
-                for step in (t * scale, -t * scale):
-                    lower = float(self.oracle(w + step * d)[0])
-                    self.nfev += 1
-                    self.n_passes += 2
+        with self._probing():
+            for _ in range(2):
+                d = rng.standard_normal(w.shape)
+                for _, lower in self._risks_along(w, d, (1.0, 1e-2, 1e-4, 1e-6)):
                     if np.isfinite(lower) and lower < R - 1e-9 * R:
                         raise ValueError(
                             f"the oracle returned a zero subgradient where the risk "
@@ -261,9 +255,29 @@ class SolverState:
                             "so zero is not a subgradient of the convex risk there (a loss's "
                             "loss_grad must return the gradient of the values it returns)"
                         )
-        if saved is not None:
-            self.oracle.last_gradient = last
-            np.copyto(last, saved)
+
+    @contextlib.contextmanager
+    def _probing(self):
+        """The probes overwrite the oracle's work arrays: its last gradient is put back."""
+        last = getattr(self.oracle, "last_gradient", None)
+        saved = None if last is None else last.copy()
+        try:
+            yield
+        finally:
+            if saved is not None:
+                self.oracle.last_gradient = last
+                np.copyto(last, saved)
+
+    def _risks_along(self, w: np.ndarray, d: np.ndarray, lengths):
+        """Yield ``(step, R(w + step·d))`` for each length, both ways, the steps scaled by
+        w's root mean square (at least 1); each is an oracle call."""
+        scale = max(1.0, float(np.sqrt(np.mean(np.square(w))))) if w.size else 1.0
+        for t in lengths:
+            for step in (t * scale, -t * scale):
+                value = float(self.oracle(w + step * d)[0])
+                self.nfev += 1
+                self.n_passes += 2
+                yield step, value
 
     def _exact_oracle(self) -> bool:
         """Whether the risk is one of the package's own losses (exact, tested), which the
@@ -294,17 +308,11 @@ class SolverState:
         kinds += [np.asarray(R).dtype, np.asarray(a).dtype]
         eps = max(float(np.finfo(k).eps) for k in kinds if k.kind == "f")
         rounding = max(1e-9, 100.0 * eps)
-        last = getattr(self.oracle, "last_gradient", None)
-        saved = None if last is None else last.copy()
-        scale = max(1.0, float(np.sqrt(np.mean(np.square(w))))) if w.size else 1.0
         d = np.random.default_rng(1).standard_normal(w.shape)
         d /= max(float(np.linalg.norm(d)), 1e-300)
         slope = float(a @ d)
-        for t in (1e-1, 1e-3, 1e-5):
-            for step in (t * scale, -t * scale):
-                value = float(self.oracle(w + step * d)[0])
-                self.nfev += 1
-                self.n_passes += 2
+        with self._probing():
+            for step, value in self._risks_along(w, d, (1e-1, 1e-3, 1e-5)):
                 plane = R + step * slope
                 tolerance = rounding * (abs(R) + abs(value) + abs(step * slope))
                 if np.isfinite(value) and value < plane - tolerance:
@@ -315,9 +323,6 @@ class SolverState:
                         "of a convex risk there (a loss's loss_grad must return the gradient "
                         "of the values it returns; losses.check_oracle tests it)"
                     )
-        if saved is not None:
-            self.oracle.last_gradient = last
-            np.copyto(last, saved)
 
     def solve_master(self) -> np.ndarray:
         """Minimise the regularized cutting-plane model; raises the lower bound to its
