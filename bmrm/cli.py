@@ -359,6 +359,14 @@ def _check_output(path: str, name: str, inputs: dict[str, str | None]) -> None:
     os.unlink(probe)
 
 
+def _check_inputs(inputs: dict[str, str | None]) -> None:
+    """Fail before any work, naming the argument, when an input file (argument name ->
+    path) does not exist."""
+    for name, path in inputs.items():
+        if path is not None and not os.path.exists(path):
+            raise ValueError(f"{name} {path}: no such file")
+
+
 def _read_once(path: str) -> bytes | None:
     """The bytes of ``path`` when it is not a regular file (a pipe, a FIFO, ``<(...)``),
     which can be read only once; None for a regular file, read where it is needed."""
@@ -378,16 +386,24 @@ def _is_model_file(path: str, data: bytes | None = None) -> bool:
 def _read_predictions(
     path: str, n_rows: int, test_path: str, data: bytes | None = None
 ) -> np.ndarray:
-    """One finite number per line, exactly ``n_rows`` lines (from ``data``, the file's
-    bytes, when already read).
+    """One finite number per line, exactly ``n_rows`` lines (blank lines at the end
+    ignored; from ``data``, the file's bytes, when already read).
 
     Python's digit-group underscores (``1_0``, which ``float`` reads as 10.0) are not a
     score, as in the data files.
     """
     scores = []
+    blank = None  # the first of the blank lines seen since the last score
     with open(path, "rb") if data is None else io.BytesIO(data) as f:
         for lineno, line in enumerate(f, start=1):
             text = line.strip()
+            # blank lines at the end are no score (an editor's or echo's last newline);
+            # between scores they would shift every score after them to another row
+            if not text:
+                blank = blank or lineno
+                continue
+            if blank is not None:
+                raise ValueError(f"{path}, line {blank}: expected a finite score; got ''")
             try:
                 value = float("nan") if b"_" in text else float(text)
             except ValueError:
@@ -493,6 +509,7 @@ def _train(args) -> None:
         "--query-file": args.query_file,
         "--weight-file": args.weight_file,
     }
+    _check_inputs(inputs)
     if args.query_file is None:
         # TRAIN.query, read when it exists and TRAIN has no qid:
         inputs["query"] = f"{args.train_file}.query"
@@ -568,6 +585,7 @@ def _summary(r) -> str:
 
 def _predict(args) -> None:
     inputs = {"TEST": args.test_file, "MODEL": args.model_file}
+    _check_inputs(inputs)
     _check_output(args.predictions_file, "PREDICTIONS", inputs)
     model = load_model(args.model_file)
     X, _, _ = _load_data(args.test_file, groups=False)
@@ -619,6 +637,13 @@ def _parse_metrics(specs: Sequence[str], convention: str) -> list[tuple[str, Cal
 
 def _evaluate(args) -> None:
     measures = _parse_metrics(args.metric or DEFAULT_METRICS, args.convention)
+    _check_inputs(
+        {
+            "TEST": args.test_file,
+            "PREDICTIONS|MODEL": args.scores_file,
+            "--query-file": args.query_file,
+        }
+    )
     X, y, qid = _load_data(args.test_file, args.query_file)
     data = _read_once(args.scores_file)
     if _is_model_file(args.scores_file, data):

@@ -33,12 +33,14 @@ bisection on log s; a point with −(ℓ − lb_k)/4 <= h(s) <= 0 is accepted. W
 from __future__ import annotations
 
 import math
+import numbers
 import time
 
 import numpy as np
 
 from bmrm.solver.cut_cache import make_cut_cache
 from bmrm.solver.qp import master_step
+from losses.validation import check_int
 
 __all__ = ["LevelBundle"]
 
@@ -71,14 +73,10 @@ class LevelBundle:
     name = "level"
 
     def __init__(self, theta: float = 0.7, max_projection_steps: int = 40, cut_cache=False):
-        if not 0.0 < theta < 1.0:
+        if isinstance(theta, bool) or not isinstance(theta, numbers.Real) or not 0 < theta < 1:
             raise ValueError(f"theta must lie in (0, 1); got {theta!r}")
-        if max_projection_steps < 1:
-            raise ValueError(
-                f"max_projection_steps must be at least 1; got {max_projection_steps}"
-            )
-        self.theta = theta
-        self.max_projection_steps = max_projection_steps
+        self.theta = float(theta)
+        self.max_projection_steps = check_int(max_projection_steps, "max_projection_steps", 1)
         self.cache, self._cache_required = make_cut_cache(cut_cache)
         self._w = None
         self._s = 1.0

@@ -366,8 +366,56 @@ def test_command_help(tmp_path, run_here, command, expected):
 def test_missing_training_file(tmp_path):
     proc = run("train", "absent.svm", "m.json", cwd=tmp_path)
     line = one_line_error(proc, "train")
-    assert line.endswith("No such file or directory: absent.svm")
+    assert line == "bmrm train: error: TRAIN absent.svm: no such file"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["predict", "absent.svm", "{model}", "p.txt"], "TEST absent.svm: no such file"),
+        (["predict", "{test}", "absent.json", "p.txt"], "MODEL absent.json: no such file"),
+        (["evaluate", "{test}", "absent.txt"], "PREDICTIONS|MODEL absent.txt: no such file"),
+        (
+            ["evaluate", "{test}", "{model}", "--query-file", "absent.q"],
+            "--query-file absent.q: no such file",
+        ),
+        (
+            ["train", "{train}", "m.json", "--weight-file", "absent.w"],
+            "--weight-file absent.w: no such file",
+        ),
+        (
+            ["train", "{train}", "m.json", "--query-file", "absent.q"],
+            "--query-file absent.q: no such file",
+        ),
+    ],
+)
+def test_missing_inputs_are_named_by_their_argument(trained, tmp_path, run_here, argv, message):
+    names = {
+        name: trained / file
+        for name, file in (("train", "train.svm"), ("test", "test.svm"), ("model", "model.json"))
+    }
+    proc = run_here(*[arg.format(**names) for arg in argv], cwd=tmp_path)
+    assert one_line_error(proc, argv[0]).endswith(f"error: {message}")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_predictions_with_blank_lines_at_the_end(trained, tmp_path, run_here):
+    """An editor's or echo's last newlines are no score; a blank line between scores is an
+    error (it would shift every later score to another row)."""
+    test, model = trained / "test.svm", trained / "model.json"
+    assert run_here("predict", test, model, "p.txt", cwd=tmp_path).returncode == 0
+    expected = run_here("evaluate", test, "p.txt", cwd=tmp_path)
+    lines = (tmp_path / "p.txt").read_text().splitlines()
+    (tmp_path / "end.txt").write_text("\n".join(lines) + "\n\n \n\n")
+    proc = run_here("evaluate", test, "end.txt", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == expected.stdout
+    (tmp_path / "mid.txt").write_text("\n".join([*lines[:2], "", *lines[2:]]) + "\n")
+    proc = run_here("evaluate", test, "mid.txt", cwd=tmp_path)
+    assert one_line_error(proc, "evaluate") == (
+        "bmrm evaluate: error: mid.txt, line 3: expected a finite score; got ''"
+    )
 
 
 def test_malformed_svmlight_line(tmp_path):

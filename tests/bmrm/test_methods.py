@@ -691,3 +691,23 @@ def test_cached_methods_use_the_cache(method):
     assert res.success and plain.result_.success
     assert res.n_cache_cuts > 0
     assert res.n_passes < plain.result_.n_passes
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"theta": "0.7"}, "theta must lie in (0, 1); got '0.7'"),
+        ({"theta": True}, "theta must lie in (0, 1); got True"),
+        ({"theta": float("nan")}, "theta must lie in (0, 1); got nan"),
+        ({"theta": 1.0}, "theta must lie in (0, 1); got 1.0"),
+        ({"max_projection_steps": 0}, "max_projection_steps must be an integer >= 1; got 0"),
+        ({"max_projection_steps": 2.5}, "max_projection_steps must be an integer >= 1; got 2.5"),
+        ({"max_projection_steps": "5"}, "max_projection_steps must be an integer >= 1; got '5'"),
+    ],
+)
+def test_level_bundle_options_are_checked_at_construction(options, message):
+    """A string theta was a bare TypeError naming nothing."""
+    from bmrm.solver.level import LevelBundle
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        LevelBundle(**options)
