@@ -217,12 +217,20 @@ class SolverState:
         self.oracle_seconds += time.perf_counter() - t0
         self.nfev += 1
         self.check_risk(w, R)
-        self.check_zero_subgradient(w, R, a)
+        self.check_subgradient(w, R, a)
         J = self.J_of(w, R)
         self.record(w, J)
         if cut:
             self.bundle.add(a, R - float(a @ w))
         return J, R, a
+
+    def check_subgradient(self, w: np.ndarray, R: float, a: np.ndarray) -> None:
+        """A user's subgradient at an evaluated point, probed once per fit against its risk
+        nearby: :meth:`check_zero_subgradient` when it is zero, else :meth:`check_slope`."""
+        if a.any():
+            self.check_slope(w, R, a)
+        else:
+            self.check_zero_subgradient(w, R, a)
 
     def check_zero_subgradient(self, w: np.ndarray, R: float, a: np.ndarray) -> None:
         """Raise if a zero subgradient ``a`` at ``w`` is disproved by the risk nearby.
@@ -235,10 +243,7 @@ class SolverState:
         not for the package's own losses, which are exact); a value lower by more than
         rounding raises ``ValueError``.
         """
-        if a.any():
-            self.check_slope(w, R, a)
-            return
-        if R <= 0.0 or self.zero_checked:
+        if R <= 0.0 or self.zero_checked or a.any():
             return
         self.zero_checked = True
         if self._exact_oracle():
@@ -428,7 +433,7 @@ class _ScoreSegment:
         state.oracle_seconds += time.perf_counter() - t0
         state.nfev += 1
         state.check_risk(w, R)
-        state.check_zero_subgradient(w, R, a)
+        state.check_subgradient(w, R, a)
         J = state.J_of(w, R)
         state.record(w, J)
         state.bundle.add(a, R - float(a @ w))
@@ -690,7 +695,7 @@ class OCAS:
             self._g_b = state.oracle.last_gradient.copy()
             state.oracle_seconds += time.perf_counter() - t0
             state.nfev += 1
-            state.check_zero_subgradient(w, R, a)
+            state.check_subgradient(w, R, a)
             J = state.J_of(w, R)
             state.record(w, J)
             state.bundle.add(a, R - float(a @ w))
