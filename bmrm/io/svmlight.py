@@ -32,6 +32,7 @@ import itertools
 import lzma
 import math
 import os
+import re
 import zlib
 from collections.abc import Iterator, Sequence
 from stat import S_ISREG
@@ -78,7 +79,7 @@ def _decompressing(path: str) -> Iterator[None]:
     (``gzip.BadGzipFile``, bz2's "Invalid data stream"); an ``OSError`` with an error number
     is the file system's and is left as it is.
     """
-    kind = _COMPRESSION.get(os.path.splitext(path)[1])
+    kind = _COMPRESSION.get(os.path.splitext(path)[1].lower())
     try:
         yield
     except (EOFError, zlib.error, lzma.LZMAError, OSError) as exc:
@@ -113,7 +114,7 @@ class _Source:
 
     def __init__(self, path: str):
         self.path = path
-        self.kind = _COMPRESSION.get(os.path.splitext(path)[1])
+        self.kind = _COMPRESSION.get(os.path.splitext(path)[1].lower())
         self.data: bytes | None = None  # the bytes of a file that is not a regular file
         self.identity: tuple | None = None  # of a regular file, when first opened
 
@@ -229,6 +230,23 @@ def _kernel_message(code: int, token: bytes, a: int, b: int, one_based: bool) ->
     raise AssertionError(f"unknown parser code {code}")
 
 
+def _hint(buffer: bytes, lines: int, pos: int) -> str:
+    """What a malformed line's bytes suggest, for the error raised at ``buffer[pos]``.
+
+    Lines ended by a carriage return alone (classic Mac OS) read as one long line, which
+    fails with an otherwise puzzling message.
+    """
+    start = buffer.rfind(b"\n", 0, pos) + 1
+    end = buffer.find(b"\n", pos)
+    line = buffer[start : len(buffer) if end < 0 else end]
+    if b"\r" in line.rstrip(b"\r"):
+        return (
+            " (its lines end in a carriage return alone, which is no line end here; convert "
+            "them to line feeds)"
+        )
+    return ""
+
+
 def _slow_number(token: bytes) -> float | None:
     """``float(token)`` for the tokens the compiled fast path leaves over, or None.
 
@@ -257,7 +275,8 @@ class _Parse:
 
     def error(self, code: int, buffer: bytes, lines: int, base: int, limit: int) -> ValueError:
         state = self.state
-        lineno = lines + buffer.count(b"\n", 0, int(state[_parse.ERR_LINE])) + 1
+        pos = int(state[_parse.ERR_LINE])
+        lineno = lines + buffer.count(b"\n", 0, pos) + 1
         token = buffer[state[_parse.ERR_START] : state[_parse.ERR_END]]
         a, b = int(state[_parse.ERR_A]), int(state[_parse.ERR_B])
         if code == _parse.QID_MIXED:
@@ -270,7 +289,7 @@ class _Parse:
             )
         else:
             message = _kernel_message(code, token, a, b, self.one_based)
-        return ValueError(f"{self.path}, line {lineno}: {message}")
+        return ValueError(f"{self.path}, line {lineno}: {message}{_hint(buffer, lines, pos)}")
 
     def run(self, base: int, limit: int, out: dict | None = None) -> None:
         """Parse the whole file; with ``out`` (arrays), store rows into it."""
@@ -341,7 +360,8 @@ class _Parse:
             problem = f"overflows {np.dtype(dtype).name}"
         else:
             problem = "is not a finite number"
-        return ValueError(f"{self.path}, line {lineno}: {what} {problem}")
+        hint = _hint(buffer, lines, s)
+        return ValueError(f"{self.path}, line {lineno}: {what} {problem}{hint}")
 
 
 def _read_comments(source: _Source) -> list[str]:
@@ -367,13 +387,23 @@ def _read(
     the file changed in between and nothing is returned (see :class:`_Source`).
     """
     path = source.path
+    with _decompressing(path), source.reading() as f:
+        if f.read(3) == b"\xef\xbb\xbf":
+            # as a label or a feature it would fail somewhere on line 1, or not at all before
+            # a comment; said here, before any pass
+            raise ValueError(
+                f"{path}, line 1: the file begins with a UTF-8 byte-order mark, which "
+                "svmlight files may not hold; save it without one"
+            )
     one_based = zero_based is False
     survey = _Parse(source, one_based)
     survey.run(base=int(one_based), limit=_MAX_INDEX + 1)
     state = survey.state
     n_rows, nnz = int(state[_parse.ROW]), int(state[_parse.NNZ])
     if n_rows == 0:
-        raise ValueError(f"{path}: no data row (the file is empty or holds only comments)")
+        buffer, _, _ = next(_chunks(source), (b"", 0, 0))
+        hint = _hint(buffer, 0, buffer.find(b"\r")) if re.search(rb"\r[^\n]", buffer) else ""
+        raise ValueError(f"{path}: no data row (the file is empty or holds only comments){hint}")
     # "auto" reads a file without index 0 as one-based, as scikit-learn's reader does
     base = int(one_based or (zero_based == "auto" and nnz > 0 and state[_parse.MIN_INDEX] > 0))
     # a file without any value still gets one (empty) column, as from scikit-learn's reader
@@ -429,9 +459,9 @@ def load_svmlight(
     Parameters
     ----------
     path : str or path-like
-        The file; names ending in ``.gz``, ``.bz2`` or ``.xz`` are decompressed on the
-        fly. It may also be a pipe, a FIFO, ``/dev/stdin`` or a process substitution
-        (``<(...)``), which is read into memory once.
+        The file; names ending in ``.gz``, ``.bz2`` or ``.xz`` (in any case) are
+        decompressed on the fly. It may also be a pipe, a FIFO, ``/dev/stdin`` or a process
+        substitution (``<(...)``), which is read into memory once.
     n_features : int, optional
         Number of columns of ``X``; by default the largest feature index in the file. Files
         that are parts of one data set should be read with the same ``n_features``.
@@ -585,7 +615,8 @@ def dump_svmlight(
     Parameters
     ----------
     path : str or path-like
-        Output file (overwritten); ``.gz``, ``.bz2`` and ``.xz`` names are compressed.
+        Output file (overwritten); ``.gz``, ``.bz2`` and ``.xz`` names (in any case) are
+        compressed.
     X : array-like or sparse matrix of shape (n_samples, n_features)
         Real-valued features; zeros (stored or not) are left out of the file, and duplicate
         entries of a sparse matrix are written as their sum (the value scipy gives them).
@@ -710,7 +741,7 @@ def dump_svmlight(
     del tokens
     data = "".join(lines).encode("utf-8")
     del lines
-    kind = _COMPRESSION.get(os.path.splitext(path)[1])
+    kind = _COMPRESSION.get(os.path.splitext(path)[1].lower())
     if kind is not None:
         data = _COMPRESS[kind](data)
     _write_atomic(path, data)

@@ -187,6 +187,22 @@ def test_compressed_round_trip(tmp_path, suffix, opener):
     assert cs == ["a # b"] * 12
 
 
+@pytest.mark.parametrize(
+    ("suffix", "opener"), [(".GZ", gzip.open), (".Bz2", bz2.open), (".XZ", lzma.open)]
+)
+def test_compression_suffix_in_any_case(tmp_path, suffix, opener):
+    X = random_matrix(np.random.default_rng(3), 6, 2)
+    path = tmp_path / f"f.txt{suffix}"
+    dump_svmlight(path, X, np.arange(6.0), np.repeat([1, 2], 3))
+    with opener(path, "rb") as f:  # written compressed, as the lower-case name would be
+        text = f.read().decode()
+    assert text.startswith("0 qid:1 1:")
+    Xs, ys, qs = load_svmlight(path, n_features=2, dense=True, zero_based=False)
+    np.testing.assert_array_equal(Xs, X)
+    np.testing.assert_array_equal(ys, np.arange(6.0))
+    np.testing.assert_array_equal(qs, np.repeat([1, 2], 3))
+
+
 def test_dump_writes_letor_layout(tmp_path):
     path = tmp_path / "f.txt"
     dump_svmlight(path, np.array([[0.5, 0.0, 2.0]]), np.array([2]), [7], ["docid = x"])
@@ -819,6 +835,49 @@ def test_malformed_line_in_crlf_and_gzip_files(tmp_path):
     gz.write_bytes(gzip.compress(text.encode()))
     with pytest.raises(ValueError, match=rf"^{re.escape(str(gz))}, line 5: .*increasing"):
         load_svmlight(gz)
+
+
+@pytest.mark.parametrize("suffix", [".txt", ".txt.gz"])
+def test_byte_order_mark_is_named(tmp_path, suffix):
+    text = ("\ufeff" + "\n".join(GOOD) + "\n").encode()
+    path = tmp_path / f"bom{suffix}"
+    path.write_bytes(gzip.compress(text) if suffix.endswith(".gz") else text)
+    with pytest.raises(ValueError) as info:
+        load_svmlight(path)
+    assert str(info.value) == (
+        f"{path}, line 1: the file begins with a UTF-8 byte-order mark, which svmlight files "
+        "may not hold; save it without one"
+    )
+
+
+@pytest.mark.parametrize(
+    ("lines", "start"),
+    [
+        (GOOD[2:], ", line 1: expected index:value"),
+        (GOOD, ": no data row"),  # the comment on the first line takes in every line after it
+    ],
+)
+def test_carriage_return_line_ends_are_named(tmp_path, lines, start):
+    path = write(tmp_path / "mac.txt", "\r".join(lines) + "\r")
+    with pytest.raises(ValueError) as info:
+        load_svmlight(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}{start}"), message
+    assert message.endswith(
+        "(its lines end in a carriage return alone, which is no line end here; convert them "
+        "to line feeds)"
+    ), message
+
+
+@pytest.mark.parametrize("end", ["\n", "\r\n"])
+def test_no_encoding_hint_on_an_ordinary_error(tmp_path, end):
+    # a byte-order mark elsewhere than at the start, CRLF ends: the plain message
+    lines = GOOD + ["2 qid:3 1:x"]
+    path = write(tmp_path / "f.txt", end.join(lines) + end)
+    with pytest.raises(ValueError) as info:
+        load_svmlight(path)
+    message = str(info.value)
+    assert message == f"{path}, line {len(lines)}: feature value in '1:x' is not a number"
 
 
 @pytest.mark.parametrize("text", ["", "\n\n", "# only\n#comments\n  \n"])
