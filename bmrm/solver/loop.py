@@ -198,6 +198,18 @@ def _scaled_note(master) -> str:
     )
 
 
+def _bundle_note(regularizer, bundle: Bundle) -> str:
+    """For a polyhedral or general regularizer whose bundle was full, what that costs."""
+    if regularizer.qp or bundle.n_aggregations == 0:
+        return ""
+    return (
+        f"; the bundle was full (bundle_size={bundle.capacity}) and its planes were merged "
+        f"{bundle.n_aggregations} times, which slows the lower bound of the master problem "
+        f"with regularizer {regularizer!r}: a larger bundle_size may close the gap in fewer "
+        "iterations"
+    )
+
+
 def _model_value(bundle: Bundle, w: np.ndarray) -> float:
     """max_i <a_i, w> + b_i, by einsum's own loop (no BLAS thread pool)."""
     k = bundle.size
@@ -409,7 +421,8 @@ def minimize_bmrm(
             warnings.warn(
                 f"BMRM reached max_iter={max_iter}{cached} with gap {gap:.3e} "
                 f"(relative {gap / max(abs(state.best_J), 1e-300):.3e}, tol={tol})"
-                + _scaled_note(master_obj),
+                + _scaled_note(master_obj)
+                + _bundle_note(regularizer, state.bundle),
                 exceptions.ConvergenceWarning,
                 stacklevel=3,
             )

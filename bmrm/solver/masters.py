@@ -450,6 +450,13 @@ class CvxpyMaster:
                 return True
             if self.problem.status in usable and self.w.value is not None:
                 return False
+        if self.problem.status == cp.UNBOUNDED:
+            raise RuntimeError(
+                "the cvxpy master problem is unbounded: lam·Ω(w) plus the cutting planes has "
+                f"no minimum, so regularizer {self.regularizer!r} is not bounded below on the "
+                "feasible weights (a user's regularizer must be; a linear one such as "
+                "cp.sum(w) is not)"
+            )
         raise RuntimeError(
             f"the cvxpy master problem could not be solved (status {self.problem.status})"
         )

@@ -238,6 +238,39 @@ class Convex(Regularizer):
             raise ValueError(f"regularizer must be callable; got {function!r}")
         self.function = function
 
+    def check(self, n_features: int) -> None:
+        """Call the function once on a cvxpy variable of ``n_features`` entries and refuse
+        what the master problem cannot minimise: an exception, anything but a cvxpy
+        expression, a non-scalar, or an expression cvxpy cannot prove convex (DCP rules)."""
+        import cvxpy as cp
+
+        name = getattr(self.function, "__name__", repr(self.function))
+        where = f"regularizer {name} (a callable)"
+        try:
+            expr = self.function(cp.Variable(n_features))
+        except Exception as exc:
+            reason = " ".join(str(exc).split()) or "no message"
+            raise ValueError(
+                f"{where} raised {type(exc).__name__} ({reason}) when called on a cvxpy "
+                f"Variable of shape ({n_features},); it must map one to a convex scalar "
+                "cvxpy expression"
+            ) from exc
+        if not isinstance(expr, cp.Expression):
+            raise ValueError(
+                f"{where} must return a convex scalar cvxpy expression of its argument; "
+                f"got {type(expr).__name__} {expr!r}"
+            )
+        if not expr.is_scalar():
+            raise ValueError(
+                f"{where} must return a scalar cvxpy expression; got shape {expr.shape} "
+                "(sum or norm it, for example cp.norm1(w) rather than cp.abs(w))"
+            )
+        if not expr.is_convex():
+            raise ValueError(
+                f"{where} must return a cvxpy expression that is convex by cvxpy's DCP "
+                f"rules; got {expr} (curvature {expr.curvature})"
+            )
+
     def value(self, w: np.ndarray) -> float:
         import cvxpy as cp
 
@@ -433,6 +466,19 @@ def make_regularizer(
         raise ValueError(
             f"regularizer must be one of {NAMES}, a callable or a Regularizer; got {regularizer!r}"
         )
+    if n_features is not None:
+        base = reg.base if isinstance(reg, Box) else reg
+        if isinstance(base, Convex):
+            base.check(n_features)
+    if isinstance(reg, Box):
+        # the checks of the bounds argument, on a box given as an object
+        if not isinstance(reg.base, Regularizer):
+            raise ValueError(f"a box regularizer's base must be a Regularizer; got {reg.base!r}")
+        try:
+            _check_bounds((reg.lower, reg.upper), False, n_features)
+        except ValueError as exc:
+            reason = str(exc).replace("bounds ", "its ", 1)
+            raise ValueError(f"regularizer {reg!r}: {reason}") from None
     lower, upper = _check_bounds(bounds, nonneg, n_features)
     if lower is None and upper is None:
         return reg

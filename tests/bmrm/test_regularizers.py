@@ -10,6 +10,7 @@ import cvxpy as cp
 import numpy as np
 import pytest
 
+import bmrm
 from bmrm.solver.regularizers import (
     L1,
     L2,
@@ -200,3 +201,80 @@ def test_sides_at_the_near_infinity_are_open():
     w = np.array([-9.0, -9.0, 9.0, 9.0, 9.0, 9.0])
     np.testing.assert_array_equal(reg.project(w), [-0.5, -9.0, 9.0, 1.0, 9.0, 9.0])
     assert make_regularizer("l1", bounds=(-np.inf, np.inf)) == Box(L1(), -np.inf, np.inf)
+
+
+@pytest.mark.parametrize(
+    ("lower", "upper", "message"),
+    [
+        (np.inf, None, "its lower must not contain +inf: no weight is >= +inf"),
+        (None, np.where(UPPER == 0.3, -np.inf, UPPER), "its upper must not contain -inf"),
+        (1.0, 0.0, "its lower must not exceed upper"),
+        (np.zeros(D - 1), None, f"its lower must be a scalar or have one entry per weight ({D})"),
+        (None, np.full(D, np.nan), "its upper must not contain NaN"),
+    ],
+)
+def test_a_box_given_as_an_object_gets_the_bounds_checks(lower, upper, message):
+    box = Box(L2(), lower, upper)
+    with pytest.raises(ValueError) as info:
+        make_regularizer(box, n_features=D)
+    assert str(info.value).startswith(f"regularizer {box!r}: {message}"), str(info.value)
+
+
+def test_a_box_given_as_an_object_needs_a_regularizer_base():
+    message = "a box regularizer's base must be a Regularizer; got 'l2'"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        make_regularizer(Box("l2", 0.0), n_features=D)
+    assert make_regularizer(Box(L1(), LOWER, UPPER), n_features=D) == Box(L1(), LOWER, UPPER)
+
+
+def _sum(w):
+    return cp.sum(w)
+
+
+@pytest.mark.parametrize(
+    ("function", "message"),
+    [
+        (
+            lambda w: cp.abs(w),
+            "must return a scalar cvxpy expression; got shape (6,) (sum or norm it, for "
+            "example cp.norm1(w) rather than cp.abs(w))",
+        ),
+        (
+            lambda w: None,
+            "must return a convex scalar cvxpy expression of its argument; got NoneType None",
+        ),
+        (
+            lambda w: 2.0,
+            "must return a convex scalar cvxpy expression of its argument; got float 2.0",
+        ),
+        (lambda w: -cp.sum_squares(w), "convex by cvxpy's DCP rules; got -"),
+        (
+            lambda w: w.no_such_attribute,
+            "raised AttributeError ('Variable' object has no attribute 'no_such_attribute') "
+            "when called on a cvxpy Variable of shape (6,)",
+        ),
+    ],
+)
+def test_a_callable_regularizer_is_probed_before_any_work(function, message):
+    with pytest.raises(ValueError) as info:
+        make_regularizer(function, n_features=D)
+    text = str(info.value)
+    assert text.startswith("regularizer <lambda> (a callable) "), text
+    assert message in text, text
+    # the same through bmrm.fit, before the loss sees the data
+    X = np.random.default_rng(0).normal(size=(12, D - 1))
+    with pytest.raises(ValueError) as info:
+        bmrm.fit(X, X[:, 0], "squared", regularizer=function)
+    assert message.replace("(6,)", f"({D - 1},)") in str(info.value)
+
+
+def test_a_callable_regularizer_unbounded_below_is_named():
+    X = np.random.default_rng(1).normal(size=(12, 3))
+    with pytest.raises(RuntimeError, match=r"the cvxpy master problem is unbounded: .*Convex\("):
+        bmrm.fit(X, X[:, 0], "squared", regularizer=_sum, fit_intercept=False)
+    # bounded below by its box, the same linear regularizer fits
+    model = bmrm.fit(
+        X, X[:, 0], "squared", regularizer=_sum, bounds=(-1.0, 1.0), fit_intercept=False
+    )
+    assert model.result_.status == 0
+    np.testing.assert_array_less(np.abs(model.coef_), 1.0 + 1e-6)

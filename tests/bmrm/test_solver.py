@@ -133,6 +133,34 @@ def test_squared_loss_on_features_of_large_magnitude_converges(power):
     assert res.lower_bound <= J_star + 1e-7
 
 
+def test_a_full_bundle_under_a_polyhedral_regularizer_is_named_in_the_warning():
+    """With regularizer="l1" a small bundle merges planes and the bound rises slowly; the
+    max_iter warning says so and what to try. The same fit with the default bundle
+    converges, and an L2 fit that merges planes gets no such note."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 20))
+    y = np.where(X @ rng.normal(size=20) + rng.normal(size=300) > 0, 1.0, -1.0)
+    with pytest.warns(bmrm.ConvergenceWarning) as caught:
+        res = bmrm.fit(X, y, "hinge", regularizer="l1", lam=1e-2, bundle_size=10, max_iter=100)
+    (warning,) = caught
+    text = str(warning.message)
+    n = res.result_.n_aggregations
+    assert n > 0
+    assert text.endswith(
+        f"; the bundle was full (bundle_size=10) and its planes were merged {n} times, which "
+        "slows the lower bound of the master problem with regularizer L1(): a larger "
+        "bundle_size may close the gap in fewer iterations"
+    ), text
+    full = bmrm.fit(X, y, "hinge", regularizer="l1", lam=1e-2, max_iter=1000).result_
+    assert full.success, full.message
+    assert full.gap < res.result_.gap
+    with pytest.warns(bmrm.ConvergenceWarning) as caught:
+        l2 = bmrm.fit(X, y, "hinge", lam=1e-4, bundle_size=3, max_iter=20, method="bmrm")
+    assert l2.result_.n_aggregations > 0
+    (warning,) = caught
+    assert "bundle was full" not in str(warning.message)
+
+
 def test_features_beyond_what_float64_certifies_warn_with_what_to_do():
     """At ~1e15 the bound cannot close (the dual's curvature ‖a‖²/lam exceeds 1e30): the fit
     stops at max_iter with an honest gap and a warning that says why and what to do."""
