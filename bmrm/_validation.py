@@ -61,6 +61,20 @@ def all_finite(a: np.ndarray) -> bool:
     )
 
 
+def _frame_values(X, name: str) -> np.ndarray:
+    """A pandas DataFrame's values as float32 (all columns float32) or float64, its
+    extension dtypes included (nullable integers and floats, Arrow numbers; a missing value
+    becomes NaN, refused afterwards); a column of another kind is refused by name."""
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+    dtypes = list(X.dtypes)
+    for column, dtype in zip(X.columns, dtypes, strict=True):
+        if not (is_numeric_dtype(dtype) or is_bool_dtype(dtype)):
+            raise ValueError(f"{name} must be numeric; column {column!r} has dtype {dtype}")
+    single = bool(dtypes) and all(dtype == np.float32 for dtype in dtypes)
+    return X.to_numpy(dtype=np.float32 if single else np.float64, na_value=np.nan)
+
+
 def check_X(X, *, name: str = "X", n_features: int | None = None):
     """Return X as a C-ordered float32/float64 array or a CSR matrix, never densified.
 
@@ -80,6 +94,8 @@ def check_X(X, *, name: str = "X", n_features: int | None = None):
             X.sum_duplicates()
         data = X.data
     else:
+        if hasattr(X, "dtypes") and hasattr(X, "to_numpy") and getattr(X, "ndim", 0) == 2:
+            X = _frame_values(X, name)  # a pandas DataFrame
         try:
             X = np.asarray(X)
         except ValueError:  # rows of different lengths

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import time
 import warnings
+import weakref
 
 import numpy as np
 import scipy.sparse as sp
 
 import losses
-from bmrm._validation import check_X
+from bmrm._validation import _frame_values, check_X
 from bmrm.solver.oracle import RiskOracle
 from losses._threads import thread_limit
 
@@ -46,12 +47,14 @@ TASK_THREADS = 1
 
 
 class _Partition:
-    """One partition's oracle, as held in a worker's memory."""
+    """One partition's oracle, as held in a worker's memory (None for a partition without
+    rows, which the fit leaves out; ``width`` is then its number of columns)."""
 
-    def __init__(self, oracle: RiskOracle, n_rows: int, nbytes: int):
+    def __init__(self, oracle: RiskOracle | None, n_rows: int, nbytes: int, width: int = 0):
         self.oracle = oracle
         self.n_rows = n_rows
         self.nbytes = nbytes
+        self.width = width if oracle is None else oracle.X.shape[1]
 
     def __sizeof__(self) -> int:
         # Dask measures results by ``sys.getsizeof`` unless told otherwise, in every process
@@ -67,6 +70,13 @@ def resolve_client(client):
     Raises a ValueError naming ``client`` when it is None and there is no default client.
     """
     if client is not None:
+        if not all(callable(getattr(client, m, None)) for m in ("submit", "gather", "nthreads")):
+            raise ValueError(
+                f"client must be a distributed.Client (with submit, gather and nthreads); "
+                f"got {client!r}"
+            )
+        if getattr(client, "status", "running") in ("closing", "closed"):
+            raise ValueError(f"client {client!r} is closed: pass a running distributed.Client")
         return client
     try:
         from distributed import default_client
@@ -86,8 +96,8 @@ def resolve_client(client):
 
 def _as_matrix(X):
     """A partition's rows as a dense C-ordered array or CSR matrix (no copy when already so)."""
-    if hasattr(X, "to_numpy"):  # a pandas DataFrame of features
-        X = X.to_numpy()
+    if hasattr(X, "to_numpy"):  # a pandas DataFrame of features, converted as check_X does
+        X = _frame_values(X, "X")
     if sp.issparse(X):
         return sp.csr_matrix(X)
     X = np.asarray(X)
@@ -100,7 +110,12 @@ def _build_partition(
     X, y, qid, loss, fit_intercept, intercept_scaling, loss_data=None, sample_weight=None
 ) -> _Partition:
     """Prepare one partition's targets and oracle (runs on a worker)."""
-    X = check_X(_as_matrix(X))
+    X = _as_matrix(X)
+    if X.ndim == 2 and X.shape[0] == 0:
+        # a filter, a shuffle or an empty chunk can leave a partition without rows: it holds
+        # no term of the risk, and the oracle leaves it out
+        return _Partition(None, 0, 0, X.shape[1])
+    X = check_X(X)
     y = np.asarray(y)
     if y.dtype.kind in "biuf" and not np.all(np.isfinite(y.astype(np.float64))):
         raise ValueError("y must not contain NaN or inf")
@@ -140,9 +155,11 @@ def _held_nbytes(X, prepared) -> int:
     return total
 
 
-def _partition_info(part: _Partition) -> tuple[int, float, int]:
-    """Rows, the risk's divisor (terms, or their summed weights) and width of X."""
-    return part.n_rows, part.oracle.prepared.divisor, part.oracle.X.shape[1]
+def _partition_info(part: _Partition) -> tuple[int, float, int, str]:
+    """Rows, the risk's divisor (terms, or their summed weights), width and dtype of X."""
+    if part.oracle is None:
+        return 0, 0, part.width, ""
+    return part.n_rows, part.oracle.prepared.divisor, part.width, part.oracle.X.dtype.str
 
 
 def _partition_risk(part: _Partition, w: np.ndarray) -> tuple[float, np.ndarray]:
@@ -221,8 +238,10 @@ def _check_whole_queries(qid_sets: list[np.ndarray]) -> None:
     split = np.flatnonzero(ids[1:] == ids[:-1])
     if split.size:
         at = int(split[0])
+        value = ids[at]
+        value = value.item() if isinstance(value, np.generic) else value
         raise ValueError(
-            f"query {ids[at].item()!r} has rows in partitions {owner[at]} and {owner[at + 1]}, "
+            f"query {value!r} has rows in partitions {owner[at]} and {owner[at + 1]}, "
             "but the ranking losses are exact only on whole queries. Sort the rows by qid and "
             "rechunk X, y and qid (the same row chunks) so that chunk boundaries fall between "
             "queries, or pass a dask DataFrame, which is repartitioned by qid"
@@ -352,6 +371,11 @@ def _array_tasks(client, X, y, qid, loss, build_args, sample_weight=None):
 
     if X.ndim != 2:
         raise ValueError(f"X must be 2-d; got shape {X.shape}")
+    if any(np.isnan(c) for c in X.chunks[0]):
+        raise ValueError(
+            "X is a dask array whose row chunk sizes are unknown (nan): call "
+            "X.compute_chunk_sizes() first, or make it with to_dask_array(lengths=True)"
+        )
     X = X.rechunk({1: -1})
     row_chunks = X.chunks[0]
     columns = []
@@ -359,12 +383,15 @@ def _array_tasks(client, X, y, qid, loss, build_args, sample_weight=None):
         if v is None:
             columns.append([None] * len(row_chunks))
             continue
-        v = v if isinstance(v, da.Array) else da.from_array(np.asarray(v), chunks=(row_chunks,))
+        if not isinstance(v, da.Array):
+            v = np.asarray(v)
         if v.ndim != 1 or v.shape[0] != X.shape[0]:
             raise ValueError(
                 f"{name} must be 1-d with one entry per row of X ({X.shape[0]}); "
                 f"got shape {v.shape}"
             )
+        if not isinstance(v, da.Array):
+            v = da.from_array(v, chunks=(row_chunks,))
         columns.append(list(v.rechunk((row_chunks,)).to_delayed()))
     y_parts, qid_parts, weight_parts = columns
     if y is None:
@@ -412,8 +439,13 @@ def _frame_tasks(client, X, y, qid, loss, build_args, sample_weight=None):
                 raise ValueError(f"{name}={v!r} is not a column of X")
             extra[new] = frame[v]
             frame = frame.drop(columns=[v])
-        else:
+        elif type(v).__module__.startswith(("dask.", "dask_expr")):
             extra[new] = v
+        else:
+            raise ValueError(
+                f"{name} must be a column name of X or a dask Series aligned with its rows "
+                f"when X is a dask DataFrame; got {type(v).__name__}"
+            )
     if y_name not in extra:
         raise ValueError("y is required")
     features = list(frame.columns)
@@ -499,6 +531,32 @@ def frame_array(frame, features, client=None):
     )
 
 
+class _Tracking:
+    """A client whose ``submit``, ``map`` and ``compute`` note the futures they return in a
+    weak set, so that a failed fit can cancel those still alive (others delegate)."""
+
+    def __init__(self, client, futures: weakref.WeakSet):
+        self._client = client
+        self._futures = futures
+
+    def _noted(self, out):
+        for future in out if isinstance(out, list) else [out]:
+            self._futures.add(future)
+        return out
+
+    def submit(self, *args, **kwargs):
+        return self._noted(self._client.submit(*args, **kwargs))
+
+    def map(self, *args, **kwargs):
+        return self._noted(self._client.map(*args, **kwargs))
+
+    def compute(self, *args, **kwargs):
+        return self._noted(self._client.compute(*args, **kwargs))
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+
 class DaskRiskOracle:
     """R(w) and a subgradient summed over partitions of whole queries held by Dask workers.
 
@@ -570,6 +628,26 @@ class DaskRiskOracle:
     ):
         self.client = client
         self.loss = loss
+        # every future this oracle and those derived from it make, weakly: a fit that fails
+        # cancels the ones a traceback keeps alive (``cancel``)
+        self._futures = weakref.WeakSet()
+        self._tracking = _Tracking(client, self._futures)
+        try:
+            self._build(
+                X, y, loss, qid, fit_intercept, intercept_scaling, sample_weight, loss_data
+            )
+        except BaseException:
+            self.cancel()
+            raise
+        self.group_tasks = GROUP_TASKS
+        self.groups = None  # [(worker address or None, partition indices)], made on first use
+        self.calls = 0
+        self.tasks = 0
+        self.seconds = 0.0
+
+    def _build(self, X, y, loss, qid, fit_intercept, intercept_scaling, sample_weight, loss_data):
+        """The partitions on the workers, and the sizes and dtype the fit needs."""
+        client = self._tracking
         build_args = (bool(fit_intercept), float(intercept_scaling))
         module = type(X).__module__
         in_memory = not module.startswith(("dask.dataframe", "dask_expr", "dask.array"))
@@ -588,7 +666,7 @@ class DaskRiskOracle:
         else:
             tasks = _frame_tasks(client, X, y, qid, loss, build_args, sample_weight)
         info = client.gather(client.map(_partition_info, tasks, pure=False))
-        keep = [i for i, (rows, _, _) in enumerate(info) if rows > 0]
+        keep = [i for i, (rows, _, _, _) in enumerate(info) if rows > 0]
         self.partitions = [tasks[i] for i in keep]
         self.rows = [info[i][0] for i in keep]
         if not self.partitions:
@@ -605,14 +683,9 @@ class DaskRiskOracle:
         if sample_weight is not None and not self.n_terms > 0:
             raise ValueError("sample_weight is all zero: at least one row needs a positive weight")
         self.n_features = widths.pop() + int(fit_intercept)
-        # the precision of the products, which bounds how well planes and values agree
-        dtypes = list(getattr(X, "dtypes", [])) or [getattr(X, "dtype", np.float64)]
-        self.dtype = np.result_type(*dtypes)
-        self.group_tasks = GROUP_TASKS
-        self.groups = None  # [(worker address or None, partition indices)], made on first use
-        self.calls = 0
-        self.tasks = 0
-        self.seconds = 0.0
+        # the precision of the products, which bounds how well planes and values agree: that
+        # of the feature matrices as the partitions hold them
+        self.dtype = np.result_type(*[np.dtype(info[i][3]) for i in keep])
 
     def _group(self) -> list[tuple[str | None, list[int]]]:
         """Partition indices per task: the partitions held by each worker, split into one
@@ -648,7 +721,7 @@ class DaskRiskOracle:
         if self.groups is None:
             self.groups = self._group()
         return [
-            self.client.submit(
+            self._tracking.submit(
                 function,
                 *args,
                 *[self.partitions[i] for i in indices],
@@ -703,7 +776,7 @@ class DaskRiskOracle:
             self.groups = self._group()
         where = {i: address for address, indices in self.groups for i in indices}
         return [
-            self.client.submit(
+            self._tracking.submit(
                 function,
                 part,
                 *args,
@@ -738,3 +811,12 @@ class DaskRiskOracle:
         for part in self.partitions:
             part.release()
         self.partitions = []
+
+    def cancel(self) -> None:
+        """Cancel every future this oracle, and those derived from it, made and something
+        still holds (after a failure, the frames of its traceback): the workers drop the
+        partitions and results at once instead of when the client closes."""
+        futures = list(self._futures)
+        self.partitions = []
+        if futures:
+            self.client.cancel(futures)

@@ -581,7 +581,26 @@ def fit(
         from bmrm.distributed import resolve_client
 
         client = resolve_client(client)
+        feature_names = None
+        if hasattr(X, "columns"):
+            # the DataFrame's feature columns: all but those named as y, qid, sample_weight
+            named = {v for v in (y, qid, sample_weight) if isinstance(v, str)}
+            names = [c for c in X.columns if c not in named]
+            if names and all(isinstance(c, str) for c in names):
+                feature_names = np.asarray(names, dtype=object)
     else:
+        if client is not None:
+            raise ValueError(
+                "client is used with backend='dask' only: pass backend='dask' to fit on its "
+                "workers, or leave client=None"
+            )
+        for name, value in (("X", X), ("y", y), ("qid", qid), ("sample_weight", sample_weight)):
+            if type(value).__module__.startswith(("dask.", "dask_expr")):
+                raise ValueError(
+                    f"{name} is a dask {type(value).__name__}: pass backend='dask' (and "
+                    "client=...) to fit on the Dask workers, or compute it first for a fit "
+                    "in this process"
+                )
         feature_names = _feature_names(X)
         X = check_X(X)
         n_samples, n_features = X.shape
@@ -625,145 +644,153 @@ def fit(
     if fit_intercept:
         intercept_scaling = check_intercept_scaling(intercept_scaling)
     loss_obj = losses.get(loss, **(loss_params or {}))
-    if backend == "dask":
-        if scorer is not None and scorer != "linear":
-            raise ValueError("backend='dask' fits the linear scorer only; leave scorer=None")
-        if not (getattr(loss_obj, "convex", True) or getattr(loss_obj, "latent", False)):
-            raise ValueError(
-                f"backend='dask' fits convex losses and latent ones (by the concave-convex "
-                f"procedure); {loss_obj!r} is neither"
-            )
-        from bmrm.distributed import DaskRiskOracle
-
-        oracle = DaskRiskOracle(
-            client,
-            X,
-            y,
-            loss_obj,
-            qid,
-            fit_intercept=fit_intercept,
-            intercept_scaling=intercept_scaling,
-            sample_weight=sample_weight,
-            **loss_data,
-        )
-        n_features = oracle.n_features - int(fit_intercept)
-    d = n_features + int(fit_intercept)
-    regularizer_arg = regularizer
-    regularizer = make_regularizer(
-        regularizer, l1_ratio=l1_ratio, bounds=bounds, nonneg=nonneg, n_features=d
-    )
-    if master == "qp" and not regularizer.qp:
-        raise ValueError(
-            "master='qp' solves the unconstrained L2 problem only; use master='cvxpy' "
-            f"for regularizer={regularizer!r}"
-        )
-    by_nrbm = (isinstance(method, str) and method == "nrbm") or isinstance(method, NRBM)
-    if by_nrbm and not regularizer.qp:
-        raise ValueError(
-            f"method='nrbm' supports regularizer='l2' without bounds only; got "
-            f"regularizer={regularizer!r}"
-        )
-    scorer_obj = None if scorer is None else get_scorer(scorer)
-    if getattr(scorer_obj, "name", None) == "linear":
-        scorer_obj = None
-    # a latent loss is not convex, but the concave-convex procedure below trains it
-    nonconvex = scorer_obj is not None or not (
-        getattr(loss_obj, "convex", True) or getattr(loss_obj, "latent", False)
-    )
-    if nonconvex:
-        if isinstance(scorer_obj, ExpectedGainScorer):
-            scorer_obj.check_labels(y)
-        scorer_obj, solver = check_nonconvex(
-            scorer_obj, loss_obj, y, regularizer_arg, bounds, nonneg, fit_intercept, method
-        )
-    if w0 is not None:
-        # a non-linear scorer also warm-starts from a linear w of d weights
-        n_params = scorer_obj.n_params(n_features) if nonconvex else d
-        shape = np.shape(w0)
-        if n_params != d and shape not in ((d,), (n_params,)):
-            raise ValueError(
-                f"w0 must have shape ({d},) (a linear warm start) or ({n_params},) (the "
-                f"scorer's parameters); got shape {shape}"
-            )
-        w0 = check_w0(w0, d if shape == (d,) else n_params, fit_intercept)
-    if regularizer.qp and master in ("auto", "qp") and not nonconvex:
-        # with a cold cache a second process compiles the master QP meanwhile
-        starts_ordinal = getattr(loss_obj, "latent", False) and w0 is None
-        compile_ahead.start(
-            ordinal=starts_ordinal,
-            latent=starts_ordinal and isinstance(loss_obj, (NDCGLoss, NERULoss)),
-            dtype=own_products_dtype(X) if backend == "local" else "",
-            ranking=qid is not None,
-            # the structured kernel reaches the stable sort late (the pair formulation's
-            # kernel at once, before the helper could have it)
-            listwise=isinstance(loss_obj, (NDCGLoss, NERULoss)) and loss_obj.ties != "pairs",
-        )
-    clock = CompileClock()
-    if backend == "local":
-        with clock:
-            prepared = losses.prepare(
-                loss_obj, y, qid, n_samples=n_samples, sample_weight=sample_weight, **loss_data
-            )
-        if nonconvex:
-            theta, res = fit_nonconvex(
-                X, y, prepared, scorer_obj, lam, solver=solver, w0=w0, tol=tol,
-                max_iter=max_iter, max_time=max_time, callback=callback,
-                bundle_size=bundle_size, verbose=verbose,
-            )  # fmt: skip
-            linear = isinstance(scorer_obj, LinearScorer)
-            coef = theta if linear else theta.reshape(-1, n_features)
-            model = LinearModel(
-                coef, 0.0, loss_obj, lam, regularizer, res, None if linear else scorer_obj
-            )
-            if feature_names is not None:
-                model.feature_names_in_ = feature_names
-            return model
-        oracle = RiskOracle(X, prepared, fit_intercept, intercept_scaling)
-    # A latent loss (a difference of convex functions) goes through the concave-convex
-    # procedure, which calls the bundle method on one convex surrogate after another,
-    # unless NRBM is asked for: it then trains the latent loss directly.
-    latent = getattr(loss_obj, "latent", False)
-    solve = minimize_cccp if latent else minimize_bmrm
-    start_nfev = 0
-    if by_nrbm:
-        # on a convex loss NRBM lowers no plane and keeps the certified gap; a given NRBM
-        # object keeps its own options
-        options = {} if isinstance(method, str) else {
-            "smooth": method.smooth, "max_backtracks": method.max_backtracks
-        }  # fmt: skip
-        method = NRBM(convex=not latent, **options)
-        if latent:
-            solve = minimize_bmrm
-            if w0 is None:
-                w0, start_nfev = _latent_start(
-                    oracle, d, lam, regularizer, tol, max_iter, max_time
+    oracle = None
+    try:
+        if backend == "dask":
+            if scorer is not None and scorer != "linear":
+                raise ValueError("backend='dask' fits the linear scorer only; leave scorer=None")
+            if not (getattr(loss_obj, "convex", True) or getattr(loss_obj, "latent", False)):
+                raise ValueError(
+                    f"backend='dask' fits convex losses and latent ones (by the concave-convex "
+                    f"procedure); {loss_obj!r} is neither"
                 )
-    result: BMRMResult = solve(
-        oracle,
-        d,
-        lam,
-        regularizer=regularizer,
-        master=master,
-        tol=tol,
-        atol=atol,
-        max_iter=max_iter,
-        max_time=max_time,
-        bundle_size=bundle_size,
-        w0=w0,
-        method=method,
-        callback=callback,
-        verbose=verbose,
-        progress=progress,
-        cvxpy_solver=cvxpy_solver,
-    )
-    # compilation while preparing the targets, outside the solver's own clock
-    result.compile_seconds = result.get("compile_seconds", 0.0) + clock.seconds
-    # the oracle calls of NRBM's starting problem count, as CCCP counts those of its own
-    result.nfev += start_nfev
-    w = result.x
-    coef = w[:n_features]
-    intercept = w[n_features] * intercept_scaling if fit_intercept else 0.0
-    model = LinearModel(coef, intercept, loss_obj, lam, regularizer, result)
-    if backend == "local" and feature_names is not None:
-        model.feature_names_in_ = feature_names
-    return model
+            from bmrm.distributed import DaskRiskOracle
+
+            oracle = DaskRiskOracle(
+                client,
+                X,
+                y,
+                loss_obj,
+                qid,
+                fit_intercept=fit_intercept,
+                intercept_scaling=intercept_scaling,
+                sample_weight=sample_weight,
+                **loss_data,
+            )
+            n_features = oracle.n_features - int(fit_intercept)
+        d = n_features + int(fit_intercept)
+        regularizer_arg = regularizer
+        regularizer = make_regularizer(
+            regularizer, l1_ratio=l1_ratio, bounds=bounds, nonneg=nonneg, n_features=d
+        )
+        if master == "qp" and not regularizer.qp:
+            raise ValueError(
+                "master='qp' solves the unconstrained L2 problem only; use master='cvxpy' "
+                f"for regularizer={regularizer!r}"
+            )
+        by_nrbm = (isinstance(method, str) and method == "nrbm") or isinstance(method, NRBM)
+        if by_nrbm and not regularizer.qp:
+            raise ValueError(
+                f"method='nrbm' supports regularizer='l2' without bounds only; got "
+                f"regularizer={regularizer!r}"
+            )
+        scorer_obj = None if scorer is None else get_scorer(scorer)
+        if getattr(scorer_obj, "name", None) == "linear":
+            scorer_obj = None
+        # a latent loss is not convex, but the concave-convex procedure below trains it
+        nonconvex = scorer_obj is not None or not (
+            getattr(loss_obj, "convex", True) or getattr(loss_obj, "latent", False)
+        )
+        if nonconvex:
+            if isinstance(scorer_obj, ExpectedGainScorer):
+                scorer_obj.check_labels(y)
+            scorer_obj, solver = check_nonconvex(
+                scorer_obj, loss_obj, y, regularizer_arg, bounds, nonneg, fit_intercept, method
+            )
+        if w0 is not None:
+            # a non-linear scorer also warm-starts from a linear w of d weights
+            n_params = scorer_obj.n_params(n_features) if nonconvex else d
+            shape = np.shape(w0)
+            if n_params != d and shape not in ((d,), (n_params,)):
+                raise ValueError(
+                    f"w0 must have shape ({d},) (a linear warm start) or ({n_params},) (the "
+                    f"scorer's parameters); got shape {shape}"
+                )
+            w0 = check_w0(w0, d if shape == (d,) else n_params, fit_intercept)
+        if regularizer.qp and master in ("auto", "qp") and not nonconvex:
+            # with a cold cache a second process compiles the master QP meanwhile
+            starts_ordinal = getattr(loss_obj, "latent", False) and w0 is None
+            compile_ahead.start(
+                ordinal=starts_ordinal,
+                latent=starts_ordinal and isinstance(loss_obj, (NDCGLoss, NERULoss)),
+                dtype=own_products_dtype(X) if backend == "local" else "",
+                ranking=qid is not None,
+                # the structured kernel reaches the stable sort late (the pair formulation's
+                # kernel at once, before the helper could have it)
+                listwise=isinstance(loss_obj, (NDCGLoss, NERULoss)) and loss_obj.ties != "pairs",
+            )
+        clock = CompileClock()
+        if backend == "local":
+            with clock:
+                prepared = losses.prepare(
+                    loss_obj, y, qid, n_samples=n_samples, sample_weight=sample_weight, **loss_data
+                )
+            if nonconvex:
+                theta, res = fit_nonconvex(
+                    X, y, prepared, scorer_obj, lam, solver=solver, w0=w0, tol=tol,
+                    max_iter=max_iter, max_time=max_time, callback=callback,
+                    bundle_size=bundle_size, verbose=verbose,
+                )  # fmt: skip
+                linear = isinstance(scorer_obj, LinearScorer)
+                coef = theta if linear else theta.reshape(-1, n_features)
+                model = LinearModel(
+                    coef, 0.0, loss_obj, lam, regularizer, res, None if linear else scorer_obj
+                )
+                if feature_names is not None:
+                    model.feature_names_in_ = feature_names
+                return model
+            oracle = RiskOracle(X, prepared, fit_intercept, intercept_scaling)
+        # A latent loss (a difference of convex functions) goes through the concave-convex
+        # procedure, which calls the bundle method on one convex surrogate after another,
+        # unless NRBM is asked for: it then trains the latent loss directly.
+        latent = getattr(loss_obj, "latent", False)
+        solve = minimize_cccp if latent else minimize_bmrm
+        start_nfev = 0
+        if by_nrbm:
+            # on a convex loss NRBM lowers no plane and keeps the certified gap; a given NRBM
+            # object keeps its own options
+            options = {} if isinstance(method, str) else {
+                "smooth": method.smooth, "max_backtracks": method.max_backtracks
+            }  # fmt: skip
+            method = NRBM(convex=not latent, **options)
+            if latent:
+                solve = minimize_bmrm
+                if w0 is None:
+                    w0, start_nfev = _latent_start(
+                        oracle, d, lam, regularizer, tol, max_iter, max_time
+                    )
+        result: BMRMResult = solve(
+            oracle,
+            d,
+            lam,
+            regularizer=regularizer,
+            master=master,
+            tol=tol,
+            atol=atol,
+            max_iter=max_iter,
+            max_time=max_time,
+            bundle_size=bundle_size,
+            w0=w0,
+            method=method,
+            callback=callback,
+            verbose=verbose,
+            progress=progress,
+            cvxpy_solver=cvxpy_solver,
+        )
+        # compilation while preparing the targets, outside the solver's own clock
+        result.compile_seconds = result.get("compile_seconds", 0.0) + clock.seconds
+        # the oracle calls of NRBM's starting problem count, as CCCP counts those of its own
+        result.nfev += start_nfev
+        w = result.x
+        coef = w[:n_features]
+        intercept = w[n_features] * intercept_scaling if fit_intercept else 0.0
+        model = LinearModel(coef, intercept, loss_obj, lam, regularizer, result)
+        if feature_names is not None:
+            model.feature_names_in_ = feature_names
+        return model
+    except BaseException:
+        # a fit refused or failed on the workers releases the partitions it built there
+        # (futures that a traceback would otherwise keep alive until the client closes)
+        if hasattr(oracle, "cancel"):
+            oracle.cancel()
+        raise

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 from sklearn.metrics import accuracy_score, mean_absolute_error
-from sklearn.utils._param_validation import StrOptions
+from sklearn.utils._param_validation import HasMethods, StrOptions
 from sklearn.utils.validation import validate_data
 
 import losses
@@ -49,6 +49,10 @@ class OrdinalRegressor(_BMRMEstimator):
         on one machine (NumPy or SciPy X; a dask X after ``X.compute()``), or, when the
         rows only need ordering within groups, use ``BMRMRanker(loss="ordinal",
         backend="dask")`` with a qid per group.
+    client : distributed.Client or None, default=None
+        Taken for the interface of the other estimators (code that passes
+        ``backend="dask", client=...`` to each gets the refusal above, not a TypeError);
+        never used.
 
     Attributes
     ----------
@@ -83,6 +87,7 @@ class OrdinalRegressor(_BMRMEstimator):
         "cost": [StrOptions({"zero_one", "linear"})],
         "threshold_method": [StrOptions({"mae", "zero_one"})],
         "backend": [StrOptions({"local", "dask"})],
+        "client": [HasMethods(["submit", "gather"]), None],
     }
 
     def __init__(
@@ -99,6 +104,7 @@ class OrdinalRegressor(_BMRMEstimator):
         warm_start: bool = False,
         verbose: bool = False,
         backend: str = "local",
+        client=None,
     ):
         self.lam = lam
         self.cost = cost
@@ -111,6 +117,7 @@ class OrdinalRegressor(_BMRMEstimator):
         self.warm_start = warm_start
         self.verbose = verbose
         self.backend = backend
+        self.client = client
 
     def fit(self, X, y, sample_weight=None) -> OrdinalRegressor:
         """Fit on X and integer ordinal labels y (any integers; order is numeric).

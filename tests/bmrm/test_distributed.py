@@ -702,3 +702,175 @@ def test_class_weight_on_dask_matches_local(client):
         assert remote.result_.fun == pytest.approx(local.result_.fun, rel=RTOL)
         unweighted = BMRMClassifier(lam=1e-2, tol=TOL).fit(X, labels, sample_weight=s)
         assert abs(unweighted.result_.fun - local.result_.fun) > 1e-4
+
+
+def frame_of(X, y, qid, qid_values=None):
+    frame = pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])])
+    frame["label"] = y
+    frame["query"] = qid if qid_values is None else qid_values
+    return frame
+
+
+@pytest.mark.parametrize(
+    "kind", ["string qid", "categorical qid", "nullable Int64 qid", "nullable Float64 features"]
+)
+def test_pandas_extension_dtypes_fit_as_locally(client, kind):
+    X, y, qid = ranking_data(14)
+    frame = frame_of(X, y, qid)
+    if kind == "string qid":
+        frame["query"] = pd.array([f"q{q:04d}" for q in qid], dtype="string")
+    elif kind == "categorical qid":
+        frame["query"] = pd.Categorical(qid)
+    elif kind == "nullable Int64 qid":
+        frame["query"] = pd.array(qid, dtype="Int64")
+    else:
+        for j in range(X.shape[1]):
+            frame[f"x{j}"] = pd.array(X[:, j], dtype="Float64")
+    local = bmrm.fit(X, y, "ordinal", qid, lam=1e-2, tol=TOL)
+    for npartitions in (1, 3):  # 3: partitions cut queries, so the frame is shuffled
+        ddf = dd.from_pandas(frame, npartitions=npartitions)
+        remote = bmrm.fit(
+            ddf, "label", "ordinal", "query", lam=1e-2, tol=TOL, backend="dask", client=client
+        )
+        assert_same_fit(local, remote)
+        np.testing.assert_array_equal(remote.feature_names_in_, [f"x{j}" for j in range(6)])
+
+
+def test_a_string_feature_column_is_refused_by_name(client):
+    X, y, qid = ranking_data(14)
+    frame = frame_of(X, y, qid)
+    frame["doc"] = [str(q) for q in qid]  # digits, which a float conversion would accept
+    ddf = dd.from_pandas(frame, npartitions=2)
+    with pytest.raises(ValueError, match="X must be numeric; column 'doc' has dtype"):
+        bmrm.fit(ddf, "label", "ordinal", "query", backend="dask", client=client)
+    with pytest.raises(ValueError, match="X must be numeric; column 'doc' has dtype"):
+        bmrm.fit(frame.drop(columns=["label", "query"]), y, "ordinal", qid)
+
+
+def test_empty_partitions_are_left_out(client):
+    X, y, qid = ranking_data(15, shuffled=False)
+    local = bmrm.fit(X, y, "ordinal", qid, lam=1e-2, tol=TOL)
+    cut = int(np.flatnonzero(qid[1:] != qid[:-1])[len(np.unique(qid)) // 2]) + 1
+    Xd = da.from_array(X, chunks=((cut, 0, len(y) - cut), -1))  # an empty chunk
+    remote = bmrm.fit(Xd, y, "ordinal", qid, lam=1e-2, tol=TOL, backend="dask", client=client)
+    assert_same_fit(local, remote)
+    # a filter that empties a partition
+    frame = frame_of(X, y, qid)
+    frame["keep"] = 1
+    frame.loc[cut : 2 * cut, "keep"] = 0
+    ddf = dd.from_pandas(frame, npartitions=3)
+    kept = frame["keep"].to_numpy() == 1
+    filtered = ddf[ddf["keep"] == 1].drop(columns=["keep"])
+    assert 0 in filtered.map_partitions(len).compute().tolist()
+    remote = bmrm.fit(
+        filtered, "label", "ordinal", "query", lam=1e-2, tol=TOL, backend="dask", client=client
+    )
+    assert_same_fit(bmrm.fit(X[kept], y[kept], "ordinal", qid[kept], lam=1e-2, tol=TOL), remote)
+    # three queries over four partitions, rows shuffled: the shuffle by qid leaves some empty
+    three = np.isin(qid, np.unique(qid)[:3])
+    order = np.random.default_rng(0).permutation(int(three.sum()))
+    X3, y3, q3 = X[three][order], y[three][order], qid[three][order]
+    ddf = dd.from_pandas(frame_of(X3, y3, q3), npartitions=4)
+    remote = bmrm.fit(
+        ddf, "label", "ordinal", "query", lam=1e-2, tol=TOL, backend="dask", client=client
+    )
+    assert_same_fit(bmrm.fit(X3, y3, "ordinal", q3, lam=1e-2, tol=TOL), remote)
+
+
+def test_string_qids_cut_by_chunks_are_refused_by_name(client):
+    X, y, qid = ranking_data(7, shuffled=False)
+    split = int(np.flatnonzero(qid[1:] == qid[:-1])[0])
+    names = np.array([f"q{q}" for q in qid], dtype=object)
+    Xd = da.from_array(X, chunks=((split + 1, len(y) - split - 1), -1))
+    with pytest.raises(ValueError, match=rf"query 'q{qid[split]}' has rows in partitions 0 and 1"):
+        bmrm.fit(Xd, y, "ordinal", names, backend="dask", client=client)
+
+
+def test_dask_array_arguments_of_the_wrong_length_are_named(client):
+    X, y, qid = ranking_data(16)
+    Xd = da.from_array(X, chunks=(50, -1))
+    n = len(y)
+    for name, args in (
+        ("y", (y[:-1], qid, None)),
+        ("qid", (y, qid[:-1], None)),
+        ("sample_weight", (y, qid, np.ones(n - 1))),
+    ):
+        yy, qq, ww = args
+        with pytest.raises(
+            ValueError, match=rf"^{name} must be 1-d with one entry per row of X \({n}\); got "
+        ):
+            bmrm.fit(Xd, yy, "ordinal", qq, sample_weight=ww, backend="dask", client=client)
+    unknown = Xd[da.from_array(np.ones(n, dtype=bool), chunks=50)]
+    with pytest.raises(ValueError, match=r"row chunk sizes are unknown \(nan\): call"):
+        bmrm.fit(unknown, y, "ordinal", qid, backend="dask", client=client)
+    ddf = dd.from_pandas(frame_of(X, y, qid), npartitions=2)
+    with pytest.raises(ValueError, match="y must be a column name of X or a dask Series"):
+        bmrm.fit(ddf.drop(columns=["label"]), y, "ordinal", "query", backend="dask", client=client)
+
+
+def test_clients_that_cannot_fit_are_named():
+    X, y, qid = ranking_data(17)
+    with pytest.raises(ValueError, match="client must be a distributed.Client .*; got 'tcp://x'"):
+        bmrm.fit(X, y, "ordinal", qid, backend="dask", client="tcp://x")
+    with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster:
+        closed = distributed.Client(cluster)
+        closed.close()
+        with pytest.raises(ValueError, match="is closed: pass a running distributed.Client"):
+            bmrm.fit(X, y, "ordinal", qid, backend="dask", client=closed)
+
+
+def test_the_local_backend_refuses_dask_input_and_a_client(client):
+    X, y, qid = ranking_data(18)
+    with pytest.raises(ValueError, match="^client is used with backend='dask' only"):
+        bmrm.fit(X, y, "ordinal", qid, client=client)
+    Xd = da.from_array(X, chunks=(50, -1))
+    with pytest.raises(ValueError, match="^X is a dask Array: pass backend='dask'"):
+        bmrm.fit(Xd, y, "ordinal", qid)
+    with pytest.raises(ValueError, match="^qid is a dask Array: pass backend='dask'"):
+        bmrm.fit(X, y, "ordinal", da.from_array(qid))
+    ddf = dd.from_pandas(frame_of(X, y, qid), npartitions=2)
+    with pytest.raises(ValueError, match="^X is a dask DataFrame: pass backend='dask'"):
+        bmrm.path(ddf, "label", "ordinal", "query", lams=[1e-2])
+
+
+def _held(client) -> int:
+    return sum(client.run(lambda dask_worker: len(dask_worker.data)).values())
+
+
+def test_failed_fits_release_what_they_built_on_the_workers(client):
+    """A fit refused by a worker (NaN in one chunk) or failing mid-fit (scores overflow)
+    cancels its partitions; a traceback kept alive (as a REPL keeps the last one) holds
+    nothing on the workers."""
+    import gc
+    import time
+
+    assert _held(client) == 0
+    kept = []
+    X, y, qid = ranking_data(19, shuffled=False)
+    cut = int(np.flatnonzero(qid[1:] != qid[:-1])[10]) + 1
+    bad = X.copy()
+    bad[-1, 0] = np.nan
+    with pytest.raises(ValueError, match="X must not contain NaN") as info:
+        bmrm.fit(
+            da.from_array(bad, chunks=((cut, len(y) - cut), -1)), y, "ordinal", qid,
+            backend="dask", client=client,
+        )  # fmt: skip
+    kept.append(info)
+    huge = X.copy()
+    huge[0] *= 1e306
+    with pytest.raises(FloatingPointError) as info:
+        bmrm.fit(huge, y, "ordinal", qid, lam=1e-12, backend="dask", client=client)
+    kept.append(info)
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while _held(client) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _held(client) == 0
+    assert all(info.tb is not None for info in kept)
+
+
+def test_ordinal_regressor_takes_client_and_refuses_dask(client):
+    X, y, _ = ranking_data(20)
+    with pytest.raises(ValueError, match="^OrdinalRegressor cannot fit with backend='dask'"):
+        bmrm.OrdinalRegressor(backend="dask", client=client).fit(X, y)
+    assert bmrm.OrdinalRegressor(client=client).get_params()["client"] is client

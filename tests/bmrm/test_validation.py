@@ -130,3 +130,44 @@ def test_predict_checks_feature_count():
     model = bmrm.fit(X, y, "squared", lam=1e-2)
     with pytest.raises(ValueError, match="fitted with 3"):
         model.predict(X[:, :2])
+
+
+@pytest.mark.parametrize(
+    ("dtype", "expected"),
+    [
+        ("Int64", np.float64),
+        ("Float64", np.float64),
+        ("float32", np.float32),
+        ("boolean", np.float64),
+        ("double[pyarrow]", np.float64),
+    ],
+)
+def test_pandas_numeric_extension_dtypes_are_features(dtype, expected):
+    """A DataFrame of nullable or Arrow numbers is numeric, as for scikit-learn; a missing
+    value is NaN (refused), a non-numeric column is named."""
+    pd = pytest.importorskip("pandas")
+    if "pyarrow" in dtype:
+        pytest.importorskip("pyarrow")
+    from bmrm._validation import check_X
+
+    values = np.array([[0, 1], [1, 0], [1, 1]])
+    frame = pd.DataFrame({c: pd.array(values[:, j], dtype=dtype) for j, c in enumerate("ab")})
+    X = check_X(frame)
+    assert X.dtype == expected
+    np.testing.assert_array_equal(X, values)
+    frame.loc[1, "b"] = None
+    with pytest.raises(ValueError, match="^X must not contain NaN or inf$"):
+        check_X(frame)
+
+
+@pytest.mark.parametrize("column", [["1", "2", "3"], ["a", "b", "a"]])
+def test_pandas_non_numeric_columns_are_refused_by_name(column):
+    pd = pytest.importorskip("pandas")
+    from bmrm._validation import check_X
+
+    frame = pd.DataFrame({"a": [0.5, 1.0, 2.0], "doc": column})
+    with pytest.raises(ValueError, match="^X must be numeric; column 'doc' has dtype "):
+        check_X(frame)
+    frame["doc"] = pd.Categorical(column)
+    with pytest.raises(ValueError, match="^X must be numeric; column 'doc' has dtype category"):
+        check_X(frame)
