@@ -253,11 +253,14 @@ def test_concave_convex_steps_on_dask_match_local_steps(three_workers, name, wei
 
 
 @pytest.mark.parametrize("loss", ["cosine", "warp"])
-def test_non_convex_losses_are_refused_before_any_work(loss):
+def test_non_convex_losses_are_refused_before_any_work(client, loss):
     X, y, qid = ranking_data(1)
-    # no client is needed to reach the check: it comes before any data is sent
+    tasks = sum(len(v) for v in client.run(lambda dask_worker: dask_worker.state.log).values())
     with pytest.raises(ValueError, match="backend='dask' fits convex losses and latent ones"):
-        bmrm.fit(X, y, loss, qid, backend="dask", client=object())
+        bmrm.fit(X, y, loss, qid, backend="dask", client=client)
+    # nothing was sent to the workers
+    after = sum(len(v) for v in client.run(lambda dask_worker: dask_worker.state.log).values())
+    assert after == tasks
 
 
 def test_dask_array_splitting_a_query_is_an_error(client):
