@@ -726,11 +726,14 @@ def fit(
                     loss_obj, y, qid, n_samples=n_samples, sample_weight=sample_weight, **loss_data
                 )
             if nonconvex:
-                theta, res = fit_nonconvex(
-                    X, y, prepared, scorer_obj, lam, solver=solver, w0=w0, tol=tol,
-                    max_iter=max_iter, max_time=max_time, callback=callback,
-                    bundle_size=bundle_size, verbose=verbose,
-                )  # fmt: skip
+                with clock:  # the L-BFGS result has no compile_seconds of its own
+                    theta, res = fit_nonconvex(
+                        X, y, prepared, scorer_obj, lam, solver=solver, w0=w0, tol=tol,
+                        max_iter=max_iter, max_time=max_time, callback=callback,
+                        bundle_size=bundle_size, verbose=verbose,
+                    )  # fmt: skip
+                # every compilation of this fit, its starting fits' and preparation's too
+                res.compile_seconds = clock.seconds
                 linear = isinstance(scorer_obj, LinearScorer)
                 coef = theta if linear else theta.reshape(-1, n_features)
                 model = LinearModel(

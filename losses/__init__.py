@@ -88,12 +88,15 @@ class Prepared:
     Σ_t s_t l_t / Σ_t s_t, and :attr:`divisor` is that denominator (``n_terms`` unweighted).
     """
 
-    def __init__(self, loss, groups: QueryGroups, targets, n_terms: int, weights=None):
+    def __init__(
+        self, loss, groups: QueryGroups, targets, n_terms: int, weights=None, data_names=()
+    ):
         self.loss = loss
         self.groups = groups
         self.targets = targets
         self.n_terms = n_terms
         self.weights: TermWeights | None = weights
+        self.data_names = tuple(data_names)  # the loss data keywords given, for messages
 
     @property
     def divisor(self) -> float:
@@ -109,7 +112,8 @@ class Prepared:
         kernels spread queries over threads only for inputs of :data:`PARALLEL_MIN_ROWS` rows
         or more (see :mod:`losses._threads`).
         """
-        out = self.loss.loss_grad(f_internal, self.targets)
+        with np.errstate(over="ignore", invalid="ignore"):  # refused by check, naming why
+            out = self.loss.loss_grad(f_internal, self.targets)
         values, grad = check_loss_output(self.loss, out, self.n_terms, len(f_internal))
         if self.weights is not None:
             values = values * self.weights.terms
@@ -128,12 +132,18 @@ class Prepared:
         """
         total = float(values.sum())
         if not np.isfinite(total) or not np.all(np.isfinite(grad)):
-            weights = "" if self.weights is None else ", sample_weight"
+            inputs = [
+                "the targets y",
+                f"the loss's parameters ({self.loss!r})",
+                *(f"its data ({name})" for name in self.data_names),
+                *(["sample_weight"] if self.weights is not None else []),
+                "the scores",
+            ]
             raise FloatingPointError(
                 f"the {type(self.loss).__name__} loss returned a non-finite value or gradient "
-                f"at finite scores (max |f| = {np.abs(f_internal).max(initial=0.0):.3g}): the "
-                f"targets y, the loss's parameters ({self.loss!r}), its data (pair_costs)"
-                f"{weights} or the scores are out of range for it; scale them down"
+                f"at finite scores (max |f| = {np.abs(f_internal).max(initial=0.0):.3g}): "
+                f"{', '.join(inputs[:-1])} or {inputs[-1]} are out of range for it; scale "
+                "them down"
             )
         if values.size and values.min() < 0:
             raise ValueError(
@@ -244,7 +254,8 @@ def prepare(
                 data[key] = inverse[idx]
     targets = loss.validate(y_int, groups.query_ptr, **data)
     n_terms = n if pointwise else groups.n_queries
-    return Prepared(loss, groups, targets, n_terms, weights)
+    names = sorted(key for key, value in data.items() if value is not None)
+    return Prepared(loss, groups, targets, n_terms, weights, names)
 
 
 def risk(loss, f, y, qid=None, **data):

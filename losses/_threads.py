@@ -53,8 +53,12 @@ def thread_limit(n_threads: int) -> Iterator[None]:
     spreading its kernels over all of them would put several busy threads on each core.
     Results do not depend on the number of threads (module docstring).
     """
-    if int(n_threads) < 1:
-        raise ValueError(f"n_threads must be at least 1; got {n_threads!r}")
+    if (
+        isinstance(n_threads, bool)
+        or not isinstance(n_threads, (int, np.integer))
+        or n_threads < 1
+    ):
+        raise ValueError(f"n_threads must be an integer of at least 1; got {n_threads!r}")
     previous = getattr(_local, "limit", None)
     _local.limit = int(n_threads)
     try:

@@ -384,7 +384,15 @@ class _Targets(NamedTuple):
 
 
 def _check_weights(c: np.ndarray, *, name: str = "c") -> np.ndarray:
-    c = np.asarray(c, dtype=np.float64)
+    try:
+        c = np.asarray(c, dtype=np.float64)
+    except (TypeError, ValueError):
+        expected = (
+            "be one of ['power', 'dcg'], an array of numbers or a callable returning one"
+            if name == "c"
+            else "return an array of numbers"
+        )
+        raise ValueError(f"{name} must {expected}; got {_brief(c)}") from None
     if c.ndim != 1:
         raise ValueError(f"{name} must be 1-d; got shape {c.shape}")
     if not np.all(np.isfinite(c)) or np.any(c < 0):
@@ -392,6 +400,11 @@ def _check_weights(c: np.ndarray, *, name: str = "c") -> np.ndarray:
     if np.any(np.diff(c) > 0):
         raise ValueError(f"{name} must be non-increasing in the position")
     return c
+
+
+def _brief(value, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _dcg_discount(n: int) -> np.ndarray:
@@ -446,7 +459,7 @@ class _StructuredRankingLoss(Loss):
             positions = np.arange(1, n + 1, dtype=np.float64)
             c = (positions + 1.0) ** -0.25 if self.c == "power" else _dcg_discount(n)
         elif callable(self.c):
-            c = np.asarray(self.c(np.arange(1, n + 1)), dtype=np.float64)
+            c = _check_weights(np.atleast_1d(self.c(np.arange(1, n + 1))), name="c(positions)")
             if c.shape != (n,):
                 raise ValueError(
                     f"c(positions) must return one weight per position; got shape {c.shape} "
@@ -473,12 +486,18 @@ class _StructuredRankingLoss(Loss):
                 f"(loss parameters go to losses.get({self.name!r}, ...))"
             )
         gain = self._gains(y)
+        if not np.all(np.isfinite(gain)):
+            raise ValueError(
+                f"y holds labels whose gains overflow float64 for the {self.name} loss "
+                f"(largest label {np.max(y)!r})"
+            )
         query_ptr = np.asarray(query_ptr, dtype=np.int64)
         sizes = np.diff(query_ptr)
         n_queries = sizes.size
         max_m = int(sizes.max()) if n_queries else 0
         a = self._discounts(max_m)
         c = self._position_weights(max_m)
+        _scale_gains(gain, query_ptr, sizes)
 
         # level: dense rank of the gain within its query (0 = smallest gain). The rows are
         # sorted by query first, so sorted row i is in query query[i]. n-sized temporaries
@@ -847,6 +866,27 @@ class NDCGLoss(_StructuredRankingLoss):
         return a
 
 
+def _scale_gains(gain: np.ndarray, query_ptr: np.ndarray, sizes: np.ndarray) -> None:
+    """Scale each query's gains in place by the power of two that puts the largest in
+    [0.5, 1).
+
+    Δ(π) = 1 − (1/Z) Σ_i a_i b_{π(i)} depends on the gains only through their ratios, and a
+    power of two scales every product and sum exactly, so the loss is unchanged to the last
+    bit, while Z = Σ_i a_i b_{σ(i)} can neither overflow (a_1 = 1 and a_i <= 1, so Z is at
+    most the query's length: large labels with ``gain="exp"``, huge NERU ratings) nor be so
+    small that 1/Z overflows (tiny NERU ratings), either of which would make a query look
+    degenerate or its weights infinite. Gains far below a query's largest may round to
+    subnormal numbers; their share of Z is below 2^-1000 of it.
+    """
+    nonempty = sizes > 0
+    if not np.any(nonempty):
+        return
+    largest = np.maximum.reduceat(gain, query_ptr[:-1][nonempty])
+    _, exponent = np.frexp(largest)  # 0 for a query of zero gains, left as it is
+    # x·2^-e by ldexp, which never forms 2^-e (beyond float64 for subnormal gains)
+    np.ldexp(gain, np.repeat(-exponent, sizes[nonempty]), out=gain)
+
+
 class NERULoss(_StructuredRankingLoss):
     """Structured max-margin loss bounding 1 − NERU (see the module docstring).
 
@@ -901,7 +941,8 @@ class NERULoss(_StructuredRankingLoss):
         }
 
     def _gains(self, y) -> np.ndarray:
-        return np.maximum(check_finite_targets(y) - self.d, 0.0)
+        with np.errstate(over="ignore"):  # an overflow is refused by validate, naming y
+            return np.maximum(check_finite_targets(y) - self.d, 0.0)
 
     def _discounts(self, n: int) -> np.ndarray:
         a = np.exp2(-np.arange(n, dtype=np.float64) / (self.alpha - 1.0))

@@ -268,13 +268,24 @@ class RankNetLoss(_Surrogate):
         _no_data(self.name, data)
         y = check_finite_targets(y)
         query_ptr = np.asarray(query_ptr, dtype=np.int64)
-        weight = np.zeros(len(query_ptr) - 1)
-        for q in range(len(weight)):
-            _, counts = np.unique(y[query_ptr[q] : query_ptr[q + 1]], return_counts=True)
-            m = counts.sum()
-            n_pairs = (m * m - np.sum(counts * counts)) // 2
-            if n_pairs:
-                weight[q] = 1.0 / n_pairs if self.normalize == "query" else 1.0
+        sizes = np.diff(query_ptr)
+        n_queries = sizes.size
+        # pairs of different label per query: (m² − Σ_levels count²) / 2, the counts of
+        # equal labels from one sort of (query, label) for all queries at once
+        query = np.repeat(np.arange(n_queries), sizes)
+        order = np.lexsort((y, query))
+        ys, qs = y[order], query[order]
+        new_run = np.ones(y.size, dtype=bool)
+        new_run[1:] = (ys[1:] != ys[:-1]) | (qs[1:] != qs[:-1])
+        starts = np.flatnonzero(new_run)
+        counts = np.diff(np.append(starts, y.size))
+        squares = np.bincount(
+            qs[starts], weights=counts.astype(np.float64) ** 2, minlength=n_queries
+        )
+        n_pairs = (sizes.astype(np.float64) ** 2 - squares) / 2.0
+        weight = np.zeros(n_queries)
+        has = n_pairs > 0
+        weight[has] = 1.0 / n_pairs[has] if self.normalize == "query" else 1.0
         return _Targets(query_ptr, y, weight)
 
     def _run(self, f, t, values, grad):

@@ -116,7 +116,12 @@ class RiskOracle:
 
     def _with_targets(self, loss, targets) -> RiskOracle:
         prepared = Prepared(
-            loss, self.prepared.groups, targets, self.prepared.n_terms, self.prepared.weights
+            loss,
+            self.prepared.groups,
+            targets,
+            self.prepared.n_terms,
+            self.prepared.weights,
+            self.prepared.data_names,
         )
         return RiskOracle(self.X, prepared, self.fit_intercept, self.intercept_scaling)
 

@@ -546,7 +546,7 @@ def master_step(G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S
 
     step = _master_step
     if (
-        not _master_step.overloads
+        not getattr(_master_step, "overloads", None)  # None: NUMBA_DISABLE_JIT=1
         and k <= INTERPRET_MAX_PLANES
         and k * A.shape[1] <= INTERPRET_MAX_ENTRIES
         and compile_ahead.running()

@@ -5,6 +5,8 @@ into ``values`` and ∂(value)/∂f into ``grad``. Definitions, conventions and 
 in :mod:`losses.surrogate`.
 """
 
+import math
+
 import numpy as np
 from numba import njit
 
@@ -30,31 +32,49 @@ def _sigmoid(z):
 
 @njit(cache=True)
 def cosine(f, psi, query_ptr, values, grad):
-    """½(1 − ⟨ψ, f⟩ / (‖ψ‖‖f‖)); 0 when ψ = 0, ½ with zero gradient when f = 0."""
+    """½(1 − ⟨ψ, f⟩ / (‖ψ‖‖f‖)); 0 when ψ = 0, ½ with zero gradient when f = 0.
+
+    f and ψ are first scaled by powers of two that bring their largest entries into
+    [0.5, 1): the sums of squares can then neither overflow nor underflow (at |f| beyond
+    about 1e154 or below 1e-162 they would, making the loss ½ with a zero gradient), and,
+    powers of two scaling exactly, the value and gradient are those of the unscaled
+    formula wherever it does not overflow.
+    """
     for q in range(query_ptr.size - 1):
         lo, hi = query_ptr[q], query_ptr[q + 1]
+        mf = 0.0
+        mp = 0.0
+        for i in range(lo, hi):
+            grad[i] = 0.0
+            mf = max(mf, abs(f[i]))
+            mp = max(mp, abs(psi[i]))
+        if mp == 0.0:
+            values[q] = 0.0
+            continue
+        if mf == 0.0:
+            values[q] = 0.5
+            continue
+        ef = math.frexp(mf)[1]
+        ep = math.frexp(mp)[1]
         pp = 0.0
         ff = 0.0
         pf = 0.0
         for i in range(lo, hi):
-            pp += psi[i] * psi[i]
-            ff += f[i] * f[i]
-            pf += psi[i] * f[i]
-        for i in range(lo, hi):
-            grad[i] = 0.0
-        if pp == 0.0:
-            values[q] = 0.0
-            continue
-        if ff == 0.0:
-            values[q] = 0.5
-            continue
+            u = math.ldexp(f[i], -ef)
+            v = math.ldexp(psi[i], -ep)
+            pp += v * v
+            ff += u * u
+            pf += v * u
         np_ = np.sqrt(pp)
         nf = np.sqrt(ff)
         cos = pf / (np_ * nf)
         values[q] = max(0.0, 0.5 * (1.0 - cos))
-        # ∂cos/∂f = ψ / (‖ψ‖‖f‖) − cos · f / ‖f‖²
+        # ∂cos/∂f = ψ / (‖ψ‖‖f‖) − cos · f / ‖f‖², in the scaled u, v: 2^-ef times
+        # v / (‖v‖‖u‖) − cos · u / ‖u‖²
         for i in range(lo, hi):
-            grad[i] = -0.5 * (psi[i] / (np_ * nf) - cos * f[i] / ff)
+            u = math.ldexp(f[i], -ef)
+            v = math.ldexp(psi[i], -ep)
+            grad[i] = -0.5 * math.ldexp(v / (np_ * nf) - cos * u / ff, -ef)
 
 
 @njit(cache=True)

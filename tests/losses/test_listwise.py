@@ -847,3 +847,59 @@ def test_original_discount_is_the_metrics_one(k):
 def test_bad_discount_named():
     with pytest.raises(ValueError, match="discount"):
         NDCGLoss(discount="letor")
+
+
+@pytest.mark.parametrize("ties", ["latent", "increasing", "pairs"])
+@pytest.mark.parametrize("k", [None, 3])
+def test_neru_depends_on_the_ratios_of_gains_only_to_the_last_bit(ties, k):
+    """Ratings scaled by any power of two, down to subnormal numbers and up to near the
+    largest float, give the same loss and gradient: the normaliser is computed on gains
+    brought to [0.5, 1), so it neither overflows (a query would look degenerate) nor
+    underflows (its inverse would be infinite)."""
+    rng = np.random.default_rng(7)
+    f, y, ptr = random_batch(rng, "neru", 120, sizes=[1, 2, 3, 5, 8])
+    y = np.round(y * 2) / 2  # small multiples of 1/2: exact under every scaling below
+    loss = losses.get("neru", d=0.0, k=k, ties=ties)
+    values, grad, _ = evaluate(loss, f, y, ptr)
+    assert np.any(values > 0)
+    for power in (-1060, -1030, -1000, 1000, 1019):
+        scaled_values, scaled_grad, _ = evaluate(loss, f, np.ldexp(y, power), ptr)
+        np.testing.assert_array_equal(scaled_values, values)
+        np.testing.assert_array_equal(scaled_grad, grad)
+
+
+@pytest.mark.parametrize("ties", ["latent", "increasing", "pairs"])
+def test_ndcg_exp_gain_of_the_largest_labels_is_not_a_degenerate_query(ties):
+    """Labels of one relevant level: NDCG depends only on which documents are relevant, so
+    the level 1 and the level 1023 (2^1023 − 1, whose ideal DCG over several documents
+    overflows float64) give the same loss, never the zero of a degenerate query."""
+    rng = np.random.default_rng(8)
+    f, y, ptr = random_batch(rng, "ndcg", 150, sizes=[2, 3, 4, 6, 9])
+    binary = (y > 1).astype(np.int64)
+    loss = losses.get("ndcg", ties=ties)
+    values, grad, _ = evaluate(loss, f, binary, ptr)
+    top_values, top_grad, _ = evaluate(loss, f, binary * 1023, ptr)
+    assert np.count_nonzero(values) > 50
+    np.testing.assert_allclose(top_values, values, rtol=1e-14, atol=0)
+    np.testing.assert_allclose(top_grad, grad, rtol=1e-14, atol=1e-15)
+
+
+def test_ratings_whose_gains_overflow_are_refused():
+    loss = losses.get("neru", d=-1e308)
+    with pytest.raises(ValueError, match="^y holds labels whose gains overflow float64"):
+        loss.validate(np.array([1.7e308, 0.0]), np.array([0, 2]))
+
+
+@pytest.mark.parametrize(
+    ("c", "message"),
+    [
+        (["a", "b"], "c must be one of ['power', 'dcg'], an array of numbers or a callable"),
+        ({"x": 1}, "c must be one of ['power', 'dcg'], an array of numbers or a callable"),
+        (lambda p: ["x"] * len(p), "c(positions) must return an array of numbers; got"),
+    ],
+)
+def test_non_numeric_position_weights_are_named(c, message):
+    with pytest.raises(ValueError) as info:
+        loss = losses.get("ndcg", c=c)
+        loss.validate(np.array([0, 1, 2]), np.array([0, 3]))
+    assert str(info.value).startswith(message), str(info.value)

@@ -334,3 +334,28 @@ def test_cosine_is_scale_invariant_and_declares_it():
         for g, g_s in zip(grads, grads_s, strict=True):
             np.testing.assert_allclose(3.7 * g_s, g, rtol=1e-12, atol=1e-15)
     assert [n for n in NAMES if getattr(losses.get(n), "scale_invariant", False)] == ["cosine"]
+
+
+@pytest.mark.parametrize("mapping", ["linear", "exp"])
+def test_cosine_is_scale_invariant_at_every_magnitude(mapping):
+    """Scores scaled by powers of two from 2^-600 to 2^600 (where ‖f‖² would underflow or
+    overflow) give the same value, and gradients scaled by the inverse power; labels whose
+    mapped ψ = 2^y reaches 1e301 give the value of the reference on ψ divided by its max."""
+    rng = np.random.default_rng(4)
+    loss = losses.get("cosine", mapping=mapping)
+    queries = [(rng.integers(0, 4, m).astype(float), rng.normal(size=m)) for m in (2, 3, 5, 8)]
+    values, grads = run(loss, queries)
+    for power in (-600, -540, 520, 600):
+        scaled = [(y, np.ldexp(f, power)) for y, f in queries]
+        scaled_values, scaled_grads = run(loss, scaled)
+        np.testing.assert_array_equal(scaled_values, values)
+        for g, sg in zip(grads, scaled_grads, strict=True):
+            np.testing.assert_array_equal(np.ldexp(sg, power), g)
+    if mapping == "exp":
+        y = np.array([0.0, 980.0, 990.0, 1000.0])
+        f = np.array([0.3, -1.0, 2.0, 0.5])
+        (value,), _ = run(loss, [(y, f)])
+        psi = np.exp2(y - 1000.0)  # the reference on ψ / 2^1000 (the cosine ignores scale)
+        expected = 0.5 * (1.0 - psi @ f / (np.linalg.norm(psi) * np.linalg.norm(f)))
+        assert value == pytest.approx(expected, rel=1e-14)
+        assert 0.0 < value < 0.5

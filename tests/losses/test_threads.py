@@ -67,9 +67,10 @@ def test_thread_limit_caps_the_calling_thread_only():
         other.join()
     assert seen["other"] == full  # another thread is not limited
     assert n_threads_for(10**6) == full
-    with pytest.raises(ValueError, match="n_threads must be at least 1"):
-        with thread_limit(0):
-            pass
+    for bad in (0, -1, None, 1.5, "2", True):
+        with pytest.raises(ValueError, match=r"^n_threads must be an integer of at least 1; got"):
+            with thread_limit(bad):
+                pass
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")

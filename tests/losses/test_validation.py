@@ -146,3 +146,27 @@ def test_check_oracle_takes_seeds_and_generators(random_state):
 def test_risk_names_f_and_y_when_their_lengths_differ(n_f, n_y):
     with pytest.raises(ValueError, match=rf"got {n_f} scores and {n_y} targets"):
         losses.risk("squared", np.zeros(n_f), np.ones(n_y))
+
+
+def test_the_overflow_message_names_only_the_inputs_the_fit_has():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no stray numpy RuntimeWarning before the error
+        with pytest.raises(FloatingPointError) as info:
+            losses.risk("squared", np.array([1e200]), np.array([0.0]))
+    message = str(info.value)
+    assert "the targets y, the loss's parameters (SquaredLoss()) or the scores are" in message
+    assert "pair_costs" not in message
+    y = np.array([2.0, 1.0, 0.0])
+    pairs, costs = losses.pairs_from_labels(y, np.zeros(3))
+    with pytest.raises(FloatingPointError) as info:
+        losses.risk(
+            "preference",
+            np.array([0.0, 0.0, 1e300]),
+            y,
+            np.zeros(3),
+            pairs=pairs,
+            pair_costs=costs * 1e308,
+        )
+    assert "its data (pair_costs), its data (pairs) or the scores" in str(info.value)
