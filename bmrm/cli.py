@@ -481,7 +481,7 @@ def _build_scorer(args, loss):
     scorer = ExpectedGainScorer(eps=eps)
     try:  # what the non-convex fit supports; n_levels is set from the labels later
         check_nonconvex(
-            scorer.set_params(n_levels=2), loss, None, args.regularizer, None, False, False, None
+            scorer.with_params(n_levels=2), loss, None, args.regularizer, None, False, False, None
         )
     except ValueError as exc:
         raise ValueError(f"--scorer expected_gain: {exc}") from None

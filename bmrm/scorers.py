@@ -90,8 +90,13 @@ class LinearScorer:
         f = self.scores(X, theta)
         return f, lambda g: _rmatvec(X, np.asarray(g, dtype=np.float64))
 
-    def get_params(self) -> dict:
+    def get_params(self, deep: bool = True) -> dict:
         return {}
+
+    def set_params(self, **params) -> LinearScorer:
+        if params:
+            raise ValueError(f"LinearScorer has no parameters; got {sorted(params)}")
+        return self
 
     def __repr__(self) -> str:
         return "LinearScorer()"
@@ -182,7 +187,7 @@ class ExpectedGainScorer:
         self.eps = None if eps is None else float(eps)
         self.clip_training = clip_training
 
-    def get_params(self) -> dict:
+    def get_params(self, deep: bool = True) -> dict:
         return {
             "n_levels": self.n_levels,
             "gain": self.gain,
@@ -190,10 +195,20 @@ class ExpectedGainScorer:
             "clip_training": self.clip_training,
         }
 
-    def set_params(self, **params) -> ExpectedGainScorer:
+    def with_params(self, **params) -> ExpectedGainScorer:
         """A copy with ``params`` changed (for example ``eps`` chosen after training)."""
-        merged = {**self.get_params(), **params}
-        return type(self)(**merged)
+        unknown = sorted(set(params) - set(self.get_params()))
+        if unknown:
+            raise ValueError(
+                f"ExpectedGainScorer has no parameter {unknown[0]!r}; its parameters are "
+                f"{sorted(self.get_params())}"
+            )
+        return type(self)(**{**self.get_params(), **params})
+
+    def set_params(self, **params) -> ExpectedGainScorer:
+        """Change parameters in place (scikit-learn's protocol; :meth:`with_params` copies)."""
+        self.__dict__.update(self.with_params(**params).__dict__)
+        return self
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())

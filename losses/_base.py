@@ -63,9 +63,28 @@ class Loss:
     row_index_keys: tuple[str, ...] = ()
     row_array_keys: tuple[str, ...] = ()
 
-    def get_params(self) -> dict[str, Any]:
-        """Parameters that rebuild this loss with ``losses.get(self.name, **params)``."""
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """Parameters that rebuild this loss with ``losses.get(self.name, **params)``.
+
+        ``deep`` is accepted for scikit-learn (``clone``, grid searches over
+        ``loss__k`` and the like); a loss holds no nested objects.
+        """
+        return self._params()
+
+    def _params(self) -> dict[str, Any]:
         return {}
+
+    def set_params(self, **params) -> Loss:
+        """Change parameters in place (scikit-learn's protocol), checked as the constructor
+        checks them: the loss is rebuilt with the merged parameters and takes its state."""
+        known = self._params()
+        unknown = sorted(set(params) - set(known))
+        if unknown:
+            expected = f"its parameters are {sorted(known)}" if known else "it takes none"
+            raise ValueError(f"the {self.name} loss has no parameter {unknown[0]!r}; {expected}")
+        rebuilt = type(self)(**{**known, **params})
+        self.__dict__.update(rebuilt.__dict__)
+        return self
 
     def validate(self, y, query_ptr, **data):
         raise NotImplementedError

@@ -836,7 +836,7 @@ class NDCGLoss(_StructuredRankingLoss):
         self._init_ties(ties)
         self._init_pairwise(pairwise)
 
-    def get_params(self) -> dict[str, Any]:
+    def _params(self) -> dict[str, Any]:
         return {
             "k": self.k,
             "gain": self.gain,
@@ -929,7 +929,7 @@ class NERULoss(_StructuredRankingLoss):
         self._init_ties(ties)
         self._init_pairwise(pairwise)
 
-    def get_params(self) -> dict[str, Any]:
+    def _params(self) -> dict[str, Any]:
         return {
             "alpha": self.alpha,
             "d": self.d,

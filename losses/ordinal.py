@@ -135,7 +135,7 @@ class OrdinalLoss(Loss):
         if normalize not in _NORMALIZE:
             raise ValueError(f"normalize must be one of {list(_NORMALIZE)}; got {normalize!r}")
 
-    def get_params(self) -> dict[str, Any]:
+    def _params(self) -> dict[str, Any]:
         cost = self.cost if self._matrix is None else self._matrix.tolist()
         return {"cost": cost, "normalize": self.normalize}
 

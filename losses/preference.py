@@ -74,7 +74,7 @@ class PreferenceLoss(Loss):
         if normalize not in _NORMALIZE:
             raise ValueError(f"normalize must be one of {list(_NORMALIZE)}; got {normalize!r}")
 
-    def get_params(self) -> dict[str, Any]:
+    def _params(self) -> dict[str, Any]:
         return {"normalize": self.normalize}
 
     def validate(self, y, query_ptr, pairs=None, pair_costs=None, **data) -> _PreferenceTargets:

@@ -147,7 +147,7 @@ class _Mapped(_Surrogate):
     def __init__(self, *, mapping: str = "linear"):
         self.mapping = _check_choice(mapping, "mapping", _MAPPINGS)
 
-    def get_params(self) -> dict[str, Any]:
+    def _params(self) -> dict[str, Any]:
         return {"mapping": self.mapping}
 
     def validate(self, y, query_ptr, **data):
@@ -226,7 +226,7 @@ class ListNetLoss(_Surrogate):
         self.alpha = check_real(alpha, "alpha", low=0.0, strict=True)
         self.mapping = _check_choice(mapping, "mapping", _MAPPINGS)
 
-    def get_params(self) -> dict[str, Any]:
+    def _params(self) -> dict[str, Any]:
         return {"alpha": self.alpha, "mapping": self.mapping}
 
     def validate(self, y, query_ptr, **data):
@@ -261,7 +261,7 @@ class RankNetLoss(_Surrogate):
     def __init__(self, *, normalize: str = "query"):
         self.normalize = _check_choice(normalize, "normalize", _NORMALIZE)
 
-    def get_params(self) -> dict[str, Any]:
+    def _params(self) -> dict[str, Any]:
         return {"normalize": self.normalize}
 
     def validate(self, y, query_ptr, **data):
@@ -298,7 +298,7 @@ class _Relevance(_Surrogate):
     def __init__(self, *, threshold: float = 1.0):
         self.threshold = check_real(threshold, "threshold")
 
-    def get_params(self) -> dict[str, Any]:
+    def _params(self) -> dict[str, Any]:
         return {"threshold": self.threshold}
 
     def validate(self, y, query_ptr, **data):

@@ -241,7 +241,10 @@ def _write_atomic(path, data: bytes) -> None:
     (never the temporary file); a failed write to a device (``ENOSPC`` on ``/dev/full``) is
     an error too.
     """
-    path = os.fspath(path)
+    path = os.fsdecode(os.fspath(path))  # bytes paths as load takes them
+    if path.endswith(("/", os.sep)) and not os.path.isdir(path):
+        # a name ending in a separator names a folder, as for open(); never a file beside it
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
     try:
         mode = os.stat(path).st_mode  # follows links, including /dev/stdout's
     except FileNotFoundError:
@@ -405,7 +408,7 @@ def write_model_file(record: ModelRecord, path) -> None:
 
 
 def _version_tuple(text: str) -> tuple[int, ...] | None:
-    match = re.match(r"\d+(?:\.\d+)*", text)
+    match = re.match(r"\d{1,18}(?:\.\d{1,18})*(?!\d)", text)
     return None if match is None else tuple(int(part) for part in match.group().split("."))
 
 
@@ -471,7 +474,34 @@ class _Reader:
             raise self.error(
                 f"malformed model file: array {name!r} holds {len(raw)} bytes for shape {dims}"
             )
-        return np.frombuffer(raw, dtype=dtype).reshape(dims).astype(_DTYPES[code])
+        try:
+            return np.frombuffer(raw, dtype=dtype).reshape(dims).astype(_DTYPES[code])
+        except ValueError:  # more dimensions than numpy has, or one beyond its range
+            raise self.error(
+                f"malformed model file: array {name!r} has shape {_brief(dims)}"
+            ) from None
+
+
+class _Malformed(ValueError):
+    """A model file's JSON that parses but cannot be a model (reported as malformed)."""
+
+
+def _finite_number(token: str) -> float:
+    value = float(token)
+    if not math.isfinite(value):
+        raise _Malformed(f"the number {token[:40]} is beyond float64's range")
+    return value
+
+
+def _unique_keys(pairs: list) -> dict:
+    """An object's members; a key given twice would let the last copy win unseen by the
+    checksum, which covers the parsed document."""
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        seen = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise _Malformed(f"the key {twice!r} appears twice in one object")
+    return document
 
 
 def _parse(path: str, raw: bytes) -> dict:
@@ -481,7 +511,16 @@ def _parse(path: str, raw: bytes) -> dict:
     except UnicodeDecodeError:
         raise not_model from None
     try:
-        document = json.loads(text, parse_constant=_reject_constant)
+        document = json.loads(
+            text,
+            parse_constant=_reject_constant,
+            parse_float=_finite_number,
+            object_pairs_hook=_unique_keys,
+        )
+    except _Malformed as exc:
+        if text.lstrip().startswith("{") and f'"{FORMAT}"' in text[:200]:
+            raise ValueError(f"{path}: malformed model file: {exc}") from None
+        raise not_model from None
     except (ValueError, RecursionError) as exc:
         if text.lstrip().startswith("{") and f'"{FORMAT}"' in text[:200]:
             raise ValueError(
@@ -497,7 +536,7 @@ def _check_versions(reader: _Reader) -> int:
     """The file's format version, after checking versions and checksum."""
     document = reader.document
     version = document.get("format_version")
-    if version not in READ_VERSIONS or isinstance(version, bool):
+    if version not in READ_VERSIONS or not isinstance(version, int) or isinstance(version, bool):
         newer = isinstance(version, int) and not isinstance(version, bool)
         newer = newer and version > FORMAT_VERSION
         raise reader.error(
@@ -509,7 +548,7 @@ def _check_versions(reader: _Reader) -> int:
         )
     written_by = document.get("bmrm_version")
     if not isinstance(written_by, str) or _version_tuple(written_by) is None:
-        raise reader.error(f"malformed model file: bad bmrm_version {written_by!r}")
+        raise reader.error(f"malformed model file: bad bmrm_version {_brief(written_by)}")
     installed = _package_version()
     if _newer(written_by, installed):
         raise reader.error(
@@ -683,6 +722,10 @@ def read_model_file(
     reader.field(document, "created", str)
     d = reader.field(document, "n_features", int)
     arrays = reader.field(document, "arrays", dict)
+    if d < 1:
+        raise reader.error(f"malformed model file: n_features must be at least 1; got {d}")
+    if not (isinstance(arrays.get("coef"), dict) and arrays["coef"].get("dtype") == "<f8"):
+        raise reader.error("malformed model file: array 'coef' must have dtype '<f8'")
     coef = reader.array(arrays, "coef", (d,) if version == 1 else None)
     if coef.ndim not in (1, 2) or coef.shape[-1] != d:
         raise reader.error(

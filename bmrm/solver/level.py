@@ -39,6 +39,7 @@ import time
 import numpy as np
 
 from bmrm.solver.cut_cache import make_cut_cache
+from bmrm.solver.masters import grown_factor
 from bmrm.solver.qp import master_step
 from losses.validation import check_int
 
@@ -116,15 +117,12 @@ class LevelBundle:
         bundle = state.bundle
         lam = state.lam
         k = bundle.size
-        cap = bundle.capacity
-        if self._buffers is None or len(self._buffers[0]) < cap:
-            self._buffers = (
-                np.zeros((cap, cap)),
-                np.zeros(cap, dtype=np.int64),
-                np.zeros(cap, dtype=np.int64),
-                np.zeros(2),
-                np.zeros(cap),
-            )
+        size = len(bundle.G)  # the bundle's arrays, which grow to its capacity
+        if self._buffers is None:
+            self._buffers = (np.zeros((0, 0)), *(np.zeros(0, dtype=np.int64),) * 2, np.zeros(2))
+        if len(self._buffers[0]) < size:
+            L, S, S_ids, meta = self._buffers[:4]
+            self._buffers = (*grown_factor(size, L, S, S_ids), meta, np.zeros(size))
         L, S, S_ids, meta, alpha = self._buffers
         mu = lam + 1.0 / s
         z = x / (1.0 + s * lam)

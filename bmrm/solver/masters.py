@@ -30,6 +30,20 @@ def _cvxpy():
     return cvxpy
 
 
+def grown_factor(size: int, L: np.ndarray, *vectors: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The active-set factor ``L`` (square) and its index ``vectors``, enlarged to ``size``
+    with their entries kept."""
+    n = len(L)
+    bigger = np.zeros((size, size))
+    bigger[:n, :n] = L
+    out = [bigger]
+    for v in vectors:
+        w = np.zeros(size, dtype=v.dtype)
+        w[:n] = v
+        out.append(w)
+    return tuple(out)
+
+
 class QPMaster:
     """The L2 master through its dual QP over the simplex (see :mod:`bmrm.solver.qp`).
 
@@ -72,11 +86,13 @@ class QPMaster:
         """
         k = bundle.size
         lam = self.lam
-        if len(self._L) < bundle.capacity:
-            self._L = np.zeros((bundle.capacity, bundle.capacity))
-            self._S = np.zeros(bundle.capacity, dtype=np.int64)
-            self._S_ids = np.zeros(bundle.capacity, dtype=np.int64)
-            self._meta[:] = 0.0
+        if len(self._L) < len(bundle.G):
+            # as large as the bundle's arrays, which grow to its capacity as planes come (a
+            # huge bundle_size costs memory only for the planes it holds); the factor of the
+            # last solve is kept, its planes recognised by their ids
+            self._L, self._S, self._S_ids = grown_factor(
+                len(bundle.G), self._L, self._S, self._S_ids
+            )
         alpha = np.empty(k)
         w, lower, steps, violation, tol = master_step(
             bundle.G,

@@ -317,7 +317,7 @@ def check_nonconvex(scorer, loss, y, regularizer, bounds, nonneg, fit_intercept,
         scorer = LinearScorer()
     elif getattr(scorer, "n_levels", 0) is None:
         levels = check_graded_labels(y)
-        scorer = scorer.set_params(n_levels=max(2, int(levels.max()) + 1))
+        scorer = scorer.with_params(n_levels=max(2, int(levels.max()) + 1))
     if isinstance(method, NRBM):
         method = "nrbm"
     if method is None or method == "auto":

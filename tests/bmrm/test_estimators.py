@@ -283,6 +283,52 @@ def test_grid_search_group_kfold_routes_qid():
     np.testing.assert_array_equal(search.best_estimator_.coef_, best.coef_)
 
 
+def test_grid_search_over_the_parameters_of_a_loss_object():
+    """A loss given as an object: clone copies it (a distinct, equal object), and a grid
+    over loss__k fits each k as a ranker built with losses.get("ndcg", k=k) does."""
+    X, y, qid = make_ranking(5)
+    cv = GroupKFold(n_splits=3)
+    with sklearn.config_context(enable_metadata_routing=True):
+        ranker = routed_ranker(loss=losses.get("ndcg", k=5), tol=1e-4)
+        copy = clone(ranker)
+        assert copy.loss is not ranker.loss
+        assert copy.loss.get_params() == ranker.loss.get_params()
+        search = GridSearchCV(ranker, {"loss__k": [3, 5]}, cv=cv)
+        search.fit(X, y, qid=qid, groups=qid)
+    assert ranker.loss.k == 5  # the searched estimator's own loss is left as it was
+    splits = list(cv.split(X, y, groups=qid))
+    for i, params in enumerate(search.cv_results_["params"]):
+        for s, (train, test) in enumerate(splits):
+            one = BMRMRanker(loss=losses.get("ndcg", k=params["loss__k"]), tol=1e-4)
+            one.fit(X[train], y[train], qid[train])
+            expected = one.score(X[test], y[test], qid[test])
+            assert search.cv_results_[f"split{s}_test_score"][i] == pytest.approx(
+                expected, rel=1e-12
+            )
+    with pytest.raises(ValueError, match="the ndcg loss has no parameter 'kk'; its parameters"):
+        losses.get("ndcg").set_params(kk=3)
+    with pytest.raises(ValueError, match="k must be"):
+        losses.get("ndcg").set_params(k=0)
+
+
+@pytest.mark.parametrize("scorer", ["linear", "expected_gain"])
+def test_scorer_objects_clone_and_take_nested_parameters(scorer):
+    from bmrm.scorers import get_scorer
+
+    ranker = BMRMRanker(loss="listnet", scorer=get_scorer(scorer))
+    copy = clone(ranker)
+    assert copy.scorer is not ranker.scorer
+    assert copy.scorer.get_params() == ranker.scorer.get_params()
+    if scorer == "expected_gain":
+        copy.set_params(scorer__eps=0.8)
+        assert copy.scorer.eps == 0.8 and ranker.scorer.eps is None
+        with pytest.raises(ValueError, match="ExpectedGainScorer has no parameter 'epsilon'"):
+            copy.set_params(scorer__epsilon=0.8)
+    else:
+        with pytest.raises(ValueError, match="LinearScorer has no parameters; got"):
+            copy.set_params(scorer__eps=0.8)
+
+
 def test_pipeline_with_scaler_routes_qid():
     X, y, qid = make_ranking(4)
     X = X * [1.0, 10.0, 100.0, 0.1, 1.0] + 5.0

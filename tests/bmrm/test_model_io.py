@@ -582,10 +582,22 @@ def test_older_or_same_package_version_loads(saved, version):
         (lambda doc: doc.pop("scorer"), "field 'scorer' is missing"),
         (lambda doc: doc["arrays"].pop("result.history.gap"), "the history holds"),
         (lambda doc: doc["arrays"]["coef"].update(data="!!"), "not base64"),
-        (lambda doc: doc["arrays"]["coef"].update(dtype="|O"), r"dtype '\|O'"),
+        (lambda doc: doc["arrays"]["result.x"].update(dtype="|O"), r"dtype '\|O'"),
         (lambda doc: doc["loss"].update(name="unknown"), "cannot rebuild loss 'unknown'"),
         (lambda doc: doc["loss"]["params"].update(bogus=1), "cannot rebuild loss 'ordinal'"),
         (lambda doc: doc.update(bmrm_version="dev"), "bad bmrm_version"),
+        (lambda doc: doc.update(bmrm_version="9" * 5000), "bad bmrm_version '99"),
+        (lambda doc: doc.update(format_version=3.0), "model format version 3.0 is unknown"),
+        (lambda doc: doc.update(n_features=0), "n_features must be at least 1; got 0"),
+        (lambda doc: doc["arrays"]["coef"].update(dtype="|b1"), "'coef' must have dtype '<f8'"),
+        (
+            lambda doc: doc["arrays"]["result.x"].update(shape=[0, 2**70], data=""),
+            r"array 'result\.x' has shape \[0, 1180591620717411303424\]",
+        ),
+        (
+            lambda doc: doc["arrays"]["result.x"].update(shape=[1] * 99 + [5]),
+            r"array 'result\.x' has shape \[1, 1, ",
+        ),
     ],
 )
 def test_malformed_fields_behind_a_valid_checksum(saved, edit, match):
@@ -594,6 +606,41 @@ def test_malformed_fields_behind_a_valid_checksum(saved, edit, match):
     write_document(saved, document)
     with pytest.raises(ValueError, match=r"model\.json: .*" + match):
         load_model(saved)
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        # a number beyond float64 (json reads it as inf) in any field, checksum or not
+        (lambda text: text.replace('"lam": ', '"lam": 1e400, "x": ', 1), "the number 1e400"),
+        (lambda text: text.replace('"created": ', '"comment": -1e999, "created": ', 1), "-1e999"),
+        # an earlier copy of a key, which the last copy would hide from the checksum
+        (
+            lambda text: text.replace('"lam": ', '"lam": 0.5, "lam": ', 1),
+            "the key 'lam' appears twice in one object",
+        ),
+    ],
+)
+def test_out_of_range_numbers_and_repeated_keys_are_malformed(saved, edit, reason):
+    text = saved.read_text(encoding="utf-8")
+    saved.write_text(edit(text), encoding="utf-8")
+    with pytest.raises(ValueError) as info:
+        load_model(saved)
+    message = str(info.value)
+    assert message.startswith(f"{saved}: malformed model file: "), message
+    assert reason in message, message
+
+
+def test_save_takes_bytes_paths_and_refuses_a_folder_name(tmp_path):
+    model, X = fit_model("ordinal")
+    path = tmp_path / "m.json"
+    model.save(os.fsencode(path))
+    np.testing.assert_array_equal(load_model(os.fsencode(path)).predict(X), model.predict(X))
+    target = str(tmp_path / "models") + os.sep  # a folder that does not exist
+    with pytest.raises(IsADirectoryError) as info:
+        model.save(target)
+    assert info.value.filename == target
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]
 
 
 class Marker:

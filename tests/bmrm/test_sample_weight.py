@@ -295,7 +295,7 @@ def test_one_pass_oracle_with_weights_equals_two_passes():
 
 def test_nonlinear_scorer_risk_is_weighted():
     X, y, qid, s = ranking_problem(8)
-    scorer = get_scorer("expected_gain").set_params(n_levels=int(y.max()) + 1)
+    scorer = get_scorer("expected_gain").with_params(n_levels=int(y.max()) + 1)
     theta = np.random.default_rng(3).normal(size=scorer.n_params(X.shape[1])) * 0.3
     weighted = ScorerOracle(X, losses.prepare("listnet", y, qid, sample_weight=s), scorer)
     Xr, yr, qr = repeated(X, y, qid, s)

@@ -111,7 +111,7 @@ def test_clipping_at_prediction_and_in_training():
     f, _ = scorer.linearize(X, W.ravel())
     np.testing.assert_allclose(f, reference_expected_gain(X, W, gains), rtol=1e-12)
     # clip_training: clipped rows are constant, so their VJP rows vanish
-    train_clip = scorer.set_params(clip_training=True)
+    train_clip = scorer.with_params(clip_training=True)
     f, vjp = train_clip.linearize(X, W.ravel())
     np.testing.assert_array_equal(f, h)
     g = np.where(clipped, 1.0, 0.0)

@@ -431,3 +431,18 @@ def test_general_master_without_cvxpy_fails_before_any_work(monkeypatch, options
     monkeypatch.setattr(bmrm.model, "RiskOracle", oracle)
     res = bmrm.fit(X, y, "hinge", bounds=(None, None)).result_  # no box: the QP master
     assert res.success, res.message
+
+
+@pytest.mark.parametrize("method", ["level", "bmrm"])
+def test_a_huge_bundle_size_costs_memory_only_for_the_planes_held(method):
+    """The dual QP's factor grows with the bundle, not with bundle_size: a bundle that never
+    fills gives the fit of the default size, bit for bit; the cvxpy master, compiled for
+    bundle_size planes, refuses a size beyond the machine's memory by name."""
+    X, y = non_separable()
+    default = bmrm.fit(X, y, "hinge", lam=1e-2, method=method).result_
+    assert default.bundle_size < 200
+    huge = bmrm.fit(X, y, "hinge", lam=1e-2, method=method, bundle_size=10**12).result_
+    np.testing.assert_array_equal(huge.x, default.x)
+    assert huge.nit == default.nit
+    with pytest.raises(ValueError, match=r"^bundle_size=1000000000000 is too large for the cvxpy"):
+        bmrm.fit(X, y, "hinge", lam=1e-2, regularizer="l1", bundle_size=10**12)
