@@ -187,7 +187,7 @@ def run_fold(name, fold, splits, loss, grid, epsilons, max_iter, clip_training, 
             for eps in epsilons:
                 clipped = bmrm.LinearModel(
                     model.coef_, 0.0, model.loss, lam, "l2", model.result_,
-                    model.scorer_.set_params(eps=eps),
+                    model.scorer_.with_params(eps=eps),
                 )  # fmt: skip
                 eps_models.append((eps, clipped, secs_eg, nit_eg))
         candidates += [("expected_gain", eps, m, s, n) for eps, m, s, n in eps_models]
