@@ -387,12 +387,10 @@ def _check_weights(c: np.ndarray, *, name: str = "c") -> np.ndarray:
     try:
         c = np.asarray(c, dtype=np.float64)
     except (TypeError, ValueError):
-        expected = (
-            "be one of ['power', 'dcg'], an array of numbers or a callable returning one"
-            if name == "c"
-            else "return an array of numbers"
-        )
-        raise ValueError(f"{name} must {expected}; got {_brief(c)}") from None
+        raise ValueError(
+            f"{name} must be one of ['power', 'dcg'], an array of numbers or a callable "
+            f"returning one; got {_brief(c)}"
+        ) from None
     if c.ndim != 1:
         raise ValueError(f"{name} must be 1-d; got shape {c.shape}")
     if not np.all(np.isfinite(c)) or np.any(c < 0):
@@ -459,7 +457,13 @@ class _StructuredRankingLoss(Loss):
             positions = np.arange(1, n + 1, dtype=np.float64)
             c = (positions + 1.0) ** -0.25 if self.c == "power" else _dcg_discount(n)
         elif callable(self.c):
-            c = _check_weights(np.atleast_1d(self.c(np.arange(1, n + 1))), name="c(positions)")
+            out = self.c(np.arange(1, n + 1))
+            try:
+                c = np.asarray(out, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"c(positions) must return an array of numbers; got {_brief(out)}"
+                ) from None
             if c.shape != (n,):
                 raise ValueError(
                     f"c(positions) must return one weight per position; got shape {c.shape} "
