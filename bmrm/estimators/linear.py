@@ -487,16 +487,19 @@ class BMRMRanker(_BMRMEstimator):
             without metadata routing does, and its scores would mix all queries into one.
         sample_weight : array-like of shape (n_samples,) or None
             Row weights; a query weighs the mean of its rows' weights in the mean over
-            queries (give equal weights within a query to weight queries).
+            queries (give equal weights within a query to weight queries). For a dask
+            DataFrame X, a column name as in :meth:`fit`.
 
         Returns
         -------
         float
         """
         f = self.predict(X)
-        if _is_dask(X):  # the scores, labels and ids are gathered here for the metric
-            y, qid = (X[v] if isinstance(v, str) else v for v in (y, qid))
-            f, y, qid = self._compute(f, y, qid)
+        if _is_dask(X):  # the scores, labels, ids and weights are gathered for the metric
+            y, qid, sample_weight = (
+                X[v] if isinstance(v, str) else v for v in (y, qid, sample_weight)
+            )
+            f, y, qid, sample_weight = self._compute(f, y, qid, sample_weight)
         qid = _check_qid(qid, f.shape[0])
         if qid is None and getattr(self, "_fitted_with_qid", False) and f.shape[0] > 1:
             warnings.warn(

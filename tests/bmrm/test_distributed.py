@@ -658,6 +658,10 @@ def test_estimators_take_sample_weight_on_dask(client):
     )
     assert list(remote.feature_names_in_) == [f"x{j}" for j in range(X.shape[1])]
     assert remote.result_.fun == pytest.approx(local.result_.fun, rel=RTOL)
+    # score takes the weights as fit does, by column name
+    assert remote.score(ddf, "label", "query", sample_weight="weight") == pytest.approx(
+        remote.score(X, y, qid, sample_weight=s), rel=1e-12
+    )
     labels = np.where(y > 1, "hi", "lo")
     frame["label"] = labels
     ddf = dd.from_pandas(frame.drop(columns=["query"]), npartitions=2)
