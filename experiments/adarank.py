@@ -64,7 +64,23 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import base_parser, markdown_table, progress, require, write_csv
+from _common import (
+    base_parser,
+    check_distinct,
+    data_errors,
+    fold_number,
+    given,
+    load_letor,
+    make_out,
+    markdown_table,
+    mq2008_root,
+    positive_int,
+    progress,
+    require,
+    script,
+    write_csv,
+    write_text,
+)
 from letor import (
     MEASURES,
     parse_baseline,
@@ -74,7 +90,6 @@ from letor import (
     read_rows,
 )
 
-from bmrm.io import load_letor_fold
 from losses.metrics import map_score, ndcg_score
 
 NAME = "adarank"
@@ -236,10 +251,13 @@ def compare(query_rows: list[dict], against: dict, n_flips: int) -> list[dict]:
 # ----------------------------------------------------------------------------------- main
 
 
+@script
 def main(argv=None) -> int:
     parser = base_parser(NAME, __doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=None, help=f"at most (default {ROUNDS})")
-    parser.add_argument("--folds", nargs="+", type=int, default=None)
+    parser.add_argument(
+        "--rounds", type=positive_int, default=None, help=f"at most (default {ROUNDS})"
+    )
+    parser.add_argument("--folds", nargs="+", type=fold_number, default=None)
     parser.add_argument(
         "--against",
         nargs="+",
@@ -248,17 +266,14 @@ def main(argv=None) -> int:
         metavar="RUN_DIR",
         help="letor.py run folders over the same folds: test their methods against AdaRank",
     )
-    parser.add_argument("--flips", type=int, default=10_000, help="randomization-test flips")
+    parser.add_argument(
+        "--flips", type=positive_int, default=10_000, help="randomization-test flips"
+    )
     args = parser.parse_args(argv)
     quick = args.quick
-    rounds = args.rounds if args.rounds is not None else (20 if quick else ROUNDS)
-    if rounds < 1:
-        parser.error(f"--rounds must be >= 1; got {rounds}")
-    if args.flips < 1:
-        parser.error(f"--flips must be >= 1; got {args.flips}")
-    folds = tuple(args.folds or ((1,) if quick else (1, 2, 3, 4, 5)))
-    if not set(folds) <= {1, 2, 3, 4, 5} or len(set(folds)) < len(folds):
-        parser.error(f"--folds must be distinct folds among 1..5; got {list(folds)}")
+    rounds = given(args.rounds, 20 if quick else ROUNDS)
+    check_distinct(parser, "--folds", args.folds)
+    folds = tuple(given(args.folds, (1,) if quick else (1, 2, 3, 4, 5)))
     against = {}
     for run_dir in args.against:
         try:
@@ -267,19 +282,20 @@ def main(argv=None) -> int:
                 against[name] = values
         except ValueError as exc:
             parser.error(str(exc))
-    root = require(args.data / "mq2008", "MQ2008")
+    root = mq2008_root(args.data)
     baseline_dir = require(args.data / "letor4_baselines", "LETOR 4.0 baseline tables")
-    official = {
-        name: parse_baseline(require(baseline_dir / f"{name}.MQ2008.txt", name))
-        for name in TRAIN_MEASURES
-    }
+    official = {}
+    for name in TRAIN_MEASURES:
+        path = require(baseline_dir / f"{name}.MQ2008.txt", name)
+        with data_errors(path):
+            official[name] = parse_baseline(path)
 
     rows: list[dict] = []
     query_rows: list[dict] = []
     chosen: dict[str, dict[int, tuple[int, int]]] = {name: {} for name in TRAIN_MEASURES}
     started = time.perf_counter()
     for fold in folds:
-        splits = load_letor_fold(root, fold)
+        splits = load_letor(root, fold)
         X, y, qid = splits["train"]
         Xv, yv, qv = splits["vali"]
         Xt, yt, qt = splits["test"]
@@ -323,14 +339,13 @@ def main(argv=None) -> int:
         parser.error(str(exc))
     wall = time.perf_counter() - started
 
-    args.out.mkdir(parents=True, exist_ok=True)
+    text = report(rows, official, chosen, folds, rounds, tests, args, wall)
+    make_out(args.out)
     write_csv(args.out / "results.csv", rows)
     write_csv(args.out / "per_query.csv", query_rows)
     if tests:
         write_csv(args.out / "tests.csv", tests)
-    (args.out / "results.md").write_text(
-        report(rows, official, chosen, folds, rounds, tests, args, wall)
-    )
+    write_text(args.out / "results.md", text)
     progress(f"wrote {args.out}")
     return 0
 

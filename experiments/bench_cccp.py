@@ -25,11 +25,26 @@ import time
 import warnings
 
 import numpy as np
-from _common import base_parser, markdown_table, progress, require, write_csv
+from _common import (
+    base_parser,
+    check_distinct,
+    fold_number,
+    given,
+    lam_value,
+    load_letor,
+    make_out,
+    markdown_table,
+    mq2008_root,
+    positive_int,
+    progress,
+    script,
+    tolerance,
+    write_csv,
+    write_text,
+)
 
 import bmrm
 import losses
-from bmrm.io import load_letor_fold
 from bmrm.solver.cccp import minimize_cccp
 from bmrm.solver.oracle import RiskOracle
 from losses.metrics import ndcg_score, neru_score
@@ -43,24 +58,26 @@ SETTINGS = {
 PARAMS = {"ndcg": {}, "neru": {"k": 10}}
 
 
+@script
 def main(argv=None) -> int:
     parser = base_parser("bench_cccp", __doc__.splitlines()[0])
-    parser.add_argument("--fold", type=int, default=1)
+    parser.add_argument("--fold", type=fold_number, default=1)
     parser.add_argument("--losses", nargs="+", default=None, choices=tuple(PARAMS))
-    parser.add_argument("--lams", nargs="+", type=float, default=None)
-    parser.add_argument("--repeats", type=int, default=None)
-    parser.add_argument("--tol", type=float, default=1e-3)
+    parser.add_argument("--lams", nargs="+", type=lam_value, default=None)
+    parser.add_argument("--repeats", type=positive_int, default=None)
+    parser.add_argument("--tol", type=tolerance, default=1e-3)
     args = parser.parse_args(argv)
-    names = args.losses or (("ndcg",) if args.quick else ("ndcg", "neru"))
-    lams = tuple(args.lams or ((0.1,) if args.quick else (1e-4, 1e-3, 1e-2)))
-    repeats = args.repeats or (1 if args.quick else 3)
-    splits = load_letor_fold(require(args.data / "mq2008", "MQ2008"), args.fold)
+    check_distinct(parser, "--losses", args.losses)
+    check_distinct(parser, "--lams", args.lams)
+    names = given(args.losses, ("ndcg",) if args.quick else ("ndcg", "neru"))
+    lams = tuple(given(args.lams, (0.1,) if args.quick else (1e-4, 1e-3, 1e-2)))
+    repeats = given(args.repeats, 1 if args.quick else 3)
+    splits = load_letor(mq2008_root(args.data), args.fold)
     X, y, qid = splits["train"]
     Xv, yv, qv = splits["vali"]
     if args.quick:
         keep = np.isin(qid, np.unique(qid)[:60])
         X, y, qid = X[keep], y[keep], qid[keep]
-    args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     started = time.perf_counter()
     warnings.simplefilter("ignore", bmrm.ConvergenceWarning)
@@ -73,7 +90,8 @@ def main(argv=None) -> int:
             result = {}
             for _ in range(repeats):
                 for setting, options in SETTINGS.items():
-                    options = {**options, "inner_tol": options["inner_tol"] or args.tol}
+                    if options["inner_tol"] is None:
+                        options = {**options, "inner_tol": args.tol}
                     start = time.perf_counter()
                     result[setting] = minimize_cccp(
                         oracle, X.shape[1], lam, tol=args.tol, max_iter=2000, **options
@@ -106,7 +124,6 @@ def main(argv=None) -> int:
                     f"J/J_exact−1={rows[-1]['rel_objective']:+.1e} vali={vali:.4f}"
                 )
     total = time.perf_counter() - started
-    write_csv(args.out / "results.csv", rows)
     table = markdown_table(
         ["loss", "lam", "setting", "s (median)", "iterations", "oracle calls", "steps",
          "J / J_exact − 1", "vali"],
@@ -126,7 +143,9 @@ def main(argv=None) -> int:
             "",
         ]
     )
-    (args.out / "results.md").write_text(text)
+    make_out(args.out)
+    write_csv(args.out / "results.csv", rows)
+    write_text(args.out / "results.md", text)
     print(text)
     return 0
 

@@ -24,7 +24,6 @@ Writes ``signatures.txt``, ``results.csv`` and ``results.md`` into ``--out``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -34,7 +33,16 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO, markdown_table, progress, write_csv  # noqa: E402
+from _common import (  # noqa: E402
+    base_parser,
+    make_out,
+    markdown_table,
+    positive_int,
+    progress,
+    script,
+    write_csv,
+    write_text,
+)
 
 # (label, loss, loss parameters): every fit of step 1.
 FITS = [
@@ -177,12 +185,13 @@ def _part(module: str) -> str:
     return module
 
 
+@script
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python experiments/bench_compile.py")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=REPO / "results" / "bench_compile")
+    parser = base_parser("bench_compile", __doc__.split("\n\n")[0], data=False, quick=False)
+    parser.add_argument(
+        "--repeats", type=positive_int, default=3, help="processes per kernel (median)"
+    )
     args = parser.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
 
     progress("fitting every loss once to collect the kernels' signatures")
     with tempfile.TemporaryDirectory() as cache:
@@ -195,7 +204,7 @@ def main(argv=None) -> int:
     for (module, name), sigs in per_kernel.items():
         lines.append(f"{module}.{name}: {len(sigs)} signature(s)")
         lines += [f"    {s}" for s in sigs]
-    (args.out / "signatures.txt").write_text("\n".join(lines) + "\n")
+    signatures = "\n".join(lines) + "\n"
     multi = {k: v for k, v in per_kernel.items() if len(v) > 1}
 
     rows = []
@@ -218,7 +227,6 @@ def main(argv=None) -> int:
                 }
             )
             progress(f"{label}: {res['cpu']:.2f} CPU s, {res['wall']:.2f} s")
-    write_csv(args.out / "results.csv", rows)
 
     table = []
     for r in roots:
@@ -241,7 +249,10 @@ def main(argv=None) -> int:
         "",
     ]
     md += [f"- {m}.{n}: {len(s)}" for (m, n), s in multi.items()] or ["- none"]
-    (args.out / "results.md").write_text("\n".join(md) + "\n")
+    make_out(args.out)
+    write_text(args.out / "signatures.txt", signatures)
+    write_csv(args.out / "results.csv", rows)
+    write_text(args.out / "results.md", "\n".join(md) + "\n")
     print("\n".join(md))
     return 0
 

@@ -38,7 +38,6 @@ Writes ``results.csv`` (one row per measurement and repetition) and ``results.md
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
@@ -50,7 +49,18 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO, markdown_table, progress, write_csv  # noqa: E402
+from _common import (  # noqa: E402
+    base_parser,
+    make_out,
+    markdown_table,
+    positive_int,
+    progress,
+    script,
+    write_csv,
+    write_text,
+)
+
+from bmrm.demo import LOSSES as DEMO_LOSSES  # noqa: E402
 
 # name: (loss, loss parameters)
 CONFIGS = {
@@ -191,10 +201,11 @@ def run(args, cache_dir, timeout=1800, ahead="auto"):
     return seconds, cpu, out.stdout, load
 
 
+@script
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python experiments/bench_first_run.py")
+    parser = base_parser("bench_first_run", __doc__.splitlines()[0], data=False, quick=False)
     parser.add_argument("--losses", nargs="+", default=LOSSES, choices=LOSSES)
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--repeats", type=positive_int, default=1)
     parser.add_argument("--no-demo", action="store_true", help="skip the whole-demo runs")
     parser.add_argument(
         "--compile-ahead",
@@ -203,9 +214,11 @@ def main(argv=None) -> int:
         help="BMRM_COMPILE_AHEAD for the fits and the demo (module docstring)",
     )
     parser.add_argument(
-        "--demo-losses", nargs="+", help="the demo's --losses (default: the demo's own)"
+        "--demo-losses",
+        nargs="+",
+        choices=sorted(DEMO_LOSSES),
+        help="the demo's --losses (default: the demo's own)",
     )
-    parser.add_argument("--out", type=Path, default=REPO / "results" / "bench_first_run")
     args = parser.parse_args(argv)
     rows, kernel_rows = [], []
 
@@ -289,10 +302,6 @@ def main(argv=None) -> int:
                 demo_text[what] = out
                 progress(f"{what}: {seconds:.1f} s (CPU {cpu:.1f} s, load average {load:.2f})")
 
-    write_csv(args.out / "results.csv", rows)
-    if kernel_rows:
-        write_csv(args.out / "kernels.csv", kernel_rows)
-
     def med(what, loss, key="seconds"):
         values = [r[key] for r in rows if r["what"] == what and r["loss"] == loss]
         return statistics.median(values)
@@ -367,7 +376,11 @@ def main(argv=None) -> int:
             text.rstrip(),
             "```",
         ]
-    (args.out / "results.md").write_text("\n".join(lines) + "\n")
+    make_out(args.out)
+    write_csv(args.out / "results.csv", rows)
+    if kernel_rows:
+        write_csv(args.out / "kernels.csv", kernel_rows)
+    write_text(args.out / "results.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 

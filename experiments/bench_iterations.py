@@ -50,13 +50,27 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import losses  # noqa: E402
+from bmrm._validation import MAX_LAM, MIN_LAM  # noqa: E402
 from bmrm.demo import make_ranking_data  # noqa: E402
 from bmrm.solver.cccp import minimize_cccp  # noqa: E402
 from bmrm.solver.cut_cache import CutCache  # noqa: E402
 from bmrm.solver.loop import minimize_bmrm  # noqa: E402
 from bmrm.solver.methods import METHODS  # noqa: E402
 from bmrm.solver.oracle import RiskOracle  # noqa: E402
-from experiments._common import REPO, markdown_table, progress, write_csv  # noqa: E402
+from experiments._common import (  # noqa: E402
+    base_parser,
+    data_errors,
+    fail,
+    make_out,
+    markdown_table,
+    number,
+    positive_float,
+    positive_int,
+    progress,
+    script,
+    write_csv,
+    write_text,
+)
 
 # SVM^rank's final objective J = pval / C (../shared/tools/README.md)
 SVMRANK_J = {
@@ -79,15 +93,19 @@ DEMO_LOSSES = {
 }
 
 
-def load_ltr(folder: Path, name: str):
+def ltr_path(folder: Path, name: str) -> Path:
     path = folder / f"{name}.npz"
     if not path.exists():
-        sys.exit(
-            f"error: {path} not found; make it with ../shared/tools/gen_ltr.py (see its README)"
-        )
-    z = np.load(path)
-    X = np.ascontiguousarray(z["X_train"], dtype=np.float64)
-    return X, z["y_train"].astype(np.int64), z["qid_train"]
+        fail(f"{path} not found; make it with ../shared/tools/gen_ltr.py (see its README)")
+    return path
+
+
+def load_ltr(folder: Path, name: str):
+    path = ltr_path(folder, name)
+    with data_errors(path):
+        z = np.load(path)
+        X = np.ascontiguousarray(z["X_train"], dtype=np.float64)
+        return X, z["y_train"].astype(np.int64), z["qid_train"]
 
 
 def problems(args):
@@ -141,14 +159,23 @@ def parse_method(spec: str) -> tuple[str, dict, dict]:
         elif key == "reference":
             cache_opts[key] = value
         else:
-            raise SystemExit(f"error: unknown method option {key!r} in {spec!r}")
+            raise ValueError(f"unknown method option {key!r} in {spec!r}")
     if name not in METHODS and name.removesuffix("+cache") not in CACHED:
-        raise SystemExit(f"error: unknown method {name!r}")
+        raise ValueError(f"unknown method {name!r}")
     if "cut_cache" in fit_opts and name not in CACHED:
-        raise SystemExit(f"error: cut_cache needs one of {CACHED}: {spec!r}")
+        raise ValueError(f"cut_cache needs one of {CACHED}: {spec!r}")
     if cache_opts and not name.endswith("+cache"):
-        raise SystemExit(f"error: cache options need a +cache method: {spec!r}")
+        raise ValueError(f"cache options need a +cache method: {spec!r}")
     return name, cache_opts, fit_opts
+
+
+def method_spec(text: str) -> str:
+    """``--methods`` items, checked by :func:`parse_method`."""
+    try:
+        parse_method(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"must be NAME[:key=value,...]; {exc}") from None
+    return text
 
 
 def make_method(spec: str, cache_fraction: float | None = None):
@@ -282,32 +309,41 @@ def run(X, y, qid, loss, lam, method, target_J, max_time, max_iter, cache_fracti
     return hits, res
 
 
+# SVM^rank's C, as lam = 1/C within the range of bmrm.fit
+C_VALUE = number(float, 1 / MAX_LAM, 1 / MIN_LAM, name="C")
+
+
+@script
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python experiments/bench_iterations.py", description=__doc__
-    )
+    parser = base_parser("bench_iterations", __doc__, data=False, quick=False)
     parser.add_argument("--ltr", type=Path, default=Path("/tmp/ltr"), help="gen_ltr.py output")
-    parser.add_argument("--sets", nargs="+", default=["small", "medium", "demo"])
-    parser.add_argument("--C", nargs="+", type=float, default=[1.0, 100.0])
+    parser.add_argument(
+        "--sets",
+        nargs="+",
+        default=["small", "medium", "demo"],
+        help="demo, or the name of a gen_ltr.py set (NAME.npz in --ltr)",
+    )
+    parser.add_argument("--C", nargs="+", type=C_VALUE, default=[1.0, 100.0])
     parser.add_argument(
         "--demo-losses", nargs="+", default=list(DEMO_LOSSES), choices=list(DEMO_LOSSES)
     )
     parser.add_argument(
         "--methods",
         nargs="+",
+        type=method_spec,
         default=sorted(METHODS),
         help="names of bmrm.solver.methods.METHODS, or bmrm/level/ocas/ls-bmrm with +cache; "
         "each optionally followed by :key=value,... (bundle_size, max_idle for the fit; "
         "max_points, violation, max_streak, floor, reference for the cut cache; "
         "master_rtol for the master's accuracy)",
     )
-    parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--max-time", type=float, default=600.0)
-    parser.add_argument("--max-iter", type=int, default=20000)
-    parser.add_argument("--out", type=Path, default=REPO / "results" / "bench_iterations")
+    parser.add_argument("--repeats", type=positive_int, default=1)
+    parser.add_argument("--max-time", type=positive_float, default=600.0)
+    parser.add_argument("--max-iter", type=positive_int, default=20000)
     args = parser.parse_args(argv)
-    for spec in args.methods:
-        parse_method(spec)
+    for name in args.sets:  # the data before any work
+        if name != "demo":
+            ltr_path(args.ltr, name)
 
     t = time.perf_counter()
     Xw, yw, qw = make_ranking_data(20, 10, 5)
@@ -367,8 +403,6 @@ def main(argv=None) -> int:
                     )
                     rows.append(row)
                     progress(f"  {target}: {row}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_csv(args.out / "results.csv", rows)
 
     groups = {}
     for row in rows:
@@ -426,9 +460,12 @@ def main(argv=None) -> int:
         "SVM^rank (demo: runs within budget)",
     )
     md = markdown_table(header, table)
-    (args.out / "results.md").write_text(
+    make_out(args.out)
+    write_csv(args.out / "results.csv", rows)
+    write_text(
+        args.out / "results.md",
         f"Warm-up (numba compilation, excluded): {warmup:.1f} s. Medians of {args.repeats} "
-        f"repetition(s).\n\n{md}\n"
+        f"repetition(s).\n\n{md}\n",
     )
     print(md)
     return 0

@@ -43,11 +43,27 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from _common import REPO, base_parser, markdown_table, progress, write_csv
+from _common import (
+    REPO,
+    base_parser,
+    check_distinct,
+    data_errors,
+    fail,
+    lam_value,
+    load_letor,
+    make_out,
+    markdown_table,
+    mq2008_root,
+    positive_int,
+    progress,
+    script,
+    tolerance,
+    write_csv,
+    write_text,
+)
 
 import bmrm
 import losses
-from bmrm.io import load_letor_fold
 from bmrm.scorers import ExpectedGainScorer, LinearScorer
 from bmrm.solver.loop import minimize_bmrm
 from bmrm.solver.nrbm import NRBM
@@ -57,13 +73,14 @@ from losses.metrics import ndcg_score
 
 OBJECTIVES = ("listnet/eg", "cosine/eg", "listwise_squared/eg", "warp/linear")
 SMALL = Path("/tmp/ltr/small.npz")
+SETS = ("mq2008", "small")
 
 
 def load_sets(names, data: Path, quick: bool) -> dict[str, dict]:
     sets = {}
     for name in names:
         if name == "mq2008":
-            folds = load_letor_fold(data / "mq2008", 1, dataset="MQ2008")
+            folds = load_letor(mq2008_root(data), 1, dataset="MQ2008")
             sets[name] = {
                 k: (np.ascontiguousarray(np.hstack([X, np.ones((len(X), 1))])), y, q)
                 for k, (X, y, q) in folds.items()
@@ -76,18 +93,20 @@ def load_sets(names, data: Path, quick: bool) -> dict[str, dict]:
                     gen = data.parent / "tools" / "gen_ltr.py"
                 args = ["--name", "small", "--queries", "1000", "--docs", "20"]
                 args += ["--features", "46", "--seed", "1", "--out", str(SMALL.parent)]
-                subprocess.run([sys.executable, str(gen), *args], check=True)
-            z = np.load(SMALL)
-            sets[name] = {
-                split: (
-                    np.ascontiguousarray(z[f"X_{split}"], dtype=np.float64),
-                    z[f"y_{split}"].astype(np.float64),
-                    z[f"qid_{split}"],
-                )
-                for split in ("train", "test")
-            }
-        else:
-            raise SystemExit(f"error: unknown set {name!r} (mq2008, small)")
+                if not gen.exists():
+                    fail(f"{SMALL} not found, nor gen_ltr.py to make it ({gen})")
+                if subprocess.run([sys.executable, str(gen), *args]).returncode:
+                    fail(f"{gen} failed to make {SMALL}")
+            with data_errors(SMALL):
+                z = np.load(SMALL)
+                sets[name] = {
+                    split: (
+                        np.ascontiguousarray(z[f"X_{split}"], dtype=np.float64),
+                        z[f"y_{split}"].astype(np.float64),
+                        z[f"qid_{split}"],
+                    )
+                    for split in ("train", "test")
+                }
         if quick:
             X, y, q = sets[name]["train"]
             keep = q <= np.unique(q)[min(30, len(np.unique(q)) - 1)]
@@ -127,15 +146,18 @@ def run(solver: str, oracle, theta0, lam: float, smooth: bool, tol: float, max_i
     return res.x, status, int(res.nfev), time.perf_counter() - start
 
 
+@script
 def main(argv=None) -> int:
     parser = base_parser("bench_nonconvex", __doc__.split("\n\n")[0])
-    parser.add_argument("--sets", nargs="+", default=["mq2008", "small"])
+    parser.add_argument("--sets", nargs="+", default=list(SETS), choices=SETS)
     parser.add_argument("--objectives", nargs="+", default=list(OBJECTIVES), choices=OBJECTIVES)
-    parser.add_argument("--lams", nargs="+", type=float, default=[1e-2])
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--tol", type=float, default=1e-5)
-    parser.add_argument("--max-iter", type=int, default=500)
+    parser.add_argument("--lams", nargs="+", type=lam_value, default=[1e-2])
+    parser.add_argument("--reps", type=positive_int, default=3)
+    parser.add_argument("--tol", type=tolerance, default=1e-5)
+    parser.add_argument("--max-iter", type=positive_int, default=500)
     args = parser.parse_args(argv)
+    for option in ("sets", "objectives", "lams"):
+        check_distinct(parser, f"--{option}", getattr(args, option))
     if args.quick:
         args.sets, args.reps, args.max_iter = args.sets[:1], 1, 30
     t_start = time.perf_counter()
@@ -185,8 +207,6 @@ def main(argv=None) -> int:
                         f"{last['J']:.6g}, {last['nfev']} calls, {last['seconds']:.2f} s, "
                         f"NDCG@10 {last['test_ndcg@10']:.4f} ({last['status'][:40]})"
                     )
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_csv(args.out / "results.csv", rows)
     header = ["set", "objective", "lam", "solver", "J start", "J final", "‖∇J‖ final"]
     header += ["oracle calls", "seconds (median)", "warm-up s", "test NDCG@10", "status"]
     table = []
@@ -217,7 +237,9 @@ def main(argv=None) -> int:
         "",
         markdown_table(header, table),
     ]
-    (args.out / "results.md").write_text("\n".join(text) + "\n")
+    make_out(args.out)
+    write_csv(args.out / "results.csv", rows)
+    write_text(args.out / "results.md", "\n".join(text) + "\n")
     print("\n".join(text))
     return 0
 

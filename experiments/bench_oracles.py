@@ -34,8 +34,6 @@ Writes ``results.csv`` (one row per measurement and repetition) and ``results.md
 
 from __future__ import annotations
 
-import argparse
-import csv
 import os
 import statistics
 import subprocess
@@ -45,6 +43,18 @@ from pathlib import Path
 
 import numpy as np
 from numba import njit, prange
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (  # noqa: E402
+    base_parser,
+    fail,
+    int_at_least,
+    make_out,
+    positive_int,
+    script,
+    write_csv,
+    write_text,
+)
 
 import losses
 from bmrm.solver import products as _products
@@ -186,10 +196,7 @@ def ratio_table(n_rows, repeats, rows, rng):
 def write_rows(path, rows):
     fields = ["measure", "m", "loss", "repetition", "value", "oracle_s", "floor_s"]
     fields += ["dtype", "threads"]
-    with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(path, rows, fields)
 
 
 FIRST_CALL = """
@@ -319,23 +326,36 @@ def weights_table(n_rows, repeats, rows, rng):
 
 def write_section(out: Path, name: str, rows: list[dict], lines: list[str]) -> None:
     """The results of one section (``--only name``): ``results_<name>.csv`` and ``.md``."""
+    make_out(out)
     write_rows(out / f"results_{name}.csv", rows)
-    (out / f"results_{name}.md").write_text("\n".join(lines) + "\n")
+    write_text(out / f"results_{name}.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
+@script
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=Path("results/bench_oracles"))
+    parser = base_parser("bench_oracles", __doc__.splitlines()[0], data=False, quick=False)
+    parser.add_argument(
+        "--rows",
+        type=int_at_least(180),
+        default=1_000_000,
+        help="rows of the MSLR-shaped set (queries of 60..180 rows)",
+    )
+    parser.add_argument("--repeats", type=positive_int, default=5)
     parser.add_argument("--medium", type=Path, default=Path("/tmp/ltr/medium.npz"))
     parser.add_argument("--only", choices=["fused", "weights"], help="run one section only")
     parser.add_argument(
-        "--weight-rows", type=int, default=200_000, help="rows of the weights section"
+        "--weight-rows",
+        type=int_at_least(50),
+        default=200_000,
+        help="rows of the weights section (queries of 50)",
     )
     args = parser.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
+    if args.only == "fused" and not args.medium.is_file():
+        fail(
+            f"{args.medium} not found (--medium): make it with ../shared/tools/gen_ltr.py "
+            "(module docstring)"
+        )
     rng = np.random.default_rng(0)
     rows: list[dict] = []
     weighted = []
@@ -344,7 +364,8 @@ def main(argv=None) -> int:
         weighted = weights_table(args.weight_rows, args.repeats, rows, rng)
     weight_lines = [
         "",
-        f"One oracle call with weights, {args.weight_rows} rows x 136 features, queries of 50 "
+        f"One oracle call with weights, {50 * (args.weight_rows // 50)} rows x 136 features, "
+        "queries of 50 "
         "(median ms; ratio to the same loss unweighted):",
         "",
         "| loss | weights | passes over X | ms | ratio |",
@@ -381,7 +402,6 @@ def main(argv=None) -> int:
     ratios = ratio_table(args.rows, args.repeats, rows, rng)
     first = first_call(args.repeats, rows)
 
-    write_rows(args.out / "results.csv", rows)
     names = list(KERNEL_LOSSES)
     lines = [
         "Kernel microseconds per query (median):",
@@ -408,7 +428,9 @@ def main(argv=None) -> int:
         *weight_lines,
     ]
     table = "\n".join(lines)
-    (args.out / "results.md").write_text(table + "\n")
+    make_out(args.out)
+    write_rows(args.out / "results.csv", rows)
+    write_text(args.out / "results.md", table + "\n")
     print(table)
     return 0
 

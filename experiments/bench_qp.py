@@ -22,7 +22,6 @@ compared with Clarabel's at tight tolerances. Writes ``results.csv`` and ``resul
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -38,7 +37,17 @@ from bmrm.solver.bundle import Bundle  # noqa: E402
 from bmrm.solver.loop import PlainBMRM  # noqa: E402
 from bmrm.solver.masters import CvxpyMaster, _interior_point_dual  # noqa: E402
 from bmrm.solver.qp import solve_simplex_qp, solve_simplex_qp_active_set  # noqa: E402
-from experiments._common import markdown_table, progress, write_csv  # noqa: E402
+from experiments._common import (  # noqa: E402
+    base_parser,
+    int_at_least,
+    make_out,
+    markdown_table,
+    positive_int,
+    progress,
+    script,
+    write_csv,
+    write_text,
+)
 
 KKT_TOL = 1e-11  # relative to the problem's scale, as in QPMaster
 
@@ -161,15 +170,19 @@ def solvers(A, Q, b, lam):
     }
 
 
+@script
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--planes", type=int, default=200)
-    parser.add_argument("--features", type=int, default=136)
-    parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--fit-rows", type=int, default=20_000)
+    parser = base_parser("bench_qp", __doc__.splitlines()[0], data=False, quick=False)
+    parser.add_argument(
+        "--planes", type=int_at_least(4), default=200, help="planes per bundle (at least 4)"
+    )
+    parser.add_argument("--features", type=positive_int, default=136)
+    parser.add_argument("--repeats", type=positive_int, default=15)
+    parser.add_argument(
+        "--fit-rows", type=positive_int, default=20_000, help="rows of the recorded fits"
+    )
     parser.add_argument("--no-cvxpy", action="store_true", help="skip the (slow) cvxpy model")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for the tests")
-    parser.add_argument("--out", type=Path, default=Path("results/bench_qp"))
     args = parser.parse_args(argv)
     if args.quick:
         args.planes, args.features, args.repeats, args.fit_rows = 30, 10, 2, 2_000
@@ -224,8 +237,6 @@ def main(argv=None) -> int:
                 )
         progress(f"{name}: done")
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_csv(args.out / "results.csv", rows)
     header = [
         "case",
         "planes",
@@ -263,7 +274,9 @@ def main(argv=None) -> int:
         "the reference objective is Clarabel's (tolerances 1e-12) or the warm start's, "
         "whichever is lower."
     )
-    (args.out / "results.md").write_text(note + "\n\n" + table + "\n")
+    make_out(args.out)
+    write_csv(args.out / "results.csv", rows)
+    write_text(args.out / "results.md", note + "\n\n" + table + "\n")
     print(note + "\n\n" + table)
     return 0
 

@@ -80,12 +80,28 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from experiments._common import markdown_table, progress, write_csv  # noqa: E402
+from experiments._common import (  # noqa: E402
+    base_parser,
+    comma_list,
+    int_at_least,
+    lam_value,
+    make_out,
+    markdown_table,
+    positive_float,
+    positive_int,
+    progress,
+    script,
+    tolerance,
+    write_csv,
+    write_text,
+)
 
 N_QUERIES = 31_531
 N_FEATURES = 136
 PROPS = np.array([0.50, 0.30, 0.13, 0.05, 0.02])  # label marginals, as gen_ltr.py
 QUERIES_PER_BLOCK = 500  # at most
+LOCAL_LOSSES = ("ordinal", "ndcg@10")  # the losses of the one-machine fits (get_loss)
+TASK_MODES = ("worker", "partition")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -607,50 +623,64 @@ def run_child(args, kind: str, env: dict, **extra) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="python experiments/bench_scale.py")
-    parser.add_argument("--scale", type=float, default=1.0, help="fraction of MSLR-WEB30K")
-    parser.add_argument("--lam", type=float, default=1e-2)
-    parser.add_argument("--tol", type=float, default=1e-3)
-    parser.add_argument("--max-iter", type=int, default=1000)
-    parser.add_argument("--dask-iter", type=int, default=12)
+@script
+def main(argv=None) -> int:
+    parser = base_parser("bench_scale", __doc__.splitlines()[0], data=False, quick=False)
     parser.add_argument(
-        "--dask-rounds", type=int, default=1, help="rounds of the 1- and 2-worker Dask runs"
+        "--scale", type=positive_float, default=1.0, help="fraction of MSLR-WEB30K"
+    )
+    parser.add_argument("--lam", type=lam_value, default=1e-2)
+    parser.add_argument("--tol", type=tolerance, default=1e-3)
+    parser.add_argument("--max-iter", type=positive_int, default=1000)
+    parser.add_argument(
+        "--dask-iter",
+        type=int_at_least(2),
+        default=12,
+        help="iterations of each Dask fit (timed from the first to the last)",
+    )
+    parser.add_argument(
+        "--dask-rounds",
+        type=positive_int,
+        default=1,
+        help="rounds of the 1- and 2-worker Dask runs",
     )
     parser.add_argument("--work", type=Path, default=Path("/tmp/bmrm_bench_scale"))
-    parser.add_argument("--out", type=Path, default=REPO / "results" / "bench_scale")
     parser.add_argument(
-        "--losses", default="ordinal,ndcg@10", help="comma-separated losses of the local fits"
+        "--losses",
+        type=comma_list(LOCAL_LOSSES),
+        default=list(LOCAL_LOSSES),
+        help=f"comma-separated losses of the local fits, among {', '.join(LOCAL_LOSSES)}",
     )
     parser.add_argument("--skip-local", action="store_true")
     parser.add_argument("--skip-dask", action="store_true")
     parser.add_argument(
         "--bandwidth", action="store_true", help="only the one- vs two-process X @ w bandwidth"
     )
-    parser.add_argument("--repeats", type=int, default=5, help="rounds of --bandwidth")
+    parser.add_argument("--repeats", type=positive_int, default=5, help="rounds of --bandwidth")
     parser.add_argument("--child", choices=["local", "dask"], help=argparse.SUPPRESS)
-    parser.add_argument("--loss", default="ordinal", help=argparse.SUPPRESS)
-    parser.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
-    parser.add_argument("--tasks", default="worker", help=argparse.SUPPRESS)
+    parser.add_argument("--loss", default="ordinal", choices=LOCAL_LOSSES, help=argparse.SUPPRESS)
+    parser.add_argument("--workers", type=positive_int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--tasks", default="worker", choices=TASK_MODES, help=argparse.SUPPRESS)
     parser.add_argument(
         "--task-modes",
-        default="worker,partition",
+        type=comma_list(TASK_MODES),
+        default=list(TASK_MODES),
         help="risk tasks per iteration: 'worker' (one per worker thread, the oracle's default), "
         "'partition' (one per partition, as before), or both, comma-separated",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.child:
         result = child_local(args) if args.child == "local" else child_dask(args)
         print(json.dumps(result))
-        return
+        return 0
     if args.bandwidth:
         rows = bandwidth(args)
-        args.out.mkdir(parents=True, exist_ok=True)
-        write_csv(args.out / "bandwidth.csv", rows)
         text = "# X @ w, one process against two concurrent ones\n\n" + bandwidth_table(rows)
-        (args.out / "bandwidth.md").write_text(text + "\n")
+        make_out(args.out)
+        write_csv(args.out / "bandwidth.csv", rows)
+        write_text(args.out / "bandwidth.md", text + "\n")
         print(text)
-        return
+        return 0
     spec = make_spec(args.scale)
     args.work = args.work / f"scale{args.scale:g}"
     if not args.skip_local and not (args.work / "qid.npy").exists():
@@ -660,7 +690,7 @@ def main() -> None:
         progress(f"generated in {time.perf_counter() - start:.0f} s")
     rows = []
     if not args.skip_local:
-        for loss in args.losses.split(","):
+        for loss in args.losses:
             for threads in (1, 2):
                 progress(f"local fit: {loss}, {threads} thread(s)")
                 rows.append(
@@ -670,13 +700,11 @@ def main() -> None:
     if not args.skip_dask:
         # alternating 1 and 2 workers, so that a change of the machine's load hits both
         for rnd in range(args.dask_rounds):
-            for mode in args.task_modes.split(","):
+            for mode in args.task_modes:
                 for workers in (1, 2):
                     progress(f"dask round {rnd + 1}: {workers} worker process(es), {mode} tasks")
                     rows.append(run_child(args, "dask", {}, workers=workers, tasks=mode))
                     progress(str(rows[-1]))
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_csv(args.out / "results.csv", rows)
     local = [r for r in rows if r["backend"] == "local"]
     remote = [r for r in rows if r["backend"] == "dask"]
     text = [f"# bench_scale (scale {args.scale:g}, lam {args.lam:g}, tol {args.tol:g})", ""]
@@ -719,7 +747,7 @@ def main() -> None:
             "\n(LocalCluster runs the scheduler in the client's process: scheduler+client CPU "
             "is that process's CPU per iteration, the master problem included.)"
         )
-        for mode in args.task_modes.split(","):
+        for mode in args.task_modes:
             sel = {k: [r for r in remote if r["tasks"] == mode and r["workers"] == k]
                    for k in (1, 2)}  # fmt: skip
             if not (sel[1] and sel[2]):
@@ -742,9 +770,12 @@ def main() -> None:
                 f"payload B/iter {med('payload_bytes_per_iter', 1):.0f} / "
                 f"{med('payload_bytes_per_iter', 2):.0f}"
             )
-    (args.out / "results.md").write_text("\n".join(text) + "\n")
+    make_out(args.out)
+    write_csv(args.out / "results.csv", rows)
+    write_text(args.out / "results.md", "\n".join(text) + "\n")
     print("\n".join(text))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -12,9 +12,7 @@ repetition) and ``results.md`` into the output folder.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import csv
 import statistics
 import sys
 import time
@@ -23,8 +21,22 @@ from pathlib import Path
 
 import numpy as np
 
-import bmrm
-from bmrm.solver.oracle import RiskOracle
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (  # noqa: E402
+    base_parser,
+    check_distinct,
+    lam_value,
+    make_out,
+    positive_float,
+    positive_int,
+    script,
+    tolerance,
+    write_csv,
+    write_text,
+)
+
+import bmrm  # noqa: E402
+from bmrm.solver.oracle import RiskOracle  # noqa: E402
 
 LOSSES = {
     "squared": {},
@@ -105,21 +117,22 @@ def run(loss, X, y, qid, lam, tol, max_time=None, max_iter=5000):
     }
 
 
+@script
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--small-rows", type=int, default=20_000)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser = base_parser("bench_solver", __doc__.splitlines()[0], data=False, quick=False)
+    parser.add_argument("--rows", type=positive_int, default=1_000_000)
+    parser.add_argument("--small-rows", type=positive_int, default=20_000)
+    parser.add_argument("--repeats", type=positive_int, default=3)
     parser.add_argument(
         "--sizes", nargs="+", choices=["small", "large"], default=["small", "large"]
     )
-    parser.add_argument("--max-iter", type=int, default=5000)
-    parser.add_argument("--lam", type=float, default=1e-2)
+    parser.add_argument("--max-iter", type=positive_int, default=5000)
+    parser.add_argument("--lam", type=lam_value, default=1e-2)
     parser.add_argument(
-        "--max-time", type=float, default=120.0, help="time budget per fit in seconds"
+        "--max-time", type=positive_float, default=120.0, help="time budget per fit in seconds"
     )
-    parser.add_argument("--tol", type=float, default=1e-3)
-    parser.add_argument("--losses", nargs="+", default=list(LOSSES))
+    parser.add_argument("--tol", type=tolerance, default=1e-3)
+    parser.add_argument("--losses", nargs="+", default=list(LOSSES), choices=list(LOSSES))
     parser.add_argument(
         "--products",
         nargs="+",
@@ -127,9 +140,9 @@ def main(argv=None) -> int:
         default=["numba"],
         help="dense products of the oracle: numba kernels (the package's) and/or numpy's BLAS",
     )
-    parser.add_argument("--out", type=Path, default=Path("results/bench_solver"))
     args = parser.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
+    for option in ("sizes", "losses", "products"):
+        check_distinct(parser, f"--{option}", getattr(args, option))
 
     Xw, yw, qw = make_data(2_000, seed=1)
     for loss in args.losses:  # warm-up: compile every kernel, untimed
@@ -155,11 +168,6 @@ def main(argv=None) -> int:
                         file=sys.stderr,
                     )
         del X, y, qid
-
-    with open(args.out / "results.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
 
     lines = [
         f"lam = {args.lam}, stop at relative gap {args.tol} (at most {args.max_iter} iterations, "
@@ -198,7 +206,9 @@ def main(argv=None) -> int:
                     f"{100 * med['other_s'] / med['total_s']:.1f} |"
                 )
     table = "\n".join(lines)
-    (args.out / "results.md").write_text(table + "\n")
+    make_out(args.out)
+    write_csv(args.out / "results.csv", rows)
+    write_text(args.out / "results.md", table + "\n")
     print(table)
     return 0
 

@@ -39,12 +39,27 @@ import time
 import warnings
 
 import numpy as np
-from _common import base_parser, markdown_table, progress, require, write_csv
+from _common import (
+    base_parser,
+    check_distinct,
+    fold_number,
+    given,
+    lam_value,
+    load_letor,
+    make_out,
+    markdown_table,
+    mq2008_root,
+    nonneg_int,
+    progress,
+    script,
+    tolerance,
+    write_csv,
+    write_text,
+)
 from letor import best_feature, query_measures
 
 import bmrm
 import losses
-from bmrm.io import load_letor_fold
 
 GRID = (1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 3e-3, 5e-3, 1e-2, 2e-2, 3e-2, 5e-2, 0.1, 0.2, 0.5, 1.0)
 PARAMS = {"ndcg": {}, "neru": {"k": 10}}
@@ -85,35 +100,30 @@ def select(rows: list[dict]) -> dict:
     return chosen
 
 
+@script
 def main(argv=None) -> int:
     parser = base_parser("cccp_starts", __doc__.splitlines()[0])
-    parser.add_argument("--folds", nargs="+", type=int, default=None, choices=(1, 2, 3, 4, 5))
+    parser.add_argument("--folds", nargs="+", type=fold_number, default=None)
     parser.add_argument("--losses", nargs="+", default=None, choices=tuple(PARAMS))
-    parser.add_argument("--lams", nargs="+", type=float, default=None)
-    parser.add_argument("--random", type=int, default=None, help="random starts (default 3)")
-    parser.add_argument("--tol", type=float, default=1e-4)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--lams", nargs="+", type=lam_value, default=None)
+    parser.add_argument(
+        "--random", type=nonneg_int, default=None, help="random starts (default 3)"
+    )
+    parser.add_argument("--tol", type=tolerance, default=1e-4)
+    parser.add_argument("--seed", type=nonneg_int, default=0)
     args = parser.parse_args(argv)
-    bad = [v for v in args.lams or () if not v > 0]
-    if bad:
-        parser.error(f"--lams must be positive; got {bad[0]!r}")
-    if args.random is not None and args.random < 0:
-        parser.error(f"--random must be >= 0; got {args.random}")
-    if args.seed < 0:
-        parser.error(f"--seed must be >= 0; got {args.seed}")
-    if not args.tol > 0:
-        parser.error(f"--tol must be positive; got {args.tol!r}")
-    folds = tuple(args.folds or ((1,) if args.quick else (1, 2, 3, 4, 5)))
-    names = tuple(args.losses or (("ndcg",) if args.quick else ("ndcg", "neru")))
-    lams = tuple(sorted(set(args.lams or ((1e-2, 0.1) if args.quick else GRID))))
-    n_random = args.random if args.random is not None else (1 if args.quick else 3)
-    root = require(args.data / "mq2008", "MQ2008")
-    args.out.mkdir(parents=True, exist_ok=True)
+    check_distinct(parser, "--folds", args.folds)
+    check_distinct(parser, "--losses", args.losses)
+    folds = tuple(given(args.folds, (1,) if args.quick else (1, 2, 3, 4, 5)))
+    names = tuple(given(args.losses, ("ndcg",) if args.quick else ("ndcg", "neru")))
+    lams = tuple(sorted(set(given(args.lams, (1e-2, 0.1) if args.quick else GRID))))
+    n_random = given(args.random, 1 if args.quick else 3)
+    root = mq2008_root(args.data)
     warnings.simplefilter("ignore", bmrm.ConvergenceWarning)
     rows = []
     started = time.perf_counter()
     for fold in folds:
-        splits = load_letor_fold(root, fold)
+        splits = load_letor(root, fold)
         X, y, qid = splits["train"]
         if args.quick:
             keep = np.isin(qid, np.unique(qid)[:80])
@@ -169,9 +179,11 @@ def main(argv=None) -> int:
                     + " ".join(f"{r['rel_J']:+.1e}" for r in rows[-len(fits) + 1 :])
                 )
     total = time.perf_counter() - started
+    text = report(rows, folds, names, lams, args, total)
+    make_out(args.out)
     write_csv(args.out / "results.csv", rows)
-    (args.out / "results.md").write_text(report(rows, folds, names, lams, args, total))
-    print((args.out / "results.md").read_text())
+    write_text(args.out / "results.md", text)
+    print(text)
     return 0
 
 

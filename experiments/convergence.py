@@ -42,11 +42,28 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
-from _common import REPO, base_parser, markdown_table, progress, require, write_csv
+from _common import (
+    REPO,
+    base_parser,
+    check_distinct,
+    given,
+    lam_value,
+    load_letor,
+    make_out,
+    markdown_table,
+    mq2008_root,
+    positive_float,
+    positive_int,
+    progress,
+    save_figure,
+    script,
+    tolerance,
+    write_csv,
+    write_text,
+)
 from matplotlib.ticker import NullFormatter
 
 import bmrm
-from bmrm.io import load_letor_fold
 from losses.preference import pairs_from_labels
 
 LOSSES = ("ndcg", "ordinal", "preference", "neru", "squared", "hinge")
@@ -147,36 +164,45 @@ def plot_dataset(path, name, runs, losses_run, lams):
             ax_it.legend(fontsize=7)
     fig.suptitle(f"BMRM convergence on {name}")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
+@script
 def main(argv=None) -> int:
     parser = base_parser("convergence", __doc__.splitlines()[0])
     parser.add_argument("--losses", nargs="+", default=None, choices=LOSSES)
-    parser.add_argument("--lams", nargs="+", type=float, default=None)
-    parser.add_argument("--rows", type=int, default=200_000, help="synthetic rows")
-    parser.add_argument("--tol", type=float, default=None, help="relative gap (default 1e-4)")
-    parser.add_argument("--max-iter", type=int, default=None)
+    parser.add_argument("--lams", nargs="+", type=lam_value, default=None)
     parser.add_argument(
-        "--max-time", type=float, default=None, help="seconds per fit on the synthetic set"
+        "--rows", type=positive_int, default=200_000, help="synthetic rows (not with --quick)"
+    )
+    parser.add_argument(
+        "--tol", type=tolerance, default=None, help="relative gap (default 1e-4; 0: no target)"
+    )
+    parser.add_argument("--max-iter", type=positive_int, default=None)
+    parser.add_argument(
+        "--max-time",
+        type=positive_float,
+        default=None,
+        help="seconds per fit on the synthetic set (half that on MQ2008)",
     )
     args = parser.parse_args(argv)
+    check_distinct(parser, "--losses", args.losses)
+    check_distinct(parser, "--lams", args.lams)
     quick = args.quick
-    losses_run = tuple(args.losses or (("ordinal", "hinge") if quick else LOSSES))
-    lams = tuple(args.lams or ((1e-2,) if quick else LAMS))
-    max_iter = args.max_iter or (300 if quick else 2000)
-    max_time = args.max_time or (20.0 if quick else 30.0)
-    tol = args.tol or (1e-3 if quick else 1e-4)
-    root = require(args.data / "mq2008", "MQ2008")
-    args.out.mkdir(parents=True, exist_ok=True)
+    losses_run = tuple(given(args.losses, ("ordinal", "hinge") if quick else LOSSES))
+    lams = tuple(given(args.lams, (1e-2,) if quick else LAMS))
+    max_iter = given(args.max_iter, 300 if quick else 2000)
+    max_time = given(args.max_time, 20.0 if quick else 30.0)
+    tol = given(args.tol, 1e-3 if quick else 1e-4)
+    root = mq2008_root(args.data)
     make_data = load_make_data()
 
     n_syn = 2_000 if quick else args.rows
     syn_shape = {"n_features": 20, "rows_per_query": 20} if quick else {}
 
     def mq2008():
-        X, y, qid = load_letor_fold(root, 1)["train"]
+        X, y, qid = load_letor(root, 1)["train"]
         return first_queries(X, y, qid, 100) if quick else (X, y, qid)
 
     # (name, file slug, loader, seconds per fit)
@@ -203,6 +229,7 @@ def main(argv=None) -> int:
 
     rows: list[dict] = []
     summary: list[dict] = []
+    plots = []  # (file, data set, runs), drawn once every fit is done
     started = time.perf_counter()
     for name, slug, load, budget in datasets:
         X, y, qid = load()
@@ -259,11 +286,10 @@ def main(argv=None) -> int:
                     f"  {loss:<10} lam={lam:<7g} {res.nit:5d} it {h['elapsed'][-1]:7.2f} s "
                     f"rel gap {rel[-1]:.2e} (status {res.status}), rate {entry['rate']:.2f}"
                 )
-        plot_dataset(args.out / f"gap_{slug}.png", name, runs, losses_run, lams)
+        plots.append((f"gap_{slug}.png", name, runs))
         del X, y, qid, pairs
 
     total = time.perf_counter() - started
-    write_csv(args.out / "results.csv", rows)
 
     def cell(value, spec):
         return "—" if value is None else format(value, spec)
@@ -317,7 +343,11 @@ def main(argv=None) -> int:
                 ]
             )
         lines += [f"## {name}", "", markdown_table(header, table), ""]
-    (args.out / "results.md").write_text("\n".join(lines))
+    make_out(args.out)
+    write_csv(args.out / "results.csv", rows)
+    write_text(args.out / "results.md", "\n".join(lines))
+    for file, name, runs in plots:
+        plot_dataset(args.out / file, name, runs, losses_run, lams)
     progress(f"done in {total:.0f} s; wrote {args.out}")
     print("\n".join(lines))
     return 0

@@ -57,11 +57,30 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
-from _common import base_parser, markdown_table, progress, write_csv
+from _common import (
+    base_parser,
+    check_distinct,
+    data_errors,
+    fail,
+    fold_number,
+    given,
+    lam_value,
+    load_letor,
+    make_out,
+    markdown_table,
+    number,
+    positive_float,
+    positive_int,
+    progress,
+    save_figure,
+    script,
+    write_csv,
+    write_text,
+)
 from letor import randomization_test
 
 import bmrm
-from bmrm.io import load_letor_fold, load_svmlight
+from bmrm.io import load_svmlight
 from bmrm.scorers import ExpectedGainScorer
 from losses.metrics import ndcg_score
 
@@ -78,15 +97,25 @@ LETOR3_SPLITS = {"train": "train.txt", "vali": "vali.txt", "test": "test.txt"}
 # ------------------------------------------------------------------------------------ data
 
 
-def dataset_layout(path: Path) -> str:
-    """``"letor4"`` (S1..S5.txt), ``"letor3"`` (Fold1..5/{train,vali,test}.txt), or exit."""
-    if all((path / f"S{i}.txt").is_file() for i in range(1, 6)):
+def dataset_layout(path: Path, default: bool = False) -> str:
+    """``"letor4"`` (S1..S5.txt), ``"letor3"`` (Fold1..5/{train,vali,test}.txt), or exit
+    with one line (``default``: the folder is the default ``<data>/mq2008``)."""
+    if not path.exists():
+        hint = " (set --data or BMRM_DATA, or name LETOR folders as arguments)" if default else ""
+        fail(f"data set folder {path} does not exist{hint}")
+    partitions = [path / f"S{i}.txt" for i in range(1, 6)]
+    if default or any(f.exists() for f in partitions):  # <data>/mq2008 is LETOR 4.0
+        for f in partitions:
+            if not f.is_file():
+                fail(f"LETOR partition {f.stem} not found: {f}")
         return "letor4"
-    files = [path / f"Fold{i}" / name for i in range(1, 6) for name in LETOR3_SPLITS.values()]
-    if all(f.is_file() for f in files):
+    if any((path / f"Fold{i}").exists() for i in range(1, 6)):
+        for f in (path / f"Fold{i}" / n for i in range(1, 6) for n in LETOR3_SPLITS.values()):
+            if not f.is_file():
+                fail(f"LETOR 3.0 file not found: {f}")
         return "letor3"
-    raise SystemExit(
-        f"error: {path} is neither a LETOR 4.0 folder (S1.txt .. S5.txt) nor a LETOR 3.0 "
+    fail(
+        f"{path} is neither a LETOR 4.0 folder (S1.txt .. S5.txt) nor a LETOR 3.0 "
         "folder (Fold1 .. Fold5 with train.txt, vali.txt, test.txt)"
     )
 
@@ -105,11 +134,12 @@ def load_fold(path: Path, layout: str, fold: int, constant: bool) -> dict[str, t
 
 def _read_fold(path: Path, layout: str, fold: int) -> dict[str, tuple]:
     if layout == "letor4":
-        return load_letor_fold(path, fold, dataset="MQ2008")
-    parts = {
-        split: load_svmlight(path / f"Fold{fold}" / name, zero_based=False, query_file=None)
-        for split, name in LETOR3_SPLITS.items()
-    }
+        return load_letor(path, fold, dataset="MQ2008")
+    with data_errors(path / f"Fold{fold}"):
+        parts = {
+            split: load_svmlight(path / f"Fold{fold}" / name, zero_based=False, query_file=None)
+            for split, name in LETOR3_SPLITS.items()
+        }
     d = max(X.shape[1] for X, _, _ in parts.values())
     out = {}
     for split, (X, y, qid) in parts.items():
@@ -266,7 +296,7 @@ def plot_folds(path, per_fold, names, losses_run, folds):
                 ax.set_ylabel("test NDCG (bars: fold mean, dots: folds)")
     axes[0, 0].legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 
@@ -303,19 +333,28 @@ def write_markdown(path, names, losses_run, results, chosen, seconds, config):
                   f"{100 * np.nanmean(changes):+.1f}%"])  # fmt: skip
     lines.append(markdown_table(["", *names, "Total"], table))
     lines += ["", f"Run time: {seconds:.0f} s (numba compile excluded: see the warm-up line).", ""]
-    path.write_text("\n".join(lines))
+    write_text(path, "\n".join(lines))
 
 
+# the clipping threshold of ExpectedGainScorer
+EPSILON = number(float, 0.5, 1.0, name="epsilon")
+
+
+@script
 def main(argv=None) -> int:
     parser = base_parser("expected_gain", __doc__.splitlines()[0])
     parser.add_argument("datasets", nargs="*", type=Path, help="LETOR 4.0 or 3.0 folders")
     parser.add_argument("--losses", nargs="+", default=None, choices=LOSSES)
-    parser.add_argument("--lams", nargs="+", type=float, default=None)
-    parser.add_argument("--alphas", nargs="+", type=float, default=None)
-    parser.add_argument("--epsilons", nargs="+", type=float, default=None)
-    parser.add_argument("--folds", nargs="+", type=int, default=None)
-    parser.add_argument("--max-iter", type=int, default=None)
-    parser.add_argument("--flips", type=int, default=None, help="randomization-test flips")
+    parser.add_argument("--lams", nargs="+", type=lam_value, default=None)
+    parser.add_argument(
+        "--alphas", nargs="+", type=positive_float, default=None, help="ListNet's α (> 0)"
+    )
+    parser.add_argument("--epsilons", nargs="+", type=EPSILON, default=None, help="ε in [0.5, 1]")
+    parser.add_argument("--folds", nargs="+", type=fold_number, default=None)
+    parser.add_argument("--max-iter", type=positive_int, default=None)
+    parser.add_argument(
+        "--flips", type=positive_int, default=None, help="randomization-test flips"
+    )
     parser.add_argument("--clip-training", action="store_true", help="clip at ε in training")
     parser.add_argument(
         "--solver",
@@ -327,20 +366,25 @@ def main(argv=None) -> int:
         "--no-constant", action="store_true", help="no constant feature (see the docstring)"
     )
     args = parser.parse_args(argv)
+    for option in ("losses", "lams", "alphas", "epsilons", "folds"):
+        check_distinct(parser, f"--{option}", getattr(args, option))
     quick = args.quick
-    datasets = args.datasets or [args.data / "mq2008"]
-    losses_run = tuple(args.losses or LOSSES)
-    lams = tuple(args.lams or ((1e-2,) if quick else LAMS))
-    alphas = tuple(args.alphas or ((1.0, 5.0) if quick else ALPHAS))
-    epsilons = tuple(args.epsilons or ((0.8, 1.0) if quick else EPSILONS))
-    folds = tuple(args.folds or ((1, 2) if quick else (1, 2, 3, 4, 5)))
-    max_iter = args.max_iter or (30 if quick else 1000)
-    n_flips = args.flips or (1000 if quick else 10_000)
-    layouts = {path: dataset_layout(path) for path in datasets}
+    default = not args.datasets  # nargs="*": [] when none is given
+    datasets = [args.data / "mq2008"] if default else args.datasets
+    losses_run = tuple(given(args.losses, LOSSES))
+    lams = tuple(given(args.lams, (1e-2,) if quick else LAMS))
+    alphas = tuple(given(args.alphas, (1.0, 5.0) if quick else ALPHAS))
+    epsilons = tuple(given(args.epsilons, (0.8, 1.0) if quick else EPSILONS))
+    folds = tuple(given(args.folds, (1, 2) if quick else (1, 2, 3, 4, 5)))
+    max_iter = given(args.max_iter, 30 if quick else 1000)
+    n_flips = given(args.flips, 1000 if quick else 10_000)
+    layouts = {path: dataset_layout(path, default) for path in datasets}
+    for path, layout in layouts.items():
+        if layout == "letor4":  # the five partitions read (and kept) before any work
+            load_letor(path, 1, dataset="MQ2008", dense=False)
     names = [path.name for path in datasets]
     if len(set(names)) != len(names):
         names = [str(path) for path in datasets]
-    args.out.mkdir(parents=True, exist_ok=True)
 
     progress("warm-up (numba compile), untimed")
     constant = not args.no_constant
@@ -404,13 +448,14 @@ def main(argv=None) -> int:
             {"dataset": name, "fold": "mean", "loss": loss, "scorer": "expected_gain vs linear",
              "split": "test", "measure": measure, "value": eg - lin, "p": p, "verdict": verdict}
         )  # fmt: skip
+    make_out(args.out)
     write_csv(args.out / "results.csv", rows)
     write_csv(args.out / "per_query.csv", query_rows)
     config = ("quick" if quick else "full") + ("" if constant else ", no constant feature")
     write_markdown(args.out / "results.md", names, losses_run, results, chosen, seconds, config)
     plot_folds(args.out / "folds.png", per_fold, names, losses_run, folds)
     progress(f"done in {seconds:.0f} s; wrote {args.out}")
-    print((args.out / "results.md").read_text())
+    print((args.out / "results.md").read_text(encoding="utf-8"))
     return 0
 
 

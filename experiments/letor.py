@@ -166,11 +166,33 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
-from _common import base_parser, markdown_table, progress, require, write_csv
+from _common import (
+    base_parser,
+    check_distinct,
+    data_errors,
+    fold_number,
+    given,
+    lam_value,
+    load_letor,
+    make_out,
+    markdown_table,
+    mq2008_root,
+    nonneg_int,
+    positive_int,
+    progress,
+    require,
+    save_figure,
+    script,
+    tolerance,
+    write_csv,
+    write_text,
+)
 
 import bmrm
 import losses
-from bmrm.io import load_letor_fold, load_svmlight
+from bmrm.io import load_svmlight
+from bmrm.solver.methods import METHODS as SOLVER_METHODS
+from bmrm.solver.methods import NONCONVEX_METHODS
 from losses.metrics import map_score, ndcg_score, neru_score
 from losses.preference import pairs_from_labels
 
@@ -514,7 +536,7 @@ def plot_ndcg_at_k(path, means, official_means):
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 
@@ -529,7 +551,7 @@ def plot_validation(path, vali, losses_run, lams):
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 
@@ -552,7 +574,7 @@ def plot_folds(path, per_fold, folds):
     axes[0].legend(fontsize=6, ncol=2)
     fig.suptitle("MQ2008 per fold (LETOR baselines from the official tables)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 
@@ -1321,14 +1343,14 @@ def write_report(
                 "",
             ]
     # every figure is computed: write
-    out.mkdir(parents=True, exist_ok=True)
+    make_out(out)
     write_csv(out / "results.csv", rows)
     write_csv(out / "per_query.csv", query_rows)
     if lam_rows is not None:
         write_csv(out / LAM_FILE, lam_rows)
     if comparison is not None:
         write_csv(out / "every_lam.csv", every_lam_rows(comparison))
-    (out / "results.md").write_text("\n".join(lines))
+    write_text(out / "results.md", "\n".join(lines))
 
     plot_ndcg_at_k(out / "ndcg_at_k.png", means, official_means)
     plot_validation(
@@ -1350,7 +1372,7 @@ def write_report(
         record["data"] = str(data)
     if merged_from:
         record["merged_from"] = [str(path) for path in merged_from]
-    (out / RUN_FILE).write_text(json.dumps(record, indent=1) + "\n")
+    write_text(out / RUN_FILE, json.dumps(record, indent=1) + "\n")
     progress(f"done in {wall_seconds:.0f} s; wrote {out}")
     print("\n".join(lines))
 
@@ -1360,14 +1382,21 @@ def write_report(
 UNSET = object()  # an option not given on the command line
 
 
+# the solver methods of bmrm.fit
+SOLVERS = ("auto", *sorted(SOLVER_METHODS), *sorted(NONCONVEX_METHODS), "lbfgs")
+
+
+@script
 def main(argv=None) -> int:
     parser = base_parser("letor", __doc__.splitlines()[0])
     parser.add_argument("--losses", nargs="+", default=None, choices=LOSSES)
-    parser.add_argument("--lams", nargs="+", type=float, default=None)
-    parser.add_argument("--folds", nargs="+", type=int, default=None)
-    parser.add_argument("--tol", type=float, default=1e-3)
-    parser.add_argument("--max-iter", type=int, default=None)
-    parser.add_argument("--flips", type=int, default=None, help="randomization-test flips")
+    parser.add_argument("--lams", nargs="+", type=lam_value, default=None)
+    parser.add_argument("--folds", nargs="+", type=fold_number, default=None)
+    parser.add_argument("--tol", type=tolerance, default=1e-3)
+    parser.add_argument("--max-iter", type=positive_int, default=None)
+    parser.add_argument(
+        "--flips", type=positive_int, default=None, help="randomization-test flips"
+    )
     parser.add_argument(
         "--pair-cost",
         default="gain_difference",
@@ -1384,10 +1413,12 @@ def main(argv=None) -> int:
         help="parameters of the structured losses tuned with lam on validation (repeat "
         "--grid for a union of grids)",
     )
-    parser.add_argument("--method", default=None, help="solver method of bmrm.fit (auto)")
+    parser.add_argument(
+        "--method", default=None, choices=SOLVERS, help="solver method of bmrm.fit (auto)"
+    )
     parser.add_argument(
         "--time-repeats",
-        type=int,
+        type=nonneg_int,
         default=0,
         metavar="N",
         help="refit each loss's chosen setting N times per fold (losses interleaved) and "
@@ -1409,10 +1440,8 @@ def main(argv=None) -> int:
         "and results.md",
     )
     # options not given stay UNSET, so that --merge can refuse the fitting ones
-    given = argparse.Namespace(**{dest: UNSET for dest in FIT_ONLY if dest != "grid"}, out=UNSET)
-    args = parser.parse_args(argv, given)
-    if args.flips is not None and args.flips < 1:
-        parser.error(f"--flips must be >= 1; got {args.flips}")
+    unset = argparse.Namespace(**{dest: UNSET for dest in FIT_ONLY if dest != "grid"}, out=UNSET)
+    args = parser.parse_args(argv, unset)
     if args.merge is not None:
         return merge_main(parser, args)
     if args.infer_settings:
@@ -1420,30 +1449,27 @@ def main(argv=None) -> int:
     for dest in [*FIT_ONLY, "out"]:
         if getattr(args, dest) is UNSET:
             setattr(args, dest, parser.get_default(dest))
-    if args.time_repeats < 0:
-        parser.error(f"--time-repeats must be >= 0; got {args.time_repeats}")
     try:
         grid = parse_grid(args.grid)
     except ValueError as exc:
         parser.error(str(exc))
     quick = args.quick
     mq2008 = args.dataset == "mq2008"
-    losses_run = args.losses or (("ordinal", "squared") if quick else LOSSES)
+    losses_run = given(args.losses, ("ordinal", "squared") if quick else LOSSES)
     try:
         check_grid(grid, losses_run)
     except ValueError as exc:
         parser.error(str(exc))
-    lams = tuple(args.lams or ((1e-2, 1e-1) if quick else LAMS))
+    check_distinct(parser, "--losses", losses_run)
+    check_distinct(parser, "--lams", args.lams)
+    lams = tuple(given(args.lams, (1e-2, 1e-1) if quick else LAMS))
     five_folds = args.dataset in ("mq2008", "trec-news-2018")
-    folds = tuple(args.folds or ((1,) if quick or not five_folds else (1, 2, 3, 4, 5)))
+    folds = tuple(given(args.folds, (1,) if quick or not five_folds else (1, 2, 3, 4, 5)))
     if not five_folds and folds != (1,):
         parser.error(f"--dataset {args.dataset} has one split: --folds 1; got {list(folds)}")
-    if not set(folds) <= {1, 2, 3, 4, 5}:
-        parser.error(f"--folds must be among 1..5; got {list(folds)}")
-    if len(set(folds)) < len(folds):
-        parser.error(f"--folds must not repeat a fold; got {list(folds)}")
-    max_iter = args.max_iter or (30 if quick else 2000)
-    n_flips = args.flips or (1000 if quick else 10_000)
+    check_distinct(parser, "--folds", folds)
+    max_iter = given(args.max_iter, 30 if quick else 2000)
+    n_flips = given(args.flips, 1000 if quick else 10_000)
     settings = {
         "dataset": args.dataset,
         "losses": list(losses_run),
@@ -1451,31 +1477,36 @@ def main(argv=None) -> int:
         "grid": args.grid,
         "tol": args.tol,
         "max_iter": max_iter,
-        "method": args.method or "auto",
+        "method": given(args.method, "auto"),
         "pair_cost": args.pair_cost,
         "time_repeats": args.time_repeats,
     }
     official = {}
     if mq2008:
-        root = require(args.data / "mq2008", "MQ2008")
+        root = mq2008_root(args.data)
         baseline_dir = require(args.data / "letor4_baselines", "LETOR 4.0 baseline tables")
         for name in OFFICIAL:
-            official[name] = parse_baseline(require(baseline_dir / f"{name}.MQ2008.txt", name))
+            path = require(baseline_dir / f"{name}.MQ2008.txt", name)
+            with data_errors(path):
+                official[name] = parse_baseline(path)
 
         def load(fold):
-            return load_letor_fold(root, fold)
+            return load_letor(root, fold)
     elif args.dataset == "trec-news-2018":
-        trec = trec_news_folds(require(args.data / "trec_news_2018", "TREC News 2018"))
+        folder = require(args.data / "trec_news_2018", "TREC News 2018")
+        with data_errors():
+            trec = trec_news_folds(folder)
 
         def load(fold):
             return trec[fold]
     else:
-        example = lightgbm_example(require(args.data / "lightgbm_rank", "LightGBM example"))
+        folder = require(args.data / "lightgbm_rank", "LightGBM example")
+        with data_errors():
+            example = lightgbm_example(folder)
 
         def load(fold):
             return example
 
-    args.out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
     for name, table in official.items():
         for fold_name, values in table.items():

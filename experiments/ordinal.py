@@ -55,7 +55,22 @@ from pathlib import Path
 import mord
 import numba
 import numpy as np
-from _common import base_parser, markdown_table, progress, require, write_csv
+from _common import (
+    base_parser,
+    check_distinct,
+    data_errors,
+    fail,
+    given,
+    make_out,
+    markdown_table,
+    positive_int,
+    progress,
+    require,
+    save_figure,
+    script,
+    write_csv,
+    write_text,
+)
 from sklearn.model_selection import KFold
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
@@ -88,10 +103,12 @@ def read_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """Features and integer labels of one benchmark file (values may be quoted)."""
     with open(path, newline="") as fh:
         reader = csv.reader(fh)
-        header = next(reader)
+        header = next(reader, [""])
         if header[0] != "response":
             raise ValueError(f"{path}: first column must be 'response'; got {header[0]!r}")
         data = np.array([[float(v) for v in row] for row in reader])
+    if data.ndim != 2 or data.shape[0] == 0 or data.shape[1] < 2:
+        raise ValueError(f"{path}: no rows of a label and features")
     y = data[:, 0]
     if not np.all(y == np.round(y)):
         raise ValueError(f"{path}: labels are not integers")
@@ -319,24 +336,33 @@ def plot(rows, method_names, path: Path) -> None:
     axes[1].legend(loc="best", fontsize=8)
     fig.suptitle("Ordinal benchmarks: means over random splits")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 
+@script
 def main(argv=None) -> int:
     parser = base_parser(NAME, __doc__.splitlines()[0])
-    parser.add_argument("--splits", type=int, default=None, help="partitions per data set")
+    parser.add_argument(
+        "--splits", type=positive_int, default=None, help="partitions per data set"
+    )
     parser.add_argument("--datasets", nargs="+", default=None, help="file stems to run")
     args = parser.parse_args(argv)
+    check_distinct(parser, "--datasets", args.datasets)
     folder = require(args.data / "ordinal", "the ordinal benchmark folder")
-    numba.set_num_threads(1)
-    threadpool_limits(1)  # BLAS / OpenMP pools too: every method runs on one thread
-
-    names = args.datasets or (list(QUICK_DATASETS) if args.quick else ordinal_datasets(folder))
-    n_splits = args.splits or (2 if args.quick else N_SPLITS)
+    names = given(args.datasets, list(QUICK_DATASETS) if args.quick else ordinal_datasets(folder))
+    if not names:
+        fail(f"no data set (*.csv) in {folder}")
+    data = {}  # every data set read before any work
+    for name in names:
+        path = require(folder / f"{name}.csv", f"data set {name}")
+        with data_errors(path):
+            data[name] = read_csv(path)
+    n_splits = given(args.splits, 2 if args.quick else N_SPLITS)
     lams = (1e-3, 1e-1) if args.quick else LAMS
     method_names = list(methods())
-    args.out.mkdir(parents=True, exist_ok=True)
+    numba.set_num_threads(1)
+    threadpool_limits(1)  # BLAS / OpenMP pools too: every method runs on one thread
 
     warm_X = np.random.default_rng(0).standard_normal((60, 3))
     warm_y = np.digitize(warm_X[:, 0], [-0.5, 0.5]) + 1
@@ -346,12 +372,11 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     rows = []
     for name in names:
-        X, y = read_csv(require(folder / f"{name}.csv", f"data set {name}"))
+        X, y = data[name]
         progress(f"{name}: {len(y)} rows, {X.shape[1]} features, levels {np.unique(y).tolist()}")
         rows += run_dataset(name, X, y, n_splits, lams, method_names)
     elapsed = time.perf_counter() - start
 
-    write_csv(args.out / "results.csv", rows)
     header = ["data set (train/test, K)", *method_names]
     protocol = (
         f"{n_splits} random splits per data set; lam chosen by {N_FOLDS}-fold CV (MAE) on "
@@ -379,7 +404,9 @@ def main(argv=None) -> int:
         markdown_table(["data set", *method_names], timing_rows(rows, names, method_names)),
         "",
     ]
-    (args.out / "results.md").write_text("\n".join(md))
+    make_out(args.out)
+    write_csv(args.out / "results.csv", rows)
+    write_text(args.out / "results.md", "\n".join(md))
     plot(rows, method_names, args.out / "ordinal.png")
     print("\n".join(md))
     progress(f"wrote {args.out}/results.csv, results.md, ordinal.png ({elapsed:.0f} s)")

@@ -53,11 +53,28 @@ from pathlib import Path
 
 import numba
 import numpy as np
-from _common import base_parser, markdown_table, progress, require, write_csv
+from _common import (
+    base_parser,
+    data_errors,
+    fail,
+    given,
+    load_letor,
+    make_out,
+    markdown_table,
+    mq2008_root,
+    number,
+    positive_int,
+    progress,
+    require,
+    save_figure,
+    script,
+    write_csv,
+    write_text,
+)
 from threadpoolctl import threadpool_limits
 
 import bmrm
-from bmrm.io import load_letor_fold, load_svmlight
+from bmrm.io import load_svmlight
 from losses.metrics import map_score, ndcg_score
 from losses.preference import pairs_from_labels
 
@@ -87,7 +104,7 @@ def _by_query(X, y, qid):
 
 def mq2008_folds(root: Path, folds, n_train_queries: int | None):
     for fold in folds:
-        splits = load_letor_fold(root, fold)
+        splits = load_letor(root, fold)
         out = {name: _by_query(*splits[name]) for name in ("train", "vali", "test")}
         if n_train_queries is not None:
             X, y, qid = out["train"]
@@ -366,36 +383,45 @@ def plot(rows, path: Path) -> None:
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=8, loc="center right")
     fig.tight_layout(rect=(0, 0, 0.82, 1))
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 
+# numba's threads: 1 .. the number it may use
+THREADS = number(int, 1, numba.config.NUMBA_NUM_THREADS, name="threads")
+
+
+@script
 def main(argv=None) -> int:
     parser = base_parser(NAME, __doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=1, help="threads for every method")
-    parser.add_argument("--repeats", type=int, default=None, help="timed repetitions (3)")
+    parser.add_argument("--threads", type=THREADS, default=1, help="threads for every method")
+    parser.add_argument("--repeats", type=positive_int, default=None, help="timed repetitions (3)")
     args = parser.parse_args(argv)
-    mq = require(args.data / "mq2008", "the MQ2008 folder")
+    mq = mq2008_root(args.data, "the MQ2008 folder")
     lgb_dir = require(args.data / "lightgbm_rank", "the LightGBM ranking example")
-    args.repeats = args.repeats or (1 if args.quick else 3)
+    with data_errors(lgb_dir):
+        example = lightgbm_example(lgb_dir)
+    baselines = args.data / "letor4_baselines"  # optional: listed when present
+    try:
+        base = letor_baselines(baselines)
+    except (OSError, ValueError, IndexError) as exc:
+        fail(f"{baselines}: a baseline table cannot be read: {exc!r}")
+    args.repeats = given(args.repeats, 1 if args.quick else 3)
     numba.set_num_threads(args.threads)
     threadpool_limits(args.threads)
     warnings.filterwarnings("ignore", category=UserWarning)
     lams = (1e-2, 1e-1) if args.quick else LAMS
     max_trees = 20 if args.quick else MAX_TREES
     folds = (1,) if args.quick else (1, 2, 3, 4, 5)
-    args.out.mkdir(parents=True, exist_ok=True)
 
     warm_up(args.threads)
     start = time.perf_counter()
     rows = []
     for fold, data in mq2008_folds(mq, folds, 100 if args.quick else None):
         rows += run_split("MQ2008", fold, data, args, lams, max_trees)
-    rows += run_split("lightgbm-example", "test", lightgbm_example(lgb_dir), args, lams, max_trees)
+    rows += run_split("lightgbm-example", "test", example, args, lams, max_trees)
     elapsed = time.perf_counter() - start
-    write_csv(args.out / "results.csv", rows)
 
-    base = letor_baselines(args.data / "letor4_baselines")
     ref = markdown_table(
         ["official LETOR 4.0 baseline", "NDCG@10 (LETOR)", "MAP (LETOR)"],
         [[name, f"{n:.4f}", f"{m:.4f}"] for name, (n, m) in base.items()],
@@ -424,7 +450,9 @@ def main(argv=None) -> int:
         "",
         zero_weight_note(rows, "lightgbm-example"),
     ]
-    (args.out / "results.md").write_text("\n".join(md))
+    make_out(args.out)
+    write_csv(args.out / "results.csv", rows)
+    write_text(args.out / "results.md", "\n".join(md))
     plot(rows, args.out / "peers.png")
     print("\n".join(md))
     progress(f"wrote {args.out}/results.csv, results.md, peers.png ({elapsed:.0f} s)")

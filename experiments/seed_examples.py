@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
 import numpy as np
-from _common import base_parser, markdown_table, progress, write_csv
+from _common import base_parser, make_out, markdown_table, progress, script, write_csv, write_text
 
 import losses
 from losses.metrics import (
@@ -786,13 +786,12 @@ def other_conventions() -> list[list]:
     ]
 
 
+@script
 def main(argv=None) -> int:
     parser = base_parser(NAME, __doc__.splitlines()[0])
     args = parser.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
     checks = seed_000() + seed_001() + seed_002() + seed_003() + seed_004()
     rows = [c.row() for c in checks]
-    write_csv(args.out / "results.csv", rows)
     counts = {}
     for r in rows:
         counts[r["agreement"]] = counts.get(r["agreement"], 0) + 1
@@ -824,7 +823,9 @@ def main(argv=None) -> int:
         markdown_table(["example", "package's value"], other_conventions()),
         "",
     ]
-    (args.out / "results.md").write_text("\n".join(md))
+    make_out(args.out)
+    write_csv(args.out / "results.csv", rows)
+    write_text(args.out / "results.md", "\n".join(md))
     print("\n".join(md))
     progress(f"wrote {args.out}/results.csv and results.md ({summary})")
     return 0

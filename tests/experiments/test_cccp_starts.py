@@ -59,9 +59,10 @@ def test_select_takes_the_best_validation_and_the_larger_lam_on_ties():
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--lams", "0"], "--lams must be positive"),
+        (["--lams", "0"], "--lams must be in [1e-30, 1e+12]; got 0"),
         (["--random", "-1"], "--random must be >= 0"),
-        (["--tol", "0"], "--tol must be positive"),
+        (["--tol", "-1"], "--tol must be in [0, 1); got -1"),
+        (["--tol", "1"], "--tol must be in [0, 1); got 1"),
         (["--seed", "-1"], "--seed must be >= 0"),
     ],
 )
