@@ -61,6 +61,11 @@ def all_finite(a: np.ndarray) -> bool:
     )
 
 
+def is_dask(value) -> bool:
+    """Whether ``value`` is a dask collection (array, DataFrame or Series)."""
+    return type(value).__module__.startswith(("dask.", "dask_expr"))
+
+
 def _frame_values(X, name: str) -> np.ndarray:
     """A pandas DataFrame's values as float32 (all columns float32) or float64, its
     extension dtypes included (nullable integers and floats, Arrow numbers; a missing value

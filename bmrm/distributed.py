@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 import losses
-from bmrm._validation import _frame_values, check_X
+from bmrm._validation import _frame_values, check_X, is_dask
 from bmrm.solver.oracle import RiskOracle
 from losses._threads import thread_limit
 
@@ -439,7 +439,7 @@ def _frame_tasks(client, X, y, qid, loss, build_args, sample_weight=None):
                 raise ValueError(f"{name}={v!r} is not a column of X")
             extra[new] = frame[v]
             frame = frame.drop(columns=[v])
-        elif type(v).__module__.startswith(("dask.", "dask_expr")):
+        elif is_dask(v):
             extra[new] = v
         else:
             raise ValueError(

@@ -21,6 +21,7 @@ from bmrm._validation import (
     check_verbose,
     check_w0,
     check_X,
+    is_dask,
 )
 from bmrm.io.model_files import BMRM_RESULT, ModelRecord, read_model_file, write_model_file
 from bmrm.scorers import ExpectedGainScorer, LinearScorer, get_scorer
@@ -595,7 +596,7 @@ def fit(
                 "workers, or leave client=None"
             )
         for name, value in (("X", X), ("y", y), ("qid", qid), ("sample_weight", sample_weight)):
-            if type(value).__module__.startswith(("dask.", "dask_expr")):
+            if is_dask(value):
                 raise ValueError(
                     f"{name} is a dask {type(value).__name__}: pass backend='dask' (and "
                     "client=...) to fit on the Dask workers, or compute it first for a fit "

@@ -59,6 +59,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 import losses
 from bmrm._validation import MAX_INTERCEPT_SCALING
+from bmrm._validation import is_dask as _is_dask
 from bmrm.io.model_files import write_model_file
 from bmrm.model import LinearModel, fit
 from bmrm.solver.regularizers import NAMES as REGULARIZERS
@@ -74,11 +75,6 @@ _DASK_CONSTRAINTS: dict = {
     "backend": [StrOptions({"local", "dask"})],
     "client": [HasMethods(["submit", "gather"]), None],
 }
-
-
-def _is_dask(X) -> bool:
-    """Whether X is a dask collection (array or DataFrame), fitted on the workers as is."""
-    return type(X).__module__.startswith(("dask.", "dask_expr"))
 
 
 def _dask_array():

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import os
 import sys
 import time
 import warnings
@@ -102,14 +101,6 @@ class BMRMResult(OptimizeResult):
     """
 
 
-def _physical_memory() -> int | None:
-    """Bytes of physical memory, or None where the system does not say."""
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, OSError, ValueError):
-        return None
-
-
 def _make_master(master, regularizer, lam, n_features, capacity, solver):
     if master == "auto":
         master = "qp" if regularizer.qp else "cvxpy"
@@ -121,17 +112,6 @@ def _make_master(master, regularizer, lam, n_features, capacity, solver):
             )
         return QPMaster(lam)
     if master == "cvxpy":
-        # its problem is compiled once, for bundle_size planes of n_features weights, whose
-        # arrays it fills at every solve
-        numbers = capacity * (n_features + 1)
-        memory = _physical_memory()
-        if memory is not None and 8 * numbers > memory:
-            raise ValueError(
-                f"bundle_size={capacity} is too large for the cvxpy master problem, which "
-                f"holds bundle_size × (n_features + 1) = {numbers:.3g} numbers "
-                f"({8 * numbers / 2**30:.3g} GiB; this machine has {memory / 2**30:.3g} GiB); "
-                "lower it (the default is 200)"
-            )
         return CvxpyMaster(n_features, capacity, lam, regularizer, solver=solver)
     raise ValueError(f"master must be 'auto', 'qp' or 'cvxpy'; got {master!r}")
 

@@ -6,6 +6,7 @@ since every plane under-estimates the risk), and the planes' dual weights.
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
@@ -28,6 +29,14 @@ def _cvxpy():
             'python -m pip install "bmrm[cvxpy]"'
         ) from exc
     return cvxpy
+
+
+def _physical_memory() -> int | None:
+    """Bytes of physical memory, or None where the system does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 def grown_factor(size: int, L: np.ndarray, *vectors: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -365,6 +374,17 @@ class CvxpyMaster:
     ):
         cp = _cvxpy()
 
+        # the problem is compiled once, for capacity planes of n_features weights, whose
+        # arrays it fills at every solve
+        numbers = capacity * (n_features + 1)
+        memory = _physical_memory()
+        if memory is not None and 8 * numbers > memory:
+            raise ValueError(
+                f"bundle_size={capacity} is too large for the cvxpy master problem, which "
+                f"holds bundle_size × (n_features + 1) = {numbers:.3g} numbers "
+                f"({8 * numbers / 2**30:.3g} GiB; this machine has {memory / 2**30:.3g} GiB); "
+                "lower it (the default is 200)"
+            )
         regularizer = make_regularizer(regularizer, n_features=n_features)
         self.capacity = capacity
         self.solver = solver

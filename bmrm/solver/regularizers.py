@@ -242,6 +242,8 @@ class Convex(Regularizer):
         """Call the function once on a cvxpy variable of ``n_features`` entries and refuse
         what the master problem cannot minimise: an exception, anything but a cvxpy
         expression, a non-scalar, or an expression cvxpy cannot prove convex (DCP rules)."""
+        if getattr(self, "_checked_for", None) == n_features:
+            return  # make_regularizer is called again with the object by the solver
         import cvxpy as cp
 
         name = getattr(self.function, "__name__", repr(self.function))
@@ -270,6 +272,7 @@ class Convex(Regularizer):
                 f"{where} must return a cvxpy expression that is convex by cvxpy's DCP "
                 f"rules; got {expr} (curvature {expr.curvature})"
             )
+        self._checked_for = n_features
 
     def value(self, w: np.ndarray) -> float:
         import cvxpy as cp
