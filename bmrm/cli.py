@@ -92,6 +92,8 @@ losses:
   ordinal     pairwise hinge over all pairs with different labels (SVM^rank's loss)
   preference  the same pairwise hinge on pairs built from the labels, with --pair-cost
   ndcg, neru  structured max-margin bounds on 1 - NDCG@k and 1 - NERU (--k sets the cut-off)
+  map         structured max-margin bound on 1 - average precision (SVM-MAP; labels > 0
+              relevant, --loss-param threshold=T for labels >= T)
   squared, hinge, logistic  pointwise (hinge and logistic need labels in {0, 1} or {-1, 1})
 
 ranking function (--scorer):

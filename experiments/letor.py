@@ -44,7 +44,8 @@ example ``discount=log2,original`` (``original`` is the LETOR tool's discount),
 ``truncate_c=false,true``, ``c=power,dcg``, ``k=5,10``, ``ties=latent,pairs``,
 ``gain=exp,linear`` (the gain the loss trains with, 2^y − 1 or y; the measures keep the
 LETOR tool's 2^y − 1), ``pairwise=0,0.3,1`` (the weight of the pairwise hinge added to the
-loss)) jointly with lam: every combination of the grid is fitted for every
+loss), ``average_precision=0,0.3,1`` (the weight of the average-precision hinge added to
+it)) jointly with lam: every combination of the grid is fitted for every
 lam, and the validation measure chooses the pair per fold (ties go to the later
 combination, lams visited ascending). Repeating ``--grid`` tunes over the union of the
 grids, in the given order (for example ``--grid ties=latent c=power,dcg --grid
@@ -75,6 +76,10 @@ Methods
 ``ordinal``
     The pairwise hinge over all comparable pairs of a query (pair cost 1), normalised per
     query.
+``map``
+    The structured average-precision hinge of :mod:`losses.average_precision` (SVM-MAP,
+    Yue et al., SIGIR 2007; labels >= 1 relevant, LETOR's rule on MQ2008), convex, exact
+    inference.
 ``preference``
     The pairwise hinge over the pairs of :func:`losses.preference.pairs_from_labels`. Their
     cost is ``--pair-cost`` (default ``gain_difference``, 2^{y_j} − 2^{y_i}): with cost 1
@@ -207,6 +212,7 @@ METHODS = {
     "neru-increasing": ("neru", {"k": 10, "ties": "increasing"}),
     "neru-pairs": ("neru", {"k": 10, "ties": "pairs"}),
     "squared": ("squared", {}),
+    "map": ("map", {}),
 }
 LOSSES = tuple(METHODS)
 LAMS = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)

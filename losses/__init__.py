@@ -40,6 +40,7 @@ _REGISTRY = {
     "preference": "losses.preference:PreferenceLoss",
     "ndcg": "losses.listwise:NDCGLoss",
     "neru": "losses.listwise:NERULoss",
+    "map": "losses.average_precision:AveragePrecisionLoss",
     "cosine": "losses.surrogate:CosineLoss",
     "listnet": "losses.surrogate:ListNetLoss",
     "listwise_squared": "losses.surrogate:ListwiseSquaredLoss",

@@ -106,6 +106,19 @@ the regularised minimiser tends to the ordinal loss's at λ (the objective divid
 the ordinal one plus mean(l)/μ, and the two minimisers are within G/(μλ) when l's
 subgradients in w are bounded by G).
 
+*Adding the average-precision hinge* (``average_precision`` = ν > 0, with any tie rule, beside
+``pairwise`` or alone): the loss gains ν · l_AP(f), the structured average-precision hinge
+of :mod:`losses.average_precision` (SVM-MAP, Yue et al., SIGIR 2007) with the documents of
+positive gain as the relevant ones (for NDCG with labels 0, 1, 2: label >= 1, LETOR's MAP
+rule; for NERU: labels above d). Folding two criteria into one max-margin objective is what
+Chakrabarti et al. (KDD 2008) propose; here the measure-driven part acts on the top k and
+l_AP on the interleaving of relevant and non-relevant documents down the whole list, which
+average precision measures. l_AP is convex, non-negative, at least 1 − AP of the ranking by
+f for every tie-breaking, depends on the classes and scores only, and sums over relevant ×
+non-relevant pairs (of different gain), so every property listed for ``pairwise`` carries
+over with h replaced by l_AP (and l_μ,ν = l + μh + ν l_AP when both are set); with latent
+ties the surrogate at f_0 is l_{f_0} + μh + ν l_AP.
+
 For NERU the ideal orderings are defined by the gains b, so documents with labels at or
 below the neutral vote d form one tie group; the loss does not care how they are ordered
 among themselves, like the measure.
@@ -239,6 +252,8 @@ X. Wang, C. Li, N. Golbandi, M. Bendersky and M. Najork, "The LambdaLoss framewo
 ranking metric optimization", CIKM 2018 (NDCG-Loss2++, a metric-driven loss plus μ times a
 pairwise one).
 D. Sculley, "Combined regression and ranking", KDD 2010.
+(SVM-MAP, Yue et al. 2007, above, for ``average_precision``; Chakrabarti et al. 2008, above,
+for combining criteria.)
 M. Weimer, A. Karatzoglou, Q. Le and A. Smola, "CofiRank: maximum margin matrix
 factorization for collaborative ranking", NIPS 2007 (c_i = (i + 1)^(−1/4)).
 C. H. Teo, S. V. N. Vishwanathan, A. Smola and Q. Le, "Bundle methods for regularized risk
@@ -381,6 +396,10 @@ class _Targets(NamedTuple):
     # truncated c: whether the queries longer than n_top select each level's best documents
     # instead of sorting (some query is longer than TRUNCATED_SORT_MAX)
     select: bool = True
+    # the average-precision hinge's targets (relevant: positive gain) and its weight
+    # (``average_precision``), or None when the weight is 0
+    average_precision: Any = None
+    average_precision_weight: float = 0.0
 
 
 def _check_weights(c: np.ndarray, *, name: str = "c") -> np.ndarray:
@@ -420,8 +439,9 @@ class _StructuredRankingLoss(Loss):
             raise ValueError(f"ties must be one of {list(TIES)}; got {ties!r}")
         self.ties = ties
 
-    def _init_pairwise(self, pairwise) -> None:
+    def _init_pairwise(self, pairwise, average_precision) -> None:
         self.pairwise = check_real(pairwise, "pairwise", low=0.0)
+        self.average_precision = check_real(average_precision, "average_precision", low=0.0)
 
     @property
     def latent(self) -> bool:
@@ -501,6 +521,8 @@ class _StructuredRankingLoss(Loss):
         max_m = int(sizes.max()) if n_queries else 0
         a = self._discounts(max_m)
         c = self._position_weights(max_m)
+        # relevant: positive gain, decided before the gains are scaled
+        average_precision = self._average_precision_targets(gain, query_ptr)
         _scale_gains(gain, query_ptr, sizes)
 
         # level: dense rank of the gain within its query (0 = smallest gain). The rows are
@@ -587,6 +609,8 @@ class _StructuredRankingLoss(Loss):
             self.pairwise,
             lattice_cells,
             select=bool(self.truncate_c and max_m > _k.TRUNCATED_SORT_MAX),
+            average_precision=average_precision,
+            average_precision_weight=self.average_precision,
         )
 
     def _pairwise_targets(self, level, query_ptr):
@@ -596,6 +620,15 @@ class _StructuredRankingLoss(Loss):
         from losses.ordinal import OrdinalLoss
 
         return OrdinalLoss().validate(level, query_ptr)
+
+    def _average_precision_targets(self, gain, query_ptr):
+        """The average-precision hinge's targets (relevant: positive gain) when
+        ``average_precision`` > 0."""
+        if self.average_precision == 0.0:
+            return None
+        from losses.average_precision import AveragePrecisionLoss
+
+        return AveragePrecisionLoss().validate(gain, query_ptr)
 
     def _pair_scale(self, query, level, sizes, n_levels, inv_norm, n_top) -> np.ndarray:
         """2 / (number of pairs of different gain) per query; checks the programme's size."""
@@ -663,7 +696,14 @@ class _StructuredRankingLoss(Loss):
         the same kernel as the latent loss's maximisation over π, without
         :meth:`ideal_weights`. For compiling that kernel on its own
         (:mod:`bmrm.solver.cccp`); the values are not the latent loss's."""
-        return targets._replace(latent=False, ideal_c=None, pairwise=None, pairwise_weight=0.0)
+        return targets._replace(
+            latent=False,
+            ideal_c=None,
+            pairwise=None,
+            pairwise_weight=0.0,
+            average_precision=None,
+            average_precision_weight=0.0,
+        )
 
     def initial_loss(self, targets: _Targets):
         """The convex loss whose minimiser starts the concave-convex procedure.
@@ -744,13 +784,20 @@ class _StructuredRankingLoss(Loss):
 
     @staticmethod
     def _add_pairwise(f, targets: _Targets, values, grad):
-        """Add μ times the pairwise hinge over pairs of different gain (``pairwise``)."""
+        """Add μ times the pairwise hinge over pairs of different gain (``pairwise``) and
+        ν times the average-precision hinge (``average_precision``)."""
         if targets.pairwise is not None:
             from losses.ordinal import OrdinalLoss
 
             pair_values, pair_grad = OrdinalLoss().loss_grad(f, targets.pairwise)
             values += targets.pairwise_weight * pair_values
             grad += targets.pairwise_weight * pair_grad
+        if targets.average_precision is not None:
+            from losses.average_precision import AveragePrecisionLoss
+
+            ap_values, ap_grad = AveragePrecisionLoss().loss_grad(f, targets.average_precision)
+            values += targets.average_precision_weight * ap_values
+            grad += targets.average_precision_weight * ap_grad
         return values, grad
 
     def metric(self, f, targets: _Targets) -> np.ndarray:
@@ -809,6 +856,11 @@ class NDCGLoss(_StructuredRankingLoss):
         Weight μ >= 0 of the pairwise hinge over the pairs of different label added to the
         loss (module docstring, "Adding the pairwise hinge"): still an upper bound on
         1 − NDCG@k, with the tie rule's convexity; μ = 0 leaves the loss as above.
+    average_precision : float, default=0
+        Weight ν >= 0 of the structured average-precision hinge (SVM-MAP; labels >= 1
+        relevant) added to the loss (module docstring, "Adding the average-precision
+        hinge"): still an upper bound on 1 − NDCG@k, with the tie rule's convexity; ν = 0
+        leaves the loss as above.
 
     Notes
     -----
@@ -828,6 +880,7 @@ class NDCGLoss(_StructuredRankingLoss):
         truncate_c: bool = False,
         ties: str = "latent",
         pairwise: float = 0.0,
+        average_precision: float = 0.0,
     ):
         self.k = check_k(k, allow_none=False)
         if gain not in ("exp", "linear"):
@@ -838,7 +891,7 @@ class NDCGLoss(_StructuredRankingLoss):
         self.discount = discount
         self._init_weights(c, truncate_c)
         self._init_ties(ties)
-        self._init_pairwise(pairwise)
+        self._init_pairwise(pairwise, average_precision)
 
     def _params(self) -> dict[str, Any]:
         return {
@@ -849,6 +902,7 @@ class NDCGLoss(_StructuredRankingLoss):
             "truncate_c": self.truncate_c,
             "ties": self.ties,
             "pairwise": self.pairwise,
+            "average_precision": self.average_precision,
         }
 
     def _gains(self, y) -> np.ndarray:
@@ -902,9 +956,10 @@ class NERULoss(_StructuredRankingLoss):
         Neutral vote: a document's gain is ``max(y − d, 0)``.
     k : int or None, default=None
         Only the top k positions count (NERU@k); ``None`` counts all.
-    c, truncate_c, ties, pairwise
+    c, truncate_c, ties, pairwise, average_precision
         As for :class:`NDCGLoss`; ``truncate_c=True`` needs an integer ``k``; ``pairwise``
-        weighs the hinge over pairs of different gain max(y − d, 0).
+        weighs the hinge over pairs of different gain max(y − d, 0), ``average_precision``
+        the average-precision hinge with the labels above d relevant.
 
     Notes
     -----
@@ -925,13 +980,14 @@ class NERULoss(_StructuredRankingLoss):
         truncate_c: bool = False,
         ties: str = "latent",
         pairwise: float = 0.0,
+        average_precision: float = 0.0,
     ):
         self.alpha = check_real(alpha, "alpha", low=1.0, strict=True)
         self.d = check_real(d, "d")
         self.k = check_k(k, allow_none=True)
         self._init_weights(c, truncate_c)
         self._init_ties(ties)
-        self._init_pairwise(pairwise)
+        self._init_pairwise(pairwise, average_precision)
 
     def _params(self) -> dict[str, Any]:
         return {
@@ -942,6 +998,7 @@ class NERULoss(_StructuredRankingLoss):
             "truncate_c": self.truncate_c,
             "ties": self.ties,
             "pairwise": self.pairwise,
+            "average_precision": self.average_precision,
         }
 
     def _gains(self, y) -> np.ndarray:

@@ -14,7 +14,7 @@ import sys
 
 PARTS = [
     "metrics", "qp", "ordinal", "ndcg", "neru", "preference", "squared", "listnet",
-    "expected_gain",
+    "expected_gain", "map",
 ]  # fmt: skip
 
 SCRIPT = """

@@ -5,8 +5,8 @@ subgradient a = Xᵀg by numpy (independent of the oracle's products); (2) the t
 (``RiskOracle`` with the one-pass plan switched off), which must agree to rounding. Cases:
 random query sizes with one-document queries, all-equal-label queries, tied scores
 (duplicated rows), blocks smaller than a query, float32 and float64 X, an intercept, every
-loss with a block kernel (the ordinal loss with its costs and normalisations), 1 and several
-threads.
+loss with a block kernel (the ordinal loss with its costs and normalisations, the
+average-precision loss), 1 and several threads.
 """
 
 import numpy as np
@@ -22,6 +22,8 @@ LOSSES = [
     ("ordinal", {}),
     ("ordinal", {"cost": "linear", "normalize": "none"}),
     ("ordinal", {"cost": [[0, 1, 3, 4], [0, 0, 2, 5], [0, 0, 0, 1], [0, 0, 0, 0]]}),
+    ("map", {}),
+    ("map", {"threshold": 2}),
 ]
 
 

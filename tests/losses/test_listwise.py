@@ -750,6 +750,7 @@ def test_default_parameters():
         "truncate_c": False,
         "ties": "latent",
         "pairwise": 0.0,
+        "average_precision": 0.0,
     }
     assert losses.get("neru").get_params() == {
         "alpha": 5.0,
@@ -759,6 +760,7 @@ def test_default_parameters():
         "truncate_c": False,
         "ties": "latent",
         "pairwise": 0.0,
+        "average_precision": 0.0,
     }
     assert isinstance(losses.get("ndcg"), NDCGLoss) and isinstance(losses.get("neru"), NERULoss)
     assert losses.get("ndcg").name == "ndcg" and losses.get("neru").name == "neru"

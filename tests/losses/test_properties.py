@@ -96,6 +96,13 @@ CASES = [
     Case("ndcg", {"k": 3, "pairwise": 0.5}),
     Case("neru", {"alpha": 2.0, "d": 1.0, "ties": "increasing", "pairwise": 2.0}),
     Case("ndcg", {"k": 4, "gain": "linear", "ties": "pairs", "pairwise": 1.0}),
+    # the average-precision hinge, alone and added with each tie rule
+    Case("map"),
+    Case("map", {"threshold": 2}),
+    Case("ndcg", {"k": 3, "average_precision": 0.5}),
+    Case("ndcg", {"k": 10, "truncate_c": True, "average_precision": 2.0, "pairwise": 0.5}),
+    Case("neru", {"alpha": 2.0, "d": 1.0, "ties": "increasing", "average_precision": 1.0}),
+    Case("ndcg", {"k": 4, "ties": "pairs", "average_precision": 1.0}),
     Case("cosine", {"mapping": "linear"}),
     Case("cosine", {"mapping": "exp"}),
     Case("listnet", {"alpha": 0.5, "mapping": "linear"}),
@@ -110,7 +117,7 @@ CASES = [
 SURROGATES = ("cosine", "listnet", "listwise_squared", "ranknet", "softmax", "warp")
 NON_CONVEX = ("cosine", "warp")
 CASE_PARAMS = [pytest.param(case, id=case.id) for case in CASES]
-RANKING = ("ordinal", "preference", "ndcg", "neru")
+RANKING = ("ordinal", "preference", "ndcg", "neru", "map")
 
 # query sizes; the third query gets all labels equal
 LAYOUTS = {
@@ -209,6 +216,8 @@ def measure_weights(case: Case, m: int):
 
 def gains(case: Case, y):
     y = np.asarray(y, dtype=np.float64)
+    if case.name == "map":  # relevant (1) or not (0); AP depends on the relevant set only
+        return (y >= case.params.get("threshold", 1)).astype(np.float64)
     if case.name == "ndcg":
         return 2.0**y - 1.0 if case.params.get("gain", "exp") == "exp" else y
     return np.maximum(y - case.params.get("d", 0.0), 0.0)
@@ -245,10 +254,21 @@ def true_loss(case: Case, prob: Problem, f):
         b = gains(case, prob.y[rows])
         if np.all(b == b[0]):
             continue
-        a, _ = measure_weights(case, len(rows))
         worst = np.lexsort((b, -f[rows]))  # score descending, ties: lower gain first
+        if case.name == "map":
+            out[q] = 1.0 - average_precision(b[worst] > 0)
+            continue
+        a, _ = measure_weights(case, len(rows))
         out[q] = 1.0 - (a @ b[worst]) / (a @ np.sort(b)[::-1])
     return out
+
+
+def average_precision(ranked_relevant) -> float:
+    """AP of one ranking from its definition: the mean over the relevant documents of the
+    precision at their positions."""
+    ranked_relevant = np.asarray(ranked_relevant, dtype=bool)
+    positions = np.flatnonzero(ranked_relevant) + 1
+    return float(np.mean(np.arange(1, positions.size + 1) / positions))
 
 
 # --- the properties ----------------------------------------------------------------------
@@ -463,6 +483,9 @@ def cvxpy_risk(case: Case, prob: Problem, f):
         np.put_along_axis(placement, perms, np.broadcast_to(c, perms.shape), axis=1)
         ideal = np.all(np.diff(b[perms], axis=1) <= 0, axis=1)
         fq = f[rows]
+        if case.name == "map":
+            terms.append(ap_hinge(b > 0, fq, 1.0))
+            continue
         if case.params.get("ties") == "pairs":
             # −(2/P) on the higher-gain and +(2/P) on the lower-gain document of every pair
             # of different gain that π inverts
@@ -473,12 +496,41 @@ def cvxpy_risk(case: Case, prob: Problem, f):
                 inverted = position[:, j] < position[:, i]
                 slope[inverted, i] -= 2.0 / higher.sum()
                 slope[inverted, j] += 2.0 / higher.sum()
-            terms.append(cp.max(delta + slope @ fq) + hinge(case, b, fq))
+            terms.append(cp.max(delta + slope @ fq) + hinge(case, b, fq) + ap_term(case, b, fq))
             continue
         terms.append(
-            cp.max(delta + placement @ fq) + cp.max(-placement[ideal] @ fq) + hinge(case, b, fq)
+            cp.max(delta + placement @ fq)
+            + cp.max(-placement[ideal] @ fq)
+            + hinge(case, b, fq)
+            + ap_term(case, b, fq)
         )
     return cp.sum(cp.hstack(terms)) / n_queries
+
+
+def ap_hinge(relevant, fq, weight: float):
+    """weight · max over all m! rankings y of 1 − AP(y) − (2 / (p n)) Σ over the relevant ×
+    non-relevant pairs that y inverts of f_relevant − f_non-relevant (0 when one class is
+    empty)."""
+    m = len(relevant)
+    p = int(relevant.sum())
+    if weight == 0.0 or p in (0, m):
+        return 0.0
+    perms = np.array(list(itertools.permutations(range(m))))
+    delta = np.array([1.0 - average_precision(relevant[perm]) for perm in perms])
+    position = np.argsort(perms, axis=1)
+    slope = np.zeros((len(perms), m))
+    scale = 2.0 / (p * (m - p))
+    for i in np.flatnonzero(relevant):
+        for j in np.flatnonzero(~relevant):
+            inverted = position[:, j] < position[:, i]
+            slope[inverted, i] -= scale
+            slope[inverted, j] += scale
+    return weight * cp.max(delta + slope @ fq)
+
+
+def ap_term(case: Case, b, fq):
+    """``average_precision`` times the AP hinge with the documents of positive gain relevant."""
+    return ap_hinge(b > 0, fq, case.params.get("average_precision", 0.0))
 
 
 def hinge(case: Case, b, fq):
@@ -499,6 +551,9 @@ FIT_CASES = [
     # the pairwise hinge added to the convex rules
     Case("neru", {"alpha": 2.0, "d": 1.0, "ties": "increasing", "pairwise": 2.0}),
     Case("ndcg", {"k": 3, "gain": "linear", "ties": "pairs", "pairwise": 0.5}),
+    # the average-precision hinge, alone and added
+    Case("map"),
+    Case("ndcg", {"k": 3, "ties": "increasing", "average_precision": 1.0}),
 ]
 
 
@@ -509,7 +564,7 @@ def fit_problem(case: Case, seed: int):
         query_ptr = np.concatenate(([0], np.cumsum(sizes)))
         qid = np.repeat(np.arange(len(sizes)), sizes)
         y = rng.integers(0, 4, qid.size)
-        levels = gains(case, y) if case.name in ("ndcg", "neru") else y
+        levels = gains(case, y) if case.name in ("ndcg", "neru", "map") else y
         if any(len(np.unique(levels[qid == q])) > 1 for q in range(len(sizes))):
             break
     X = rng.normal(size=(qid.size, 4))

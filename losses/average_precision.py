@@ -1,0 +1,174 @@
+"""Structured max-margin loss bounding 1 − average precision (SVM-MAP).
+
+The loss
+--------
+For one query with ``p`` relevant documents (set R), ``n`` non-relevant ones (set N) and
+scores ``f``, a ranking y is scored by the joint feature map over the relevant ×
+non-relevant pairs (Yue, Finley, Radlinski & Joachims, "A support vector method for
+optimizing average precision", SIGIR 2007),
+
+    ⟨ψ(y), f⟩ = (1 / (p n)) Σ_{i ∈ R, j ∈ N} ±(f_i − f_j)    (+ when y puts i above j),
+
+and with y* any ranking of every relevant document above every non-relevant one,
+
+    l(f) = max_y [Δ(y) + ⟨ψ(y) − ψ(y*), f⟩]
+         = max_y [Δ(y) − (2 / (p n)) Σ_{j ∈ N above i ∈ R in y} (f_i − f_j)],
+
+Δ(y) = 1 − AP(y), AP(y) = (1/p) Σ_{i ∈ R} (relevant documents at or above i) / (position of
+i). Only the interleaving of the two classes enters Δ and ψ, so the order within a class is
+never charged (the pair map of Chakrabarti et al., KDD 2008, and of ``ties="pairs"`` in
+:mod:`losses.listwise`, with the classes as the two gain levels).
+
+Properties
+----------
+* *Convex*: a maximum of affine functions of f.
+* *Non-negative*: y = y* gives Δ = 0 and a zero score term.
+* *An upper bound on 1 − AP of the ranking by f*, for every tie-breaking τ of the scores
+  (the pessimistic one, non-relevant documents first among equal scores, included): every
+  pair that τ puts in the wrong order has f_j >= f_i, so its term is >= 0 and
+  l(f) >= Δ(τ).
+* *Independent of listing order*: only the classes and the scores enter; documents of one
+  class with equal scores share the mean of their subgradient entries (a mean over
+  maximisers that order them differently, so still a subgradient).
+
+Exact loss-augmented inference
+------------------------------
+Sort each class by score, descending (relevant r = 1..p, non-relevant j = 1..n). Swapping
+two documents of one class that are out of score order leaves Δ unchanged and does not
+decrease the score term, so some maximiser keeps both lists in order; it is then given by
+k_j, the number of relevant documents above the j-th non-relevant one, non-decreasing in j.
+The relevant document r has s_r = #{j : k_j < r} non-relevant ones above it, so with the
+telescoping 1 − r/(r + s) = Σ_{t=1}^{s} r / ((r + t)(r + t − 1)),
+
+    1 − AP = (1/p) Σ_r Σ_{t <= s_r} r / ((r + t)(r + t − 1)),
+
+and the pair (r, t) is counted exactly when k_t < r. The objective is therefore separable,
+Σ_j δ_j(k_j) with δ_j(k) = Σ_{r > k} t_j(r) and
+
+    t_j(r) = r / (p (r + j)(r + j − 1)) + (2 / (p n)) (f_j − f_r)
+
+(Yue et al., §4, prove the same decomposition). Both parts of t_j(r) are non-increasing in j
+(the first as its denominator grows, the second as f_j does not increase), so for k < k',
+δ_j(k') − δ_j(k) = −Σ_{k < r <= k'} t_j(r) is non-decreasing in j: the largest maximiser of
+δ_j is at least that of δ_{j−1}, and maximising each j on its own over k >= k_{j−1} gives
+a consistent (monotone) ranking and the maximum. The subgradient is (2/(pn))(p − k_j) on the
+j-th non-relevant document and −(2/(pn)) s_r on the r-th relevant one. Cost: O(m log m +
+p·n) per query. The tests compare it with brute force over all permutations.
+
+Degenerate queries
+------------------
+A query without a relevant document (AP undefined) or without a non-relevant one (AP = 1 for
+every ranking) contributes zero loss and zero gradient, and its :meth:`metric` is 0.
+
+References
+----------
+Y. Yue, T. Finley, F. Radlinski and T. Joachims, "A support vector method for optimizing
+average precision", SIGIR 2007.
+S. Chakrabarti, R. Khanna, U. Sawant and C. Bhattacharyya, "Structured learning for
+non-smooth ranking losses", KDD 2008 (combining criteria in one max-margin objective).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from losses._base import Loss
+from losses._kernels import average_precision as _k
+from losses._threads import run_queries
+from losses.validation import check_finite_targets, check_real
+
+__all__ = ["AveragePrecisionLoss", "relevant_documents"]
+
+
+class _APTargets(NamedTuple):
+    query_ptr: np.ndarray
+    relevant: np.ndarray  # bool per row
+
+
+def relevant_documents(y, threshold: float | None) -> np.ndarray:
+    """Bool per row: ``y > 0`` (``threshold`` None) or ``y >= threshold``."""
+    y = check_finite_targets(y)
+    return y > 0 if threshold is None else y >= threshold
+
+
+class AveragePrecisionLoss(Loss):
+    """Structured max-margin loss bounding 1 − AP of the ranking by f (SVM-MAP).
+
+    See the module docstring for the definition, its properties and the exact oracle.
+
+    Parameters
+    ----------
+    threshold : float or None, default=None
+        Labels ``>= threshold`` are relevant; ``None``: labels ``> 0`` (as
+        :func:`losses.metrics.map_score`; LETOR's rule for graded labels 0, 1, 2).
+
+    Notes
+    -----
+    Queries with no relevant or no non-relevant document give zero loss. The risk is the
+    mean over queries, an upper bound on 1 − MAP over the queries that have both.
+    """
+
+    name = "map"
+    pointwise = False
+    smooth = False
+
+    def __init__(self, *, threshold: float | None = None):
+        self.threshold = None if threshold is None else check_real(threshold, "threshold")
+
+    def _params(self) -> dict[str, Any]:
+        return {"threshold": self.threshold}
+
+    def validate(self, y, query_ptr, **data) -> _APTargets:
+        if data:
+            raise ValueError(
+                f"the {self.name} loss takes no data keywords; got {sorted(data)} "
+                f"(loss parameters go to losses.get({self.name!r}, ...))"
+            )
+        relevant = relevant_documents(y, self.threshold)
+        return _APTargets(np.asarray(query_ptr, dtype=np.int64), relevant)
+
+    def block_kernel(self, targets: _APTargets):
+        """``(kernel, args)`` with ``kernel(q_start, q_stop, f, *args, values, grad)`` the loss
+        of the queries ``q_start:q_stop`` (see :mod:`losses._base`)."""
+        return _k.ap_loss, (targets.query_ptr, targets.relevant)
+
+    def loss_grad(self, f, targets: _APTargets) -> tuple[np.ndarray, np.ndarray]:
+        f = np.ascontiguousarray(f, dtype=np.float64)
+        values = np.empty(targets.query_ptr.size - 1)
+        grad = np.empty_like(f)
+        kernel, args = self.block_kernel(targets)
+        run_queries(kernel, targets.query_ptr, f, *args, values, grad)
+        return values, grad
+
+    def metric(self, f, targets: _APTargets) -> np.ndarray:
+        """Per-query 1 − AP of the ranking that sorts ``f`` descending, non-relevant
+        documents first among equal scores (the worst case, which the loss bounds); 0 for a
+        query without a relevant or without a non-relevant document."""
+        return ap_shortfall(f, targets.query_ptr, targets.relevant)
+
+
+def ap_shortfall(f, query_ptr: np.ndarray, relevant: np.ndarray) -> np.ndarray:
+    """1 − AP per query of the ranking by ``f``, ties resolved against the relevant
+    documents; 0 for queries with no relevant or no non-relevant document."""
+    f = np.asarray(f, dtype=np.float64)
+    sizes = np.diff(query_ptr)
+    n_queries = sizes.size
+    query = np.repeat(np.arange(n_queries), sizes)
+    order = np.lexsort((relevant, -f, query))
+    rel_sorted = relevant[order].astype(np.float64)
+    position = np.arange(f.size) - np.repeat(query_ptr[:-1], sizes) + 1.0
+    cum = np.cumsum(rel_sorted)
+    starts = query_ptr[:-1]
+    offset = np.zeros(n_queries)
+    nonempty = sizes > 0
+    offset[nonempty] = cum[starts[nonempty]] - rel_sorted[starts[nonempty]]
+    hits = cum - np.repeat(offset, sizes)
+    precision = np.where(rel_sorted > 0, hits / position, 0.0)
+    n_rel = np.bincount(query, weights=rel_sorted, minlength=n_queries)
+    total = np.bincount(query, weights=precision, minlength=n_queries)
+    out = np.zeros(n_queries)
+    live = (n_rel > 0) & (n_rel < sizes)
+    out[live] = 1.0 - total[live] / n_rel[live]
+    return out
