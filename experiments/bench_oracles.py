@@ -67,9 +67,10 @@ KERNEL_LOSSES = {
     "ndcg@10": ("ndcg", {"k": 10}),
     "ndcg@10 truncated c": ("ndcg", {"k": 10, "truncate_c": True}),
     "neru": ("neru", {}),
+    "map": ("map", {}),
     "squared": ("squared", {}),
 }
-RATIO_LOSSES = ["ordinal", "preference", "ndcg@10 truncated c", "ndcg@10", "squared"]
+RATIO_LOSSES = ["ordinal", "preference", "ndcg@10 truncated c", "ndcg@10", "map", "squared"]
 # label thresholds of the MSLR-shaped set (on X w + noise, standard deviation √2)
 MSLR_CUTS = [0.0, 1.0, 1.8, 2.5]
 # three levels in MQ2008's proportions (76 / 16 / 8 %)
