@@ -151,7 +151,8 @@ class AveragePrecisionLoss(Loss):
 
 def ap_shortfall(f, query_ptr: np.ndarray, relevant: np.ndarray) -> np.ndarray:
     """1 − AP per query of the ranking by ``f``, ties resolved against the relevant
-    documents; 0 for queries with no relevant or no non-relevant document."""
+    documents; 0 for queries with no relevant or no non-relevant document, NaN for queries
+    with a NaN or infinite score."""
     f = np.asarray(f, dtype=np.float64)
     sizes = np.diff(query_ptr)
     n_queries = sizes.size
@@ -171,4 +172,5 @@ def ap_shortfall(f, query_ptr: np.ndarray, relevant: np.ndarray) -> np.ndarray:
     out = np.zeros(n_queries)
     live = (n_rel > 0) & (n_rel < sizes)
     out[live] = 1.0 - total[live] / n_rel[live]
+    out[np.bincount(query, weights=~np.isfinite(f), minlength=n_queries) > 0] = np.nan
     return out

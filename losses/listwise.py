@@ -440,8 +440,9 @@ class _StructuredRankingLoss(Loss):
         self.ties = ties
 
     def _init_pairwise(self, pairwise, average_precision) -> None:
-        self.pairwise = check_real(pairwise, "pairwise", low=0.0)
-        self.average_precision = check_real(average_precision, "average_precision", low=0.0)
+        # + 0.0: a weight of -0.0 is stored as 0.0
+        self.pairwise = check_real(pairwise, "pairwise", low=0.0) + 0.0
+        self.average_precision = check_real(average_precision, "average_precision", low=0.0) + 0.0
 
     @property
     def latent(self) -> bool:
@@ -653,9 +654,12 @@ class _StructuredRankingLoss(Loss):
         """Per document, c at its position in the ideal ordering best for the scores ``f``.
 
         σ puts gains descending and equal gains in decreasing ``f``; documents tied in both
-        share the mean of c over their positions. Zero on degenerate queries.
+        share the mean of c over their positions. Zero on degenerate queries; NaN everywhere
+        when a score is NaN or infinite.
         """
         f = np.ascontiguousarray(f, dtype=np.float64)
+        if not np.isfinite(f).all():
+            return np.full_like(f, np.nan)
         return self._ideal_weights(f, targets, _EMPTY_INDEX)
 
     def _ideal_weights(self, f, targets: _Targets, order) -> np.ndarray:
@@ -725,6 +729,12 @@ class _StructuredRankingLoss(Loss):
         f = np.ascontiguousarray(f, dtype=np.float64)
         values = np.empty(targets.inv_norm.size)
         grad = np.empty_like(f)
+        if not np.isfinite(f).all():
+            # no ranking to speak of (and the kernels' sorts assume ordered numbers): NaN,
+            # which the solvers refuse by name
+            values.fill(np.nan)
+            grad.fill(np.nan)
+            return values, grad
         if targets.pair_scale is not None:
             run_queries(
                 _k.pairs_loss,
@@ -804,10 +814,14 @@ class _StructuredRankingLoss(Loss):
         """Per-query 1 − measure of the ranking that sorts ``f`` descending.
 
         Documents with equal scores are ordered by increasing gain (the worst case), so the
-        loss upper-bounds the value for every tie-breaking. Degenerate queries give 0.
+        loss upper-bounds the value for every tie-breaking. Degenerate queries give 0; NaN
+        everywhere when a score is NaN or infinite.
         """
         f = np.ascontiguousarray(f, dtype=np.float64)
         values = np.empty(targets.inv_norm.size)
+        if not np.isfinite(f).all():
+            values.fill(np.nan)
+            return values
         run_queries(
             _k.pessimistic_metric,
             targets.query_ptr,

@@ -29,7 +29,8 @@ def ap_loss(q_start, q_stop, f, query_ptr, relevant, values, grad):
     """Per-query hinge and its subgradient for the queries ``q_start:q_stop``.
 
     ``relevant`` (bool per row) marks the relevant documents. A query without a relevant or
-    without a non-relevant document gets 0. Documents of one class with equal scores share
+    without a non-relevant document gets 0; a query with a NaN or infinite score gets NaN
+    (value and subgradient). Documents of one class with equal scores share
     the mean of their subgradient entries (a mean over maximisers that differ only in how
     they order them), so the result does not depend on the listing order.
     """
@@ -46,8 +47,10 @@ def ap_loss(q_start, q_stop, f, query_ptr, relevant, values, grad):
         stop = query_ptr[q + 1]
         p = 0
         n = 0
+        finite = True
         for d in range(start, stop):
             grad[d] = 0.0
+            finite = finite and np.isfinite(f[d])
             if relevant[d]:
                 rel[p] = d
                 p += 1
@@ -55,6 +58,11 @@ def ap_loss(q_start, q_stop, f, query_ptr, relevant, values, grad):
                 non[n] = d
                 n += 1
         values[q] = 0.0
+        if not finite:  # no ranking to speak of: NaN, which the solvers refuse by name
+            values[q] = np.nan
+            for d in range(start, stop):
+                grad[d] = np.nan
+            continue
         if p == 0 or n == 0:
             continue
         _sort_descending(f, rel, p, key)

@@ -256,3 +256,53 @@ def test_bad_parameters_are_named():
         losses.get("map").validate(np.zeros(2), np.array([0, 2]), pairs=None)
     with pytest.raises(ValueError, match="y must not contain NaN"):
         losses.get("map").validate(np.array([0.0, np.nan]), np.array([0, 2]))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_scores_give_nan_for_their_query(bad):
+    loss = losses.get("map")
+    ptr = np.array([0, 4, 8])
+    y = np.array([1, 0, 1, 0, 1, 0, 0, 2])
+    f = np.array([0.3, 1.0, -2.0, 0.5, 0.2, 0.1, -0.4, 1.5])
+    targets = loss.validate(y, ptr)
+    clean_values, clean_grad = loss.loss_grad(f, targets)
+    f[1] = bad
+    values, grad = loss.loss_grad(f, targets)
+    assert np.isnan(values[0]) and np.all(np.isnan(grad[:4]))
+    assert values[1] == clean_values[1]
+    np.testing.assert_array_equal(grad[4:], clean_grad[4:])
+    metric = loss.metric(f, targets)
+    assert np.isnan(metric[0]) and metric[1] == loss.metric(np.nan_to_num(f), targets)[1]
+
+
+class _NaNScorer:
+    """f = Xw with the first row's score NaN: a broken user scorer."""
+
+    name = "nan"
+
+    def n_params(self, d):
+        return d
+
+    def scores(self, X, theta):
+        f = X @ theta
+        f[0] = np.nan
+        return f
+
+    def from_linear(self, w):
+        return np.asarray(w, dtype=float).ravel()
+
+    def linearize(self, X, theta):
+        return self.scores(X, theta), (lambda g: X.T @ g)
+
+
+@pytest.mark.parametrize(
+    "loss, params", [("map", {}), ("ndcg", {"average_precision": 1.0}), ("ndcg", {})]
+)
+def test_a_fit_from_nan_scores_is_refused(loss, params):
+    """The solver refuses a NaN risk by name; the loss never hands it a finite one."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    qid = np.repeat(np.arange(6), 10)
+    y = (X @ [1.0, -1.0, 0.5] > 0).astype(int)
+    with pytest.raises(FloatingPointError):
+        bmrm.fit(X, y, loss, qid, lam=1e-2, scorer=_NaNScorer(), method="nrbm", loss_params=params)

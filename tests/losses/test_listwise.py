@@ -905,3 +905,39 @@ def test_non_numeric_position_weights_are_named(c, message):
         loss = losses.get("ndcg", c=c)
         loss.validate(np.array([0, 1, 2]), np.array([0, 3]))
     assert str(info.value).startswith(message), str(info.value)
+
+
+@pytest.mark.parametrize(
+    "name, params",
+    [
+        ("ndcg", {}),
+        ("ndcg", {"ties": "increasing"}),
+        ("ndcg", {"k": 3, "ties": "pairs"}),
+        ("ndcg", {"k": 3, "truncate_c": True}),
+        ("neru", {"average_precision": 0.5}),
+    ],
+)
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_non_finite_scores_give_nan(name, params, bad):
+    """A NaN or infinite score gives NaN values and subgradient (which the solvers refuse
+    by name), never a finite answer or a crash in the kernels' sorts."""
+    loss = losses.get(name, **params)
+    rng = np.random.default_rng(0)
+    ptr = np.array([0, 7, 20, 33])
+    y = rng.integers(0, 3, ptr[-1])
+    f = rng.normal(size=ptr[-1])
+    f[[3, 15]] = bad
+    targets = loss.validate(y, ptr)
+    values, grad = loss.loss_grad(f, targets)
+    assert np.all(np.isnan(values)) and np.all(np.isnan(grad))
+    assert np.all(np.isnan(loss.metric(f, targets)))
+    if loss.latent:
+        assert np.all(np.isnan(loss.ideal_weights(f, targets)))
+        values, grad = loss.loss_grad(f, loss.convexify(rng.normal(size=f.size), targets))
+        assert np.all(np.isnan(values)) and np.all(np.isnan(grad))
+
+
+def test_negative_zero_weights_are_stored_as_zero():
+    loss = losses.get("ndcg", pairwise=-0.0, average_precision=-0.0)
+    assert repr(loss.get_params()["pairwise"]) == "0.0"
+    assert repr(loss.get_params()["average_precision"]) == "0.0"
