@@ -50,10 +50,16 @@ and the pair (r, t) is counted exactly when k_t < r. The objective is therefore 
 (Yue et al., §4, prove the same decomposition). Both parts of t_j(r) are non-increasing in j
 (the first as its denominator grows, the second as f_j does not increase), so for k < k',
 δ_j(k') − δ_j(k) = −Σ_{k < r <= k'} t_j(r) is non-decreasing in j: the largest maximiser of
-δ_j is at least that of δ_{j−1}, and maximising each j on its own over k >= k_{j−1} gives
-a consistent (monotone) ranking and the maximum. The subgradient is (2/(pn))(p − k_j) on the
-j-th non-relevant document and −(2/(pn)) s_r on the r-th relevant one. Cost: O(m log m +
-p·n) per query. The tests compare it with brute force over all permutations.
+δ_j is at least that of δ_{j−1}, and maximising each j on its own within the range of k
+its neighbours' choices leave gives a consistent (monotone) ranking and the maximum. A
+divide and conquer over j does this in O((p + n) log n): the middle j is maximised over
+the whole range, and each half recurses on its side of that choice (every level scans
+O(p + n) values of k). The subgradient is (2/(pn))(p − k_j) on the j-th non-relevant
+document and −(2/(pn)) s_r on the r-th relevant one, and the value is that of the ranking
+found, (1/p) Σ_r s_r / (r + s_r) + ⟨g, f⟩ (0, with g = 0, if rounding puts it at or below
+the ideal ranking's). Cost: O(m log m) per query, the two sorts included. The tests compare
+it with brute force over all permutations and with a dynamic programme over all
+interleavings.
 
 Degenerate queries
 ------------------

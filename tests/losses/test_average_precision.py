@@ -50,24 +50,25 @@ def brute_force(f, relevant):
 
 def interleaving_dp(f, relevant) -> float:
     """max over the interleavings of the two classes, each in decreasing score, by a dynamic
-    programme over (relevant placed, non-relevant placed): exact over all interleavings."""
+    programme over (relevant placed r, non-relevant placed s): exact over all interleavings.
+
+    best[r, s] = max(best[r − 1, s] + gain(r, s), best[r, s − 1]), gain(r, s) the change of
+    the objective when relevant r lands at position r + s below s non-relevant documents;
+    a row is a running maximum over s of the previous row plus its gains.
+    """
     fr = np.sort(f[relevant])[::-1]
     fn = np.sort(f[~relevant])[::-1]
     p, n = fr.size, fn.size
     if p == 0 or n == 0:
         return 0.0
     scale = 2.0 / (p * n)
+    s = np.arange(n + 1)
     top_n = np.concatenate(([0.0], np.cumsum(fn)))
-    best = np.full((p + 1, n + 1), -np.inf)
-    best[0, 0] = 0.0
-    for r in range(p + 1):
-        for s in range(n + 1):
-            if r > 0:  # relevant r at position r + s, below s non-relevant documents
-                gain = -(r / (r + s)) / p - scale * (s * fr[r - 1] - top_n[s])
-                best[r, s] = max(best[r, s], best[r - 1, s] + gain)
-            if s > 0:
-                best[r, s] = max(best[r, s], best[r, s - 1])
-    return 1.0 + best[p, n]
+    best = np.zeros(n + 1)  # r = 0: nothing above the non-relevant documents costs anything
+    for r in range(1, p + 1):
+        gain = -(r / (r + s)) / p - scale * (s * fr[r - 1] - top_n)
+        best = np.maximum.accumulate(best + gain)
+    return 1.0 + best[n]
 
 
 def random_batch(rng, sizes, levels=3):
@@ -121,13 +122,14 @@ def test_subgradient_inequality_against_brute_force():
             assert value2 >= value + grad[rows] @ (f2[rows] - f[rows]) - 1e-12
 
 
-def test_interleaving_programme_on_larger_queries():
-    """The monotone scan against an exhaustive search over interleavings, queries of up to
-    80 documents with many tied scores."""
-    rng = np.random.default_rng(4)
+@pytest.mark.parametrize("sizes", [[7, 12, 30, 80], [300, 1000, 4000]])
+def test_interleaving_programme_on_larger_queries(sizes):
+    """The divide and conquer against an exhaustive search over interleavings, queries of up
+    to 4,000 documents with many tied scores (relevant shares from a few to most)."""
+    rng = np.random.default_rng(4 + len(sizes) * sizes[0])
     loss = losses.get("map")
-    for _ in range(300):
-        f, y, ptr = random_batch(rng, [7, 12, 30, 80], levels=int(rng.integers(2, 5)))
+    for _ in range(300 if sizes[0] < 100 else 15):
+        f, y, ptr = random_batch(rng, sizes, levels=int(rng.integers(2, 5)))
         f *= rng.choice([0.01, 1.0, 30.0])
         values, _ = evaluate(loss, f, y, ptr)
         for q in range(ptr.size - 1):
