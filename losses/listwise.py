@@ -440,9 +440,8 @@ class _StructuredRankingLoss(Loss):
         self.ties = ties
 
     def _init_pairwise(self, pairwise, average_precision) -> None:
-        # + 0.0: a weight of -0.0 is stored as 0.0
-        self.pairwise = check_real(pairwise, "pairwise", low=0.0) + 0.0
-        self.average_precision = check_real(average_precision, "average_precision", low=0.0) + 0.0
+        self.pairwise = check_real(pairwise, "pairwise", low=0.0)
+        self.average_precision = check_real(average_precision, "average_precision", low=0.0)
 
     @property
     def latent(self) -> bool:

@@ -935,9 +935,3 @@ def test_non_finite_scores_give_nan(name, params, bad):
         assert np.all(np.isnan(loss.ideal_weights(f, targets)))
         values, grad = loss.loss_grad(f, loss.convexify(rng.normal(size=f.size), targets))
         assert np.all(np.isnan(values)) and np.all(np.isnan(grad))
-
-
-def test_negative_zero_weights_are_stored_as_zero():
-    loss = losses.get("ndcg", pairwise=-0.0, average_precision=-0.0)
-    assert repr(loss.get_params()["pairwise"]) == "0.0"
-    assert repr(loss.get_params()["average_precision"]) == "0.0"
