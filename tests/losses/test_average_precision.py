@@ -103,9 +103,9 @@ def test_brute_force_on_small_queries(threshold):
             # their hull; with one maximiser it is its slope
             assert abs(grad[rows].sum()) < 1e-12, where
             if len(slopes) == 1:
-                n_unique += 1
+                n_unique += 0 < relevant[rows].sum() < relevant[rows].size
                 np.testing.assert_allclose(grad[rows], slopes[0], atol=1e-13, err_msg=where)
-    assert n_unique > 400  # queries of both classes with one maximiser
+    assert n_unique > 150  # queries of both classes with one maximiser (215 and 217 here)
 
 
 def test_subgradient_inequality_against_brute_force():
