@@ -57,7 +57,7 @@ the whole range, and each half recurses on its side of that choice (every level 
 O(p + n) values of k). The subgradient is (2/(pn))(p − k_j) on the j-th non-relevant
 document and −(2/(pn)) s_r on the r-th relevant one, and the value is that of the ranking
 found, (1/p) Σ_r s_r / (r + s_r) + ⟨g, f⟩ (0, with g = 0, if rounding puts it at or below
-the ideal ranking's). Cost: O(m log m) per query, the two sorts included. The tests compare
+the ideal ranking's). Cost: O(m log m) per query, the sort by score included. The tests compare
 it with brute force over all permutations and with a dynamic programme over all
 interleavings.
 
@@ -85,18 +85,12 @@ from losses._kernels import average_precision as _k
 from losses._threads import run_queries
 from losses.validation import check_finite_targets, check_real
 
-__all__ = ["AveragePrecisionLoss", "relevant_documents"]
+__all__ = ["AveragePrecisionLoss"]
 
 
 class _APTargets(NamedTuple):
     query_ptr: np.ndarray
     relevant: np.ndarray  # bool per row
-
-
-def relevant_documents(y, threshold: float | None) -> np.ndarray:
-    """Bool per row: ``y > 0`` (``threshold`` None) or ``y >= threshold``."""
-    y = check_finite_targets(y)
-    return y > 0 if threshold is None else y >= threshold
 
 
 class AveragePrecisionLoss(Loss):
@@ -132,7 +126,8 @@ class AveragePrecisionLoss(Loss):
                 f"the {self.name} loss takes no data keywords; got {sorted(data)} "
                 f"(loss parameters go to losses.get({self.name!r}, ...))"
             )
-        relevant = relevant_documents(y, self.threshold)
+        y = check_finite_targets(y)
+        relevant = y > 0 if self.threshold is None else y >= self.threshold
         return _APTargets(np.asarray(query_ptr, dtype=np.int64), relevant)
 
     def block_kernel(self, targets: _APTargets):
@@ -152,10 +147,10 @@ class AveragePrecisionLoss(Loss):
         """Per-query 1 − AP of the ranking that sorts ``f`` descending, non-relevant
         documents first among equal scores (the worst case, which the loss bounds); 0 for a
         query without a relevant or without a non-relevant document."""
-        return ap_shortfall(f, targets.query_ptr, targets.relevant)
+        return _ap_shortfall(f, targets.query_ptr, targets.relevant)
 
 
-def ap_shortfall(f, query_ptr: np.ndarray, relevant: np.ndarray) -> np.ndarray:
+def _ap_shortfall(f, query_ptr: np.ndarray, relevant: np.ndarray) -> np.ndarray:
     """1 − AP per query of the ranking by ``f``, ties resolved against the relevant
     documents; 0 for queries with no relevant or no non-relevant document, NaN for queries
     with a NaN or infinite score."""
@@ -166,12 +161,8 @@ def ap_shortfall(f, query_ptr: np.ndarray, relevant: np.ndarray) -> np.ndarray:
     order = np.lexsort((relevant, -f, query))
     rel_sorted = relevant[order].astype(np.float64)
     position = np.arange(f.size) - np.repeat(query_ptr[:-1], sizes) + 1.0
-    cum = np.cumsum(rel_sorted)
-    starts = query_ptr[:-1]
-    offset = np.zeros(n_queries)
-    nonempty = sizes > 0
-    offset[nonempty] = cum[starts[nonempty]] - rel_sorted[starts[nonempty]]
-    hits = cum - np.repeat(offset, sizes)
+    cum = np.concatenate(([0.0], np.cumsum(rel_sorted)))
+    hits = cum[1:] - np.repeat(cum[query_ptr[:-1]], sizes)  # relevant so far in the query
     precision = np.where(rel_sorted > 0, hits / position, 0.0)
     n_rel = np.bincount(query, weights=rel_sorted, minlength=n_queries)
     total = np.bincount(query, weights=precision, minlength=n_queries)

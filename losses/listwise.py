@@ -750,7 +750,7 @@ class _StructuredRankingLoss(Loss):
                 values,
                 grad,
             )
-            return self._add_pairwise(f, targets, values, grad)
+            return self._add_hinges(f, targets, values, grad)
         ideal_c = _EMPTY
         order = _EMPTY_INDEX
         if targets.latent:
@@ -789,10 +789,10 @@ class _StructuredRankingLoss(Loss):
             values,
             grad,
         )
-        return self._add_pairwise(f, targets, values, grad)
+        return self._add_hinges(f, targets, values, grad)
 
     @staticmethod
-    def _add_pairwise(f, targets: _Targets, values, grad):
+    def _add_hinges(f, targets: _Targets, values, grad):
         """Add μ times the pairwise hinge over pairs of different gain (``pairwise``) and
         ν times the average-precision hinge (``average_precision``)."""
         if targets.pairwise is not None:

@@ -60,6 +60,10 @@ class ScorerOracle:
         prepared = self.prepared
         groups = prepared.groups
         f, vjp = self.scorer.linearize(self.X, theta)
+        if not np.all(np.isfinite(f)):  # before the loss, as the linear oracle checks X @ w
+            raise FloatingPointError(
+                f"the scorer {type(self.scorer).__name__} returned non-finite scores"
+            )
         values, g = prepared.loss_grad(np.ascontiguousarray(groups.to_internal(f)))
         total = float(values.sum())
         if not np.isfinite(total) or not np.all(np.isfinite(g)):

@@ -16,7 +16,7 @@ kind is given by k_j, the number of relevant documents above the j-th non-releva
 and t_j(r) does not increase with j, so the largest maximiser of δ_j is non-decreasing in j:
 each j is maximised on its own, over the range of k that this monotonicity leaves, by a
 divide and conquer over j (:func:`_place_non_relevant`). The value is then evaluated for
-the ranking found, Δ(y) + ⟨g, f⟩ with g its slope. O(m log m) per query: the two sorts and
+the ranking found, Δ(y) + ⟨g, f⟩ with g its slope. O(m log m) per query: one sort by score and
 O((p + n) log n) for the search.
 """
 
@@ -52,28 +52,35 @@ def ap_loss(q_start, q_stop, f, query_ptr, relevant, values, grad):
     for q in range(q_start, q_stop):
         start = query_ptr[q]
         stop = query_ptr[q + 1]
-        p = 0
-        n = 0
+        m = stop - start
         finite = True
-        for d in range(start, stop):
-            grad[d] = 0.0
-            finite = finite and np.isfinite(f[d])
-            if relevant[d]:
-                rel[p] = d
-                p += 1
-            else:
-                non[n] = d
-                n += 1
+        p = 0
+        for t in range(m):
+            grad[start + t] = 0.0
+            finite = finite and np.isfinite(f[start + t])
+            key[t] = -f[start + t]
+            p += relevant[start + t]
         values[q] = 0.0
         if not finite:  # no ranking to speak of: NaN, which the solvers refuse by name
             values[q] = np.nan
             for d in range(start, stop):
                 grad[d] = np.nan
             continue
-        if p == 0 or n == 0:
+        if p == 0 or p == m:
             continue
-        _sort_descending(f, rel, p, key)
-        _sort_descending(f, non, n, key)
+        # one stable sort by score, descending, split by class: each class in score order,
+        # equal scores in listing order
+        order = argsort_stable(key[:m])
+        p = 0
+        n = 0
+        for t in range(m):
+            d = start + order[t]
+            if relevant[d]:
+                rel[p] = d
+                p += 1
+            else:
+                non[n] = d
+                n += 1
         scale = 2.0 / (float(p) * float(n))
         _place_non_relevant(f, rel, non, p, n, scale, stack, k_of)
         # ∂/∂f_j = scale (p − k_j); ∂/∂f_r = −scale s_r, s_r = #{j : k_j < r}
@@ -159,17 +166,6 @@ def _place_non_relevant(f, rel, non, p, n, scale, stack, k_of):
                 stack[top, 1] = j_hi
                 stack[top, 2] = k_best
                 stack[top, 3] = k_hi
-
-
-@njit(cache=True, nogil=True)
-def _sort_descending(f, idx, count, key):
-    """Reorder ``idx[:count]`` by ``f`` descending (equal scores keep their order)."""
-    for t in range(count):
-        key[t] = -f[idx[t]]
-    order = argsort_stable(key[:count])
-    tmp = idx[:count].copy()
-    for t in range(count):
-        idx[t] = tmp[order[t]]
 
 
 @njit(cache=True, nogil=True)

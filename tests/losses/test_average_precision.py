@@ -23,29 +23,35 @@ def average_precision(ranked_relevant) -> float:
     return float(np.mean(np.arange(1, positions.size + 1) / positions))
 
 
+def all_rankings(relevant):
+    """(Δ, slope) of every ranking y of one query, rows over the m! permutations: Δ = 1 −
+    AP(y), and the slope −2/(pn) on the relevant and +2/(pn) on the non-relevant document of
+    every pair that y inverts, so that y's objective at scores f is Δ + slope @ f."""
+    m = len(relevant)
+    p = int(relevant.sum())
+    perms = np.array(list(itertools.permutations(range(m))))
+    delta = np.array([1.0 - average_precision(relevant[perm]) for perm in perms])
+    position = np.argsort(perms, axis=1)
+    slope = np.zeros((len(perms), m))
+    scale = 2.0 / (p * (m - p))
+    for i in np.flatnonzero(relevant):
+        for j in np.flatnonzero(~relevant):
+            inverted = position[:, j] < position[:, i]
+            slope[inverted, i] -= scale
+            slope[inverted, j] += scale
+    return delta, slope
+
+
 def brute_force(f, relevant):
     """(value, slopes of every maximiser) over all m! rankings."""
     m = len(f)
     p = int(relevant.sum())
     if p in (0, m):
         return 0.0, [np.zeros(m)]
-    scale = 2.0 / (p * (m - p))
-    best, slopes = -np.inf, []
-    for perm in itertools.permutations(range(m)):
-        perm = np.array(perm)
-        position = np.argsort(perm)
-        slope = np.zeros(m)
-        for i in np.flatnonzero(relevant):
-            for j in np.flatnonzero(~relevant):
-                if position[j] < position[i]:
-                    slope[i] -= scale
-                    slope[j] += scale
-        value = 1.0 - average_precision(relevant[perm]) + slope @ f
-        if value > best + 1e-12:
-            best, slopes = value, [slope]
-        elif value > best - 1e-12:
-            slopes.append(slope)
-    return best, slopes
+    delta, slope = all_rankings(relevant)
+    objective = delta + slope @ f
+    best = objective.max()
+    return best, list(slope[objective > best - 1e-12])
 
 
 def interleaving_dp(f, relevant) -> float:

@@ -31,6 +31,7 @@ import pytest
 import bmrm
 import losses
 from losses.preference import pairs_from_labels
+from tests.losses.test_average_precision import all_rankings, average_precision
 
 
 @pytest.fixture(autouse=True)
@@ -261,14 +262,6 @@ def true_loss(case: Case, prob: Problem, f):
         a, _ = measure_weights(case, len(rows))
         out[q] = 1.0 - (a @ b[worst]) / (a @ np.sort(b)[::-1])
     return out
-
-
-def average_precision(ranked_relevant) -> float:
-    """AP of one ranking from its definition: the mean over the relevant documents of the
-    precision at their positions."""
-    ranked_relevant = np.asarray(ranked_relevant, dtype=bool)
-    positions = np.flatnonzero(ranked_relevant) + 1
-    return float(np.mean(np.arange(1, positions.size + 1) / positions))
 
 
 # --- the properties ----------------------------------------------------------------------
@@ -511,20 +504,9 @@ def ap_hinge(relevant, fq, weight: float):
     """weight · max over all m! rankings y of 1 − AP(y) − (2 / (p n)) Σ over the relevant ×
     non-relevant pairs that y inverts of f_relevant − f_non-relevant (0 when one class is
     empty)."""
-    m = len(relevant)
-    p = int(relevant.sum())
-    if weight == 0.0 or p in (0, m):
+    if weight == 0.0 or relevant.sum() in (0, len(relevant)):
         return 0.0
-    perms = np.array(list(itertools.permutations(range(m))))
-    delta = np.array([1.0 - average_precision(relevant[perm]) for perm in perms])
-    position = np.argsort(perms, axis=1)
-    slope = np.zeros((len(perms), m))
-    scale = 2.0 / (p * (m - p))
-    for i in np.flatnonzero(relevant):
-        for j in np.flatnonzero(~relevant):
-            inverted = position[:, j] < position[:, i]
-            slope[inverted, i] -= scale
-            slope[inverted, j] += scale
+    delta, slope = all_rankings(relevant)
     return weight * cp.max(delta + slope @ fq)
 
 
