@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import numbers
 import os
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -411,6 +412,37 @@ def _load_result(record: ModelRecord, where: str):
     )
 
 
+def _warn_if_nothing_learned(result, loss) -> None:
+    """Warn when the fit ended at w = 0 with objective 0.
+
+    Ω(0) = 0 and every loss is non-negative, so J(0) = R(0) = 0 means that w = 0 minimises
+    J exactly: the fit is correct, and the model scores every row alike. For the ranking
+    losses this happens when no query holds two documents the loss tells apart (all labels
+    of each query equal, or for ``"map"`` all on one side of ``threshold``); for a
+    regression loss, when every target is zero. A user who meant to learn something has
+    passed the wrong labels, and is told so instead of getting a "converged" constant model.
+    """
+    if result.fun != 0.0 or np.any(result.x):
+        return
+    name = getattr(loss, "name", "") or type(loss).__name__
+    if name == "map":
+        why = " (no query has documents on both sides of the relevance threshold)"
+    elif name == "squared":
+        why = " (every target is 0)"
+    elif name == "preference":
+        why = " (pairs= holds no pair of positive cost)"
+    elif name in losses.available() and not getattr(loss, "pointwise", False):
+        why = " (no query has two documents of different labels)"
+    else:
+        why = ""
+    warnings.warn(
+        f"the {name} loss is zero at w = 0 on these targets{why}, so w = 0 minimises the "
+        "objective and the model scores every row alike: y gives nothing to learn",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
 def _latent_start(oracle, d, lam, regularizer, tol, max_iter, max_time):
     """The start of NRBM on a latent loss: the minimiser of the loss's convex
     ``initial_loss`` (as :func:`~bmrm.solver.cccp.minimize_cccp` starts) and the oracle
@@ -740,6 +772,7 @@ def fit(
                 model = LinearModel(
                     coef, 0.0, loss_obj, lam, regularizer, res, None if linear else scorer_obj
                 )
+                _warn_if_nothing_learned(res, loss_obj)
                 if feature_names is not None:
                     model.feature_names_in_ = feature_names
                 return model
@@ -789,6 +822,7 @@ def fit(
         coef = w[:n_features]
         intercept = w[n_features] * intercept_scaling if fit_intercept else 0.0
         model = LinearModel(coef, intercept, loss_obj, lam, regularizer, result)
+        _warn_if_nothing_learned(result, loss_obj)
         if feature_names is not None:
             model.feature_names_in_ = feature_names
         return model

@@ -507,6 +507,15 @@ class BMRMRanker(_BMRMEstimator):
                 UserWarning,
                 stacklevel=2,
             )
+        y_arr = np.asarray(y)
+        if y_arr.dtype.kind in "biuf" and y_arr.size and np.nanmin(y_arr) < 0:
+            # labels a loss such as "map" trains on (relevant: y > 0), which NDCG cannot score
+            raise ValueError(
+                f"y has negative labels (min {np.nanmin(y_arr):g}); BMRMRanker.score is "
+                "NDCG@score_k, whose gains 2^y − 1 need labels >= 0. Score such labels with "
+                "losses.metrics.map_score(y, ranker.predict(X), qid) (relevant: y > 0), or "
+                "give scikit-learn's tools a scoring= of your own"
+            )
         per_query = ndcg_score(y, f, qid, k=self.score_k, per_query=True)
         if sample_weight is None:
             return float(np.mean(per_query))

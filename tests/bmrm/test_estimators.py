@@ -501,3 +501,20 @@ def test_ranker_with_the_expected_gain_scorer_saves_it(tmp_path):
     assert loaded.scorer_.get_params() == ranker.scorer_.get_params()
     np.testing.assert_array_equal(loaded.coef_, ranker.coef_)
     np.testing.assert_array_equal(loaded.predict(X), ranker.predict(X))
+
+
+def test_ranker_score_refuses_negative_labels_and_names_the_measure_that_takes_them():
+    # the map loss trains on labels ±1 (relevant: y > 0); NDCG's gains 2^y − 1 cannot score them
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(40, 3))
+    qid = np.repeat(np.arange(8), 5)
+    y = np.where(X @ np.array([1.0, -0.5, 0.2]) > 0, 1.0, -1.0)
+    ranker = BMRMRanker(loss="map", **FAST).fit(X, y, qid=qid)
+    with pytest.raises(ValueError, match=r"y has negative labels \(min -1\).*map_score"):
+        ranker.score(X, y, qid=qid)
+    # what the message points to scores them, as the same ranking with labels 0/1 does
+    expected = losses.metrics.map_score((y > 0).astype(float), ranker.predict(X), qid)
+    assert losses.metrics.map_score(y, ranker.predict(X), qid) == expected
+    assert ranker.score(X, (y > 0).astype(float), qid=qid) == pytest.approx(
+        losses.metrics.ndcg_score((y > 0).astype(float), ranker.predict(X), qid, k=10)
+    )
