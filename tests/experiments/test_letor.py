@@ -543,3 +543,53 @@ def test_every_lam_comparison_rules():
     spec["ndcg", 1.0, 2] = [(3, 0.0), (6, 1.0), (5, 0.2)]
     with pytest.raises(ValueError, match="per_query_lams.csv: ndcg at lam 1 has other Fold2"):
         letor.every_lam_comparison(comparison_rows(spec), ["ordinal", "ndcg"], lams, folds, 10)
+
+
+def test_regularizer_is_a_fit_level_grid_key():
+    """``regularizer`` goes to bmrm.fit, not to the loss, and every loss is fitted with each
+    of its values (the pairwise ones too); the loss parameters stay with the structured
+    losses; a value other than l2 and l1 is refused before any fit."""
+    grid = letor.parse_grid([["regularizer=l2,l1", "k=5,10"]])
+    assert letor.loss_settings("ndcg", grid) == grid
+    assert letor.loss_settings("ordinal", grid) == [{"regularizer": "l2"}, {"regularizer": "l1"}]
+    assert letor.loss_settings("map", letor.parse_grid([["k=5,10"]])) == [{}]
+    letor.check_grid(grid, ["ordinal", "ndcg", "neru", "map"])
+    with pytest.raises(ValueError, match="--grid regularizer must be one of l2, l1; got 'l3'"):
+        letor.check_grid(letor.parse_grid([["regularizer=l3"]]), ["ordinal"])
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 4))
+    qid = np.repeat(np.arange(10), 6)
+    y = np.clip(np.round(X @ np.array([1.0, -1.0, 0.0, 0.5]) + 1), 0, 2)
+    import bmrm
+
+    for loss, name, params in (("ordinal", "ordinal", {}), ("ndcg-pairs", "ndcg", {"k": 5})):
+        model, info = letor.fit_loss(
+            loss, X, y, qid, 0.05, 1e-6, 500, None, {"regularizer": "l1", **params}
+        )
+        loss_params = {**letor.METHODS[loss][1], **params}
+        direct = bmrm.fit(
+            X, y, name, qid, lam=0.05, tol=1e-6, max_iter=500, regularizer="l1",
+            loss_params=loss_params,
+        )  # fmt: skip
+        assert model.regularizer.spec() == direct.regularizer.spec() == "l1"
+        np.testing.assert_array_equal(model.coef_, direct.coef_)
+        l2, _ = letor.fit_loss(loss, X, y, qid, 0.05, 1e-6, 500, None, params)
+        assert not np.array_equal(l2.coef_, model.coef_)
+
+
+def test_l1_with_a_method_for_l2_only_is_an_argument_error(tmp_path, shared_data):
+    import subprocess
+
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "experiments/letor.py", "--out", str(out), "--method", "nrbm"]
+        + ["--grid", "regularizer=l2,l1"],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "--method nrbm fits the L2 regularizer only; --grid asks for l1" in proc.stderr
+    assert not out.exists()
