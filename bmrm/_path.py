@@ -8,7 +8,7 @@ import losses
 from bmrm._validation import check_lam, check_loss_params
 from bmrm.model import LinearModel, fit
 from bmrm.scorers import LinearScorer
-from bmrm.solver.methods import CarriedPlanes, check_method
+from bmrm.solver.methods import CarriedPlanes, auto_method, check_method
 from bmrm.solver.nrbm import NRBM
 from bmrm.solver.regularizers import make_regularizer
 
@@ -70,7 +70,7 @@ def path(X, y, loss="squared", qid=None, *, lams, method=None, **fit_params) -> 
             bounds=fit_params.get("bounds"),
             nonneg=fit_params.get("nonneg", False),
         )
-        method = "level" if regularizer.qp else "bmrm"
+        method = auto_method(regularizer)
     models: list[LinearModel] = []
     # fit builds NRBM for the loss (its planes are lowered where the risk is not convex)
     by_nrbm = (isinstance(method, str) and method == "nrbm") or isinstance(method, NRBM)

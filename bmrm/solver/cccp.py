@@ -74,7 +74,7 @@ from bmrm.solver import compile_ahead
 from bmrm.solver.bundle import Bundle
 from bmrm.solver.compile_clock import CompileClock
 from bmrm.solver.loop import BMRMResult, minimize_bmrm, verbose_log
-from bmrm.solver.methods import CarriedPlanes
+from bmrm.solver.methods import CarriedPlanes, auto_method
 from bmrm.solver.oracle import RiskOracle
 from bmrm.solver.regularizers import make_regularizer
 from losses.validation import check_bool
@@ -287,8 +287,7 @@ def minimize_cccp(
         stopped = bool(results) and results[-1].status in (3, 4)
         method = bmrm_options.pop("method", None)
         if method is None or (isinstance(method, str) and method == "auto"):
-            # as minimize_bmrm's "auto" (the level bundle method for L2 without bounds)
-            method = "level" if regularizer.qp else "bmrm"
+            method = auto_method(regularizer)  # as minimize_bmrm's "auto"
         step_tol = max(tol, min(0.1, 0.1 * inner_scale)) if adaptive else fixed_tol
         surrogate, carrier = None, None
         surrogate_at_zero = None  # the current surrogate's (R, a) at w = 0, once evaluated

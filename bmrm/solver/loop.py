@@ -29,7 +29,7 @@ from bmrm._validation import check_minimize_args
 from bmrm.solver.bundle import Bundle
 from bmrm.solver.compile_clock import CompileClock
 from bmrm.solver.masters import SCALE_ADVICE, ClarabelMaster, CvxpyMaster, QPMaster
-from bmrm.solver.methods import PlainBMRM, SolverState, get_method
+from bmrm.solver.methods import PlainBMRM, SolverState, auto_method, get_method
 from bmrm.solver.regularizers import Box, make_regularizer
 
 __all__ = ["BMRMResult", "minimize_bmrm", "PlainBMRM"]
@@ -277,7 +277,8 @@ def minimize_bmrm(
         ``step(state)`` method (see :mod:`bmrm.solver.methods`; an optional
         ``finish(result)`` may rename the result's figures, an optional
         ``set_tolerance(tol, atol)`` receives the tolerances). ``"auto"`` is ``"level"``
-        (:mod:`bmrm.solver.level`) for the L2 regularizer without bounds, else ``"bmrm"``.
+        (:mod:`bmrm.solver.level`) for the L2 regularizer without bounds, ``"inout"`` for
+        L1 without bounds, else ``"bmrm"`` (:func:`bmrm.solver.methods.auto_method`).
     callback : callable or None
         ``callback(intermediate_result)`` after every iteration, the last included (its
         ``status`` then says why the loop stops), with an :class:`BMRMResult` of the current
@@ -312,8 +313,7 @@ def minimize_bmrm(
     )
     bounded = isinstance(regularizer, Box)
     if method is None or method == "auto":
-        # the level bundle method wins where measured (L2 without bounds): experiments/RESULTS.md
-        method = "level" if regularizer.qp else "bmrm"
+        method = auto_method(regularizer)
     method = get_method(method)
     if hasattr(method, "set_tolerance"):
         method.set_tolerance(tol, atol)

@@ -219,6 +219,46 @@ def test_result_names_its_method_and_the_model_file_keeps_it(method, loss, tmp_p
         assert [m.result_.method for m in paths] == ["level", "level"]
 
 
+@pytest.mark.parametrize(
+    ("fit_params", "expected"),
+    [
+        ({}, "level"),
+        ({"regularizer": "l1"}, "inout"),
+        ({"regularizer": "l1", "nonneg": True}, "bmrm"),
+        ({"regularizer": "elastic_net"}, "bmrm"),
+        ({"regularizer": "l2", "bounds": (-1.0, 1.0)}, "bmrm"),
+    ],
+)
+@pytest.mark.parametrize("loss", ["ordinal", "ndcg"])
+def test_auto_method_follows_the_regularizer(fit_params, expected, loss):
+    """The method "auto" is the level bundle method for L2, in-out cutting planes for L1 without
+    bounds, plain BMRM for the other regularizers: in a fit, in the concave-convex
+    procedure's subproblems (ndcg) and along a path; every one reaches the same certified
+    objective as plain BMRM within the tolerance."""
+    X, y, qid = ranking_problem(5, n_queries=8, docs=5, d=3)
+    model = bmrm.fit(X, y, loss, qid, lam=0.05, tol=1e-6, **fit_params)
+    assert model.result_.method == expected
+    plain = bmrm.fit(X, y, loss, qid, lam=0.05, tol=1e-6, method="bmrm", **fit_params)
+    if loss == "ordinal":  # convex: both certified to tol·J of the one minimum
+        assert model.result_.fun == pytest.approx(plain.result_.fun, rel=2e-6)
+        assert model.result_.fun >= plain.result_.lower_bound - 1e-12
+    paths = bmrm.path(X, y, loss, qid, lams=[0.5, 0.05], tol=1e-6, **fit_params)
+    assert [m.result_.method for m in paths] == [expected, expected]
+    assert auto_of(fit_params) == expected
+
+
+def auto_of(fit_params) -> str:
+    from bmrm.solver.methods import auto_method
+    from bmrm.solver.regularizers import make_regularizer
+
+    regularizer = make_regularizer(
+        fit_params.get("regularizer", "l2"),
+        bounds=fit_params.get("bounds"),
+        nonneg=fit_params.get("nonneg", False),
+    )
+    return auto_method(regularizer)
+
+
 @pytest.mark.parametrize("loss", ["hinge", "ndcg"])
 def test_lbfgs_on_a_bundle_fit_says_what_it_is_for(loss):
     """L-BFGS is a method name for non-convex smooth fits; elsewhere the error says so and
