@@ -552,7 +552,7 @@ def fit(
         (OCAS), or any object with a ``step(state)`` method. ``"auto"`` (also None) is the
         level bundle method for ``regularizer="l2"`` without bounds (it needs the fewest
         oracle calls, most of all at small lam and on costly losses), in-out cutting planes
-        for ``regularizer="l1"`` without bounds (3.3 times less time than plain BMRM on
+        for ``regularizer="l1"`` without bounds (3.3–3.6 times less time than plain BMRM on
         MQ2008, ``experiments/bench_l1.py``) and plain BMRM otherwise
         (:func:`bmrm.solver.methods.auto_method`).
         For a non-convex objective (a non-linear scorer, or a loss with ``convex = False``

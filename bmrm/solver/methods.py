@@ -856,7 +856,7 @@ def check_method(method, *, lbfgs: bool = True) -> None:
 def auto_method(regularizer) -> str:
     """The method ``"auto"`` stands for with ``regularizer``, as measured
     (``experiments/RESULTS.md``, "Solver" and "L1 fits"): the level bundle method for L2
-    without bounds (the QP master), in-out cutting planes for L1 without bounds (3.3 times
+    without bounds (the QP master), in-out cutting planes for L1 without bounds (3.3–3.6 times
     less time than plain BMRM over ``experiments/bench_l1.py``'s MQ2008 grid at tol 1e-6,
     its linear-programme master dominating), plain BMRM otherwise (elastic net, bounds,
     callable regularizers: not measured)."""
