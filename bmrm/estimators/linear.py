@@ -508,10 +508,11 @@ class BMRMRanker(_BMRMEstimator):
                 stacklevel=2,
             )
         y_arr = np.asarray(y)
-        if y_arr.dtype.kind in "biuf" and y_arr.size and np.nanmin(y_arr) < 0:
+        lowest = np.nanmin(y_arr) if y_arr.dtype.kind in "biuf" and y_arr.size else 0
+        if lowest < 0:
             # labels a loss such as "map" trains on (relevant: y > 0), which NDCG cannot score
             raise ValueError(
-                f"y has negative labels (min {np.nanmin(y_arr):g}); BMRMRanker.score is "
+                f"y has negative labels (min {lowest:g}); BMRMRanker.score is "
                 "NDCG@score_k, whose gains 2^y − 1 need labels >= 0. Score such labels with "
                 "losses.metrics.map_score(y, ranker.predict(X), qid) (relevant: y > 0), or "
                 "give scikit-learn's tools a scoring= of your own"

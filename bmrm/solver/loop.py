@@ -462,15 +462,15 @@ def _zero_small_weights(state: SolverState) -> None:
     if not scale > 0.0 or not math.isfinite(state.best_J):
         return
     n_nonzero = int(np.count_nonzero(w))
-    tried = set()
+    last_kept = -1  # supports only grow as t falls: a repeat is the previous candidate
     for t in [math.inf, *(scale * 10.0**-k for k in range(1, 13))]:
         keep = magnitude >= t
         n_kept = int(np.count_nonzero(keep))
         if n_kept == n_nonzero:
             break  # this and every smaller t leave w as it is
-        if n_kept in tried:
+        if n_kept == last_kept:
             continue
-        tried.add(n_kept)
+        last_kept = n_kept
         candidate = np.where(keep, w, 0.0)
         if not np.array_equal(reg.project(candidate), candidate):
             continue  # zero lies outside the box on some coordinate

@@ -68,7 +68,7 @@ from bmrm.solver.bundle import Bundle
 from bmrm.solver.cut_cache import make_cut_cache
 from bmrm.solver.level import LevelBundle
 from bmrm.solver.nrbm import NRBM
-from bmrm.solver.regularizers import L2, Box, ElasticNet, make_regularizer
+from bmrm.solver.regularizers import L1, L2, Box, ElasticNet, make_regularizer
 from losses.validation import check_int, check_positive
 
 __all__ = [
@@ -860,8 +860,6 @@ def auto_method(regularizer) -> str:
     less time than plain BMRM over ``experiments/bench_l1.py``'s MQ2008 grid at tol 1e-6,
     its linear-programme master dominating), plain BMRM otherwise (elastic net, bounds,
     callable regularizers: not measured)."""
-    from bmrm.solver.regularizers import L1
-
     if regularizer.qp:
         return "level"
     if type(regularizer) is L1:

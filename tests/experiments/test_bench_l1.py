@@ -1,27 +1,6 @@
 """``experiments/bench_l1.py`` end to end on the shared MQ2008 data (``--quick``)."""
 
-import sys
-
-import numpy as np
-import pytest
-
-from tests.experiments._quick import REPO, real_data, run_quick
-
-sys.path.insert(0, str(REPO / "experiments"))
-import bench_l1  # noqa: E402
-
-
-def test_cumulative_seconds_add_up_the_concave_convex_subproblems():
-    """A plain fit's history is cumulative; the procedure's joins its subproblems' (each
-    cumulative within its own, numbered by ``outer``)."""
-    assert bench_l1.cumulative(
-        {"master_seconds": np.array([0.1, 0.3, 0.6])}, "master_seconds"
-    ) == (pytest.approx(0.6))
-    history = {
-        "master_seconds": np.array([0.1, 0.2, 0.05, 0.15, 0.4, 0.5]),
-        "outer": np.array([0, 0, 1, 1, 2, 2]),
-    }
-    assert bench_l1.cumulative(history, "master_seconds") == pytest.approx(0.2 + 0.15 + 0.5)
+from tests.experiments._quick import real_data, run_quick
 
 
 def test_quick_run(tmp_path, shared_data):
