@@ -70,7 +70,6 @@ import time
 
 import numpy as np
 
-from bmrm.solver import compile_ahead
 from bmrm.solver.bundle import Bundle
 from bmrm.solver.compile_clock import CompileClock
 from bmrm.solver.loop import BMRMResult, minimize_bmrm, verbose_log
@@ -224,28 +223,7 @@ def minimize_cccp(
         )
         results = []
         initial = oracle.initial() if w0 is None else None
-        if initial is not None and compile_ahead.running():
-            # A cold cache, and a second process compiles the starting problem's kernels
-            # (the ordinal loss's), the products' and possibly the latent loss's
-            # ideal-ordering weights: meanwhile compile the latent loss's other kernels here
-            # (one evaluation, not counted; its value is not used and changes nothing). A
-            # RiskOracle that makes two passes over X evaluates the loss alone, at scores 0,
-            # leaving the products to the helper; another oracle is called at w = 0.
-            calls = getattr(oracle, "calls", None)
-            warm_up = oracle
-            if compile_ahead.pending("latent") and hasattr(oracle, "without_latent"):
-                warm_up = oracle.without_latent()
-            if isinstance(warm_up, RiskOracle) and warm_up.fused is None:
-                warm_up.risk_at(np.zeros(warm_up.X.shape[0]))
-            else:
-                warm_up(np.zeros(n_features))
-            if calls is not None:
-                oracle.calls = calls
         if initial is not None:
-            # the helper compiles the starting loss's kernels (the ordinal loss's) and the
-            # bundle's and products' kernels, if asked
-            compile_ahead.wait_for("ordinal")
-            compile_ahead.wait_for("solver")
             if verbose:
                 name = type(getattr(initial, "loss", initial)).__name__
                 logger.info(f"starting problem: the convex {name} that starts the procedure")
@@ -278,7 +256,6 @@ def minimize_cccp(
             oracle.release()
             return lam * regularizer.value(w) + R
 
-        compile_ahead.wait_for("latent")  # the helper's ideal-ordering weights, if asked
         J = objective(w)
         outer_objective = [J]
         n_init = len(results)
