@@ -31,7 +31,7 @@ from bmrm.solver.compile_clock import CompileClock
 from bmrm.solver.loop import HISTORY_FIELDS, BMRMResult, minimize_bmrm
 from bmrm.solver.masters import _cvxpy
 from bmrm.solver.methods import check_method
-from bmrm.solver.nrbm import NRBM
+from bmrm.solver.methods.nrbm import NRBM
 from bmrm.solver.oracle import RiskOracle
 from bmrm.solver.regularizers import Regularizer, from_spec, make_regularizer
 from bmrm.solver.scorer_oracle import check_nonconvex, fit_nonconvex
@@ -554,7 +554,7 @@ def fit(
         MQ2008, ``experiments/bench_l1.py``) and plain BMRM otherwise
         (:func:`bmrm.solver.methods.auto_method`).
         For a non-convex objective (a non-linear scorer, or a loss with ``convex = False``
-        such as "warp" or "cosine") only ``"nrbm"`` (:mod:`bmrm.solver.nrbm`, any loss) and
+        such as "warp" or "cosine") only ``"nrbm"`` (:mod:`bmrm.solver.methods.nrbm`, any loss) and
         ``"lbfgs"`` (smooth objectives) are valid; ``"auto"`` is L-BFGS where the objective
         is smooth and NRBM otherwise (see ``experiments/bench_nonconvex.py``). For a latent
         loss ("ndcg", "neru" with ``ties="latent"``) ``"nrbm"`` replaces the concave-convex

@@ -73,7 +73,7 @@ import numpy as np
 from bmrm.solver.bundle import Bundle
 from bmrm.solver.compile_clock import CompileClock
 from bmrm.solver.loop import BMRMResult, minimize_bmrm, verbose_log
-from bmrm.solver.methods import CarriedPlanes, auto_method
+from bmrm.solver.methods import CarriedPlanes, auto_method, get_method
 from bmrm.solver.oracle import RiskOracle
 from bmrm.solver.regularizers import make_regularizer
 from losses.validation import check_bool
@@ -266,7 +266,7 @@ def minimize_cccp(
         if method is None or (isinstance(method, str) and method == "auto"):
             method = auto_method(regularizer)  # as minimize_bmrm's "auto"
         step_tol = max(tol, min(0.1, 0.1 * inner_scale)) if adaptive else fixed_tol
-        surrogate, carrier = None, None
+        surrogate, carried = None, None
         surrogate_at_zero = None  # the current surrogate's (R, a) at w = 0, once evaluated
         extra_calls = 0  # oracle calls at w = 0 for the shifts, counted in nfev
         reused = 0  # evaluations reused, counted in the subproblems' nfev but not made
@@ -279,7 +279,7 @@ def minimize_cccp(
                 if budget <= 0 and results:
                     break
                 budget = max(budget, 1e-9)
-            carry = carry_planes and carrier is not None and carrier.bundle is not None
+            carry = carry_planes and carried is not None
             # the finished surrogate is evaluated at 0 for the shift and dropped before the
             # next one is made: two surrogates' targets and work arrays are never held at once
             previous_at_zero = None
@@ -294,10 +294,8 @@ def minimize_cccp(
             if carry:
                 surrogate_at_zero = surrogate(np.zeros(n_features))
                 extra_calls += 1
-                planes = _shifted_bundle(
-                    carrier.bundle, previous_at_zero, surrogate_at_zero, n_features
-                )
-            carrier = CarriedPlanes(method, planes)
+                planes = _shifted_bundle(carried, previous_at_zero, surrogate_at_zero, n_features)
+            carrier = CarriedPlanes(get_method(method), planes)
             first = surrogate
             if evaluated is not None and evaluated[0] is w:
                 first = _Evaluated(surrogate, *evaluated)
@@ -307,7 +305,7 @@ def minimize_cccp(
                     f"cccp step {outer}: the convex surrogate with the ties fixed at the "
                     f"current scores (J {J:.8g}, tol {step_tol:.3g})"
                 )
-            res = minimize_bmrm(
+            res, final = minimize_bmrm(
                 first,
                 n_features,
                 lam,
@@ -318,8 +316,10 @@ def minimize_cccp(
                 w0=w,
                 method=carrier,
                 verbose=verbose,
+                full_output=True,
                 **bmrm_options,
             )
+            carried = getattr(final, "bundle", None)
             results.append(res)
             reused += getattr(first, "reused", 0)
             first = None
