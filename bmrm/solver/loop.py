@@ -247,9 +247,9 @@ def minimize_bmrm(
     regularizer = make_regularizer(
         regularizer, l1_ratio=l1_ratio, bounds=bounds, n_features=n_features
     )
-    if method is None or (isinstance(method, str) and method == "auto"):
-        method = auto_method(regularizer)
     problem = Problem.of(oracle, regularizer, lam, n_features)
+    if method is None or (isinstance(method, str) and method == "auto"):
+        method = auto_method(regularizer, problem.capabilities)
     options = SolverOptions(tol, atol, master, bundle_size, max_idle, cvxpy_solver)
     return minimize(
         problem, get_method(method), w0=w0, options=options, max_iter=max_iter,

@@ -79,7 +79,9 @@ def capabilities(oracle) -> Capabilities:
         on_scores=all(hasattr(oracle, name) for name in ("scores", "risk_at", "cut_at")),
         per_query=supports_cut_cache(oracle) is None,
         exact=loss is not None and type(loss).__module__.split(".")[0] == "losses",
-        has_hessp=callable(getattr(oracle, "hessp", None)),
+        # the oracle's product needs the loss's own (loss.hessp on the scores)
+        has_hessp=callable(getattr(oracle, "hessp", None))
+        and (loss is None or callable(getattr(loss, "hessp", None))),
         dtype=np.dtype(getattr(oracle, "dtype", np.float64)),
     )
 

@@ -65,6 +65,7 @@ from bmrm.solver.methods.level import LevelBundle
 from bmrm.solver.methods.ls_bmrm import LineSearchBMRM
 from bmrm.solver.methods.nrbm import NRBM
 from bmrm.solver.methods.ocas import OCAS
+from bmrm.solver.problem import Capabilities
 
 __all__ = [
     "METHODS",
@@ -126,13 +127,14 @@ def check_method(method, *, lbfgs: bool = True) -> None:
         )
 
 
-def auto_method(regularizer) -> str:
-    """The method ``"auto"`` stands for with ``regularizer``, as measured
-    (``experiments/RESULTS.md``, "Solver" and "L1 fits"): the level bundle method for L2
-    without bounds (the QP master), in-out cutting planes for L1 without bounds (3.3–3.6 times
-    less time than plain BMRM over ``experiments/bench_l1.py``'s MQ2008 grid at tol 1e-6,
-    its linear-programme master dominating), plain BMRM otherwise (elastic net, bounds,
-    callable regularizers: not measured)."""
+def auto_method(regularizer, capabilities: Capabilities | None = None) -> str:
+    """The method ``"auto"`` stands for: one function of the problem (its regularizer and
+    the risk's declared capabilities), as measured (``experiments/RESULTS.md``, "Solver" and
+    "L1 fits"): the level bundle method for L2 without bounds (the QP master), in-out
+    cutting planes for L1 without bounds (3.3–3.6 times less time than plain BMRM over
+    ``experiments/bench_l1.py``'s MQ2008 grid at tol 1e-6, its linear-programme master
+    dominating), plain BMRM otherwise (elastic net, bounds, callable regularizers: not
+    measured). ``capabilities`` None is a convex risk with nothing more."""
     if regularizer.qp:
         return "level"
     if regularizer.name == "l1":
