@@ -6,9 +6,9 @@ milliseconds. :func:`warmup` pays that cost up front, for example at install tim
 (``bmrm warmup`` or ``python -m bmrm warmup`` on the command line): it fits each built-in
 loss on two small generated problems, in this process, with the solver's defaults, which
 compiles (or loads) the kernels of the loss, of the oracle's products for dense and CSR
-float64 data, of the bundle and of the master QP. A fit afterwards still compiles what the
-warm-up did not meet (float32 data, a loss's non-default options that take other kernels,
-methods other than the default).
+float64 data (and its one-pass call for large dense X), of the bundle and of the master
+QP. A fit afterwards still compiles what the warm-up did not meet (float32 data, a loss's
+non-default options that take other kernels, methods other than the default).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import scipy.sparse as sp
 import losses
 from bmrm.model import fit
 from bmrm.solver.compile_clock import CompileClock
+from bmrm.solver.oracle import RiskOracle
 
 __all__ = ["warmup"]
 
@@ -84,5 +85,9 @@ def warmup(names: Iterable[str] | None = None) -> dict[str, float]:
                     extra = {"pairs": pairs, "pair_costs": costs}
                 data = sp.csr_matrix(X) if sparse else X
                 fit(data, targets, name, qid, lam=1e-2, tol=1e-2, max_iter=50, **extra)
+                if not sparse:
+                    # the one-pass call that X of FUSED_MIN_BYTES and more takes
+                    prepared = losses.prepare(name, targets, qid, n_samples=len(targets), **extra)
+                    RiskOracle(X, prepared, fused_min_bytes=0)(np.zeros(X.shape[1]))
         seconds[key] = clock.seconds
     return seconds

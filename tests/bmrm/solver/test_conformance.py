@@ -20,7 +20,7 @@ from bmrm.solver.methods.base import SolverOptions
 from bmrm.solver.oracle import RiskOracle
 from bmrm.solver.problem import Problem
 from bmrm.solver.regularizers import make_regularizer
-from tests.bmrm.test_solver import direct_optimum, make_problem, objective
+from tests.bmrm.solver.test_solver import direct_optimum, make_problem, objective
 
 # name -> a fresh solver; NRBM declared convex certifies like the bundle methods
 SOLVERS = {name: cls for name, cls in METHODS.items()}

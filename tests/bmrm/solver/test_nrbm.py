@@ -14,8 +14,8 @@ from bmrm.solver.loop import minimize_bmrm
 from bmrm.solver.methods import get_method
 from bmrm.solver.methods.nrbm import NRBM, STATIONARY
 from bmrm.solver.scorer_oracle import ScorerOracle
+from tests.bmrm.solver.test_solver import direct_optimum, make_problem, objective
 from tests.bmrm.test_scorers import ranking_data
-from tests.bmrm.test_solver import direct_optimum, make_problem, objective
 
 LAM = 0.5
 
