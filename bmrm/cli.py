@@ -569,7 +569,7 @@ def _train(args) -> None:
             tol=tol,
             max_iter=max_iter,
             verbose=not args.quiet,
-            scorer=scorer,
+            ranking_function=scorer,
             sample_weight=weights,
             **loss_data,
         )

@@ -484,10 +484,11 @@ def fit(
     progress: bool = False,
     loss_params: dict | None = None,
     cvxpy_solver: str | None = None,
-    scorer=None,
+    ranking_function=None,
     backend: str = "local",
     client=None,
     sample_weight=None,
+    scorer=None,
     **loss_data,
 ) -> LinearModel:
     """Fit a linear model by minimising J(w) = lam·Ω(w) + R(w) with the bundle method.
@@ -572,10 +573,10 @@ def fit(
         A one-line progress bar on stderr (log-scale share of the way to the requested gap).
     loss_params : dict or None
         Parameters for a loss given by name, as ``losses.get(loss, **loss_params)``.
-    scorer : None, "linear", "expected_gain" or a scorer object
+    ranking_function : None, "linear", "expected_gain" or a scorer object
         The ranking function (:mod:`bmrm.scorers`); None is f = Xw. With a non-linear
-        scorer, or a loss declaring ``convex = False``, the objective lam/2‖θ‖² + R(θ) is not
-        convex: it is minimised by L-BFGS or NRBM (see ``method``;
+        ranking function, or a loss declaring ``convex = False``, the objective
+        lam/2‖θ‖² + R(θ) is not convex: it is minimised by L-BFGS or NRBM (see ``method``;
         :func:`bmrm.solver.scorer_oracle.fit_nonconvex`, ``regularizer="l2"``, no bounds or
         intercept), warm-started from the linear model of the same loss. ``result_`` is
         then scipy's result (L-BFGS; ``tol`` its gradient tolerance) or a
@@ -598,6 +599,9 @@ def fit(
         many times and a zero weight leaves it out. A query loss weighs whole queries: the
         rows of a query must carry equal weights (its weight). With ``backend="dask"``, like
         ``y`` (for dask X a dask array, Series or column name of X).
+    scorer : deprecated
+        The former name of ``ranking_function`` (scikit-learn's word for a metric
+        callable); it still works, with a ``FutureWarning``, for one release.
     **loss_data
         Loss-specific data, for example ``pairs=`` and ``pair_costs=`` for "preference"
         (with ``backend="dask"``, for in-memory X only).
@@ -611,6 +615,7 @@ def fit(
         :func:`bmrm.solver.cccp.minimize_cccp`, whose result adds ``n_outer`` and
         ``outer_objective``.
     """
+    ranking_function = _renamed(ranking_function, scorer)
     data = _check_data(X, y, qid, sample_weight, backend, client)
     settings = _Settings.check(
         lam, tol, atol, max_iter, max_time, bundle_size, master, cvxpy_solver, method, callback,
@@ -634,7 +639,7 @@ def fit(
     try:
         if backend == "dask":
             oracle = _dask_oracle(
-                data, loss_obj, scorer, fit_intercept, intercept_scaling, loss_data
+                data, loss_obj, ranking_function, fit_intercept, intercept_scaling, loss_data
             )
             data.n_features = oracle.n_features - int(fit_intercept)
         n_features = data.n_features
@@ -643,7 +648,8 @@ def fit(
             regularizer, l1_ratio=l1_ratio, bounds=bounds, nonneg=nonneg, n_features=d
         )
         _check_solver_fits(settings, regularizer_obj)
-        ranking_function = None if scorer is None else get_scorer(scorer)
+        if ranking_function is not None:
+            ranking_function = get_scorer(ranking_function)
         if getattr(ranking_function, "name", None) == "linear":
             ranking_function = None
         # a latent loss is not convex, but the concave-convex procedure trains it
@@ -705,6 +711,21 @@ FIT_KEYWORDS = tuple(
     for name, p in inspect.signature(fit).parameters.items()
     if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
 )
+
+
+def _renamed(ranking_function, scorer):
+    """``ranking_function``, or the deprecated ``scorer`` with a FutureWarning."""
+    if scorer is None:
+        return ranking_function
+    if ranking_function is not None:
+        raise ValueError("give ranking_function= only (scorer= is its former name)")
+    warnings.warn(
+        "fit's scorer= is renamed ranking_function= (scikit-learn's 'scorer' is a metric "
+        "callable); scorer= will be removed in a future release",
+        FutureWarning,
+        stacklevel=3,
+    )
+    return scorer
 
 
 def _finished(model: LinearModel, feature_names) -> LinearModel:
@@ -869,10 +890,12 @@ def _check_start(w0, d: int, n_params: int, fit_intercept: bool):
     return check_w0(w0, d if shape == (d,) else n_params, fit_intercept)
 
 
-def _dask_oracle(data: _Data, loss, scorer, fit_intercept, intercept_scaling, loss_data):
+def _dask_oracle(data: _Data, loss, ranking_function, fit_intercept, intercept_scaling, loss_data):
     """The risk oracle on the Dask workers (:class:`bmrm.distributed.DaskRiskOracle`)."""
-    if scorer is not None and scorer != "linear":
-        raise ValueError("backend='dask' fits the linear scorer only; leave scorer=None")
+    if ranking_function is not None and ranking_function != "linear":
+        raise ValueError(
+            "backend='dask' fits the linear scorer only (ranking_function=None or 'linear')"
+        )
     if not (getattr(loss, "convex", True) or getattr(loss, "latent", False)):
         raise ValueError(
             f"backend='dask' fits convex losses and latent ones (by the concave-convex "

@@ -433,7 +433,7 @@ class BMRMRanker(_BMRMEstimator):
         self._validate_params()
         loss = losses.get(self.loss, **(self.loss_params or {}))
         if self.scorer is not None:
-            fit_params = {**fit_params, "scorer": self.scorer}
+            fit_params = {**fit_params, "ranking_function": self.scorer}
         pairs_needed = (
             getattr(loss, "name", None) == "preference" and fit_params.get("pairs") is None
         )

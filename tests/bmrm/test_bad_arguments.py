@@ -549,7 +549,7 @@ def test_expected_gain_scorer_refuses_labels_beyond_its_levels(data):
         r"give n_levels=3 or None"
     )
     with pytest.raises(ValueError, match=message):
-        bmrm.fit(X, levels, "listnet", qid, scorer=scorer, callback=never_called)
+        bmrm.fit(X, levels, "listnet", qid, ranking_function=scorer, callback=never_called)
 
 
 @pytest.mark.parametrize("top", [512, 2000, 10**15])
@@ -562,7 +562,7 @@ def test_expected_gain_scorer_refuses_too_many_levels_before_work(data, top):
         r"n_levels=512 levels \(0..511"
     )
     with pytest.raises(ValueError, match=message):
-        bmrm.fit(X, y, "listnet", qid, scorer="expected_gain", callback=never_called)
+        bmrm.fit(X, y, "listnet", qid, ranking_function="expected_gain", callback=never_called)
     with pytest.raises(ValueError, match="n_levels must be an integer >= 2 and <= 512 or None"):
         ExpectedGainScorer(n_levels=top + 1)
 
@@ -570,7 +570,7 @@ def test_expected_gain_scorer_refuses_too_many_levels_before_work(data, top):
 def test_expected_gain_scorer_takes_its_largest_level(data):
     X, _, qid, levels = data
     y = np.r_[levels[:-1], 511]
-    model = bmrm.fit(X, y, "listnet", qid, scorer="expected_gain", max_iter=30)
+    model = bmrm.fit(X, y, "listnet", qid, ranking_function="expected_gain", max_iter=30)
     assert model.scorer_.n_levels == 512
     assert model.coef_.shape == (512, D)
     assert np.all(np.isfinite(model.predict(X)))

@@ -194,7 +194,7 @@ def test_train_predict_evaluate_with_the_expected_gain_scorer(folder, tmp_path, 
     assert proc.returncode == 0, proc.stderr
     model = load_model(tmp_path / "model.json")
     reference = reference_fit(
-        folder / "train.svm", "listnet", lam=0.01, scorer=ExpectedGainScorer(eps=eps)
+        folder / "train.svm", "listnet", lam=0.01, ranking_function=ExpectedGainScorer(eps=eps)
     )
     np.testing.assert_array_equal(model.coef_, reference.coef_)
     assert model.coef_.shape == (4, D)  # labels 0..3

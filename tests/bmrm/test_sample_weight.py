@@ -307,7 +307,14 @@ def test_nonlinear_scorer_risk_is_weighted():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = bmrm.fit(
-            X, y, "listnet", qid, lam=0.01, scorer="expected_gain", sample_weight=s, tol=1e-6
+            X,
+            y,
+            "listnet",
+            qid,
+            lam=0.01,
+            ranking_function="expected_gain",
+            sample_weight=s,
+            tol=1e-6,
         )
     assert np.all(np.isfinite(model.coef_))
 
