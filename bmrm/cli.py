@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import inspect
-import io
 import json
 import os
 import stat
@@ -396,24 +395,27 @@ def _read_predictions(
     """
     scores = []
     blank = None  # the first of the blank lines seen since the last score
-    with open(path, "rb") if data is None else io.BytesIO(data) as f:
-        for lineno, line in enumerate(f, start=1):
-            text = line.strip()
-            # blank lines at the end are no score (an editor's or echo's last newline);
-            # between scores they would shift every score after them to another row
-            if not text:
-                blank = blank or lineno
-                continue
-            if blank is not None:
-                raise ValueError(f"{path}, line {blank}: expected a finite score; got ''")
-            try:
-                value = float("nan") if b"_" in text else float(text)
-            except ValueError:
-                value = float("nan")
-            if not np.isfinite(value):
-                shown = text.decode("utf-8", "backslashreplace")[:40]
-                raise ValueError(f"{path}, line {lineno}: expected a finite score; got {shown!r}")
-            scores.append(value)
+    if data is None:
+        with open(path, "rb") as f:
+            data = f.read()
+    # lines end in LF, CR or CRLF, as in the data files
+    for lineno, line in enumerate(data.splitlines(), start=1):
+        text = line.strip()
+        # blank lines at the end are no score (an editor's or echo's last newline);
+        # between scores they would shift every score after them to another row
+        if not text:
+            blank = blank or lineno
+            continue
+        if blank is not None:
+            raise ValueError(f"{path}, line {blank}: expected a finite score; got ''")
+        try:
+            value = float("nan") if b"_" in text else float(text)
+        except ValueError:
+            value = float("nan")
+        if not np.isfinite(value):
+            shown = text.decode("utf-8", "backslashreplace")[:40]
+            raise ValueError(f"{path}, line {lineno}: expected a finite score; got {shown!r}")
+        scores.append(value)
     if len(scores) != n_rows:
         raise ValueError(
             f"{path} holds {len(scores)} predictions but {test_path} has {n_rows} rows"

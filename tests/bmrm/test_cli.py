@@ -400,6 +400,17 @@ def test_missing_inputs_are_named_by_their_argument(trained, tmp_path, run_here,
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("end", ["\r", "\r\n"])
+def test_predictions_with_carriage_return_line_ends(trained, tmp_path, run_here, end):
+    """A predictions file with CR or CRLF line ends reads as the same file with LF ends."""
+    test = trained / "test.svm"
+    expected = run_here("evaluate", test, trained / "predictions.txt", cwd=tmp_path)
+    lines = (trained / "predictions.txt").read_text().splitlines()
+    (tmp_path / "cr.txt").write_bytes((end.join(lines) + end).encode())
+    proc = run_here("evaluate", test, "cr.txt", cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (0, expected.stdout), proc.stderr
+
+
 def test_predictions_with_blank_lines_at_the_end(trained, tmp_path, run_here):
     """An editor's or echo's last newlines are no score; a blank line between scores is an
     error (it would shift every later score to another row)."""
