@@ -24,6 +24,7 @@ __all__ = [
     "check_lam",
     "check_loss_params",
     "check_minimize_args",
+    "check_model_values",
     "check_tol",
     "check_verbose",
     "check_w0",
@@ -172,6 +173,43 @@ def check_lam(lam, name: str = "lam") -> float:
             f"solve in float64); got {lam!r}"
         )
     return lam
+
+
+def check_model_values(where: str, coef: np.ndarray, lam, regularizer) -> None:
+    """Refuse, naming the model file ``where`` and the field, what :func:`bmrm.fit` could
+    not have produced: a ``lam`` outside [MIN_LAM, MAX_LAM], and box bounds (a regularizer
+    with ``name == "box"``) with neither one entry per weight nor one more (the intercept's,
+    with ``fit_intercept``), or that the file's own weights ``coef`` violate (the solver
+    projects every iterate onto the box, so a fitted model lies in it exactly).
+    """
+    try:
+        check_lam(lam)
+    except ValueError as exc:
+        raise ValueError(f"{where}: malformed model file: field 'lam': {exc}") from None
+    if getattr(regularizer, "name", None) != "box":
+        return
+    w = np.ravel(coef)
+    for side, bound, beyond in (
+        ("lower", regularizer.lower, np.less),
+        ("upper", regularizer.upper, np.greater),
+    ):
+        if bound is None:
+            continue
+        if bound.ndim == 1 and bound.shape[0] not in (w.size, w.size + 1):
+            raise ValueError(
+                f"{where}: malformed model file: field 'regularizer' has {bound.shape[0]} "
+                f"{side} bounds for {w.size} weights (expected {w.size}, or {w.size + 1} with "
+                "an intercept)"
+            )
+        own = np.broadcast_to(bound if bound.ndim == 0 else bound[: w.size], w.shape)
+        bad = np.flatnonzero(beyond(w, own))
+        if bad.size:
+            j = int(bad[0])
+            raise ValueError(
+                f"{where}: malformed model file: coef[{j}] = {float(w[j])!r} violates the "
+                f"{side} bound {float(own[j])!r} of field 'regularizer' ({bad.size} weights "
+                "outside the box)"
+            )
 
 
 def check_loss_params(loss_params) -> None:
