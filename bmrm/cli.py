@@ -20,7 +20,9 @@ invalid option value, a feature-count mismatch between model and data, a predict
 the wrong length, training data whose values overflow float64 in the fit, an output that
 cannot be written) ends the command with exit status 2 and a one-line reason on stderr;
 output files are written atomically (:func:`os.replace` of a temporary file), so a failed
-command leaves none behind and never damages an existing one. An output that is a symbolic
+command leaves none behind and never damages an existing one. An output named ``-``
+(PREDICTIONS of ``predict``, MODEL of ``train``) is the standard output; ``-`` as an input
+is refused (``/dev/stdin`` reads a pipe). An output that is a symbolic
 link writes the file it points to; a device or FIFO (``/dev/stdout``) is written in place,
 and a failed write to it (``/dev/full``) is an error.
 """
@@ -45,7 +47,7 @@ import losses
 from bmrm._validation import MAX_LAM, MIN_LAM, check_lam, check_tol
 from bmrm._version import __version__
 from bmrm.io import load_svmlight, load_weight_file, qid_from_groups
-from bmrm.io.model_files import _write_atomic
+from bmrm.io.model_files import _write_atomic, model_file_text
 from bmrm.io.svmlight import _load_group_sizes
 from bmrm.model import LinearModel, fit
 from bmrm.model import load as load_model
@@ -67,6 +69,8 @@ DEFAULT_METRICS = ("ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10", "map")
 # the largest cut-off --k accepts: k counts the documents of one query, and a k beyond a
 # query's length cuts off nothing (leaving --k out is the whole list)
 MAX_K = 2**31 - 1
+# the output file name that means the standard output (PREDICTIONS, MODEL)
+STDOUT = "-"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -148,7 +152,9 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     train.add_argument("train_file", metavar="TRAIN", help="svmlight / LETOR training file")
-    train.add_argument("model_file", metavar="MODEL", help="output model file")
+    train.add_argument(
+        "model_file", metavar="MODEL", help="output model file ('-': standard output)"
+    )
     train.add_argument("--loss", choices=LOSSES, default="ordinal", help="default: ordinal")
     strength = train.add_mutually_exclusive_group()
     strength.add_argument(
@@ -211,7 +217,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     predict.add_argument("test_file", metavar="TEST", help="svmlight / LETOR file")
     predict.add_argument("model_file", metavar="MODEL", help="model file from 'bmrm train'")
-    predict.add_argument("predictions_file", metavar="PREDICTIONS", help="output file")
+    predict.add_argument(
+        "predictions_file", metavar="PREDICTIONS", help="output file ('-': standard output)"
+    )
 
     evaluate = commands.add_parser(
         "evaluate",
@@ -327,6 +335,8 @@ def _check_output(path: str, name: str, inputs: dict[str, str | None]) -> None:
     """
     if not path:
         raise ValueError(f"{name} must be a file name; got ''")
+    if path == STDOUT:
+        return
     if path.endswith(("/", os.sep)):
         raise ValueError(f"cannot write {path}: a name ending in '/' names a folder")
     for input_name, other in inputs.items():
@@ -362,10 +372,24 @@ def _check_output(path: str, name: str, inputs: dict[str, str | None]) -> None:
 
 def _check_inputs(inputs: dict[str, str | None]) -> None:
     """Fail before any work, naming the argument, when an input file (argument name ->
-    path) does not exist."""
+    path) does not exist, or is ``-`` (the standard output's name, never an input's)."""
     for name, path in inputs.items():
+        if path == STDOUT:
+            raise ValueError(
+                f"{name} '-': '-' names the standard output, for PREDICTIONS and MODEL only; "
+                "give an input file (or /dev/stdin to read a pipe)"
+            )
         if path is not None and not os.path.exists(path):
             raise ValueError(f"{name} {path}: no such file")
+
+
+def _write_output(path: str, text: str) -> None:
+    """``text`` to the file ``path`` (atomically), or to the standard output for ``-``."""
+    if path == STDOUT:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        _write_atomic(path, text.encode("utf-8"))
 
 
 def _read_once(path: str) -> bytes | None:
@@ -564,9 +588,20 @@ def _train(args) -> None:
         )
     for warning in caught:
         _note("train", f"warning: {warning.message}")
-    model.save(args.model_file)
+    _write_output(args.model_file, model_file_text(model._record()))
     if not args.quiet:
-        _note("train", f"{_summary(model.result_)}; model written to {args.model_file}")
+        where = "the standard output" if args.model_file == STDOUT else args.model_file
+        _note("train", f"{_summary(model.result_)}; model written to {where}")
+
+
+def _seconds(r, total: float) -> str:
+    """Training seconds, and numba's compilation (included in ``total``) apart, as
+    ``result_.compile_seconds`` reports it."""
+    compiling = float(r.get("compile_seconds", 0.0))
+    text = f"{total - compiling:.2f} seconds of training"
+    if compiling >= 0.005:
+        text += f" and {compiling:.2f} seconds compiling numba kernels (cached for later runs)"
+    return text
 
 
 def _summary(r) -> str:
@@ -575,12 +610,12 @@ def _summary(r) -> str:
         method = f" of {r.method}" if "method" in r else ""
         return (
             f"objective {r.fun:.10g}, gap {r.gap:.3e}, {r.nit} iterations{method}, "
-            f"{r.total_seconds:.2f} seconds ({r.message})"
+            f"{_seconds(r, r.total_seconds)} ({r.message})"
         )
     seconds = r.get("elapsed", r.get("total_seconds", float("nan")))
     return (
         f"objective {r.fun:.10g}, {r.nit} iterations of {r.get('method', 'the solver')}, "
-        f"{seconds:.2f} seconds ({r.message})"
+        f"{_seconds(r, seconds)} ({r.message})"
     )
 
 
@@ -601,8 +636,7 @@ def _predict(args) -> None:
             f"1) is {float(scores[bad[0]])!r}: its features overflow float64 with the model "
             f"{args.model_file}; nothing written"
         )
-    text = "".join(f"{score!r}\n" for score in scores.tolist())
-    _write_atomic(args.predictions_file, text.encode("ascii"))
+    _write_output(args.predictions_file, "".join(f"{score!r}\n" for score in scores.tolist()))
 
 
 # ----------------------------------------------------------------------------- evaluate

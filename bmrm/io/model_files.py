@@ -134,6 +134,7 @@ __all__ = [
     "READ_VERSIONS",
     "SUMMARY_FIELDS",
     "ModelRecord",
+    "model_file_text",
     "read_model_file",
     "write_model_file",
 ]
@@ -451,11 +452,22 @@ def write_model_file(record: ModelRecord, path) -> None:
     Raises
     ------
     ValueError
-        For non-finite weights or lam, a result without its required fields, or a
-        regularizer spec, loss or scorer parameters that JSON cannot hold; nothing is
-        written then.
+        As :func:`model_file_text`; nothing is written then.
     OSError
         When the file cannot be written; ``path`` is then left as it was.
+    """
+    _write_atomic(path, model_file_text(record).encode("utf-8"))
+
+
+def model_file_text(record: ModelRecord) -> str:
+    """The text of the model file of ``record`` (ASCII JSON, see the module docstring).
+
+    Raises
+    ------
+    ValueError
+        For non-finite weights, a lam outside the range :func:`bmrm.fit` takes, a result
+        without its required fields, or a regularizer spec, loss or scorer parameters that
+        JSON cannot hold.
     """
     coef = np.asarray(record.coef, dtype=np.float64)
     if coef.ndim not in (1, 2) or not np.all(np.isfinite(coef)):
@@ -492,8 +504,7 @@ def write_model_file(record: ModelRecord, path) -> None:
         "arrays": arrays,
     }
     document["sha256"] = _checksum(document)
-    text = json.dumps(document, indent=1, ensure_ascii=True, allow_nan=False) + "\n"
-    _write_atomic(path, text.encode("utf-8"))
+    return json.dumps(document, indent=1, ensure_ascii=True, allow_nan=False) + "\n"
 
 
 # ----------------------------------------------------------------------------- loading

@@ -154,6 +154,25 @@ def test_train_equals_fit(folder, tmp_path, run_here, runner, args, options):
     assert proc.stdout == ""
 
 
+def test_train_reports_compilation_apart_from_training(folder, tmp_path, run_here):
+    """The summary gives the training seconds without numba's compilation and the
+    compilation apart, as the result saved in the model file has them."""
+    proc = run_here("train", folder / "train.svm", "m.json", "--max-iter", 20, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    r = load_model(tmp_path / "m.json").result_
+    training = f"{r.total_seconds - r.compile_seconds:.2f} seconds of training"
+    compiling = f" and {r.compile_seconds:.2f} seconds compiling numba kernels (cached for"
+    summary = proc.stderr.strip().splitlines()[-1]
+    assert f", {r.nit} iterations of {r.method}, {training}" in summary, summary
+    assert (compiling in summary) == (r.compile_seconds >= 0.005), summary
+    # with compilation forced into the fit, it is reported apart
+    r["compile_seconds"], r["total_seconds"] = 44.25, 44.75
+    assert cli._summary(r).endswith(
+        f"0.50 seconds of training and 44.25 seconds compiling numba kernels (cached for later "
+        f"runs) ({r.message})"
+    )
+
+
 def test_c_is_svmrank_c(folder, tmp_path):
     """-c C trains the ordinal loss with lam = 1/C and normalize='none'."""
     C = 4.0
@@ -409,6 +428,37 @@ def test_predictions_with_carriage_return_line_ends(trained, tmp_path, run_here,
     (tmp_path / "cr.txt").write_bytes((end.join(lines) + end).encode())
     proc = run_here("evaluate", test, "cr.txt", cwd=tmp_path)
     assert (proc.returncode, proc.stdout) == (0, expected.stdout), proc.stderr
+
+
+def test_dash_is_the_standard_output(trained, folder, tmp_path, run_here):
+    """PREDICTIONS and MODEL '-' write to the standard output what the file would hold (no
+    file named '-'); '-' as an input is refused, naming the argument."""
+    test, model = trained / "test.svm", trained / "model.json"
+    proc = run_here("predict", test, model, "-", cwd=tmp_path)
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
+    assert proc.stdout == (trained / "predictions.txt").read_text()
+    proc = run_here("train", folder / "train.svm", "-", "--max-iter", 5, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().endswith("model written to the standard output")
+    (tmp_path / "out.json").write_text(proc.stdout)
+    run_here("train", folder / "train.svm", "m.json", "--max-iter", 5, cwd=tmp_path)
+    np.testing.assert_array_equal(
+        load_model(tmp_path / "out.json").coef_, load_model(tmp_path / "m.json").coef_
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "out.json"]
+    for argv, name in [
+        (("predict", "-", model, "p.txt"), "TEST"),
+        (("predict", test, "-", "p.txt"), "MODEL"),
+        (("train", "-", "m2.json"), "TRAIN"),
+        (("evaluate", test, "-"), "PREDICTIONS|MODEL"),
+    ]:
+        proc = run_here(*argv, cwd=tmp_path)
+        assert proc.returncode == 2
+        assert proc.stderr == (
+            f"bmrm {argv[0]}: error: {name} '-': '-' names the standard output, for "
+            "PREDICTIONS and MODEL only; give an input file (or /dev/stdin to read a pipe)\n"
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "out.json"]
 
 
 def test_predictions_with_blank_lines_at_the_end(trained, tmp_path, run_here):
