@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
@@ -28,6 +29,7 @@ __all__ = [
     "check_tol",
     "check_verbose",
     "check_w0",
+    "warn_one_unstated_query",
 ]
 
 # Largest intercept_scaling: the constant column's square enters the inner products of the
@@ -43,6 +45,11 @@ MIN_LAM = 1e-30
 MAX_LAM = 1e12
 
 _FINITE_CHUNK = 1 << 20
+
+# A query loss given no qid fits all rows as one query; beyond this many rows that is more
+# likely a forgotten qid than one query (ranking data sets hold at most a few thousand
+# documents per query).
+ONE_QUERY_WARN_ROWS = 5000
 
 
 def all_finite(a: np.ndarray) -> bool:
@@ -347,3 +354,22 @@ def check_minimize_args(
     if not type(oracle).__module__.startswith(("bmrm.", "losses.")):
         oracle = _CheckedOracle(oracle, n_features)
     return oracle, lam, tol, atol, max_iter, max_time, w0
+
+
+def warn_one_unstated_query(loss, qid, X) -> None:
+    """Warn when a query loss (not ``pointwise``) gets ``qid=None`` and more than
+    ``ONE_QUERY_WARN_ROWS`` rows in memory: every row is then one query, which is most
+    often a forgotten ``qid``. An explicit ``qid`` (``np.zeros(n)`` for one query) is not
+    warned about; nor is data whose row count is not known here (Dask)."""
+    n_rows = getattr(X, "shape", (None,))[0]
+    if qid is not None or getattr(loss, "pointwise", False) or not isinstance(n_rows, int):
+        return
+    if n_rows > ONE_QUERY_WARN_ROWS:
+        warnings.warn(
+            "no query ids were given (qid=None; for a data file, no qid: and no query "
+            f"file), so the {getattr(loss, 'name', '') or type(loss).__name__} loss ranks "
+            f"all {n_rows} rows as one query; give one query id per row, or "
+            "qid=np.zeros(n_rows) to fit one query without this warning",
+            UserWarning,
+            stacklevel=3,
+        )

@@ -24,6 +24,7 @@ from bmrm._validation import (
     check_w0,
     check_X,
     is_dask,
+    warn_one_unstated_query,
 )
 from bmrm.io.model_files import (
     BMRM_RESULT,
@@ -703,6 +704,7 @@ def fit(
     if fit_intercept:
         intercept_scaling = check_intercept_scaling(intercept_scaling)
     loss_obj = losses.get(loss, **(loss_params or {}))
+    warn_one_unstated_query(loss_obj, qid, X)
     oracle = None
     try:
         if backend == "dask":
