@@ -33,6 +33,7 @@ import argparse
 import contextlib
 import inspect
 import json
+import math
 import os
 import stat
 import sys
@@ -40,31 +41,64 @@ import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 
-import numpy as np
-import scipy.sparse as sp
-
-import losses
-from bmrm._validation import MAX_LAM, MIN_LAM, check_lam, check_tol
 from bmrm._version import __version__
-from bmrm.io import load_svmlight, load_weight_file, qid_from_groups
-from bmrm.io.model_files import _write_atomic, model_file_text
-from bmrm.io.svmlight import _load_group_sizes
-from bmrm.model import LinearModel, fit
-from bmrm.model import load as load_model
-from bmrm.scorers import ExpectedGainScorer
-from bmrm.solver.masters import _cvxpy
-from bmrm.solver.scorer_oracle import check_nonconvex
-from losses._weights import check_sample_weight
-from losses.metrics import CONVENTIONS, METRICS
-from losses.preference import PAIR_COSTS, pairs_from_labels
-from losses.validation import check_int, check_positive
 
 __all__ = ["main"]
 
-LOSSES = tuple(losses.available())
-# the losses whose terms sum over pairs (normalize="none" under -c) and those with a cut-off
-PAIRWISE = tuple(name for name in LOSSES if "normalize" in losses.get(name).get_params())
-CUTOFF_LOSSES = tuple(name for name in LOSSES if "k" in losses.get(name).get_params())
+# The modules a command needs are imported inside its functions, so that building the
+# parser (and --help) imports neither numpy, numba nor the solver, and 'predict' and
+# 'evaluate' never import the solver.
+
+
+class _Choices:
+    """A parser's choices, computed by ``names()`` on first use (the loss names, read from
+    :mod:`losses`, are needed only to check or show the option that takes them)."""
+
+    def __init__(self, names: Callable[[], Sequence[str]]):
+        self._names = names
+        self._cache: tuple[str, ...] | None = None
+
+    def _values(self) -> tuple[str, ...]:
+        if self._cache is None:
+            self._cache = tuple(self._names())
+        return self._cache
+
+    def __iter__(self):
+        return iter(self._values())
+
+    def __contains__(self, value) -> bool:
+        return value in self._values()
+
+    def __len__(self) -> int:
+        return len(self._values())
+
+
+def _loss_names() -> list[str]:
+    import losses
+
+    return losses.available()
+
+
+def _pair_costs() -> Sequence[str]:
+    from losses.preference import PAIR_COSTS
+
+    return PAIR_COSTS
+
+
+def _conventions() -> Sequence[str]:
+    from losses.metrics import CONVENTIONS
+
+    return CONVENTIONS
+
+
+def _losses_with(param: str) -> tuple[str, ...]:
+    """The loss names whose parameters include ``param``: "normalize" (the losses whose
+    terms sum over pairs, normalize="none" under -c), "k" (a cut-off)."""
+    import losses
+
+    return tuple(name for name in losses.available() if param in losses.get(name).get_params())
+
+
 DEFAULT_METRICS = ("ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10", "map")
 # the largest cut-off --k accepts: k counts the documents of one query, and a k beyond a
 # query's length cuts off nothing (leaving --k out is the whole list)
@@ -155,7 +189,15 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument(
         "model_file", metavar="MODEL", help="output model file ('-': standard output)"
     )
-    train.add_argument("--loss", choices=LOSSES, default="ordinal", help="default: ordinal")
+    # a metavar, so that building the parser does not read the choices (argparse formats
+    # the metavar of every argument it adds)
+    train.add_argument(
+        "--loss",
+        choices=_Choices(_loss_names),
+        default="ordinal",
+        metavar="LOSS",
+        help="one of %(choices)s (default: ordinal)",
+    )
     strength = train.add_mutually_exclusive_group()
     strength.add_argument(
         "--lam", type=float, default=None, help="regularization constant > 0 (default 1e-3)"
@@ -179,9 +221,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     train.add_argument(
         "--pair-cost",
-        choices=PAIR_COSTS,
+        choices=_Choices(_pair_costs),
         default=None,
-        help="cost of a label pair for the preference loss (default zero_one)",
+        metavar="COST",
+        help="cost of a label pair for the preference loss: %(choices)s (default zero_one)",
     )
     train.add_argument("--regularizer", choices=("l2", "l1"), default="l2", help="default: l2")
     train.add_argument(
@@ -239,7 +282,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME[@K]",
         help="a measure to report (repeatable)",
     )
-    evaluate.add_argument("--convention", choices=CONVENTIONS, default="exp", help="default: exp")
+    evaluate.add_argument(
+        "--convention",
+        choices=_Choices(_conventions),
+        default="exp",
+        metavar="CONVENTION",
+        help="one of %(choices)s (default: exp)",
+    )
     evaluate.add_argument(
         "--query-file",
         default=None,
@@ -269,6 +318,10 @@ def _load_data(path: str, query_file: str | None = None, *, groups: bool = True)
     to a file without ``qid:``; without it, ``<file>.query`` is used when it exists and the
     file has no ``qid:``. ``groups=False`` reads no query file.
     """
+    import numpy as np
+
+    from bmrm.io.svmlight import _load_group_sizes, load_svmlight, qid_from_groups
+
     if query_file is None:
         X, y, qid = load_svmlight(path, zero_based=False, query_file="auto" if groups else None)
     else:
@@ -304,6 +357,9 @@ def _load_data(path: str, query_file: str | None = None, *, groups: bool = True)
 def _check_weights(weights, n_rows: int, qid, loss, args) -> None:
     """The weights of ``--weight-file``: one per row of TRAIN, not all zero, and equal
     within each query for a query loss (:func:`losses._weights.check_sample_weight`)."""
+    import losses
+    from losses._weights import check_sample_weight
+
     where = f"--weight-file {args.weight_file}"
     if weights.shape[0] != n_rows:
         raise ValueError(
@@ -316,8 +372,10 @@ def _check_weights(weights, n_rows: int, qid, loss, args) -> None:
         raise ValueError(f"{where}: {exc}") from None
 
 
-def _features_for(X, path: str, model: LinearModel, model_path: str):
+def _features_for(X, path: str, model, model_path: str):
     """X widened to the model's features; more columns than the model has is an error."""
+    import scipy.sparse as sp
+
     d = model.n_features_in_
     if X.shape[1] > d:
         raise ValueError(
@@ -389,6 +447,8 @@ def _write_output(path: str, text: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
+        from bmrm.io.model_files import _write_atomic
+
         _write_atomic(path, text.encode("utf-8"))
 
 
@@ -408,9 +468,7 @@ def _is_model_file(path: str, data: bytes | None = None) -> bool:
         return f.read(4096).lstrip().startswith(b"{")
 
 
-def _read_predictions(
-    path: str, n_rows: int, test_path: str, data: bytes | None = None
-) -> np.ndarray:
+def _read_predictions(path: str, n_rows: int, test_path: str, data: bytes | None = None):
     """One finite number per line, exactly ``n_rows`` lines (blank lines at the end
     ignored; from ``data``, the file's bytes, when already read).
 
@@ -436,7 +494,7 @@ def _read_predictions(
             value = float("nan") if b"_" in text else float(text)
         except ValueError:
             value = float("nan")
-        if not np.isfinite(value):
+        if not math.isfinite(value):
             shown = text.decode("utf-8", "backslashreplace")[:40]
             raise ValueError(f"{path}, line {lineno}: expected a finite score; got {shown!r}")
         scores.append(value)
@@ -444,6 +502,8 @@ def _read_predictions(
         raise ValueError(
             f"{path} holds {len(scores)} predictions but {test_path} has {n_rows} rows"
         )
+    import numpy as np
+
     return np.array(scores)
 
 
@@ -463,6 +523,8 @@ def _is_int(value) -> bool:
 
 def _check_k(k: int, name: str) -> int:
     """A cut-off in 1..MAX_K (the command's bound, checked before any work)."""
+    from losses.validation import check_int
+
     check_int(k, name, 1)
     if k > MAX_K:
         raise ValueError(
@@ -473,22 +535,25 @@ def _check_k(k: int, name: str) -> int:
 
 
 def _build_loss(args):
+    import losses
+
     params = {}
     for item in args.loss_param:
         key, sep, text = item.partition("=")
         if not sep or not key.isidentifier():
             raise ValueError(f"--loss-param expects KEY=VALUE; got {item!r}")
         params[key] = _loss_value(text)
+    cutoff_losses = _losses_with("k")
     if args.k is not None:
         _check_k(args.k, "--k")
-        if args.loss not in CUTOFF_LOSSES:
-            raise ValueError(f"--k applies to the losses {CUTOFF_LOSSES}, not {args.loss!r}")
+        if args.loss not in cutoff_losses:
+            raise ValueError(f"--k applies to the losses {cutoff_losses}, not {args.loss!r}")
         if "k" in params:
             raise ValueError("give the cut-off once: --k or --loss-param k=...")
         params["k"] = args.k
-    elif args.loss in CUTOFF_LOSSES and _is_int(params.get("k")) and params["k"] > MAX_K:
+    elif args.loss in cutoff_losses and _is_int(params.get("k")) and params["k"] > MAX_K:
         _check_k(params["k"], "--loss-param k")  # the loss checks the rest
-    if args.C is not None and args.loss in PAIRWISE:
+    if args.C is not None and args.loss in _losses_with("normalize"):
         params.setdefault("normalize", "none")
     try:
         return losses.get(args.loss, **params)
@@ -503,6 +568,9 @@ def _build_scorer(args, loss):
         if args.clip_eps is not None:
             raise ValueError(f"--clip-eps applies to --scorer expected_gain, not {args.scorer}")
         return None
+    from bmrm.scorers import ExpectedGainScorer
+    from bmrm.solver.scorer_oracle import check_nonconvex
+
     eps = args.clip_eps
     if eps is not None and not 0.5 <= eps <= 1:
         raise ValueError(f"--clip-eps must be a number in [0.5, 1]; got {eps!r}")
@@ -517,6 +585,16 @@ def _build_scorer(args, loss):
 
 
 def _train(args) -> None:
+    import numpy as np
+
+    from bmrm._validation import MAX_LAM, MIN_LAM, check_lam, check_tol
+    from bmrm.io.model_files import model_file_text
+    from bmrm.io.svmlight import load_weight_file
+    from bmrm.model import fit
+    from bmrm.solver.masters import _cvxpy
+    from losses.preference import pairs_from_labels
+    from losses.validation import check_int, check_positive
+
     if args.C is not None:
         lam = 1.0 / check_positive(args.C, "-c")
         if not MIN_LAM <= lam <= MAX_LAM:
@@ -623,6 +701,10 @@ def _summary(r) -> str:
 
 
 def _predict(args) -> None:
+    import numpy as np
+
+    from bmrm.model import load as load_model
+
     inputs = {"TEST": args.test_file, "MODEL": args.model_file}
     _check_inputs(inputs)
     _check_output(args.predictions_file, "PREDICTIONS", inputs)
@@ -654,6 +736,8 @@ def _metric_options(name: str, convention: str) -> dict:
 
 
 def _parse_metrics(specs: Sequence[str], convention: str) -> list[tuple[str, Callable, dict]]:
+    from losses.metrics import METRICS
+
     parsed = []
     for spec in specs:
         name, at, k_text = spec.partition("@")
@@ -685,6 +769,8 @@ def _evaluate(args) -> None:
     X, y, qid = _load_data(args.test_file, args.query_file)
     data = _read_once(args.scores_file)
     if _is_model_file(args.scores_file, data):
+        from bmrm.model import load as load_model
+
         model = load_model(args.scores_file, data=data)
         scores = model.predict(_features_for(X, args.test_file, model, args.scores_file))
     else:

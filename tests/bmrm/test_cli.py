@@ -637,7 +637,7 @@ def test_cut_off_beyond_the_bound(folder, tmp_path, run_here, args, message, mon
     def no_fit(*args, **kwargs):
         raise AssertionError("fit called")
 
-    monkeypatch.setattr(cli, "fit", no_fit)  # refused before any work
+    monkeypatch.setattr("bmrm.model.fit", no_fit)  # refused before any work
     proc = run_here("train", folder / "train.svm", "m.json", *args, cwd=tmp_path)
     assert message in one_line_error(proc, "train")
     assert list(tmp_path.iterdir()) == []
@@ -793,7 +793,7 @@ def test_general_regularizer_without_cvxpy(folder, tmp_path, run_here, monkeypat
     """--regularizer l1 on an install without cvxpy: one line saying how to install it,
     before the data is read (a traceback after reading it before)."""
     monkeypatch.setitem(sys.modules, "cvxpy", None)  # import cvxpy raises ImportError
-    monkeypatch.setattr(cli, "load_svmlight", lambda *a, **k: pytest.fail("data read"))
+    monkeypatch.setattr("bmrm.io.svmlight.load_svmlight", lambda *a, **k: pytest.fail("data read"))
     proc = run_here("train", folder / "train.svm", "m.json", "--regularizer", "l1", cwd=tmp_path)
     assert one_line_error(proc, "train") == (
         "bmrm train: error: --regularizer l1 is solved by the cvxpy master, which the core "
@@ -806,7 +806,7 @@ def test_out_of_memory_is_one_line(folder, tmp_path, run_here, monkeypatch):
     def no_memory(*args, **kwargs):
         raise MemoryError("Unable to allocate 256. GiB for an array with shape (16, 2147483647)")
 
-    monkeypatch.setattr(cli, "fit", no_memory)
+    monkeypatch.setattr("bmrm.model.fit", no_memory)
     proc = run_here("train", folder / "train.svm", "m.json", "--quiet", cwd=tmp_path)
     assert one_line_error(proc, "train") == (
         "bmrm train: error: not enough memory: Unable to allocate 256. GiB for an array with "
@@ -847,7 +847,7 @@ def test_outputs_that_cannot_be_written_fail_before_any_work(
     if output.startswith("/proc") and not os.path.isdir("/proc"):
         pytest.skip("no /proc on this system")
     (tmp_path / "here.txt").write_text("")
-    monkeypatch.setattr(cli, "load_model", lambda *a, **k: pytest.fail("model read"))
+    monkeypatch.setattr("bmrm.model.load", lambda *a, **k: pytest.fail("model read"))
     proc = run_here("predict", trained / "test.svm", trained / "model.json", output, cwd=tmp_path)
     assert message in one_line_error(proc, "predict")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["here.txt"]
@@ -903,3 +903,35 @@ def test_evaluate_scores_from_a_pipe(trained, tmp_path, run_here, what):
         os.close(read_end)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == expected.stdout
+
+
+def test_help_imports_neither_numpy_nor_the_solver(tmp_path):
+    """The help of the command builds its parser only: numpy, numba, losses and the model
+    layer stay unimported (they cost most of the start-up), and ``import bmrm`` alone
+    imports none of them either."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(bmrm.__file__)))
+    heavy = ["numpy", "numba", "scipy", "losses", "bmrm.model", "bmrm.solver", "sklearn"]
+    code = (
+        "import sys, contextlib, io\n"
+        "import bmrm\n"
+        f"heavy = {heavy!r}\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+        "from bmrm import cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    try:\n"
+        "        cli.main(['--help'])\n"
+        "    except SystemExit as exc:\n"
+        "        assert exc.code == 0\n"
+        "assert 'train' in out.getvalue()\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": root},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["[]", "[]"]
