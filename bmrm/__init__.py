@@ -3,19 +3,29 @@
 ``bmrm.fit(X, y, loss=..., qid=..., lam=...)`` minimises lam·Ω(w) + R(w) for a linear
 scorer, R the mean of a loss oracle from :mod:`losses` (or any object following its protocol).
 
-The scikit-learn estimators are imported on first use (``bmrm.BMRMRanker`` and the others),
-so that ``import bmrm`` does not pay for importing scikit-learn.
+Every public name is imported on first use (``bmrm.fit``, ``bmrm.BMRMRanker``, ...), so
+that ``import bmrm`` pays for no module it does not use: the ``bmrm`` command's help and its
+``predict`` need neither the solver nor scikit-learn.
 """
 
 import importlib
 
-from bmrm._path import path
 from bmrm._version import __version__
-from bmrm.model import LinearModel, fit, load
-from bmrm.solver.loop import BMRMResult, minimize_bmrm
-from bmrm.warmup import warmup
 
-_ESTIMATORS = ("BMRMClassifier", "BMRMRanker", "BMRMRegressor", "OrdinalRegressor")
+# public name -> the module that defines it
+_LAZY = {
+    "path": "bmrm._path",
+    "LinearModel": "bmrm.model",
+    "fit": "bmrm.model",
+    "load": "bmrm.model",
+    "BMRMResult": "bmrm.solver.loop",
+    "minimize_bmrm": "bmrm.solver.loop",
+    "BMRMClassifier": "bmrm.estimators",
+    "BMRMRanker": "bmrm.estimators",
+    "BMRMRegressor": "bmrm.estimators",
+    "OrdinalRegressor": "bmrm.estimators",
+    "warmup": "bmrm.warmup",
+}
 
 __all__ = [
     "__version__",
@@ -35,8 +45,8 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    if name in _ESTIMATORS:
-        value = getattr(importlib.import_module("bmrm.estimators"), name)
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
     # created on first use, see bmrm.exceptions

@@ -10,6 +10,7 @@ import difflib
 import inspect
 import math
 import numbers
+import warnings
 from collections.abc import Iterable, Mapping
 
 import numpy as np
@@ -26,9 +27,11 @@ __all__ = [
     "check_lam",
     "check_loss_params",
     "check_minimize_args",
+    "check_model_values",
     "check_tol",
     "check_verbose",
     "check_w0",
+    "warn_one_unstated_query",
 ]
 
 # Largest intercept_scaling: the constant column's square enters the inner products of the
@@ -44,6 +47,11 @@ MIN_LAM = 1e-30
 MAX_LAM = 1e12
 
 _FINITE_CHUNK = 1 << 20
+
+# A query loss given no qid fits all rows as one query; beyond this many rows that is more
+# likely a forgotten qid than one query (ranking data sets hold at most a few thousand
+# documents per query).
+ONE_QUERY_WARN_ROWS = 5000
 
 
 def all_finite(a: np.ndarray) -> bool:
@@ -174,6 +182,43 @@ def check_lam(lam, name: str = "lam") -> float:
             f"solve in float64); got {lam!r}"
         )
     return lam
+
+
+def check_model_values(where: str, coef: np.ndarray, lam, regularizer) -> None:
+    """Refuse, naming the model file ``where`` and the field, what :func:`bmrm.fit` could
+    not have produced: a ``lam`` outside [MIN_LAM, MAX_LAM], and box bounds (a regularizer
+    with ``name == "box"``) with neither one entry per weight nor one more (the intercept's,
+    with ``fit_intercept``), or that the file's own weights ``coef`` violate (the solver
+    projects every iterate onto the box, so a fitted model lies in it exactly).
+    """
+    try:
+        check_lam(lam)
+    except ValueError as exc:
+        raise ValueError(f"{where}: malformed model file: field 'lam': {exc}") from None
+    if getattr(regularizer, "name", None) != "box":
+        return
+    w = np.ravel(coef)
+    for side, bound, beyond in (
+        ("lower", regularizer.lower, np.less),
+        ("upper", regularizer.upper, np.greater),
+    ):
+        if bound is None:
+            continue
+        if bound.ndim == 1 and bound.shape[0] not in (w.size, w.size + 1):
+            raise ValueError(
+                f"{where}: malformed model file: field 'regularizer' has {bound.shape[0]} "
+                f"{side} bounds for {w.size} weights (expected {w.size}, or {w.size + 1} with "
+                "an intercept)"
+            )
+        own = np.broadcast_to(bound if bound.ndim == 0 else bound[: w.size], w.shape)
+        bad = np.flatnonzero(beyond(w, own))
+        if bad.size:
+            j = int(bad[0])
+            raise ValueError(
+                f"{where}: malformed model file: coef[{j}] = {float(w[j])!r} violates the "
+                f"{side} bound {float(own[j])!r} of field 'regularizer' ({bad.size} weights "
+                "outside the box)"
+            )
 
 
 def check_loss_params(loss_params) -> None:
@@ -358,3 +403,22 @@ def check_minimize_args(
     if not type(oracle).__module__.startswith(("bmrm.", "losses.")):
         oracle = _CheckedOracle(oracle, n_features)
     return oracle, lam, tol, atol, max_iter, max_time, w0
+
+
+def warn_one_unstated_query(loss, qid, X) -> None:
+    """Warn when a query loss (not ``pointwise``) gets ``qid=None`` and more than
+    ``ONE_QUERY_WARN_ROWS`` rows in memory: every row is then one query, which is most
+    often a forgotten ``qid``. An explicit ``qid`` (``np.zeros(n)`` for one query) is not
+    warned about; nor is data whose row count is not known here (Dask)."""
+    n_rows = getattr(X, "shape", (None,))[0]
+    if qid is not None or getattr(loss, "pointwise", False) or not isinstance(n_rows, int):
+        return
+    if n_rows > ONE_QUERY_WARN_ROWS:
+        warnings.warn(
+            "no query ids were given (qid=None; for a data file, no qid: and no query "
+            f"file), so the {getattr(loss, 'name', '') or type(loss).__name__} loss ranks "
+            f"all {n_rows} rows as one query; give one query id per row, or "
+            "qid=np.zeros(n_rows) to fit one query without this warning",
+            UserWarning,
+            stacklevel=3,
+        )

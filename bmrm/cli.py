@@ -21,7 +21,9 @@ invalid option value, a feature-count mismatch between model and data, a predict
 the wrong length, training data whose values overflow float64 in the fit, an output that
 cannot be written) ends the command with exit status 2 and a one-line reason on stderr;
 output files are written atomically (:func:`os.replace` of a temporary file), so a failed
-command leaves none behind and never damages an existing one. An output that is a symbolic
+command leaves none behind and never damages an existing one. An output named ``-``
+(PREDICTIONS of ``predict``, MODEL of ``train``) is the standard output; ``-`` as an input
+is refused (``/dev/stdin`` reads a pipe). An output that is a symbolic
 link writes the file it points to; a device or FIFO (``/dev/stdout``) is written in place,
 and a failed write to it (``/dev/full``) is an error.
 """
@@ -31,8 +33,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import inspect
-import io
 import json
+import math
 import os
 import stat
 import sys
@@ -41,36 +43,70 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 
-import numpy as np
-import scipy.sparse as sp
-
-import losses
-from bmrm._validation import MAX_LAM, MIN_LAM, check_lam, check_tol
 from bmrm._version import __version__
-from bmrm.io import load_svmlight, load_weight_file, qid_from_groups
-from bmrm.io.model_files import _write_atomic
-from bmrm.io.svmlight import _load_group_sizes
-from bmrm.model import LinearModel, fit
-from bmrm.model import load as load_model
-from bmrm.scorers import ExpectedGainScorer
-from bmrm.solver.masters import _cvxpy
-from bmrm.solver.scorer_oracle import check_nonconvex
-from bmrm.warmup import warmup
-from losses._weights import check_sample_weight
-from losses.metrics import CONVENTIONS, METRICS
-from losses.preference import PAIR_COSTS, pairs_from_labels
-from losses.validation import check_int, check_positive
 
 __all__ = ["main"]
 
-LOSSES = tuple(losses.available())
-# the losses whose terms sum over pairs (normalize="none" under -c) and those with a cut-off
-PAIRWISE = tuple(name for name in LOSSES if "normalize" in losses.get(name).get_params())
-CUTOFF_LOSSES = tuple(name for name in LOSSES if "k" in losses.get(name).get_params())
+# The modules a command needs are imported inside its functions, so that building the
+# parser (and --help) imports neither numpy, numba nor the solver, and 'predict' and
+# 'evaluate' never import the solver.
+
+
+class _Choices:
+    """A parser's choices, computed by ``names()`` on first use (the loss names, read from
+    :mod:`losses`, are needed only to check or show the option that takes them)."""
+
+    def __init__(self, names: Callable[[], Sequence[str]]):
+        self._names = names
+        self._cache: tuple[str, ...] | None = None
+
+    def _values(self) -> tuple[str, ...]:
+        if self._cache is None:
+            self._cache = tuple(self._names())
+        return self._cache
+
+    def __iter__(self):
+        return iter(self._values())
+
+    def __contains__(self, value) -> bool:
+        return value in self._values()
+
+    def __len__(self) -> int:
+        return len(self._values())
+
+
+def _loss_names() -> list[str]:
+    import losses
+
+    return losses.available()
+
+
+def _pair_costs() -> Sequence[str]:
+    from losses.preference import PAIR_COSTS
+
+    return PAIR_COSTS
+
+
+def _conventions() -> Sequence[str]:
+    from losses.metrics import CONVENTIONS
+
+    return CONVENTIONS
+
+
+def _losses_with(param: str) -> tuple[str, ...]:
+    """The loss names whose parameters include ``param``: "normalize" (the losses whose
+    terms sum over pairs, normalize="none" under -c), "k" (a cut-off)."""
+    import losses
+
+    return tuple(name for name in losses.available() if param in losses.get(name).get_params())
+
+
 DEFAULT_METRICS = ("ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10", "map")
 # the largest cut-off --k accepts: k counts the documents of one query, and a k beyond a
 # query's length cuts off nothing (leaving --k out is the whole list)
 MAX_K = 2**31 - 1
+# the output file name that means the standard output (PREDICTIONS, MODEL)
+STDOUT = "-"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -152,8 +188,18 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     train.add_argument("train_file", metavar="TRAIN", help="svmlight / LETOR training file")
-    train.add_argument("model_file", metavar="MODEL", help="output model file")
-    train.add_argument("--loss", choices=LOSSES, default="ordinal", help="default: ordinal")
+    train.add_argument(
+        "model_file", metavar="MODEL", help="output model file ('-': standard output)"
+    )
+    # a metavar, so that building the parser does not read the choices (argparse formats
+    # the metavar of every argument it adds)
+    train.add_argument(
+        "--loss",
+        choices=_Choices(_loss_names),
+        default="ordinal",
+        metavar="LOSS",
+        help="one of %(choices)s (default: ordinal)",
+    )
     strength = train.add_mutually_exclusive_group()
     strength.add_argument(
         "--lam", type=float, default=None, help="regularization constant > 0 (default 1e-3)"
@@ -177,9 +223,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     train.add_argument(
         "--pair-cost",
-        choices=PAIR_COSTS,
+        choices=_Choices(_pair_costs),
         default=None,
-        help="cost of a label pair for the preference loss (default zero_one)",
+        metavar="COST",
+        help="cost of a label pair for the preference loss: %(choices)s (default zero_one)",
     )
     train.add_argument("--regularizer", choices=("l2", "l1"), default="l2", help="default: l2")
     train.add_argument(
@@ -215,7 +262,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     predict.add_argument("test_file", metavar="TEST", help="svmlight / LETOR file")
     predict.add_argument("model_file", metavar="MODEL", help="model file from 'bmrm train'")
-    predict.add_argument("predictions_file", metavar="PREDICTIONS", help="output file")
+    predict.add_argument(
+        "predictions_file", metavar="PREDICTIONS", help="output file ('-': standard output)"
+    )
 
     evaluate = commands.add_parser(
         "evaluate",
@@ -235,7 +284,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME[@K]",
         help="a measure to report (repeatable)",
     )
-    evaluate.add_argument("--convention", choices=CONVENTIONS, default="exp", help="default: exp")
+    evaluate.add_argument(
+        "--convention",
+        choices=_Choices(_conventions),
+        default="exp",
+        metavar="CONVENTION",
+        help="one of %(choices)s (default: exp)",
+    )
     evaluate.add_argument(
         "--query-file",
         default=None,
@@ -249,7 +304,11 @@ def _parser() -> argparse.ArgumentParser:
         "built-in losses use (bmrm.warmup); print the seconds per loss.",
     )
     warm.add_argument(
-        "--losses", nargs="+", choices=LOSSES, default=None, help="default: every built-in loss"
+        "--losses",
+        nargs="+",
+        choices=_Choices(_loss_names),
+        default=None,
+        help="default: every built-in loss",
     )
     return parser
 
@@ -275,6 +334,10 @@ def _load_data(path: str, query_file: str | None = None, *, groups: bool = True)
     to a file without ``qid:``; without it, ``<file>.query`` is used when it exists and the
     file has no ``qid:``. ``groups=False`` reads no query file.
     """
+    import numpy as np
+
+    from bmrm.io.svmlight import _load_group_sizes, load_svmlight, qid_from_groups
+
     if query_file is None:
         X, y, qid = load_svmlight(path, zero_based=False, query_file="auto" if groups else None)
     else:
@@ -310,6 +373,9 @@ def _load_data(path: str, query_file: str | None = None, *, groups: bool = True)
 def _check_weights(weights, n_rows: int, qid, loss, args) -> None:
     """The weights of ``--weight-file``: one per row of TRAIN, not all zero, and equal
     within each query for a query loss (:func:`losses._weights.check_sample_weight`)."""
+    import losses
+    from losses._weights import check_sample_weight
+
     where = f"--weight-file {args.weight_file}"
     if weights.shape[0] != n_rows:
         raise ValueError(
@@ -322,8 +388,10 @@ def _check_weights(weights, n_rows: int, qid, loss, args) -> None:
         raise ValueError(f"{where}: {exc}") from None
 
 
-def _features_for(X, path: str, model: LinearModel, model_path: str):
+def _features_for(X, path: str, model, model_path: str):
     """X widened to the model's features; more columns than the model has is an error."""
+    import scipy.sparse as sp
+
     d = model.n_features_in_
     if X.shape[1] > d:
         raise ValueError(
@@ -341,6 +409,8 @@ def _check_output(path: str, name: str, inputs: dict[str, str | None]) -> None:
     """
     if not path:
         raise ValueError(f"{name} must be a file name; got ''")
+    if path == STDOUT:
+        return
     if path.endswith(("/", os.sep)):
         raise ValueError(f"cannot write {path}: a name ending in '/' names a folder")
     for input_name, other in inputs.items():
@@ -376,10 +446,26 @@ def _check_output(path: str, name: str, inputs: dict[str, str | None]) -> None:
 
 def _check_inputs(inputs: dict[str, str | None]) -> None:
     """Fail before any work, naming the argument, when an input file (argument name ->
-    path) does not exist."""
+    path) does not exist, or is ``-`` (the standard output's name, never an input's)."""
     for name, path in inputs.items():
+        if path == STDOUT:
+            raise ValueError(
+                f"{name} '-': '-' names the standard output, for PREDICTIONS and MODEL only; "
+                "give an input file (or /dev/stdin to read a pipe)"
+            )
         if path is not None and not os.path.exists(path):
             raise ValueError(f"{name} {path}: no such file")
+
+
+def _write_output(path: str, text: str) -> None:
+    """``text`` to the file ``path`` (atomically), or to the standard output for ``-``."""
+    if path == STDOUT:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        from bmrm.io.model_files import _write_atomic
+
+        _write_atomic(path, text.encode("utf-8"))
 
 
 def _read_once(path: str) -> bytes | None:
@@ -398,9 +484,7 @@ def _is_model_file(path: str, data: bytes | None = None) -> bool:
         return f.read(4096).lstrip().startswith(b"{")
 
 
-def _read_predictions(
-    path: str, n_rows: int, test_path: str, data: bytes | None = None
-) -> np.ndarray:
+def _read_predictions(path: str, n_rows: int, test_path: str, data: bytes | None = None):
     """One finite number per line, exactly ``n_rows`` lines (blank lines at the end
     ignored; from ``data``, the file's bytes, when already read).
 
@@ -409,28 +493,33 @@ def _read_predictions(
     """
     scores = []
     blank = None  # the first of the blank lines seen since the last score
-    with open(path, "rb") if data is None else io.BytesIO(data) as f:
-        for lineno, line in enumerate(f, start=1):
-            text = line.strip()
-            # blank lines at the end are no score (an editor's or echo's last newline);
-            # between scores they would shift every score after them to another row
-            if not text:
-                blank = blank or lineno
-                continue
-            if blank is not None:
-                raise ValueError(f"{path}, line {blank}: expected a finite score; got ''")
-            try:
-                value = float("nan") if b"_" in text else float(text)
-            except ValueError:
-                value = float("nan")
-            if not np.isfinite(value):
-                shown = text.decode("utf-8", "backslashreplace")[:40]
-                raise ValueError(f"{path}, line {lineno}: expected a finite score; got {shown!r}")
-            scores.append(value)
+    if data is None:
+        with open(path, "rb") as f:
+            data = f.read()
+    # lines end in LF, CR or CRLF, as in the data files
+    for lineno, line in enumerate(data.splitlines(), start=1):
+        text = line.strip()
+        # blank lines at the end are no score (an editor's or echo's last newline);
+        # between scores they would shift every score after them to another row
+        if not text:
+            blank = blank or lineno
+            continue
+        if blank is not None:
+            raise ValueError(f"{path}, line {blank}: expected a finite score; got ''")
+        try:
+            value = float("nan") if b"_" in text else float(text)
+        except ValueError:
+            value = float("nan")
+        if not math.isfinite(value):
+            shown = text.decode("utf-8", "backslashreplace")[:40]
+            raise ValueError(f"{path}, line {lineno}: expected a finite score; got {shown!r}")
+        scores.append(value)
     if len(scores) != n_rows:
         raise ValueError(
             f"{path} holds {len(scores)} predictions but {test_path} has {n_rows} rows"
         )
+    import numpy as np
+
     return np.array(scores)
 
 
@@ -450,6 +539,8 @@ def _is_int(value) -> bool:
 
 def _check_k(k: int, name: str) -> int:
     """A cut-off in 1..MAX_K (the command's bound, checked before any work)."""
+    from losses.validation import check_int
+
     check_int(k, name, 1)
     if k > MAX_K:
         raise ValueError(
@@ -460,22 +551,25 @@ def _check_k(k: int, name: str) -> int:
 
 
 def _build_loss(args):
+    import losses
+
     params = {}
     for item in args.loss_param:
         key, sep, text = item.partition("=")
         if not sep or not key.isidentifier():
             raise ValueError(f"--loss-param expects KEY=VALUE; got {item!r}")
         params[key] = _loss_value(text)
+    cutoff_losses = _losses_with("k")
     if args.k is not None:
         _check_k(args.k, "--k")
-        if args.loss not in CUTOFF_LOSSES:
-            raise ValueError(f"--k applies to the losses {CUTOFF_LOSSES}, not {args.loss!r}")
+        if args.loss not in cutoff_losses:
+            raise ValueError(f"--k applies to the losses {cutoff_losses}, not {args.loss!r}")
         if "k" in params:
             raise ValueError("give the cut-off once: --k or --loss-param k=...")
         params["k"] = args.k
-    elif args.loss in CUTOFF_LOSSES and _is_int(params.get("k")) and params["k"] > MAX_K:
+    elif args.loss in cutoff_losses and _is_int(params.get("k")) and params["k"] > MAX_K:
         _check_k(params["k"], "--loss-param k")  # the loss checks the rest
-    if args.C is not None and args.loss in PAIRWISE:
+    if args.C is not None and args.loss in _losses_with("normalize"):
         params.setdefault("normalize", "none")
     try:
         return losses.get(args.loss, **params)
@@ -490,6 +584,9 @@ def _build_scorer(args, loss):
         if args.clip_eps is not None:
             raise ValueError(f"--clip-eps applies to --scorer expected_gain, not {args.scorer}")
         return None
+    from bmrm.scorers import ExpectedGainScorer
+    from bmrm.solver.scorer_oracle import check_nonconvex
+
     eps = args.clip_eps
     if eps is not None and not 0.5 <= eps <= 1:
         raise ValueError(f"--clip-eps must be a number in [0.5, 1]; got {eps!r}")
@@ -504,6 +601,16 @@ def _build_scorer(args, loss):
 
 
 def _train(args) -> None:
+    import numpy as np
+
+    from bmrm._validation import MAX_LAM, MIN_LAM, check_lam, check_tol
+    from bmrm.io.model_files import model_file_text
+    from bmrm.io.svmlight import load_weight_file
+    from bmrm.model import fit
+    from bmrm.solver.masters import _cvxpy
+    from losses.preference import pairs_from_labels
+    from losses.validation import check_int, check_positive
+
     if args.C is not None:
         lam = 1.0 / check_positive(args.C, "-c")
         if not MIN_LAM <= lam <= MAX_LAM:
@@ -575,9 +682,20 @@ def _train(args) -> None:
         )
     for warning in caught:
         _note("train", f"warning: {warning.message}")
-    model.save(args.model_file)
+    _write_output(args.model_file, model_file_text(model._record()))
     if not args.quiet:
-        _note("train", f"{_summary(model.result_)}; model written to {args.model_file}")
+        where = "the standard output" if args.model_file == STDOUT else args.model_file
+        _note("train", f"{_summary(model.result_)}; model written to {where}")
+
+
+def _seconds(r, total: float) -> str:
+    """Training seconds, and numba's compilation (included in ``total``) apart, as
+    ``result_.compile_seconds`` reports it."""
+    compiling = float(r.get("compile_seconds", 0.0))
+    text = f"{total - compiling:.2f} seconds of training"
+    if compiling >= 0.005:
+        text += f" and {compiling:.2f} seconds compiling numba kernels (cached for later runs)"
+    return text
 
 
 def _summary(r) -> str:
@@ -586,12 +704,12 @@ def _summary(r) -> str:
         method = f" of {r.method}" if "method" in r else ""
         return (
             f"objective {r.fun:.10g}, gap {r.gap:.3e}, {r.nit} iterations{method}, "
-            f"{r.total_seconds:.2f} seconds ({r.message})"
+            f"{_seconds(r, r.total_seconds)} ({r.message})"
         )
     seconds = r.get("elapsed", r.get("total_seconds", float("nan")))
     return (
         f"objective {r.fun:.10g}, {r.nit} iterations of {r.get('method', 'the solver')}, "
-        f"{seconds:.2f} seconds ({r.message})"
+        f"{_seconds(r, seconds)} ({r.message})"
     )
 
 
@@ -599,6 +717,10 @@ def _summary(r) -> str:
 
 
 def _predict(args) -> None:
+    import numpy as np
+
+    from bmrm.model import load as load_model
+
     inputs = {"TEST": args.test_file, "MODEL": args.model_file}
     _check_inputs(inputs)
     _check_output(args.predictions_file, "PREDICTIONS", inputs)
@@ -612,8 +734,7 @@ def _predict(args) -> None:
             f"1) is {float(scores[bad[0]])!r}: its features overflow float64 with the model "
             f"{args.model_file}; nothing written"
         )
-    text = "".join(f"{score!r}\n" for score in scores.tolist())
-    _write_atomic(args.predictions_file, text.encode("ascii"))
+    _write_output(args.predictions_file, "".join(f"{score!r}\n" for score in scores.tolist()))
 
 
 # ----------------------------------------------------------------------------- evaluate
@@ -631,6 +752,8 @@ def _metric_options(name: str, convention: str) -> dict:
 
 
 def _parse_metrics(specs: Sequence[str], convention: str) -> list[tuple[str, Callable, dict]]:
+    from losses.metrics import METRICS
+
     parsed = []
     for spec in specs:
         name, at, k_text = spec.partition("@")
@@ -662,6 +785,8 @@ def _evaluate(args) -> None:
     X, y, qid = _load_data(args.test_file, args.query_file)
     data = _read_once(args.scores_file)
     if _is_model_file(args.scores_file, data):
+        from bmrm.model import load as load_model
+
         model = load_model(args.scores_file, data=data)
         scores = model.predict(_features_for(X, args.test_file, model, args.scores_file))
     else:
@@ -688,6 +813,8 @@ def _reason(exc: BaseException) -> str:
 
 
 def _warmup(args) -> None:
+    from bmrm.warmup import warmup
+
     start = time.perf_counter()
     for name, seconds in warmup(args.losses).items():
         print(f"{name:<18} {seconds:8.2f} s compiling")

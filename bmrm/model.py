@@ -21,13 +21,21 @@ from bmrm._validation import (
     check_lam,
     check_loss_data,
     check_loss_params,
+    check_model_values,
     check_tol,
     check_verbose,
     check_w0,
     check_X,
     is_dask,
+    warn_one_unstated_query,
 )
-from bmrm.io.model_files import BMRM_RESULT, ModelRecord, read_model_file, write_model_file
+from bmrm.io.model_files import (
+    BMRM_RESULT,
+    ModelRecord,
+    UserLoss,
+    read_model_file,
+    write_model_file,
+)
 from bmrm.scorers import ExpectedGainScorer, LinearScorer, get_scorer
 from bmrm.solver.cccp import minimize_cccp
 from bmrm.solver.compile_clock import CompileClock
@@ -114,9 +122,17 @@ class LinearModel:
         Raises
         ------
         ValueError
-            For a callable regularizer, a loss or scorer that cannot be rebuilt from its
-            name and parameters (a user's own loss or scorer object), non-finite weights, or
-            a result that is not a scipy ``OptimizeResult``; nothing is written then.
+            For a callable regularizer, a built-in loss whose parameters JSON cannot hold, a
+            scorer that cannot be rebuilt from its name and parameters (a user's own scorer
+            object), non-finite weights, or a result that is not a scipy
+            ``OptimizeResult``; nothing is written then.
+
+        Notes
+        -----
+        A user's own loss object (one that no built-in name and parameters rebuild) is
+        saved by its description only (class and ``repr``): :func:`bmrm.load` gives a model
+        that predicts, whose ``loss`` is a :class:`~bmrm.io.model_files.UserLoss` that
+        refuses to fit, saying that refitting needs the original loss object.
         OSError
             When the file cannot be written; ``path`` is then left as it was.
         """
@@ -136,8 +152,9 @@ class LinearModel:
                 f"cannot save a model whose lam is {lam!r}: it must be a finite number > 0"
             )
         spec = self.regularizer.spec()
-        name, params = _loss_spec(self.loss)
+        name, params, user = _loss_spec(self.loss)
         record = ModelRecord(self.coef_, self.intercept_, self.lam, spec, name, params)
+        record.loss_user = user
         names = getattr(self, "feature_names_in_", None)
         record.feature_names = None if names is None else list(names)
         _scorer_values(self.scorer_, self.coef_, record)
@@ -183,28 +200,29 @@ def _check_feature_names(X, fitted) -> None:
         )
 
 
-def _loss_spec(loss) -> tuple[str, dict]:
-    """The name and parameters that rebuild ``loss`` with :func:`losses.get`."""
+def _loss_spec(loss) -> tuple[str | None, dict, str | None]:
+    """The name and parameters that rebuild ``loss`` with :func:`losses.get`, or, for the
+    user's own loss object (which no name rebuilds), ``(None, {}, description)``."""
+    if isinstance(loss, UserLoss):
+        return None, {}, loss.description
     name = getattr(loss, "name", None)
-    if name not in losses.available():
-        raise ValueError(
-            f"cannot save a model with loss {loss!r}: only the built-in losses "
-            f"{losses.available()} are stored (by name and parameters)"
-        )
+    kind = type(loss)
+    if name not in losses.available() or type(losses.get(name)) is not kind:
+        return None, {}, f"{kind.__module__}.{kind.__qualname__}: {loss!r}"
     try:
         params = json.loads(json.dumps(loss.get_params(), allow_nan=False))
     except (TypeError, ValueError) as exc:
         raise ValueError(
-            f"cannot save a model with loss {loss!r}: its parameters are not JSON-serialisable "
-            f"({exc})"
+            f"cannot save a model with loss {loss!r}: its parameters are not "
+            f"JSON-serialisable ({exc})"
         ) from exc
     rebuilt = losses.get(name, **params)
-    if type(rebuilt) is not type(loss) or rebuilt.get_params() != params:
+    if type(rebuilt) is not kind or rebuilt.get_params() != params:
         raise ValueError(
             f"cannot save a model with loss {loss!r}: losses.get({name!r}, **{params!r}) does "
             "not rebuild it"
         )
-    return name, params
+    return name, params, None
 
 
 # values a scorer derives from its parameters, stored so that a reader can check them
@@ -309,8 +327,10 @@ def load(path, *, n_features: int | None = None, data: bytes | None = None) -> L
     -------
     LinearModel
         ``coef_`` and ``intercept_`` bit for bit as saved, ``loss`` rebuilt with
-        ``losses.get(name, **params)``, ``lam``, ``regularizer``, ``scorer_`` (None for the
-        linear scorer, else the scorer rebuilt from its name and parameters), and
+        ``losses.get(name, **params)`` (a :class:`~bmrm.io.model_files.UserLoss` naming the
+        user's own loss of the fit, which cannot fit again), ``lam``, ``regularizer``,
+        ``scorer_`` (None for the linear scorer, else the scorer rebuilt from its name and
+        parameters), and
         ``result_``: a :class:`bmrm.BMRMResult` or scipy ``OptimizeResult`` with every field
         the file holds (for a bundle-method fit: status, message, fun, lower_bound, gap, nit,
         nfev, bundle size, timings, ``x`` and ``history``; for other methods such as
@@ -333,12 +353,17 @@ def load(path, *, n_features: int | None = None, data: bytes | None = None) -> L
     except ValueError as exc:
         raise ValueError(f"{where}: malformed model file: {exc}") from None
     try:
-        loss = losses.get(record.loss_name, **record.loss_params)
+        loss = (
+            UserLoss(record.loss_user)
+            if record.loss_name is None
+            else losses.get(record.loss_name, **record.loss_params)
+        )
     except (TypeError, ValueError) as exc:
         raise ValueError(
             f"{where}: cannot rebuild loss {record.loss_name!r} with parameters "
             f"{record.loss_params}: {exc}"
         ) from None
+    check_model_values(where, record.coef, record.lam, regularizer)
     scorer = _load_scorer(record, where)
     result = _load_result(record, where)
     model = LinearModel(
@@ -635,6 +660,7 @@ def fit(
         intercept_scaling = check_intercept_scaling(intercept_scaling)
     loss_obj = losses.get(loss, **(loss_params or {}))
     check_loss_data(loss_obj, loss_data, FIT_KEYWORDS, "fit")
+    warn_one_unstated_query(loss_obj, qid, X)
     oracle = None
     try:
         if backend == "dask":

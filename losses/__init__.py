@@ -12,10 +12,14 @@ import inspect
 
 import numpy as np
 
+from losses import _numba_cache
 from losses._base import Loss, check_loss_output, check_protocol
 from losses._query import QueryGroups, group_queries
 from losses._threads import PARALLEL_MIN_ROWS
 from losses._weights import TermWeights, check_sample_weight
+
+# an unreadable numba cache file of a kernel here or in bmrm is recompiled, not an error
+_numba_cache.install()
 
 __all__ = [
     "PARALLEL_MIN_ROWS",

@@ -9,8 +9,12 @@ crashed this way (a cached ``np.argsort``), and only a run like this one shows i
 """
 
 import os
+import re
 import subprocess
 import sys
+
+import numpy as np
+import pytest
 
 PARTS = [
     "metrics", "qp", "ordinal", "ndcg", "neru", "preference", "squared", "listnet",
@@ -86,3 +90,60 @@ def test_kernels_compiled_apart_load_together(tmp_path):
     for order in (PARTS, PARTS[::-1]):
         together = run(order, env)
         assert together == [alone[part] for part in order]
+
+
+DAMAGE_SCRIPT = """
+import sys
+import warnings
+
+import numpy as np
+
+warnings.simplefilter("always")  # each warning shown, to count them
+from bmrm.io import load_svmlight
+from losses import metrics
+
+X, y, qid = load_svmlight(sys.argv[1])
+f = X.toarray() @ np.array([1.0, -0.5])
+print(repr(float(metrics.ndcg_score(y, f, qid, k=3))), X.nnz)
+"""
+
+
+def damage_run(data, env):
+    out = subprocess.run(
+        [sys.executable, "-c", DAMAGE_SCRIPT, str(data)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, f"exit {out.returncode}\n{out.stderr[-2000:]}"
+    return out.stdout, out.stderr
+
+
+@pytest.mark.parametrize("damage", ["garbage", "zero bytes"])
+@pytest.mark.parametrize("files", [".nbi", ".nbc"])
+def test_damaged_cache_files_are_compiled_again(tmp_path, damage, files):
+    """An index or data file of numba's cache that is garbage or empty: the kernels are
+    compiled again (the same values), one warning per cache folder names it, and the
+    next process finds the files rewritten (no warning)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cache = tmp_path / "cache"
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), PYTHONPATH=root)
+    data = tmp_path / "d.txt"
+    data.write_text("".join(f"{i % 3} qid:{i // 5} 1:{i} 2:{(i * 7) % 4}\n" for i in range(20)))
+    first, _ = damage_run(data, env)
+    damaged = sorted(p for p in cache.rglob(f"*{files}"))
+    assert damaged
+    rng = np.random.default_rng(0)
+    for path in damaged:
+        path.write_bytes(b"" if damage == "zero bytes" else rng.bytes(64))
+    again, stderr = damage_run(data, env)
+    assert again == first
+    warned = re.findall(r"numba's cache folder (\S+) holds an unreadable file (\S+) ", stderr)
+    folders = [folder for folder, _ in warned]
+    assert sorted(set(folders)) == sorted({str(path.parent) for path in damaged})
+    assert len(folders) == len(set(folders))  # once per folder
+    assert all(name.endswith(files) for _, name in warned)
+    assert all(path.stat().st_size > 0 for path in damaged)  # rewritten
+    third, stderr = damage_run(data, env)
+    assert third == first and "unreadable" not in stderr

@@ -30,14 +30,18 @@ Dask
 ``BMRMRanker``, ``BMRMRegressor`` and ``BMRMClassifier`` take ``backend="dask"`` and
 ``client=`` (a :class:`distributed.Client`; None uses Dask's current default client), which
 they pass to ``bmrm.fit(..., backend="dask", client=...)`` (:mod:`bmrm.distributed`): the
-risk is evaluated on the workers, the master problem here. ``fit`` then also takes a dask
+risk is evaluated on the workers, the master problem here, for the linear scorer with a
+convex loss or a latent one (``"ndcg"`` and ``"neru"``, by the concave-convex procedure;
+each partition fixes the latent part of its own queries). ``fit`` then also takes a dask
 array (``y`` and ``qid`` dask arrays, or arrays, with X's row chunks holding whole queries)
 or a dask DataFrame (``y`` and ``qid`` dask Series or column names of X, repartitioned by
 qid when a query spans two partitions); in-memory X is cut at query boundaries and sent to
 the workers. ``predict`` (and ``decision_function``) of dask input return a dask array of
 scores, one task per row block (``map_blocks``), so no score is computed until asked (a
 DataFrame's blocks are its partitions, whose rows are counted first, so that the array's
-chunks are known); in-memory input gives NumPy scores as usual. Cloning
+chunks are known); the fitted feature columns of a DataFrame are selected by name, in
+the fitted order, so no name is lost on the way to the blocks. In-memory input gives NumPy
+scores as usual. Cloning
 (``sklearn.base.clone``, grid search) shares the client, it is never copied: a client holds
 connections, not data. A pickled estimator drops its client (``client=None`` after
 unpickling, the default client then).
@@ -333,7 +337,10 @@ class BMRMRanker(_BMRMEstimator):
         trained from the linear fit by the non-convex methods of :func:`bmrm.fit`.
     backend : {"local", "dask"}, default="local"
         "dask" evaluates the risk on the workers of ``client`` (see "Dask" in
-        :mod:`bmrm.estimators.linear`); convex losses and the linear scorer only.
+        :mod:`bmrm.estimators.linear`), with the linear scorer only: the convex losses,
+        and the latent ``"ndcg"`` and ``"neru"`` losses (``ties="latent"``, by the
+        concave-convex procedure); the smooth non-convex surrogates (``"listnet"``,
+        ``"ranknet"``, ...) and a non-linear scorer are refused, as by :func:`bmrm.fit`.
     client : distributed.Client or None, default=None
         The Dask client of ``backend="dask"``; None uses Dask's default client. Shared by
         clones, never copied, and not pickled.

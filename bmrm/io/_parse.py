@@ -1,10 +1,13 @@
 """Numba kernels that parse svmlight text from a byte buffer.
 
-One kernel, :func:`parse_lines`, walks whole lines of a ``uint8`` buffer. Called with
-``write=False`` it only measures (rows, stored values, smallest and largest feature index, qid
-presence) and checks the structure of every line; called with ``write=True`` it also converts
-labels and values and stores them into arrays allocated to the exact size from the first
-pass, either CSR (``indptr``, ``indices``, ``values``) or a dense C-ordered ``X``.
+Lines end at a line feed (LF), a carriage return (CR) or both (CRLF, read as a line end
+and an empty line, which holds no row); the caller counts a CRLF as one line end when it
+numbers lines. One kernel, :func:`parse_lines`, walks whole lines of a ``uint8`` buffer.
+Called with ``write=False`` it only measures (rows, stored values, smallest and largest
+feature index, qid presence) and checks the structure of every line; called with
+``write=True`` it also converts labels and values and stores them into arrays allocated to
+the exact size from the first pass, either CSR (``indptr``, ``indices``, ``values``) or a
+dense C-ordered ``X``.
 
 Decimal numbers of at most 15 significant digits with a decimal exponent in [-22, 22] (what
 data files hold) are converted exactly here: the digits form an integer m < 2⁵³ and
@@ -67,15 +70,21 @@ _POW10 = np.array([10.0**k for k in range(23)])
 
 @njit(cache=True, inline="always")
 def _is_space(c):
-    # ASCII whitespace except the line feed, as bytes.split() (the line feed ends the line)
-    return c == 32 or c == 9 or c == 13 or c == 11 or c == 12
+    # ASCII whitespace that ends no line, as bytes.split() takes it
+    return c == 32 or c == 9 or c == 11 or c == 12
+
+
+@njit(cache=True, inline="always")
+def _is_line_end(c):
+    # a line feed or a carriage return: CRLF is a line end followed by an empty line
+    return c == 10 or c == 13
 
 
 @njit(cache=True, inline="always")
 def _token_end(buf, pos, end):
     while pos < end:
         c = buf[pos]
-        if c == 10 or c == 35 or _is_space(c):
+        if _is_line_end(c) or c == 35 or _is_space(c):
             break
         pos += 1
     return pos
@@ -193,11 +202,11 @@ def parse_lines(
             pos += 1
         if pos == end:
             break
-        if buf[pos] == 10:
+        if _is_line_end(buf[pos]):
             pos += 1
             continue
         if buf[pos] == 35:
-            while pos < end and buf[pos] != 10:
+            while pos < end and not _is_line_end(buf[pos]):
                 pos += 1
             pos += 1
             continue
@@ -231,8 +240,8 @@ def parse_lines(
         while True:
             while pos < end and _is_space(buf[pos]):
                 pos += 1
-            if pos == end or buf[pos] == 10 or buf[pos] == 35:
-                while pos < end and buf[pos] != 10:
+            if pos == end or _is_line_end(buf[pos]) or buf[pos] == 35:
+                while pos < end and not _is_line_end(buf[pos]):
                     pos += 1
                 pos += 1
                 break

@@ -7,7 +7,7 @@ The model layer builds and consumes the records: ``model.save(path)``
 (:meth:`bmrm.LinearModel.save`) writes, and ``bmrm.load(path)`` (:func:`bmrm.model.load`,
 also ``bmrm.io.load_model``) reads back, a :class:`bmrm.LinearModel`.
 
-File format (version 3)
+File format (version 4)
 -----------------------
 A UTF-8 JSON object::
 
@@ -23,13 +23,14 @@ A UTF-8 JSON object::
      "intercept": 0.0,
      "lam": 0.001,
      "regularizer": "l2",
-     "loss": {"name": "listnet", "params": {"alpha": 1.0, ...}},
+     "loss": {"name": "ordinal", "params": {"normalize": "query"},
+              "array_params": ["cost"], "user": null},
      "result": {"type": "OptimizeResult",
                 "fields": {"fun": ..., "nit": ..., "message": "...", "method": "L-BFGS-B",
                            "gap": {"float": "inf"}, "linear_start": null, ...},
                 "omitted": ["hess_inv"]} or null,
      "arrays": {"coef": {"dtype": "<f8", "shape": [3, 46], "data": "<base64>"},
-                "scorer.gains": {...}, "result.x": {...}, "result.jac": {...},
+                "loss.cost": {...}, "scorer.gains": {...}, "result.x": {...},
                 "result.history.gap": {...}, ...},
      "sha256": "<64 hex digits>"
     }
@@ -44,7 +45,13 @@ expected-gain scorer. ``scorer`` names the ranking function of :mod:`bmrm.scorer
 its parameters and the version of its definition; ``scorer.<name>`` arrays are values the
 scorer derives from its parameters (the expected-gain scorer's gains G(j)), kept so that a
 reader can check that it computes the same function. ``loss`` rebuilds the loss as
-``losses.get(name, **params)``. ``regularizer`` is the regularizer's JSON spec
+``losses.get(name, **params)``; a parameter that is a rectangular array of numbers (a cost
+matrix) is stored as the array ``loss.<param>`` and named in ``array_params``, since
+reading millions of JSON numbers, and writing them again to check the checksum, is slow
+where base64 is not. A model fitted with the user's own loss object (not one of
+``losses.available()``) has ``name`` null, no parameters, and ``user`` the loss's class
+(``module.QualName``) and ``repr``: prediction needs only the weights, and the model read
+back says that refitting needs that loss. ``regularizer`` is the regularizer's JSON spec
 (:mod:`bmrm.solver.regularizers`): ``"l2"``, ``"l1"``, ``{"name": "elastic_net",
 "l1_ratio": r}``, or ``{"name": "box", "base": <spec>, "lower": .., "upper": ..}`` with
 bounds null, a number or one number per weight (null for an open side); the bare name
@@ -60,7 +67,10 @@ numeric arrays as ``result.<field>``; a field holding a dict of arrays (the per-
 ``BMRMResult`` always holds the fields of ``SUMMARY_FIELDS``, ``x`` and a history with the
 columns of :data:`bmrm.solver.loop.HISTORY_FIELDS`.
 
-Version 2 (still read): no ``feature_names`` (a model read from it has none).
+Version 3 (still read): ``loss`` holds ``name`` and ``params`` only.
+
+Version 2 (still read): as version 3 without ``feature_names`` (a model read from it has
+none).
 
 Version 1 (still read): no ``scorer`` (the linear scorer), ``coef`` 1-d, and ``result`` the
 ``SUMMARY_FIELDS`` of a :class:`bmrm.BMRMResult` (finite numbers), with its arrays named
@@ -84,7 +94,7 @@ Why JSON and base64 rather than ``.npz``
 
 Compatibility
 -------------
-Files of versions 1, 2 and 3 are read (version 3 is written); files of an unknown
+Files of versions 1 to 4 are read (version 4 is written); files of an unknown
 ``format_version`` are refused, and so are files written by a newer bmrm than the one
 installed (versions compared on their numeric release part, ``0.2.0rc1`` counting as
 ``0.2.0``). Which scorer names and versions a file may hold is for the model layer
@@ -114,21 +124,24 @@ from typing import Any
 
 import numpy as np
 
+from bmrm._validation import MAX_LAM, MIN_LAM
 from bmrm._version import __version__
 
 __all__ = [
+    "UserLoss",
     "FORMAT",
     "FORMAT_VERSION",
     "READ_VERSIONS",
     "SUMMARY_FIELDS",
     "ModelRecord",
+    "model_file_text",
     "read_model_file",
     "write_model_file",
 ]
 
 FORMAT = "bmrm-linear-model"
-FORMAT_VERSION = 3
-READ_VERSIONS = (1, 2, 3)
+FORMAT_VERSION = 4
+READ_VERSIONS = (1, 2, 3, 4)
 
 # The solver summary every BMRMResult holds, with the JSON type of each field.
 SUMMARY_FIELDS: dict[str, type] = {
@@ -171,9 +184,11 @@ class ModelRecord:
     lam : float
     regularizer : str or dict
         The regularizer's JSON spec (``"l2"``, ``"l1"``, or an object with a ``"name"``).
-    loss_name : str
+    loss_name : str or None
+        None for the user's own loss object, which a file does not hold.
     loss_params : dict
-        JSON-serialisable; the loss is ``losses.get(loss_name, **loss_params)``.
+        JSON values, or arrays for numeric parameters read back (a cost matrix); the loss
+        is ``losses.get(loss_name, **loss_params)``.
     scorer_name, scorer_version, scorer_params :
         The ranking function: a name of :mod:`bmrm.scorers`, the version of its
         definition, and its JSON-serialisable parameters.
@@ -190,6 +205,8 @@ class ModelRecord:
     feature_names : list of str or None
         The column names of the DataFrame the model was fitted on, one per feature (None:
         fitted on arrays, or read from a file of version 1 or 2).
+    loss_user : str or None
+        For the user's own loss (``loss_name`` None): its class and ``repr``.
     """
 
     coef: np.ndarray
@@ -207,6 +224,31 @@ class ModelRecord:
     result_arrays: dict[str, Any] = field(default_factory=dict)
     result_omitted: list[str] = field(default_factory=list)
     feature_names: list[str] | None = None
+    loss_user: str | None = None
+
+
+class UserLoss:
+    """The loss of a model fitted with the user's own loss object, as a model file keeps it:
+    only its description (class and ``repr``). A model read back with it predicts (which
+    needs only the weights); fitting with it raises a ``ValueError`` saying that refitting
+    needs the original loss object.
+    """
+
+    def __init__(self, description: str):
+        self.description = description
+
+    def _refuse(self, *args, **kwargs):
+        raise ValueError(
+            f"this model was fitted with the user's own loss {self.description}, which a "
+            "model file does not hold: it predicts, but refitting needs that loss object "
+            "(pass it as loss=...)"
+        )
+
+    validate = _refuse
+    loss_grad = _refuse
+
+    def __repr__(self) -> str:
+        return f"UserLoss({self.description!r})"
 
 
 def _package_version() -> str:
@@ -303,6 +345,17 @@ def _finite_float(value, name: str) -> float:
     return value
 
 
+def _lam(value) -> float:
+    """lam within the range :func:`bmrm.fit` takes, which loading requires too."""
+    lam = _finite_float(value, "lam")
+    if not MIN_LAM <= lam <= MAX_LAM:
+        raise ValueError(
+            f"cannot save a model whose lam is {lam!r}: bmrm.fit takes lam within "
+            f"[{MIN_LAM:g}, {MAX_LAM:g}], and loading refuses any other"
+        )
+    return lam
+
+
 def _json_value(value, name: str):
     """``value`` as it reads back from JSON; a ValueError naming ``name`` otherwise."""
     try:
@@ -350,17 +403,71 @@ def _result_entry(record: ModelRecord, arrays: dict[str, dict]) -> dict[str, Any
     }
 
 
+def _numeric_array(value) -> np.ndarray | None:
+    """``value`` as an int64 or float64 array when it is a rectangular list of numbers (no
+    booleans) whose ``tolist()`` gives it back, else None."""
+    if not isinstance(value, list) or not value:
+        return None
+    try:
+        a = np.array(value)
+    except (ValueError, OverflowError):  # ragged, or an int beyond int64
+        return None
+    if a.dtype.kind not in "if" or a.dtype.itemsize != 8 or a.tolist() != value:
+        return None
+    leaves = a.ravel().tolist()
+    if a.dtype.kind == "i" and len(leaves) != sum(type(x) is int for x in _leaves(value)):
+        return None  # booleans among the ints
+    return a
+
+
+def _leaves(value):
+    for item in value:
+        if isinstance(item, list):
+            yield from _leaves(item)
+        else:
+            yield item
+
+
+def _loss_entry(record: ModelRecord, arrays: dict[str, dict]) -> dict[str, Any]:
+    """The ``loss`` object; numeric array parameters go to ``arrays`` as ``loss.<name>``."""
+    if record.loss_name is None:
+        if record.loss_params:
+            raise ValueError("cannot save the parameters of the user's own loss")
+        return {"name": None, "params": {}, "array_params": [], "user": str(record.loss_user)}
+    params = dict(record.loss_params)
+    in_arrays = []
+    for key, value in record.loss_params.items():
+        a = np.asarray(value) if isinstance(value, np.ndarray) else _numeric_array(value)
+        if a is not None and a.dtype.kind in "if" and a.ndim >= 1 and a.size:
+            arrays[f"loss.{key}"] = _encode_array(a)
+            in_arrays.append(str(key))
+            del params[key]
+    params = _json_value(params, "loss parameters")
+    return {"name": record.loss_name, "params": params, "array_params": in_arrays, "user": None}
+
+
 def write_model_file(record: ModelRecord, path) -> None:
     """Write ``record`` to ``path`` as a portable model file (see the module docstring).
 
     Raises
     ------
     ValueError
-        For non-finite weights or lam, a result without its required fields, or a
-        regularizer spec, loss or scorer parameters that JSON cannot hold; nothing is
-        written then.
+        As :func:`model_file_text`; nothing is written then.
     OSError
         When the file cannot be written; ``path`` is then left as it was.
+    """
+    _write_atomic(path, model_file_text(record).encode("utf-8"))
+
+
+def model_file_text(record: ModelRecord) -> str:
+    """The text of the model file of ``record`` (ASCII JSON, see the module docstring).
+
+    Raises
+    ------
+    ValueError
+        For non-finite weights, a lam outside the range :func:`bmrm.fit` takes, a result
+        without its required fields, or a regularizer spec, loss or scorer parameters that
+        JSON cannot hold.
     """
     coef = np.asarray(record.coef, dtype=np.float64)
     if coef.ndim not in (1, 2) or not np.all(np.isfinite(coef)):
@@ -390,18 +497,14 @@ def write_model_file(record: ModelRecord, path) -> None:
             "params": _json_value(record.scorer_params, "scorer parameters"),
         },
         "intercept": _finite_float(record.intercept, "intercept_"),
-        "lam": _finite_float(record.lam, "lam"),
+        "lam": _lam(record.lam),
         "regularizer": _json_value(record.regularizer, "regularizer"),
-        "loss": {
-            "name": record.loss_name,
-            "params": _json_value(record.loss_params, "loss parameters"),
-        },
+        "loss": _loss_entry(record, arrays),
         "result": _result_entry(record, arrays),
         "arrays": arrays,
     }
     document["sha256"] = _checksum(document)
-    text = json.dumps(document, indent=1, ensure_ascii=True, allow_nan=False) + "\n"
-    _write_atomic(path, text.encode("utf-8"))
+    return json.dumps(document, indent=1, ensure_ascii=True, allow_nan=False) + "\n"
 
 
 # ----------------------------------------------------------------------------- loading
@@ -504,6 +607,23 @@ def _unique_keys(pairs: list) -> dict:
     return document
 
 
+def _all_finite(value) -> bool:
+    """Whether no float in a parsed JSON value is infinite (a number beyond float64's range
+    parses as one); a list of numbers is summed in C first, since files may hold millions."""
+    if type(value) is float:
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_all_finite(item) for item in value.values())
+    if isinstance(value, list):
+        try:
+            if math.isfinite(sum(value, 0.0)):
+                return True
+        except (TypeError, OverflowError):  # not numbers only, or an int beyond float64
+            pass
+        return all(_all_finite(item) for item in value)
+    return True
+
+
 def _parse(path: str, raw: bytes) -> dict:
     not_model = ValueError(f"{path}: not a bmrm model file")
     try:
@@ -514,9 +634,11 @@ def _parse(path: str, raw: bytes) -> dict:
         document = json.loads(
             text,
             parse_constant=_reject_constant,
-            parse_float=_finite_number,
             object_pairs_hook=_unique_keys,
         )
+        if not _all_finite(document):
+            # again, number by number, to name the one beyond float64's range
+            json.loads(text, parse_float=_finite_number, object_pairs_hook=_unique_keys)
     except _Malformed as exc:
         if text.lstrip().startswith("{") and f'"{FORMAT}"' in text[:200]:
             raise ValueError(f"{path}: malformed model file: {exc}") from None
@@ -676,6 +798,29 @@ def _read_scorer(reader: _Reader, arrays: dict, record: ModelRecord) -> None:
     }
 
 
+def _read_array_params(reader: _Reader, entry: dict, arrays: dict, params: dict) -> dict:
+    """The loss parameters a version-4 file stores as arrays (see the module docstring)."""
+    keys = reader.field(entry, "array_params", list, "loss.")
+    if not all(isinstance(key, str) for key in keys) or len(set(keys)) != len(keys):
+        raise reader.error(f"malformed model file: field 'loss.array_params' is {_brief(keys)}")
+    out = {}
+    for key in keys:
+        if key in params:
+            raise reader.error(f"malformed model file: loss parameter {key!r} is given twice")
+        values = reader.array(arrays, f"loss.{key}")
+        if values.dtype == np.bool_ or values.ndim == 0 or values.size == 0:
+            raise reader.error(
+                f"malformed model file: array 'loss.{key}' must be a non-empty array of numbers"
+            )
+        out[key] = values
+    unused = sorted(name for name in arrays if name.startswith("loss.") and name[5:] not in keys)
+    if unused:
+        raise reader.error(
+            f"malformed model file: array {unused[0]!r} is not named in 'loss.array_params'"
+        )
+    return out
+
+
 def read_model_file(
     path, *, n_features: int | None = None, data: bytes | None = None
 ) -> ModelRecord:
@@ -741,9 +886,15 @@ def read_model_file(
     if "regularizer" not in document:
         raise reader.error("malformed model file: field 'regularizer' is missing")
     loss_entry = reader.field(document, "loss", dict)
-    name = reader.field(loss_entry, "name", str, "loss.")
-    params = reader.field(loss_entry, "params", dict, "loss.")
-    record = ModelRecord(coef, intercept, lam, document["regularizer"], name, params)
+    if version >= 4 and loss_entry.get("name", ...) is None:
+        record = ModelRecord(coef, intercept, lam, document["regularizer"], None, {})
+        record.loss_user = reader.field(loss_entry, "user", str, "loss.")
+    else:
+        name = reader.field(loss_entry, "name", str, "loss.")
+        params = reader.field(loss_entry, "params", dict, "loss.")
+        if version >= 4:
+            params.update(_read_array_params(reader, loss_entry, arrays, params))
+        record = ModelRecord(coef, intercept, lam, document["regularizer"], name, params)
     if version == 1:
         _read_result_v1(reader, arrays, record)
     else:

@@ -5,7 +5,9 @@ The svmlight format holds one row per line::
     <label> [qid:<int>] <index>:<value> <index>:<value> ... [# comment]
 
 with strictly increasing feature indices, zero values left out, and anything after ``#``
-ignored by the parser. LETOR data sets (MQ2007, MQ2008, ...) put the query id right after the
+ignored by the parser. A line ends at a line feed (LF), a carriage return alone (CR, as
+written by classic Mac OS tools) or both (CRLF), mixed freely; line numbers in messages
+count each of them once. LETOR data sets (MQ2007, MQ2008, ...) put the query id right after the
 label and a ``#docid = ...`` comment at the end of each line. LightGBM's ranking examples
 leave ``qid:`` out and keep the query groups in a side file ``<data>.query`` holding one
 group size per line, in row order.
@@ -17,8 +19,10 @@ one copy of ``X`` are held (a pipe, which can be read only once, is held whole i
 returns what ranking work needs: the query ids (``None`` when the file has none), the trailing
 comments, ``.query`` side files, and errors that name the file and the line. Its results
 equal those of scikit-learn's reader (:func:`sklearn.datasets.load_svmlight_file`) on every
-file that reader accepts and that holds finite numbers only; non-finite values are an error
-here.
+file that reader accepts and that holds finite numbers only and no CR-ended line;
+non-finite values are an error here. (That reader ends lines at LF only: in a file of
+CR-ended lines with comments, each comment would run on to the next LF and take the rows
+in between with it.)
 """
 
 from __future__ import annotations
@@ -63,6 +67,9 @@ _MAX_INDEX = _parse.MAX_FEATURE_INDEX
 _CHUNK_BYTES = 1 << 25
 _SLOW_CAPACITY = 4096
 _DELIMITERS = (b" ", b"\t", b"\r", b"\x0b", b"\x0c", b"\n", b"#")
+# line ends (as the compiled parser reads them) and a line that holds no row
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+_NO_ROW = re.compile(rb"[ \t\x0b\x0c]*(?:#|$)")
 # compressed files by name ending (scikit-learn's reader takes the first two)
 _COMPRESSION = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz"}
 _COMPRESS = {"gzip": gzip.compress, "bzip2": bz2.compress, "xz": lzma.compress}
@@ -153,19 +160,33 @@ class _Source:
                 self._check(os.fstat(raw.fileno()))
 
 
-def _data_lines(source: _Source) -> Iterator[tuple[int, list[bytes], bytes | None]]:
-    """Yield ``(line_number, tokens, comment)`` for every line that holds a row.
+def _data_lines(source: _Source) -> Iterator[tuple[int, bytes | None]]:
+    """Yield ``(line_number, comment)`` for every line that holds a row.
 
-    Lines are split on ``\\n`` and tokens on ASCII whitespace, everything after the first
-    ``#`` is the comment (``None`` without ``#``), and lines with no token before ``#`` are
-    skipped: the same rules as scikit-learn's compiled reader, so the k-th yielded line is row k.
+    Lines end as for the compiled parser (LF, CR or CRLF, see :func:`_line_ends`), the
+    comment is everything after the first ``#`` (``None`` without ``#``), and lines with no
+    token before ``#`` are skipped, so the k-th yielded line is row k. Lines are located in
+    the chunks of :func:`_chunks`; only a row's comment is copied.
     """
-    with _decompressing(source.path), source.reading() as f:
-        for lineno, line in enumerate(f, start=1):
-            data, hash_sign, comment = line.partition(b"#")
-            tokens = data.split()
-            if tokens:
-                yield lineno, tokens, comment if hash_sign else None
+    for buffer, end, lines in _chunks(source):
+        lineno = lines
+        start = 0
+        for match in itertools.chain(_LINE_END.finditer(buffer, 0, end), (None,)):
+            stop = end if match is None else match.start()
+            if match is None and start == end:
+                break
+            lineno += 1
+            if not _NO_ROW.match(buffer, start, stop):
+                hash_at = buffer.find(b"#", start, stop)
+                yield lineno, None if hash_at < 0 else bytes(buffer[hash_at + 1 : stop])
+            if match is not None:
+                start = match.end()
+
+
+def _line_ends(buffer, start: int, stop: int) -> int:
+    """The line ends in ``buffer[start:stop]``: each LF, CR and CRLF counts once."""
+    crlf = buffer.count(b"\r\n", start, stop)
+    return buffer.count(b"\n", start, stop) + buffer.count(b"\r", start, stop) - crlf
 
 
 def _show(token: bytes) -> str:
@@ -177,30 +198,34 @@ def _line_of_row(source: _Source, row: int) -> int:
     return next(itertools.islice(_data_lines(source), row, None))[0]
 
 
-def _chunks(source: _Source) -> Iterator[tuple[bytes, int, int]]:
+def _chunks(source: _Source) -> Iterator[tuple[bytearray, int, int]]:
     """Yield ``(buffer, end, lines_before)``: ``buffer[:end]`` holds whole lines only.
 
-    ``lines_before`` counts the line feeds before the buffer, so the line of byte ``pos``
-    is ``lines_before + buffer.count(b"\\n", 0, pos) + 1``. Only one chunk (and the partial
-    line carried over) is held at a time.
+    ``lines_before`` counts the line ends before the buffer, so the line of byte ``pos`` is
+    ``lines_before + _line_ends(buffer, 0, pos) + 1``; a chunk never ends between the CR and
+    the LF of a CRLF. Only one chunk (and the partial line carried over) is held at a time: a
+    line longer than a chunk grows one buffer in place until its end is read, so it costs
+    about its own length (see :func:`load_svmlight`'s notes).
     """
     lines = 0
-    tail = b""
+    buffer = bytearray()
     with _decompressing(source.path), source.reading() as f:
         while True:
             data = f.read(_CHUNK_BYTES)
-            buffer = tail + data if tail else data
             if not data:
                 if buffer:
                     yield buffer, len(buffer), lines
                 return
-            end = buffer.rfind(b"\n") + 1
+            buffer += data
+            del data
+            # a CR as the last byte read may be the first half of a CRLF
+            end = max(buffer.rfind(b"\n"), buffer.rfind(b"\r", 0, len(buffer) - 1)) + 1
             if end == 0:
-                tail = buffer
                 continue
             yield buffer, end, lines
-            lines += buffer.count(b"\n", 0, end)
-            tail = buffer[end:]
+            lines += _line_ends(buffer, 0, end)
+            # a new buffer: the caller may still hold a view of the one it was given
+            buffer = buffer[end:]
 
 
 def _token_at(buffer: bytes, start: int, end: int) -> bytes:
@@ -228,23 +253,6 @@ def _kernel_message(code: int, token: bytes, a: int, b: int, one_based: bool) ->
     if code == _parse.NOT_INCREASING:
         return f"feature indices must be strictly increasing; got {a} after {b}"
     raise AssertionError(f"unknown parser code {code}")
-
-
-def _hint(buffer: bytes, lines: int, pos: int) -> str:
-    """What a malformed line's bytes suggest, for the error raised at ``buffer[pos]``.
-
-    Lines ended by a carriage return alone (classic Mac OS) read as one long line, which
-    fails with an otherwise puzzling message.
-    """
-    start = buffer.rfind(b"\n", 0, pos) + 1
-    end = buffer.find(b"\n", pos)
-    line = buffer[start : len(buffer) if end < 0 else end]
-    if b"\r" in line.rstrip(b"\r"):
-        return (
-            " (its lines end in a carriage return alone, which is no line end here; convert "
-            "them to line feeds)"
-        )
-    return ""
 
 
 def _slow_number(token: bytes) -> float | None:
@@ -276,7 +284,7 @@ class _Parse:
     def error(self, code: int, buffer: bytes, lines: int, base: int, limit: int) -> ValueError:
         state = self.state
         pos = int(state[_parse.ERR_LINE])
-        lineno = lines + buffer.count(b"\n", 0, pos) + 1
+        lineno = lines + _line_ends(buffer, 0, pos) + 1
         token = buffer[state[_parse.ERR_START] : state[_parse.ERR_END]]
         a, b = int(state[_parse.ERR_A]), int(state[_parse.ERR_B])
         if code == _parse.QID_MIXED:
@@ -289,7 +297,7 @@ class _Parse:
             )
         else:
             message = _kernel_message(code, token, a, b, self.one_based)
-        return ValueError(f"{self.path}, line {lineno}: {message}{_hint(buffer, lines, pos)}")
+        return ValueError(f"{self.path}, line {lineno}: {message}")
 
     def run(self, base: int, limit: int, out: dict | None = None) -> None:
         """Parse the whole file; with ``out`` (arrays), store rows into it."""
@@ -349,7 +357,7 @@ class _Parse:
                     slow = np.zeros((2 * len(slow), 4), dtype=np.int64)
 
     def _value_error(self, buffer, lines, s, e, kind, value, dtype) -> ValueError:
-        lineno = lines + buffer.count(b"\n", 0, s) + 1
+        lineno = lines + _line_ends(buffer, 0, s) + 1
         if kind == _parse.SLOW_LABEL:
             what = f"label {_show(buffer[s:e])}"
         else:
@@ -360,13 +368,12 @@ class _Parse:
             problem = f"overflows {np.dtype(dtype).name}"
         else:
             problem = "is not a finite number"
-        hint = _hint(buffer, lines, s)
-        return ValueError(f"{self.path}, line {lineno}: {what} {problem}{hint}")
+        return ValueError(f"{self.path}, line {lineno}: {what} {problem}")
 
 
 def _read_comments(source: _Source) -> list[str]:
     comments = []
-    for lineno, _, comment in _data_lines(source):
+    for lineno, comment in _data_lines(source):
         try:
             comments.append("" if comment is None else comment.decode("utf-8").strip())
         except UnicodeDecodeError as exc:
@@ -401,9 +408,7 @@ def _read(
     state = survey.state
     n_rows, nnz = int(state[_parse.ROW]), int(state[_parse.NNZ])
     if n_rows == 0:
-        buffer, _, _ = next(_chunks(source), (b"", 0, 0))
-        hint = _hint(buffer, 0, buffer.find(b"\r")) if re.search(rb"\r[^\n]", buffer) else ""
-        raise ValueError(f"{path}: no data row (the file is empty or holds only comments){hint}")
+        raise ValueError(f"{path}: no data row (the file is empty or holds only comments)")
     # "auto" reads a file without index 0 as one-based, as scikit-learn's reader does
     base = int(one_based or (zero_based == "auto" and nnz > 0 and state[_parse.MIN_INDEX] > 0))
     # a file without any value still gets one (empty) column, as from scikit-learn's reader
@@ -466,7 +471,9 @@ def load_svmlight(
         Number of columns of ``X``; by default the largest feature index in the file. Files
         that are parts of one data set should be read with the same ``n_features``.
     dtype : float dtype, default float64
-        Dtype of ``X``. Values are parsed as float64 and then rounded to ``dtype``.
+        Dtype of ``X``: float32, float64 or longdouble, and float16 with ``dense=True``
+        (scipy.sparse has no float16). Values are parsed as float64 and then rounded to
+        ``dtype``.
     zero_based : bool or "auto", default "auto"
         Whether feature index 0 is the first column (True) or index 1 is (False, the LETOR
         convention, where index 0 is an error). "auto" takes the file as one-based when no
@@ -510,11 +517,15 @@ def load_svmlight(
 
     Notes
     -----
-    Blank lines, whitespace-only lines and lines starting with ``#`` hold no row and are
-    skipped, as by :func:`sklearn.datasets.load_svmlight_file`. Two compiled passes over the
-    text (the comments take a third, in Python); memory is ``X``, ``y``, ``qid`` and one
-    chunk of text, plus the whole file as read when it is not a regular file (a pipe can be
-    read only once; the passes read the copy, so the results equal the regular file's).
+    Lines end at LF, CR or CRLF (mixed freely). Blank lines, whitespace-only lines and lines
+    starting with ``#`` hold no row and are skipped, as by
+    :func:`sklearn.datasets.load_svmlight_file`. Two compiled passes over the text (the
+    comments take a third, in Python, which copies only the comments); memory is ``X``,
+    ``y``, ``qid`` and one chunk of text (32 MiB), plus the whole file as read when it is
+    not a regular file (a pipe can be read only once; the passes read the copy, so the
+    results equal the regular file's). A line longer than a chunk is held whole: it costs
+    up to about 1.15 times its length plus one chunk beyond ``X`` (the buffer it is read
+    into grows in place, with the allocator's slack).
     A regular file must not change between and during the passes: one that grows, shrinks
     or is replaced meanwhile is an error, not a mixture of versions. Numbers are rounded
     correctly to float64 and then to ``dtype``; a value that is NaN, infinite or beyond the
@@ -529,6 +540,12 @@ def load_svmlight(
         raise ValueError(f"dtype must be a floating dtype; got {dtype!r}") from None
     if dtype.kind != "f":
         raise ValueError(f"dtype must be a floating dtype; got {dtype}")
+    dense = check_bool(dense, "dense")
+    if not dense and dtype == np.float16:
+        raise ValueError(
+            "dtype float16 needs dense=True: scipy.sparse stores no float16, so a CSR X takes "
+            "dtype float32, float64 or longdouble"
+        )
     if not (query_file is None or (isinstance(query_file, str) and query_file == "auto")):
         query_file = _file_name(query_file, "query_file", "'auto' or None")
     if not (
@@ -538,7 +555,6 @@ def load_svmlight(
         raise ValueError(f"zero_based must be True, False or 'auto'; got {zero_based!r}")
     if not isinstance(zero_based, str):
         zero_based = bool(zero_based)
-    dense = check_bool(dense, "dense")
     check_int(n_features, "n_features", 1, allow_none=True)
     if n_features is not None:
         n_features = int(n_features)
@@ -788,21 +804,23 @@ def _read_one_per_line(
     values = []
     total = 0
     with open(path, "rb") as f:
-        for lineno, line in enumerate(f, start=1):
-            text = line.strip()
-            if not text:
-                continue
-            value = None if b"_" in text else parse(text)
-            if value is None:
-                raise ValueError(f"{path}, line {lineno}: expected {what}; got {_show(text)}")
-            if max_total is not None:
-                total += value
-                if total > max_total:
-                    raise ValueError(
-                        f"{path}, line {lineno}: the {noun}s up to this line sum to {total}; "
-                        f"they must sum to at most {max_total}"
-                    )
-            values.append(value)
+        data = f.read()
+    # lines end in LF, CR or CRLF, as in the data files
+    for lineno, line in enumerate(data.splitlines(), start=1):
+        text = line.strip()
+        if not text:
+            continue
+        value = None if b"_" in text else parse(text)
+        if value is None:
+            raise ValueError(f"{path}, line {lineno}: expected {what}; got {_show(text)}")
+        if max_total is not None:
+            total += value
+            if total > max_total:
+                raise ValueError(
+                    f"{path}, line {lineno}: the {noun}s up to this line sum to {total}; "
+                    f"they must sum to at most {max_total}"
+                )
+        values.append(value)
     if not values:
         raise ValueError(f"{path}: no {noun} (the file is empty)")
     return np.array(values, dtype=dtype)

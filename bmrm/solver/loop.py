@@ -231,7 +231,7 @@ def minimize_bmrm(
         If the objective overflows.
     verbose : bool
         Log one line per iteration to stderr (iteration, J, lower bound, gap, bundle size,
-        seconds).
+        seconds since the start without numba's compilation, ``compile_seconds``).
     progress : bool
         Show a one-line progress bar on stderr: the share of the way, on a log scale, from
         the first gap to the requested one.

@@ -154,6 +154,25 @@ def test_train_equals_fit(folder, tmp_path, run_here, runner, args, options):
     assert proc.stdout == ""
 
 
+def test_train_reports_compilation_apart_from_training(folder, tmp_path, run_here):
+    """The summary gives the training seconds without numba's compilation and the
+    compilation apart, as the result saved in the model file has them."""
+    proc = run_here("train", folder / "train.svm", "m.json", "--max-iter", 20, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    r = load_model(tmp_path / "m.json").result_
+    training = f"{r.total_seconds - r.compile_seconds:.2f} seconds of training"
+    compiling = f" and {r.compile_seconds:.2f} seconds compiling numba kernels (cached for"
+    summary = proc.stderr.strip().splitlines()[-1]
+    assert f", {r.nit} iterations of {r.method}, {training}" in summary, summary
+    assert (compiling in summary) == (r.compile_seconds >= 0.005), summary
+    # with compilation forced into the fit, it is reported apart
+    r["compile_seconds"], r["total_seconds"] = 44.25, 44.75
+    assert cli._summary(r).endswith(
+        f"0.50 seconds of training and 44.25 seconds compiling numba kernels (cached for later "
+        f"runs) ({r.message})"
+    )
+
+
 def test_c_is_svmrank_c(folder, tmp_path):
     """-c C trains the ordinal loss with lam = 1/C and normalize='none'."""
     C = 4.0
@@ -400,6 +419,48 @@ def test_missing_inputs_are_named_by_their_argument(trained, tmp_path, run_here,
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("end", ["\r", "\r\n"])
+def test_predictions_with_carriage_return_line_ends(trained, tmp_path, run_here, end):
+    """A predictions file with CR or CRLF line ends reads as the same file with LF ends."""
+    test = trained / "test.svm"
+    expected = run_here("evaluate", test, trained / "predictions.txt", cwd=tmp_path)
+    lines = (trained / "predictions.txt").read_text().splitlines()
+    (tmp_path / "cr.txt").write_bytes((end.join(lines) + end).encode())
+    proc = run_here("evaluate", test, "cr.txt", cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (0, expected.stdout), proc.stderr
+
+
+def test_dash_is_the_standard_output(trained, folder, tmp_path, run_here):
+    """PREDICTIONS and MODEL '-' write to the standard output what the file would hold (no
+    file named '-'); '-' as an input is refused, naming the argument."""
+    test, model = trained / "test.svm", trained / "model.json"
+    proc = run_here("predict", test, model, "-", cwd=tmp_path)
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
+    assert proc.stdout == (trained / "predictions.txt").read_text()
+    proc = run_here("train", folder / "train.svm", "-", "--max-iter", 5, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().endswith("model written to the standard output")
+    (tmp_path / "out.json").write_text(proc.stdout)
+    run_here("train", folder / "train.svm", "m.json", "--max-iter", 5, cwd=tmp_path)
+    np.testing.assert_array_equal(
+        load_model(tmp_path / "out.json").coef_, load_model(tmp_path / "m.json").coef_
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "out.json"]
+    for argv, name in [
+        (("predict", "-", model, "p.txt"), "TEST"),
+        (("predict", test, "-", "p.txt"), "MODEL"),
+        (("train", "-", "m2.json"), "TRAIN"),
+        (("evaluate", test, "-"), "PREDICTIONS|MODEL"),
+    ]:
+        proc = run_here(*argv, cwd=tmp_path)
+        assert proc.returncode == 2
+        assert proc.stderr == (
+            f"bmrm {argv[0]}: error: {name} '-': '-' names the standard output, for "
+            "PREDICTIONS and MODEL only; give an input file (or /dev/stdin to read a pipe)\n"
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "out.json"]
+
+
 def test_predictions_with_blank_lines_at_the_end(trained, tmp_path, run_here):
     """An editor's or echo's last newlines are no score; a blank line between scores is an
     error (it would shift every later score to another row)."""
@@ -576,7 +637,7 @@ def test_cut_off_beyond_the_bound(folder, tmp_path, run_here, args, message, mon
     def no_fit(*args, **kwargs):
         raise AssertionError("fit called")
 
-    monkeypatch.setattr(cli, "fit", no_fit)  # refused before any work
+    monkeypatch.setattr("bmrm.model.fit", no_fit)  # refused before any work
     proc = run_here("train", folder / "train.svm", "m.json", *args, cwd=tmp_path)
     assert message in one_line_error(proc, "train")
     assert list(tmp_path.iterdir()) == []
@@ -732,7 +793,7 @@ def test_general_regularizer_without_cvxpy(folder, tmp_path, run_here, monkeypat
     """--regularizer l1 on an install without cvxpy: one line saying how to install it,
     before the data is read (a traceback after reading it before)."""
     monkeypatch.setitem(sys.modules, "cvxpy", None)  # import cvxpy raises ImportError
-    monkeypatch.setattr(cli, "load_svmlight", lambda *a, **k: pytest.fail("data read"))
+    monkeypatch.setattr("bmrm.io.svmlight.load_svmlight", lambda *a, **k: pytest.fail("data read"))
     proc = run_here("train", folder / "train.svm", "m.json", "--regularizer", "l1", cwd=tmp_path)
     assert one_line_error(proc, "train") == (
         "bmrm train: error: --regularizer l1 is solved by the cvxpy master, which the core "
@@ -745,7 +806,7 @@ def test_out_of_memory_is_one_line(folder, tmp_path, run_here, monkeypatch):
     def no_memory(*args, **kwargs):
         raise MemoryError("Unable to allocate 256. GiB for an array with shape (16, 2147483647)")
 
-    monkeypatch.setattr(cli, "fit", no_memory)
+    monkeypatch.setattr("bmrm.model.fit", no_memory)
     proc = run_here("train", folder / "train.svm", "m.json", "--quiet", cwd=tmp_path)
     assert one_line_error(proc, "train") == (
         "bmrm train: error: not enough memory: Unable to allocate 256. GiB for an array with "
@@ -786,7 +847,7 @@ def test_outputs_that_cannot_be_written_fail_before_any_work(
     if output.startswith("/proc") and not os.path.isdir("/proc"):
         pytest.skip("no /proc on this system")
     (tmp_path / "here.txt").write_text("")
-    monkeypatch.setattr(cli, "load_model", lambda *a, **k: pytest.fail("model read"))
+    monkeypatch.setattr("bmrm.model.load", lambda *a, **k: pytest.fail("model read"))
     proc = run_here("predict", trained / "test.svm", trained / "model.json", output, cwd=tmp_path)
     assert message in one_line_error(proc, "predict")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["here.txt"]
@@ -842,3 +903,35 @@ def test_evaluate_scores_from_a_pipe(trained, tmp_path, run_here, what):
         os.close(read_end)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == expected.stdout
+
+
+def test_help_imports_neither_numpy_nor_the_solver(tmp_path):
+    """The help of the command builds its parser only: numpy, numba, losses and the model
+    layer stay unimported (they cost most of the start-up), and ``import bmrm`` alone
+    imports none of them either."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(bmrm.__file__)))
+    heavy = ["numpy", "numba", "scipy", "losses", "bmrm.model", "bmrm.solver", "sklearn"]
+    code = (
+        "import sys, contextlib, io\n"
+        "import bmrm\n"
+        f"heavy = {heavy!r}\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+        "from bmrm import cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    try:\n"
+        "        cli.main(['--help'])\n"
+        "    except SystemExit as exc:\n"
+        "        assert exc.code == 0\n"
+        "assert 'train' in out.getvalue()\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": root},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["[]", "[]"]

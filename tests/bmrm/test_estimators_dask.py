@@ -8,6 +8,7 @@ HTTP status code read with urllib.
 import os
 import pickle
 import urllib.request
+import warnings
 
 import numpy as np
 import pytest
@@ -108,16 +109,25 @@ def test_ranker_on_a_dask_dataframe_with_column_names(client):
     remote.fit(ddf, "label", "query")
     assert_same_objective(local, remote)
     assert list(remote.feature_names_in_) == [f"f{j}" for j in range(X.shape[1])]
-    scores = remote.predict(ddf)  # the label and query columns are not features
-    assert isinstance(scores, da.Array)
     expected = X[order] @ remote.coef_
-    np.testing.assert_allclose(client.compute(scores).result(), expected, rtol=1e-12, atol=1e-12)
+    # the columns are taken by name (reordered, they give the same scores), and no
+    # feature-name warning is raised on the way
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        scores = remote.predict(ddf)  # the label and query columns are not features
+        assert isinstance(scores, da.Array)
+        got = client.compute(scores).result()
+        shuffled = remote.predict(ddf[["query", "f4", "label", "f0", "f3", "f2", "f1"]])
+        got_shuffled = client.compute(shuffled).result()
+        # score gathers the scores, labels and ids: the same as on the in-memory rows
+        in_memory = frame.iloc[order].drop(columns=["label", "query"])
+        expected_ndcg = remote.score(in_memory, y[order], qid[order])
+        assert remote.score(ddf, "label", "query") == expected_ndcg
+        assert remote.score(ddf, ddf["label"], ddf["query"]) == expected_ndcg
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(got_shuffled, got)
     with pytest.raises(ValueError, match=r"lacks the feature columns \['f1'\]"):
         remote.predict(ddf.drop(columns=["f1"]))
-    # score gathers the scores, labels and ids: the same as on the in-memory rows
-    expected_ndcg = remote.score(X[order], y[order], qid[order])
-    assert remote.score(ddf, "label", "query") == expected_ndcg
-    assert remote.score(ddf, ddf["label"], ddf["query"]) == expected_ndcg
 
 
 def cuts_inside_queries(qid, n_parts):

@@ -237,6 +237,18 @@ def test_dump_refuses_qid_beyond_int64(tmp_path):
     assert path.read_text() == "ORIGINAL\n"
 
 
+def test_float16_csr_is_refused_naming_dtype(tmp_path):
+    path = write(tmp_path / "f.txt", "1 1:0.5 2:3\n")
+    with pytest.raises(ValueError) as info:
+        load_svmlight(path, dtype=np.float16)
+    assert str(info.value) == (
+        "dtype float16 needs dense=True: scipy.sparse stores no float16, so a CSR X takes "
+        "dtype float32, float64 or longdouble"
+    )
+    X, _, _ = load_svmlight(path, dtype=np.float16, dense=True)
+    np.testing.assert_array_equal(X, np.array([[0.5, 3.0]], dtype=np.float16))
+
+
 def test_dump_float16_features(tmp_path):
     X = np.array([[0.1, 0.0], [65504.0, -(2.0**-24)]], dtype=np.float16)
     path = tmp_path / "f.txt"
@@ -850,23 +862,79 @@ def test_byte_order_mark_is_named(tmp_path, suffix):
     )
 
 
-@pytest.mark.parametrize(
-    ("lines", "start"),
-    [
-        (GOOD[2:], ", line 1: expected index:value"),
-        (GOOD, ": no data row"),  # the comment on the first line takes in every line after it
-    ],
-)
-def test_carriage_return_line_ends_are_named(tmp_path, lines, start):
-    path = write(tmp_path / "mac.txt", "\r".join(lines) + "\r")
+def test_carriage_return_line_ends_with_comments_keep_every_row(tmp_path):
+    # the reproduction: twenty LETOR-style lines (with comments) ended by a CR alone
+    path = tmp_path / "cr.txt"
+    with open(path, "w", newline="") as f:
+        f.write("".join(f"{i % 3} qid:1 1:{i} # d{i}\r" for i in range(20)))
+    X, y, qid, comments = load_svmlight(path, return_comments=True)
+    assert X.shape == (20, 1)
+    np.testing.assert_array_equal(X.toarray()[:, 0], np.arange(20))
+    np.testing.assert_array_equal(y, np.arange(20) % 3)
+    np.testing.assert_array_equal(qid, np.ones(20))
+    assert comments == [f"d{i}" for i in range(20)]
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("comments", [True, False])
+def test_mixed_line_ends_read_as_the_same_text_with_line_feeds(
+    tmp_path, monkeypatch, seed, comments
+):
+    """Lines ended by LF, CR and CRLF at random (blank and comment lines included) read as
+    the same lines ended by LF, parsed by scikit-learn's reader; tiny chunks put a CR (and
+    the CR of a CRLF) at a chunk's end."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for i in range(int(rng.integers(3, 30))):
+        if i and rng.random() < 0.1:
+            lines.append(str(rng.choice(["", "  ", "# only a comment 1:2"])))
+            continue
+        columns = np.sort(rng.choice(8, size=int(rng.integers(1, 5)), replace=False)) + 1
+        line = " ".join(
+            [str(int(rng.integers(0, 4))), f"qid:{i // 4}"]
+            + [f"{c}:{rng.standard_normal():.6g}" for c in columns]
+        )
+        if comments and rng.random() < 0.7:
+            line += f" # docid = {i}"
+        lines.append(line)
+    ends = rng.choice(["\n", "\r", "\r\n"], size=len(lines))
+    reference = write(tmp_path / "lf.txt", "".join(line + "\n" for line in lines))
+    path = write(tmp_path / "mixed.txt", "".join(map(str.__add__, lines, ends)).encode())
+    X_ref, y_ref, qid_ref = load_svmlight_file(str(reference), query_id=True, zero_based=False)
+    if seed % 2:
+        monkeypatch.setattr("bmrm.io.svmlight._CHUNK_BYTES", int(rng.integers(1, 16)))
+    X, y, qid, got_comments = load_svmlight(
+        path, n_features=X_ref.shape[1], zero_based=False, return_comments=True
+    )
+    np.testing.assert_array_equal(X.toarray(), X_ref.toarray())
+    np.testing.assert_array_equal(y, y_ref)
+    np.testing.assert_array_equal(qid, qid_ref)
+    _, _, _, ref_comments = load_svmlight(
+        reference, n_features=X_ref.shape[1], zero_based=False, return_comments=True
+    )
+    assert got_comments == ref_comments
+
+
+@pytest.mark.parametrize("chunk", [None, 3])
+@pytest.mark.parametrize("comment", ["", " # d"])
+def test_errors_after_mixed_line_ends_name_the_line(tmp_path, monkeypatch, chunk, comment):
+    # line 1 CR, line 2 CRLF, line 3 LF, line 4 CR: line 5 is the bad one, with and
+    # without comments on the lines before
+    text = "".join(
+        [f"1 qid:1 1:1{comment}\r", f"0 qid:1 1:2{comment}\r\n", f"2 qid:1 1:3{comment}\n"]
+        + ["\r", "1 qid:1 1:x\r"]
+    )
+    path = write(tmp_path / "f.txt", text.encode())
+    if chunk:
+        monkeypatch.setattr("bmrm.io.svmlight._CHUNK_BYTES", chunk)
     with pytest.raises(ValueError) as info:
         load_svmlight(path)
-    message = str(info.value)
-    assert message.startswith(f"{path}{start}"), message
-    assert message.endswith(
-        "(its lines end in a carriage return alone, which is no line end here; convert them "
-        "to line feeds)"
-    ), message
+    assert str(info.value) == f"{path}, line 5: feature value in '1:x' is not a number"
+    with pytest.raises(ValueError) as info:
+        load_svmlight(write(tmp_path / "g.txt", text.replace("1:x", "2:1 1:1").encode()))
+    assert str(info.value) == (
+        f"{tmp_path / 'g.txt'}, line 5: feature indices must be strictly increasing; got 1 after 2"
+    )
 
 
 @pytest.mark.parametrize("end", ["\n", "\r\n"])
@@ -1047,6 +1115,11 @@ def test_query_file_round_trip(tmp_path):
     np.testing.assert_array_equal(load_query_file(path), [3, 1, 4])
     write(path, "3\n\n1\r\n 4 \n\n")
     np.testing.assert_array_equal(load_query_file(path), [3, 1, 4])
+    # lines ended by a CR alone, mixed with the others
+    write(path, "3\r\r1\r\n 4 \r2\n")
+    np.testing.assert_array_equal(load_query_file(path), [3, 1, 4, 2])
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}, line 4: expected a group"):
+        load_query_file(write(path, "3\r1\r\n\rx\n"))
 
 
 # (text, line of its first bad entry) for each one-per-line file
@@ -1087,6 +1160,8 @@ def test_weight_file(tmp_path):
     weights = load_weight_file(path)
     assert weights.dtype == np.float64
     np.testing.assert_array_equal(weights, [1.0, 0.5, 0.002, 0.0, 100.0])
+    path = write(tmp_path / "cr.weight", "1\r0.5\r\n2\r")
+    np.testing.assert_array_equal(load_weight_file(path), [1.0, 0.5, 2.0])
 
 
 def test_load_with_query_file(tmp_path):

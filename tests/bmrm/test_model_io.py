@@ -351,7 +351,7 @@ def test_model_without_result(tmp_path):
         np.float64, st.integers(1, 30), elements=st.floats(allow_nan=False, allow_infinity=False)
     ),
     intercept=st.floats(allow_nan=False, allow_infinity=False),
-    lam=st.floats(min_value=1e-300, max_value=1e300),
+    lam=st.floats(min_value=1e-30, max_value=1e12),
 )
 def test_round_trip_is_bit_exact(coef, intercept, lam):
     model = LinearModel(coef, intercept, losses.get("hinge"), lam, "l1", None)
@@ -370,14 +370,19 @@ def test_file_layout_matches_the_documented_format(tmp_path):
     model.save(path)
     document = read_document(path)
     assert document["format"] == "bmrm-linear-model"
-    assert document["format_version"] == FORMAT_VERSION == 3
+    assert document["format_version"] == FORMAT_VERSION == 4
     assert document["feature_names"] is None  # fitted on an array
     assert document["bmrm_version"] == bmrm.__version__
     assert document["created"].endswith("+00:00")
     assert document["n_features"] == model.n_features_in_
     assert document["lam"] == model.lam
     assert document["regularizer"] == "l2"
-    assert document["loss"] == {"name": "ndcg", "params": model.loss.get_params()}
+    assert document["loss"] == {
+        "name": "ndcg",
+        "params": model.loss.get_params(),
+        "array_params": [],
+        "user": None,
+    }
     assert document["scorer"] == {"name": "linear", "version": 1, "params": {}}
     assert document["result"]["type"] == "BMRMResult"
     assert document["result"]["omitted"] == []
@@ -393,6 +398,119 @@ def test_file_layout_matches_the_documented_format(tmp_path):
         decode(document["arrays"]["result.outer_objective"]), model.result_.outer_objective
     )
     assert document["sha256"] == canonical_sha256(document)
+
+
+@pytest.mark.parametrize(
+    "cost",
+    [
+        [[0, 1, 3, 4], [1, 0, 1, 2], [2, 1, 0, 1], [5, 2, 1, 0]],
+        [[0.0, 0.5, 1.0, 2], [0.5, 0.0, 0.5, 1], [1, 0.5, 0, 0.5], [2, 1, 0.5, 0.25]],
+    ],
+)
+def test_numeric_loss_parameters_are_stored_as_arrays(tmp_path, cost):
+    """A cost matrix goes to the arrays (base64) and reads back equal; the same model
+    written as a version-3 file (the matrix as JSON numbers) loads to the same loss."""
+    model, X = fit_model("ordinal", loss_params={"cost": cost})
+    path = tmp_path / "m.json"
+    model.save(path)
+    document = read_document(path)
+    assert document["loss"] == {
+        "name": "ordinal",
+        "params": {"normalize": "query"},
+        "array_params": ["cost"],
+        "user": None,
+    }
+    stored = decode(document["arrays"]["loss.cost"])
+    assert stored.dtype == np.dtype("<f8")  # the loss gives its matrix as floats
+    np.testing.assert_array_equal(stored, np.array(cost, dtype=float))
+    loaded = load_model(path)
+    assert_same_model(loaded, model, X)
+    assert loaded.loss.get_params()["cost"] == np.array(cost, dtype=float).tolist()
+    # version 3: the parameter among the JSON values
+    document["format_version"] = 3
+    document["loss"] = {"name": "ordinal", "params": {"normalize": "query", "cost": cost}}
+    del document["arrays"]["loss.cost"]
+    write_document(tmp_path / "v3.json", document)
+    assert_same_model(load_model(tmp_path / "v3.json"), model, X)
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        (lambda doc: doc["loss"].update(array_params=["cost", "cost"]), "'loss.array_params'"),
+        (lambda doc: doc["loss"].update(array_params=[]), "'loss.cost' is not named in"),
+        (lambda doc: doc["loss"]["params"].update(cost=1), "'cost' is given twice"),
+        (lambda doc: doc["arrays"].pop("loss.cost"), "field 'arrays.loss.cost' is missing"),
+    ],
+)
+def test_malformed_array_parameters_are_named(tmp_path, edit, match):
+    model, _ = fit_model("ordinal", loss_params={"cost": (1 - np.eye(4)).tolist()})
+    model.save(tmp_path / "m.json")
+    document = read_document(tmp_path / "m.json")
+    edit(document)
+    write_document(tmp_path / "m.json", document)
+    with pytest.raises(ValueError, match=re.escape(f"{tmp_path / 'm.json'}: malformed") + ".*"):
+        load_model(tmp_path / "m.json")
+    with pytest.raises(ValueError, match=re.escape(match)):
+        load_model(tmp_path / "m.json")
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            lambda doc: doc.update(lam=1e308),
+            "malformed model file: field 'lam': lam must be within [1e-30, 1e+12] (the range "
+            "the master problems solve in float64); got 1e+308",
+        ),
+        (
+            lambda doc: doc.update(lam=1e-31),
+            "malformed model file: field 'lam': lam must be within [1e-30, 1e+12] (the range "
+            "the master problems solve in float64); got 1e-31",
+        ),
+        (
+            lambda doc: doc["regularizer"].update(lower=[-1.0] * 3),
+            "malformed model file: field 'regularizer' has 3 lower bounds for 5 weights "
+            "(expected 5, or 6 with an intercept)",
+        ),
+        (
+            lambda doc: doc["regularizer"].update(upper=[0.0] * 5),
+            "violates the upper bound 0.0 of field 'regularizer'",
+        ),
+        (
+            lambda doc: doc["regularizer"].update(lower=1.0),
+            "violates the lower bound 1.0 of field 'regularizer'",
+        ),
+    ],
+)
+def test_values_fit_would_refuse_are_refused_naming_file_and_field(tmp_path, edit, message):
+    model, X = fit_model("ordinal", bounds=(-1.0, None), fit_intercept=True)
+    path = tmp_path / "m.json"
+    model.save(path)
+    assert_same_model(load_model(path), model, X)
+    document = read_document(path)
+    edit(document)
+    write_document(path, document)
+    with pytest.raises(ValueError) as info:
+        load_model(path)
+    assert str(info.value).startswith(f"{path}: malformed model file: ")
+    assert message in str(info.value)
+    if "violates" in message:
+        side = "upper" if "upper" in message else "lower"
+        bound = document["regularizer"][side]
+        w = model.coef_
+        j = int(np.flatnonzero(w > 0.0)[0] if side == "upper" else np.flatnonzero(w < 1.0)[0])
+        assert str(info.value).startswith(
+            f"{path}: malformed model file: coef[{j}] = {float(w[j])!r} violates the {side} bound "
+            f"{float(bound if np.ndim(bound) == 0 else bound[j])!r}"
+        )
+
+
+def test_lam_outside_the_fit_range_is_not_saved(tmp_path):
+    model = LinearModel(np.ones(2), 0.0, losses.get("hinge"), 1e308, "l2", None)
+    with pytest.raises(ValueError, match=r"cannot save a model whose lam is 1e\+308: bmrm.fit"):
+        model.save(tmp_path / "m.json")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_n_features_checked(tmp_path):
@@ -428,12 +546,58 @@ class CustomLoss:
         return f, f
 
 
+class SquaredToLabels:
+    """The user's own loss: per query, the sum of (f - y)^2 / 2 (a reference, not a
+    built-in)."""
+
+    def validate(self, y, query_ptr, **data):
+        return np.asarray(y, dtype=np.float64), np.asarray(query_ptr)
+
+    def loss_grad(self, f, targets):
+        y, query_ptr = targets
+        r = f - y
+        return np.add.reduceat(0.5 * r * r, query_ptr[:-1]), r
+
+    def __repr__(self):
+        return "SquaredToLabels()"
+
+
+def test_model_of_the_users_own_loss_saves_and_predicts(tmp_path):
+    X, y, qid = ranking_data()
+    model = bmrm.fit(X, y, SquaredToLabels(), qid, lam=0.05, max_iter=20)
+    path = tmp_path / "m.json"
+    model.save(path)
+    document = read_document(path)
+    described = f"{__name__}.SquaredToLabels: SquaredToLabels()"
+    assert document["loss"] == {"name": None, "params": {}, "array_params": [], "user": described}
+    loaded = load_model(path)
+    np.testing.assert_array_equal(loaded.coef_.view(np.int64), model.coef_.view(np.int64))
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+    assert repr(loaded.loss) == f"UserLoss({described!r})"
+    message = (
+        f"this model was fitted with the user's own loss {described}, which a model file does "
+        "not hold: it predicts, but refitting needs that loss object (pass it as loss=...)"
+    )
+    with pytest.raises(ValueError) as info:
+        bmrm.fit(X, y, loaded.loss, qid, lam=0.05)
+    assert str(info.value) == message
+    # saved again, the description stays
+    loaded.save(tmp_path / "again.json")
+    assert read_document(tmp_path / "again.json")["loss"]["user"] == described
+    # a custom object under a built-in's name is the user's too
+    CustomLoss.name = "ordinal"
+    try:
+        LinearModel([1.0, 2.0], 0.0, CustomLoss(), 0.1, "l2", None).save(tmp_path / "c.json")
+    finally:
+        CustomLoss.name = "custom"
+    assert read_document(tmp_path / "c.json")["loss"]["user"].startswith(
+        f"{__name__}.CustomLoss: "
+    )
+
+
 @pytest.mark.parametrize(
     "loss, match",
-    [
-        (CustomLoss(), "built-in losses"),
-        (losses.get("ndcg", c=lambda positions: 1.0 / positions), "JSON"),
-    ],
+    [(losses.get("ndcg", c=lambda positions: 1.0 / positions), "JSON")],
 )
 def test_unsavable_loss(tmp_path, loss, match):
     path = tmp_path / "m.json"
@@ -533,8 +697,8 @@ def test_newer_format_version(saved):
     write_document(saved, document)
     with pytest.raises(
         ValueError,
-        match=r"model\.json: model format version 4 is newer than this bmrm reads "
-        r"\(bmrm \S+ reads versions 1, 2, 3\)",
+        match=r"model\.json: model format version 5 is newer than this bmrm reads "
+        r"\(bmrm \S+ reads versions 1, 2, 3, 4\)",
     ):
         load_model(saved)
     document["format_version"] = "1"

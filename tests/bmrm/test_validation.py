@@ -1,10 +1,14 @@
 """Bad input gets a ValueError naming the argument, before the oracle is ever called."""
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 import bmrm
+from bmrm import cli
+from bmrm.io import dump_svmlight
 
 
 class CountingLoss:
@@ -171,3 +175,49 @@ def test_pandas_non_numeric_columns_are_refused_by_name(column):
     frame["doc"] = pd.Categorical(column)
     with pytest.raises(ValueError, match="^X must be numeric; column 'doc' has dtype category"):
         check_X(frame)
+
+
+def one_query_data(n_rows, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n_rows, 3))
+    y = np.clip(np.round(X[:, 0] + 1), 0, 2)
+    return X, y
+
+
+ONE_QUERY_WARNING = (
+    "no query ids were given (qid=None; for a data file, no qid: and no query file), so the "
+    "ordinal loss ranks all 5001 rows as one query; give one query id per row, or "
+    "qid=np.zeros(n_rows) to fit one query without this warning"
+)
+
+
+def test_a_query_loss_without_qid_on_many_rows_warns():
+    X, y = one_query_data(5001)
+    with pytest.warns(UserWarning) as caught:
+        bmrm.fit(X, y, "ordinal", None, lam=0.1, max_iter=2)
+    messages = [str(w.message) for w in caught if w.category is UserWarning]
+    assert messages == [ONE_QUERY_WARNING]
+    assert caught[0].filename == __file__  # pointing at the caller's line
+
+
+@pytest.mark.parametrize(
+    ("n_rows", "loss", "qid"),
+    [(5000, "ordinal", None), (5001, "ordinal", "zeros"), (5001, "squared", None)],
+)
+def test_no_warning_for_a_stated_query_a_small_one_or_a_pointwise_loss(n_rows, loss, qid):
+    X, y = one_query_data(n_rows)
+    qid = np.zeros(n_rows, dtype=int) if qid == "zeros" else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        warnings.simplefilter("ignore", bmrm.ConvergenceWarning)
+        bmrm.fit(X, y, loss, qid, lam=0.1, max_iter=2)
+
+
+def test_train_without_qid_warns(tmp_path, capsys):
+    X, y = one_query_data(5001)
+    dump_svmlight(tmp_path / "t.svm", X, y.astype(np.int64))
+    code = cli.main(
+        ["train", str(tmp_path / "t.svm"), str(tmp_path / "m.json"), "--max-iter", "2"]
+    )
+    assert code == 0
+    assert f"bmrm train: warning: {ONE_QUERY_WARNING}\n" in capsys.readouterr().err
