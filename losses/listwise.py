@@ -288,6 +288,7 @@ _EMPTY_INDEX = np.empty(0, dtype=np.int64)
 
 _NAMED_C = ("power", "dcg")
 TIES = ("latent", "increasing", "pairs")
+BOUNDS = ("ramp", "hinge")
 # Largest dynamic programme of ties="pairs" per query (states Π_l (min(m_l, k) + 1)).
 _MAX_PAIR_STATES = 4_000_000
 # Largest query solved as a full m × m assignment (when k >= m): 8·m² bytes per thread.
@@ -400,6 +401,9 @@ class _Targets(NamedTuple):
     # (``average_precision``), or None when the weight is 0
     average_precision: Any = None
     average_precision_weight: float = 0.0
+    # bound="ramp": the reference is the ranking by the scores (ranking_weights) instead of
+    # an ideal ordering
+    ramp: bool = False
 
 
 def _check_weights(c: np.ndarray, *, name: str = "c") -> np.ndarray:
@@ -439,14 +443,33 @@ class _StructuredRankingLoss(Loss):
             raise ValueError(f"ties must be one of {list(TIES)}; got {ties!r}")
         self.ties = ties
 
+    def _init_bound(self, bound: str | None) -> None:
+        if bound is not None and bound not in BOUNDS:
+            raise ValueError(f"bound must be one of {list(BOUNDS)} or None; got {bound!r}")
+        if bound == "ramp" and self.ties != "latent":
+            raise ValueError(
+                f"bound='ramp' compares with the ranking by the scores, so it takes no tie "
+                f"rule for the ideal ordering: use ties='latent' (the default); got "
+                f"ties={self.ties!r}"
+            )
+        self.bound = bound
+
+    @property
+    def ramp(self) -> bool:
+        """Whether the loss is the ramp bound: ``bound="ramp"``, or ``bound=None`` with
+        ``ties="latent"``."""
+        return self.bound == "ramp" or (self.bound is None and self.ties == "latent")
+
     def _init_pairwise(self, pairwise, average_precision) -> None:
         self.pairwise = check_real(pairwise, "pairwise", low=0.0)
         self.average_precision = check_real(average_precision, "average_precision", low=0.0)
 
     @property
     def latent(self) -> bool:
-        """Whether the tie-breaking of σ is latent (a difference of convex functions,
-        trained by the concave-convex procedure of :mod:`bmrm.solver.cccp`)."""
+        """Whether the reference ordering is latent, a difference of convex functions
+        trained by the concave-convex procedure of :mod:`bmrm.solver.cccp`: the ramp bound
+        (the ranking by the scores) or, with ``bound="hinge"``, the tie-breaking of the
+        ideal ordering (``ties="latent"``)."""
         return self.ties == "latent"
 
     @property
@@ -611,6 +634,7 @@ class _StructuredRankingLoss(Loss):
             select=bool(self.truncate_c and max_m > _k.TRUNCATED_SORT_MAX),
             average_precision=average_precision,
             average_precision_weight=self.average_precision,
+            ramp=self.ramp,
         )
 
     def _pairwise_targets(self, level, query_ptr):
@@ -665,6 +689,18 @@ class _StructuredRankingLoss(Loss):
         """:meth:`ideal_weights` of float64 ``f``; ``order`` (empty, or int64 of shape
         (n,)) receives each query's rank order for the loss kernel (``given_order``)."""
         out = np.empty_like(f)
+        if targets.ramp:
+            run_queries(
+                _k.ranking_weights,
+                targets.query_ptr,
+                f,
+                targets.query_ptr,
+                targets.inv_norm,
+                targets.c,
+                out,
+                order,
+            )
+            return out
         run_queries(
             _k.latent_ideal_weights,
             targets.query_ptr,
@@ -892,6 +928,7 @@ class NDCGLoss(_StructuredRankingLoss):
         c="power",
         truncate_c: bool = False,
         ties: str = "latent",
+        bound: str | None = None,
         pairwise: float = 0.0,
         average_precision: float = 0.0,
     ):
@@ -904,6 +941,7 @@ class NDCGLoss(_StructuredRankingLoss):
         self.discount = discount
         self._init_weights(c, truncate_c)
         self._init_ties(ties)
+        self._init_bound(bound)
         self._init_pairwise(pairwise, average_precision)
 
     def _params(self) -> dict[str, Any]:
@@ -914,6 +952,7 @@ class NDCGLoss(_StructuredRankingLoss):
             "c": self._c_param(),
             "truncate_c": self.truncate_c,
             "ties": self.ties,
+            "bound": self.bound,
             "pairwise": self.pairwise,
             "average_precision": self.average_precision,
         }
@@ -969,7 +1008,7 @@ class NERULoss(_StructuredRankingLoss):
         Neutral vote: a document's gain is ``max(y − d, 0)``.
     k : int or None, default=None
         Only the top k positions count (NERU@k); ``None`` counts all.
-    c, truncate_c, ties, pairwise, average_precision
+    c, truncate_c, ties, bound, pairwise, average_precision
         As for :class:`NDCGLoss`; ``truncate_c=True`` needs an integer ``k``; ``pairwise``
         weighs the hinge over pairs of different gain max(y − d, 0), ``average_precision``
         the average-precision hinge with the labels above d relevant.
@@ -992,6 +1031,7 @@ class NERULoss(_StructuredRankingLoss):
         c="power",
         truncate_c: bool = False,
         ties: str = "latent",
+        bound: str | None = None,
         pairwise: float = 0.0,
         average_precision: float = 0.0,
     ):
@@ -1000,6 +1040,7 @@ class NERULoss(_StructuredRankingLoss):
         self.k = check_k(k, allow_none=True)
         self._init_weights(c, truncate_c)
         self._init_ties(ties)
+        self._init_bound(bound)
         self._init_pairwise(pairwise, average_precision)
 
     def _params(self) -> dict[str, Any]:
@@ -1010,6 +1051,7 @@ class NERULoss(_StructuredRankingLoss):
             "c": self._c_param(),
             "truncate_c": self.truncate_c,
             "ties": self.ties,
+            "bound": self.bound,
             "pairwise": self.pairwise,
             "average_precision": self.average_precision,
         }
