@@ -291,6 +291,9 @@ TIES = ("latent", "increasing", "pairs")
 BOUNDS = ("ramp", "hinge")
 # Largest dynamic programme of ties="pairs" per query (states Π_l (min(m_l, k) + 1)).
 _MAX_PAIR_STATES = 4_000_000
+# Largest tail table of ties="pairs" per query (Σ_{h > l} (m_h + 1)(m_l + 1) float64 cells,
+# 512 MB): it grows with the square of the query's length.
+_MAX_PAIR_CELLS = 2**26
 # Largest query solved as a full m × m assignment (when k >= m): 8·m² bytes per thread.
 _MAX_DENSE = 4096
 
@@ -667,6 +670,17 @@ class _StructuredRankingLoss(Loss):
                 f"ties='pairs': a query of {sizes[q]} documents in {n_levels[q]} gain levels "
                 f"needs {states[q]:.3g} states with k={self.k} (over {_MAX_PAIR_STATES}); "
                 "set a smaller k (or use fewer label levels)"
+            )
+        # Σ_{h > l} (m_h + 1)(m_l + 1) = ((Σ (m_l + 1))² − Σ (m_l + 1)²) / 2 over the levels
+        counts = (per_level + 1.0) * (per_level > 0)
+        cells = 0.5 * (counts.sum(axis=1) ** 2 - (counts**2).sum(axis=1))
+        if cells.size and cells.max() > _MAX_PAIR_CELLS:
+            q = int(np.argmax(cells))
+            raise ValueError(
+                f"ties='pairs': a query of {sizes[q]} documents needs a table of "
+                f"{cells[q]:.3g} cells ({8 * cells[q] / 2**30:.3g} GiB; over {_MAX_PAIR_CELLS}), "
+                "which grows with the square of the query's length; use ties='latent' "
+                "(the default) for queries this long"
             )
         scale = np.zeros(n_queries)
         live = inv_norm > 0
