@@ -206,15 +206,44 @@ def test_degenerate_queries(name):
 
 
 def test_bound_parameter():
-    assert losses.get("ndcg").bound is None and losses.get("ndcg").ramp and losses.get("neru").ramp
-    assert not losses.get("ndcg", bound="hinge").ramp
+    assert losses.get("ndcg").bound is None and losses.get("neru").bound is None
     assert losses.get("ndcg", bound="hinge").get_params()["bound"] == "hinge"
     with pytest.raises(ValueError, match=r"bound must be one of \[.ramp., .hinge.\] or None"):
         losses.get("ndcg", bound="x")
     for ties in ("increasing", "pairs"):
         with pytest.raises(ValueError, match=rf"bound='ramp'.*ties={ties!r}"):
             losses.get("neru", ties=ties, bound="ramp")
-        assert not losses.get("ndcg", ties=ties).ramp
+
+
+@pytest.mark.parametrize("name", ["ndcg", "neru"])
+def test_default_bound_follows_the_median_query_length(name):
+    """bound=None: the ramp when the median non-degenerate query has more than 40
+    documents, the hinge otherwise (degenerate queries do not count); the values are
+    those of the explicit bound."""
+    rng = np.random.default_rng(5)
+    default = losses.get(name)
+    for sizes, degenerate, ramp in (
+        ([41, 41, 2], [], True),
+        ([40, 41, 39], [], False),
+        ([8, 8, 200, 300, 9], [], False),
+        ([50, 60, 8, 8, 8], [2, 3, 4], True),
+        ([41], [], True),
+    ):
+        ptr = np.concatenate([[0], np.cumsum(sizes)])
+        y = rng.integers(0, 3, ptr[-1]).astype(np.float64)
+        for q in degenerate:
+            y[ptr[q] : ptr[q + 1]] = 1.0
+        f = rng.normal(size=y.size)
+        targets = default.validate(y, ptr)
+        assert targets.ramp is ramp
+        explicit = losses.get(name, bound="ramp" if ramp else "hinge")
+        expected = explicit.loss_grad(f, explicit.validate(y, ptr))
+        got = default.loss_grad(f, targets)
+        np.testing.assert_array_equal(got[0], expected[0])
+        np.testing.assert_array_equal(got[1], expected[1])
+    for ties in ("increasing", "pairs"):
+        convex = losses.get(name, ties=ties, k=5)
+        assert not convex.validate(np.arange(60) % 3, np.array([0, 60])).ramp
 
 
 def long_noisy_lists(seed, n_queries, m, noise, n_features=20):
@@ -239,7 +268,7 @@ def test_ramp_learns_on_long_noisy_lists(name):
     test = ~train
     lam = 1e-2
     ordinal = bmrm.fit(X[train], y[train], "ordinal", qid[train], lam=lam)
-    ramp = bmrm.fit(X[train], y[train], losses.get(name), qid[train], lam=lam)
+    ramp = bmrm.fit(X[train], y[train], name, qid[train], lam=lam)  # the default: the ramp
     hinge = bmrm.fit(X[train], y[train], losses.get(name, bound="hinge"), qid[train], lam=lam)
 
     def test_ndcg(model):
