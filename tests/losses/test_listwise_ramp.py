@@ -7,6 +7,8 @@ pessimistic metric. Training is checked on generated long, noisy lists, where th
 bound's minimiser is w = 0.
 """
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy.optimize import linear_sum_assignment
@@ -315,3 +317,20 @@ def test_fit_runs_the_concave_convex_procedure(seed, name, params):
     assert res.outer_objective[0] == pytest.approx(
         enumerated_objective(X, y, qid, start, lam, loss, measure), abs=1e-9
     )
+
+
+def test_a_path_that_learns_nothing_warns():
+    """The hinge bound on long noisy lists: every lam's fit is within tol of J(0), and
+    bmrm.path says so once; the ramp's path learns and stays silent."""
+    X, y, qid = long_noisy_lists(11, 60, 150, noise=3.0)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        hinge = bmrm.path(X, y, "ndcg", qid, lams=[0.1, 0.01], loss_params={"bound": "hinge"})
+    messages = [str(w.message) for w in record if "learned nothing" in str(w.message)]
+    assert len(messages) == 1 and "bound='ramp'" in messages[0]
+    assert all(np.linalg.norm(m.coef_) < 1e-3 for m in hinge)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        ramp = bmrm.path(X, y, "ndcg", qid, lams=[0.1, 0.01])
+    assert not [w for w in record if "learned nothing" in str(w.message)]
+    assert all(np.linalg.norm(m.coef_) > 0.1 for m in ramp)
