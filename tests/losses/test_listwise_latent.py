@@ -47,7 +47,7 @@ IDS = [f"{name}-{'-'.join(f'{k}={v}' for k, v in p.items()) or 'default'}" for n
 
 def build(name, params):
     loss = losses.get(name, **{"bound": "hinge", **params})
-    assert loss.ties == "latent" and loss.latent and not loss.ramp
+    assert loss.ties == "latent" and loss.latent and loss.bound == "hinge"
     if name == "ndcg":
         return loss, Measure("ndcg", k=loss.k, gain=loss.gain, discount=loss.discount)
     return loss, Measure("neru", k=loss.k, alpha=loss.alpha, d=loss.d)
