@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 import losses
-from bmrm._validation import check_lam, check_loss_params
+from bmrm._validation import check_lam, check_loss_params, is_dask
 from bmrm.model import LinearModel, fit
 from bmrm.scorers import LinearScorer
 from bmrm.solver.methods import CarriedPlanes, auto_method, check_method, get_method
@@ -86,7 +88,48 @@ def path(X, y, loss="squared", qid=None, *, lams, method=None, **fit_params) -> 
             model = fit(X, y, loss, qid, lam=float(lam), w0=w0, method=requested, **fit_params)
         models.append(model)
         w0 = model.result_.x
+    _warn_if_no_lam_learns(X, y, loss, qid, models, fit_params)
     return models
+
+
+def _warn_if_no_lam_learns(X, y, loss, qid, models, fit_params) -> None:
+    """Warn when at every lam the fit is no better than w = 0.
+
+    J(0) = R(0) for the built-in regularizers (Ω(0) = 0). A fit whose objective is within
+    its relative tolerance of J(0) at every lam ranks the rows as w = 0 does (in their
+    file order), however small the lam: the loss itself has its minimum at w = 0 on these
+    data, which is what the structured NDCG and NERU losses' hinge bound does on long,
+    noisy queries (:mod:`losses.listwise`, "The ramp bound"). Checked for linear fits on
+    in-memory data (one evaluation of the risk at w = 0)."""
+    if is_dask(X) or is_dask(y) or fit_params.get("scorer") is not None:
+        return
+    if fit_params.get("regularizer", "l2") not in ("l2", "l1", "elastic_net"):
+        return
+    data = {k: v for k, v in fit_params.items() if k not in _FIT_KEYWORDS or k == "sample_weight"}
+    loss_obj = losses.get(loss, **(fit_params.get("loss_params") or {}))
+    j0, _ = losses.risk(loss_obj, np.zeros(np.shape(X)[0]), y, qid, **data)
+    tol = max(fit_params.get("tol", 1e-3), 1e-9)
+    if j0 > 0.0 and all(m.result_.fun >= j0 * (1.0 - tol) for m in models):
+        name = getattr(loss_obj, "name", "") or type(loss_obj).__name__
+        warnings.warn(
+            f"the {name} loss learned nothing along this path: at every lam the fit's "
+            f"objective is within tol of its value at w = 0 ({j0:.6g}), so the models "
+            "rank rows as w = 0 does; the loss's minimum is at w = 0 on these data (for "
+            "the structured NDCG and NERU losses on long, noisy queries: bound='ramp')",
+            UserWarning,
+            stacklevel=2,
+        )
+
+
+# bmrm.fit's keywords that are not loss data
+_FIT_KEYWORDS = frozenset(
+    (
+        "regularizer", "l1_ratio", "bounds", "nonneg", "fit_intercept", "intercept_scaling",
+        "master", "tol", "atol", "max_iter", "max_time", "bundle_size", "callback",
+        "verbose", "progress", "loss_params", "cvxpy_solver", "scorer", "backend", "client",
+        "sample_weight",
+    )
+)  # fmt: skip
 
 
 def _carries_planes(loss, fit_params) -> bool:

@@ -145,6 +145,56 @@ whose lower-gain document scores higher. The programme is exponential in the num
 gain levels: fine for graded relevance (a handful of levels), refused at validation beyond
 4·10^6 states (many levels, for example real-valued NERU ratings, or a large k).
 
+The ramp bound (the parameter ``bound``)
+----------------------------------------
+*Why the hinge bound learns nothing on long, noisy lists.* Along any direction w the hinge
+loss at scores t·f is Δ(π*) + t·Σ_i c_i (f_{π*(i)} − f_{σ(i)}) at its maximiser π*. With
+few documents per query, a direction that orders the labels better lowers both parts. With
+many documents and weak features, π* keeps Δ near 1 by putting documents of gain 0 on top
+— the ones the model itself scores highest among them, its hardest negatives — and, being
+close to the ranking by f, makes the margin term compare the ranking by score with the
+label order over the whole list, weighted by c. No linear model of noisy features puts a
+long list in label order, so that term is positive for every direction and grows linearly
+with t: the risk is smallest at w = 0 at every lam, and a fit returns w ≈ 0 (ranking
+documents in file order). ``experiments/long_queries.py --analyse`` measures the two parts
+along the ordinal model's direction: on lists of 150 documents at label noise 3 the margin
+term dominates from t = 0.1 on while Δ(π*) barely moves; on lists of 8 both fall at first.
+Truncating c to the top k (``truncate_c``), the pair feature map (``ties="pairs"``), the DCG
+weights and the added pairwise hinge keep that linear growth.
+
+*The ramp* (``bound="ramp"``; Do, Le, Teo, Chapelle & Smola, "Tighter bounds for structured
+estimation", NIPS 2008): the reference is the ranking by the scores themselves,
+
+    l(f) = max_π [Δ(π) + ⟨c, f_π⟩] − max_τ ⟨c, f_τ⟩,
+
+τ over all permutations (so the ideal ordering and its tie rule do not enter):
+
+* *An upper bound*: for τ sorting f (any tie-breaking), l >= Δ(τ) + ⟨c, f_τ⟩ − ⟨c, f_τ⟩.
+* *Bounded*: 0 <= l <= 1 (Δ <= 1), so a model that ranks badly costs at most 1 per query
+  however large its scores; as the scale of f grows, l tends to Δ of the ranking by f.
+* *Independent of listing order*; *does not charge the order within a level* (when f orders
+  the levels with margin, τ is ideal and l = 0).
+* *A difference of convex functions* M − T; the surrogate fixed at f_0 replaces T by the
+  linear ⟨ĉ, f⟩, ĉ placing c by the ranking of f_0 with tied scores sharing the mean of
+  their positions' weights (:func:`losses._kernels.listwise.ranking_weights`), a
+  majoriser equal to l at f_0. It is trained by the same concave-convex procedure as latent
+  ties, from the minimiser of the pairwise hinge (:meth:`initial_loss`): at w = 0 every
+  ranking ties and the ramp is flat (1 on every query that is not degenerate).
+
+*The default* (``bound=None``) chooses by the data: with ``ties="latent"``, the ramp when the
+median length of the batch's queries (those that are not degenerate) exceeds
+:data:`LONG_QUERY` = 40 documents, the hinge otherwise; with the convex tie rules
+(``"increasing"``, ``"pairs"``), which are hinge bounds by definition, the hinge. On short
+lists the hinge's margin term helps: it lifts the ranking of LETOR MQ2008 (median 8
+documents per query) above the ramp's, whose risk is flat near w = 0 and which needs a
+small lam to learn at all; on long noisy lists only the ramp learns
+(``experiments/long_queries.py`` measures both on generated lists of 8 to 500 documents).
+The rule looks at the batch given to :meth:`validate`: a fit decides once for its training
+data (with the Dask backend, each partition for its own queries). ``bound="hinge"`` with
+``ties="latent"`` is the loss of the previous sections. The added
+pairwise and average-precision hinges (``pairwise``, ``average_precision``) combine with
+the ramp as with the hinge.
+
 Degenerate queries
 ------------------
 A query whose gains are all equal (one document, all labels equal, all labels 0 for NDCG,
@@ -246,6 +296,8 @@ average precision", SIGIR 2007.
 S. Chakrabarti, R. Khanna, U. Sawant and C. Bhattacharyya, "Structured learning for
 non-smooth ranking losses", KDD 2008.
 Q. Le and A. Smola, "Direct optimization of ranking measures", arXiv:0704.3359 (2007).
+C. B. Do, Q. Le, C. H. Teo, O. Chapelle and A. Smola, "Tighter bounds for structured
+estimation", NIPS 2008 (the ramp bound).
 K. Järvelin and J. Kekäläinen, "Cumulated gain-based evaluation of IR techniques", ACM TOIS
 20(4) (2002) (the discount ``"original"``).
 X. Wang, C. Li, N. Golbandi, M. Bendersky and M. Najork, "The LambdaLoss framework for
@@ -288,8 +340,14 @@ _EMPTY_INDEX = np.empty(0, dtype=np.int64)
 
 _NAMED_C = ("power", "dcg")
 TIES = ("latent", "increasing", "pairs")
+BOUNDS = ("ramp", "hinge")
+# bound=None: the ramp bound for batches whose median query (not degenerate) is longer
+LONG_QUERY = 40
 # Largest dynamic programme of ties="pairs" per query (states Π_l (min(m_l, k) + 1)).
 _MAX_PAIR_STATES = 4_000_000
+# Largest tail table of ties="pairs" per query (Σ_{h > l} (m_h + 1)(m_l + 1) float64 cells,
+# 512 MB): it grows with the square of the query's length.
+_MAX_PAIR_CELLS = 2**26
 # Largest query solved as a full m × m assignment (when k >= m): 8·m² bytes per thread.
 _MAX_DENSE = 4096
 
@@ -400,6 +458,9 @@ class _Targets(NamedTuple):
     # (``average_precision``), or None when the weight is 0
     average_precision: Any = None
     average_precision_weight: float = 0.0
+    # bound="ramp": the reference is the ranking by the scores (ranking_weights) instead of
+    # an ideal ordering
+    ramp: bool = False
 
 
 def _check_weights(c: np.ndarray, *, name: str = "c") -> np.ndarray:
@@ -439,14 +500,37 @@ class _StructuredRankingLoss(Loss):
             raise ValueError(f"ties must be one of {list(TIES)}; got {ties!r}")
         self.ties = ties
 
+    def _init_bound(self, bound: str | None) -> None:
+        if bound is not None and bound not in BOUNDS:
+            raise ValueError(f"bound must be one of {list(BOUNDS)} or None; got {bound!r}")
+        if bound == "ramp" and self.ties != "latent":
+            raise ValueError(
+                f"bound='ramp' compares with the ranking by the scores, so it takes no tie "
+                f"rule for the ideal ordering: use ties='latent' (the default); got "
+                f"ties={self.ties!r}"
+            )
+        self.bound = bound
+
+    def _ramp_for(self, sizes: np.ndarray, live: np.ndarray) -> bool:
+        """Whether a batch of queries takes the ramp bound: ``bound="ramp"``, or
+        ``bound=None`` with ``ties="latent"`` when the median length of the queries that
+        are not degenerate exceeds :data:`LONG_QUERY` documents."""
+        if self.bound is not None:
+            return self.bound == "ramp"
+        if self.ties != "latent" or not np.any(live):
+            return False
+        return bool(np.median(sizes[live]) > LONG_QUERY)
+
     def _init_pairwise(self, pairwise, average_precision) -> None:
         self.pairwise = check_real(pairwise, "pairwise", low=0.0)
         self.average_precision = check_real(average_precision, "average_precision", low=0.0)
 
     @property
     def latent(self) -> bool:
-        """Whether the tie-breaking of σ is latent (a difference of convex functions,
-        trained by the concave-convex procedure of :mod:`bmrm.solver.cccp`)."""
+        """Whether the reference ordering is latent, a difference of convex functions
+        trained by the concave-convex procedure of :mod:`bmrm.solver.cccp`: the ramp bound
+        (the ranking by the scores) or, with ``bound="hinge"``, the tie-breaking of the
+        ideal ordering (``ties="latent"``)."""
         return self.ties == "latent"
 
     @property
@@ -611,6 +695,7 @@ class _StructuredRankingLoss(Loss):
             select=bool(self.truncate_c and max_m > _k.TRUNCATED_SORT_MAX),
             average_precision=average_precision,
             average_precision_weight=self.average_precision,
+            ramp=self._ramp_for(sizes, live),
         )
 
     def _pairwise_targets(self, level, query_ptr):
@@ -644,6 +729,17 @@ class _StructuredRankingLoss(Loss):
                 f"needs {states[q]:.3g} states with k={self.k} (over {_MAX_PAIR_STATES}); "
                 "set a smaller k (or use fewer label levels)"
             )
+        # Σ_{h > l} (m_h + 1)(m_l + 1) = ((Σ (m_l + 1))² − Σ (m_l + 1)²) / 2 over the levels
+        counts = (per_level + 1.0) * (per_level > 0)
+        cells = 0.5 * (counts.sum(axis=1) ** 2 - (counts**2).sum(axis=1))
+        if cells.size and cells.max() > _MAX_PAIR_CELLS:
+            q = int(np.argmax(cells))
+            raise ValueError(
+                f"ties='pairs': a query of {sizes[q]} documents needs a table of "
+                f"{cells[q]:.3g} cells ({8 * cells[q] / 2**30:.3g} GiB; over {_MAX_PAIR_CELLS}), "
+                "which grows with the square of the query's length; use ties='latent' "
+                "(the default) for queries this long"
+            )
         scale = np.zeros(n_queries)
         live = inv_norm > 0
         scale[live] = 2.0 / n_pairs[live]
@@ -665,6 +761,18 @@ class _StructuredRankingLoss(Loss):
         """:meth:`ideal_weights` of float64 ``f``; ``order`` (empty, or int64 of shape
         (n,)) receives each query's rank order for the loss kernel (``given_order``)."""
         out = np.empty_like(f)
+        if targets.ramp:
+            run_queries(
+                _k.ranking_weights,
+                targets.query_ptr,
+                f,
+                targets.query_ptr,
+                targets.inv_norm,
+                targets.c,
+                out,
+                order,
+            )
+            return out
         run_queries(
             _k.latent_ideal_weights,
             targets.query_ptr,
@@ -865,6 +973,13 @@ class NDCGLoss(_StructuredRankingLoss):
         charges every spread of scores within a level, so that w = 0 can be optimal on real
         data); ``"pairs"`` uses a joint feature map over pairs of different labels only
         (convex, ignores the order within a level; ``c`` is not used).
+    bound : {"ramp", "hinge"} or None, default=None
+        ``"ramp"``: compare with the ranking by the scores (module docstring, "The ramp
+        bound"): at most 1 per query, so it learns on long, noisy lists where the hinge
+        bound's minimiser is w = 0; not convex, trained by the concave-convex procedure.
+        ``"hinge"``: compare with an ideal ordering chosen by ``ties``. None: chosen by the
+        data with ``ties="latent"`` (the ramp when the median query is longer than 40
+        documents, the hinge otherwise), the hinge with the convex tie rules.
     pairwise : float, default=0
         Weight μ >= 0 of the pairwise hinge over the pairs of different label added to the
         loss (module docstring, "Adding the pairwise hinge"): still an upper bound on
@@ -892,6 +1007,7 @@ class NDCGLoss(_StructuredRankingLoss):
         c="power",
         truncate_c: bool = False,
         ties: str = "latent",
+        bound: str | None = None,
         pairwise: float = 0.0,
         average_precision: float = 0.0,
     ):
@@ -904,6 +1020,7 @@ class NDCGLoss(_StructuredRankingLoss):
         self.discount = discount
         self._init_weights(c, truncate_c)
         self._init_ties(ties)
+        self._init_bound(bound)
         self._init_pairwise(pairwise, average_precision)
 
     def _params(self) -> dict[str, Any]:
@@ -914,6 +1031,7 @@ class NDCGLoss(_StructuredRankingLoss):
             "c": self._c_param(),
             "truncate_c": self.truncate_c,
             "ties": self.ties,
+            "bound": self.bound,
             "pairwise": self.pairwise,
             "average_precision": self.average_precision,
         }
@@ -969,7 +1087,7 @@ class NERULoss(_StructuredRankingLoss):
         Neutral vote: a document's gain is ``max(y − d, 0)``.
     k : int or None, default=None
         Only the top k positions count (NERU@k); ``None`` counts all.
-    c, truncate_c, ties, pairwise, average_precision
+    c, truncate_c, ties, bound, pairwise, average_precision
         As for :class:`NDCGLoss`; ``truncate_c=True`` needs an integer ``k``; ``pairwise``
         weighs the hinge over pairs of different gain max(y − d, 0), ``average_precision``
         the average-precision hinge with the labels above d relevant.
@@ -992,6 +1110,7 @@ class NERULoss(_StructuredRankingLoss):
         c="power",
         truncate_c: bool = False,
         ties: str = "latent",
+        bound: str | None = None,
         pairwise: float = 0.0,
         average_precision: float = 0.0,
     ):
@@ -1000,6 +1119,7 @@ class NERULoss(_StructuredRankingLoss):
         self.k = check_k(k, allow_none=True)
         self._init_weights(c, truncate_c)
         self._init_ties(ties)
+        self._init_bound(bound)
         self._init_pairwise(pairwise, average_precision)
 
     def _params(self) -> dict[str, Any]:
@@ -1010,6 +1130,7 @@ class NERULoss(_StructuredRankingLoss):
             "c": self._c_param(),
             "truncate_c": self.truncate_c,
             "ties": self.ties,
+            "bound": self.bound,
             "pairwise": self.pairwise,
             "average_precision": self.average_precision,
         }

@@ -1363,6 +1363,45 @@ def latent_ideal_weights(
             p = e
 
 
+@njit(cache=True, nogil=True)
+def ranking_weights(q_start, q_stop, f, query_ptr, inv_norm, c, out, order_out):
+    """Per-document weight ``c`` of its position in the ranking by ``f`` (the ramp bound's
+    reference), for the queries ``q_start:q_stop`` (a block of :mod:`losses._threads`).
+
+    τ sorts the documents of each query by ``f`` descending; ``out[d]`` is ``c`` at d's
+    position in τ, averaged over the documents of equal score (a mean of the maximisers of
+    ``max_τ Σ_i c_i f_{τ(i)}``, so a subgradient of it, independent of the listing order).
+    Degenerate queries (``inv_norm == 0``) get 0. ``O(m log m)`` per query. ``order_out``
+    as in :func:`latent_ideal_weights`.
+    """
+    for q in range(q_start, q_stop):
+        start = query_ptr[q]
+        stop = query_ptr[q + 1]
+        if inv_norm[q] == 0.0 or stop - start < 2:
+            for d in range(start, stop):
+                out[d] = 0.0
+            continue
+        fq = f[start:stop]
+        out_q = out[start:stop]
+        m = stop - start
+        ranked = argsort_stable(-fq)
+        if order_out.size > 0:
+            for r in range(m):
+                order_out[start + r] = ranked[r]
+        p = 0
+        while p < m:
+            e = p + 1
+            while e < m and fq[ranked[e]] == fq[ranked[p]]:
+                e += 1
+            total = 0.0
+            for s in range(p, e):
+                total += c[s]
+            mean = total / (e - p)
+            for s in range(p, e):
+                out_q[ranked[s]] = mean
+            p = e
+
+
 # ------------------------------------------------------------------------------------------
 # The pair joint feature map (ties="pairs"): only pairs of different gain enter the margin.
 

@@ -334,7 +334,7 @@ def test_bad_grid_item_is_an_argument_error(tmp_path, shared_data):
             "gain=exp,linear",
             "--grid setting gain=exp is not valid for neru: the neru loss has no parameter "
             "'gain'; its parameters are ['alpha', 'd', 'k', 'c', 'truncate_c', 'ties', "
-            "'pairwise', 'average_precision']",
+            "'bound', 'pairwise', 'average_precision']",
         ),
         (
             ("ndcg", "ndcg-pairs"),
@@ -347,7 +347,7 @@ def test_bad_grid_item_is_an_argument_error(tmp_path, shared_data):
             "gains=linear",
             "--grid setting gains=linear is not valid for ndcg: the ndcg loss has no "
             "parameter 'gains'; its parameters are ['k', 'gain', 'discount', 'c', "
-            "'truncate_c', 'ties', 'pairwise', 'average_precision']",
+            "'truncate_c', 'ties', 'bound', 'pairwise', 'average_precision']",
         ),
     ],
 )

@@ -221,3 +221,36 @@ def pairs_brute_force(f, y, measure):
     top = objective >= best - 1e-9 * max(1.0, np.abs(objective).max())
     unique = bool(np.all(grads[top] == grads[top][0]))
     return max(best, 0.0), grads[np.argmax(objective)], unique
+
+
+def ramp_brute_force(f, y, measure, c, anchor=None):
+    """The ramp bound by enumeration (m <= 7): ``(loss, grad, pi_unique)``.
+
+    ``max_π [Δ(π) + Σ c_i f_{π(i)}] − Σ_d w_d f_d`` where ``w`` is the mean, over the
+    distinct placements ``c_τ`` of *all* permutations τ maximising ``Σ c_i anchor_{τ(i)}``
+    (``anchor = f`` by default: the ramp loss, whose reference part is then
+    ``max_τ Σ c_i f_{τ(i)}``; another anchor gives its surrogate fixed there). ``grad``
+    places ``c`` on the first maximising π; ``pi_unique`` says whether every maximising π
+    places the same weights.
+    """
+    f = np.asarray(f, dtype=np.float64)
+    anchor = f if anchor is None else np.asarray(anchor, dtype=np.float64)
+    m = len(f)
+    if measure.degenerate(y):
+        return 0.0, np.zeros(m), True
+    perms = _all_perms(m)
+    b = measure.gains(y)
+    objective = 1.0 - (b[perms] @ measure.discounts(m)) / measure.ideal(y) + f[perms] @ c
+    best = objective.max()
+    pi = perms[np.argmax(objective)]
+    gap = 1e-9 * max(1.0, np.abs(objective).max())
+    pi_unique = _same_weights(perms[objective >= best - gap], c)
+    at_anchor = anchor[perms] @ c
+    top = perms[at_anchor >= at_anchor.max() - 1e-12 * max(1.0, np.abs(at_anchor).max())]
+    placed = np.zeros((len(top), m))
+    np.put_along_axis(placed, top, np.broadcast_to(c, top.shape), axis=1)
+    w = np.unique(placed, axis=0).mean(axis=0)
+    grad = np.zeros(m)
+    grad[pi] += c
+    grad -= w
+    return best - w @ f, grad, pi_unique

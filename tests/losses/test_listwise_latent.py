@@ -46,8 +46,8 @@ IDS = [f"{name}-{'-'.join(f'{k}={v}' for k, v in p.items()) or 'default'}" for n
 
 
 def build(name, params):
-    loss = losses.get(name, **params)
-    assert loss.ties == "latent" and loss.latent
+    loss = losses.get(name, **{"bound": "hinge", **params})
+    assert loss.ties == "latent" and loss.latent and loss.bound == "hinge"
     if name == "ndcg":
         return loss, Measure("ndcg", k=loss.k, gain=loss.gain, discount=loss.discount)
     return loss, Measure("neru", k=loss.k, alpha=loss.alpha, d=loss.d)
@@ -293,7 +293,7 @@ def test_latent_loss_is_not_convex_and_ignores_order_within_a_level():
     y = np.array([2, 0, 1, 2, 0, 1, 0, 0])
     ptr = np.array([0, 8])
     f = 10.0 * y + np.array([0.0, 3.0, -2.0, 4.0, -3.0, 1.0, 0.5, 2.0])
-    latent = losses.get("ndcg", k=3)
+    latent = losses.get("ndcg", k=3, bound="hinge")
     values, grad = latent.loss_grad(f, latent.validate(y, ptr))
     assert values[0] == 0.0
     np.testing.assert_array_equal(grad, 0.0)
@@ -394,7 +394,7 @@ def test_fit_runs_the_concave_convex_procedure(seed):
     enumerated objective at coef_, and the result beats the pairwise starting point."""
     X, y, qid = small_problem(seed)
     lam = 0.05
-    model = bmrm.fit(X, y, "ndcg", qid, lam=lam, tol=1e-6, loss_params={"k": 3})
+    model = bmrm.fit(X, y, "ndcg", qid, lam=lam, tol=1e-6, loss_params={"k": 3, "bound": "hinge"})
     res = model.result_
     assert res.n_outer >= 1
     assert np.all(np.diff(res.outer_objective) <= 1e-12)
@@ -408,7 +408,16 @@ def test_fit_runs_the_concave_convex_procedure(seed):
     outer = res.history["outer"]
     assert outer[0] == 0 and np.all(np.diff(outer) >= 0) and outer[-1] == res.n_outer
     # a given w0 starts there instead of at the pairwise minimiser
-    warm = bmrm.fit(X, y, "ndcg", qid, lam=lam, tol=1e-6, w0=model.coef_, loss_params={"k": 3})
+    warm = bmrm.fit(
+        X,
+        y,
+        "ndcg",
+        qid,
+        lam=lam,
+        tol=1e-6,
+        w0=model.coef_,
+        loss_params={"k": 3, "bound": "hinge"},
+    )
     assert warm.result_.outer_objective[0] == pytest.approx(res.fun, abs=1e-10)
     assert warm.result_.fun <= res.fun + 1e-12
 
@@ -434,7 +443,9 @@ def test_callback_stop_ends_the_procedure():
     def stop(result):
         raise StopIteration
 
-    model = bmrm.fit(X, y, "ndcg", qid, lam=0.05, callback=stop, loss_params={"k": 3})
+    model = bmrm.fit(
+        X, y, "ndcg", qid, lam=0.05, callback=stop, loss_params={"k": 3, "bound": "hinge"}
+    )
     res = model.result_
     assert res.status == 4 and res.n_outer == 0 and res.nit == 1
     J = enumerated_objective(X, y, qid, model.coef_, 0.05, "ndcg", {"k": 3})

@@ -13,6 +13,7 @@ import itertools
 import numpy as np
 import pytest
 
+import bmrm
 import losses
 from tests.losses.reference_listwise import Measure, pairs_brute_force, pessimistic_loss
 from tests.losses.test_listwise import blocks, random_batch
@@ -241,3 +242,20 @@ def test_too_many_states_are_refused():
     with pytest.raises(ValueError, match="set a smaller k"):
         losses.get("neru", ties="pairs").validate(y, np.array([0, m]))
     losses.get("neru", ties="pairs", k=10).validate(y, np.array([0, m]))
+
+
+def test_a_query_too_long_for_the_tail_table_is_refused_before_any_work():
+    """One query of 100,000 documents: the tail table would take 24.8 GiB; validate refuses
+    it by name (and bmrm.fit before any oracle call), while 4,000 documents still work."""
+    rng = np.random.default_rng(0)
+    m = 100_000
+    y = rng.integers(0, 3, m)
+    loss = losses.get("ndcg", ties="pairs")
+    with pytest.raises(ValueError, match=r"ties='pairs': a query of 100000 documents needs .*GiB"):
+        loss.validate(y, np.array([0, m]))
+    X = rng.normal(size=(m, 2))
+    with pytest.raises(ValueError, match=r"use ties='latent' \(the default\)"):
+        bmrm.fit(X, y, loss, lam=0.1)
+    short = rng.integers(0, 3, 4000)
+    values, _ = loss.loss_grad(rng.normal(size=4000), loss.validate(short, np.array([0, 4000])))
+    assert values[0] > 0.0

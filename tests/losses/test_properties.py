@@ -83,7 +83,12 @@ CASES = [
     Case("neru", {"alpha": 3.0, "d": 0.0, "k": 3, "truncate_c": True}),
     Case("ndcg", {"k": 3, "discount": "original"}),
     Case("ndcg", {"k": 10, "truncate_c": True, "discount": "original"}),
-    # the convex tie rule (the cases above use the default, latent ties)
+    # the hinge bound with latent ties (the cases above use the default bound: the ramp on
+    # the large layout, whose median query is long, the hinge on the small one)
+    Case("ndcg", {"k": 3, "bound": "hinge"}),
+    Case("ndcg", {"k": 10, "truncate_c": True, "bound": "hinge"}),
+    Case("neru", {"alpha": 2.0, "d": 1.0, "bound": "hinge"}),
+    # the convex tie rule
     Case("ndcg", {"k": 3, "ties": "increasing"}),
     Case("ndcg", {"k": 10, "truncate_c": True, "gain": "linear", "ties": "increasing"}),
     Case("neru", {"alpha": 2.0, "d": 1.0, "ties": "increasing"}),
