@@ -8,7 +8,7 @@ import numpy as np
 
 import losses
 from bmrm._validation import check_lam, check_loss_params, is_dask
-from bmrm.model import LinearModel, fit
+from bmrm.model import FIT_KEYWORDS, LinearModel, fit
 from bmrm.scorers import LinearScorer
 from bmrm.solver.methods import CarriedPlanes, auto_method, check_method, get_method
 from bmrm.solver.methods.nrbm import NRBM
@@ -101,11 +101,13 @@ def _warn_if_no_lam_learns(X, y, loss, qid, models, fit_params) -> None:
     data, which is what the structured NDCG and NERU losses' hinge bound does on long,
     noisy queries (:mod:`losses.listwise`, "The ramp bound"). Checked for linear fits on
     in-memory data (one evaluation of the risk at w = 0)."""
-    if is_dask(X) or is_dask(y) or fit_params.get("scorer") is not None:
+    if is_dask(X) or is_dask(y):
+        return
+    if fit_params.get("ranking_function", fit_params.get("scorer")) is not None:
         return
     if fit_params.get("regularizer", "l2") not in ("l2", "l1", "elastic_net"):
         return
-    data = {k: v for k, v in fit_params.items() if k not in _FIT_KEYWORDS or k == "sample_weight"}
+    data = {k: v for k, v in fit_params.items() if k not in FIT_KEYWORDS or k == "sample_weight"}
     loss_obj = losses.get(loss, **(fit_params.get("loss_params") or {}))
     j0, _ = losses.risk(loss_obj, np.zeros(np.shape(X)[0]), y, qid, **data)
     tol = max(fit_params.get("tol", 1e-3), 1e-9)
@@ -119,17 +121,6 @@ def _warn_if_no_lam_learns(X, y, loss, qid, models, fit_params) -> None:
             UserWarning,
             stacklevel=2,
         )
-
-
-# bmrm.fit's keywords that are not loss data
-_FIT_KEYWORDS = frozenset(
-    (
-        "regularizer", "l1_ratio", "bounds", "nonneg", "fit_intercept", "intercept_scaling",
-        "master", "tol", "atol", "max_iter", "max_time", "bundle_size", "callback",
-        "verbose", "progress", "loss_params", "cvxpy_solver", "scorer", "backend", "client",
-        "sample_weight",
-    )
-)  # fmt: skip
 
 
 def _carries_planes(loss, fit_params) -> bool:
