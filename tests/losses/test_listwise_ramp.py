@@ -219,17 +219,17 @@ def test_bound_parameter():
 
 @pytest.mark.parametrize("name", ["ndcg", "neru"])
 def test_default_bound_follows_the_median_query_length(name):
-    """bound=None: the ramp when the median non-degenerate query has more than 40
+    """bound=None: the ramp when the median non-degenerate query has more than 20
     documents, the hinge otherwise (degenerate queries do not count); the values are
     those of the explicit bound."""
     rng = np.random.default_rng(5)
     default = losses.get(name)
     for sizes, degenerate, ramp in (
-        ([41, 41, 2], [], True),
-        ([40, 41, 39], [], False),
+        ([21, 21, 2], [], True),
+        ([20, 21, 19], [], False),
         ([8, 8, 200, 300, 9], [], False),
         ([50, 60, 8, 8, 8], [2, 3, 4], True),
-        ([41], [], True),
+        ([21], [], True),
     ):
         ptr = np.concatenate([[0], np.cumsum(sizes)])
         y = rng.integers(0, 3, ptr[-1]).astype(np.float64)
