@@ -188,7 +188,8 @@ def minimize_cccp(
     Returns
     -------
     BMRMResult
-        ``x`` the last accepted iterate (the best: J never increases), ``fun`` J(x) with
+        ``x`` the last accepted iterate (the best: J never increases), or w = 0 when its
+        objective is lower (``message`` then says so), ``fun`` J(x) with
         the latent loss, ``nit`` summed over the subproblems (the starting one included),
         ``nfev`` the oracle calls made (the subproblems', the latent objective's and the
         shifts', a reused evaluation counted once), ``lower_bound`` / ``gap`` (of the last
@@ -346,6 +347,20 @@ def minimize_cccp(
                 step_tol = tol
             elif adaptive:
                 step_tol = max(tol, min(0.1, inner_scale * decrease / max(abs(J), 1e-300)))
+        # The procedure only decreases J from its start, a stationary point of a non-convex
+        # objective; w = 0 (where every query's scores tie) can still be better, as on one
+        # very long noisy query: return the better of the two.
+        zero = np.zeros(n_features)
+        message_zero = ""
+        if np.any(w) and np.array_equal(regularizer.project(zero), zero):
+            J_zero = objective(zero)
+            extra_calls += 1
+            if J_zero < J:
+                message_zero = (
+                    f"; w = 0 has a lower objective ({J_zero:.8g}) than the stationary point "
+                    f"the procedure reached from its start ({J:.8g}), so w = 0 is returned"
+                )
+                w, J = zero, J_zero
         last = results[-1]
         history = {key: np.concatenate([r.history[key] for r in results]) for key in last.history}
         # 0 numbers the iterations of the starting problem (``initial_loss``), if any
@@ -361,7 +376,7 @@ def minimize_cccp(
             nfev=sum(r.nfev for r in results) + len(outer_objective) + extra_calls - reused,
             status=last.status,
             success=last.success,
-            message=_outer_message(last.message, len(results) - n_init),
+            message=_outer_message(last.message, len(results) - n_init) + message_zero,
             bundle_size=last.bundle_size,
             n_aggregations=sum(r.n_aggregations for r in results),
             history=history,

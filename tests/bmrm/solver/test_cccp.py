@@ -242,3 +242,22 @@ def test_verbose_names_each_solve_of_the_procedure(capsys):
         assert line.lstrip().startswith(start), (line, start)
     # every iteration of every solve has its line
     assert len(err) - len(titles) == res.nit
+
+
+def test_w_zero_is_returned_when_the_procedure_ends_above_it():
+    """One query of 20,000 documents, label noise 15 times the signal, the hinge bound: the
+    procedure's stationary point from the pairwise start has J above J(0) = 1, so the fit
+    returns w = 0 and says why; the ramp bound learns on the same data."""
+    rng = np.random.default_rng(0)
+    m = 20_000
+    X = rng.normal(size=(m, 10))
+    y = np.digitize(0.2 * X @ rng.normal(size=10) + 3.0 * rng.normal(size=m), [1.5, 3.0])
+    qid = np.zeros(m)
+    hinge = bmrm.fit(X, y, "ndcg", qid, lam=1e-3, loss_params={"bound": "hinge"})
+    assert np.array_equal(hinge.coef_, np.zeros(10))
+    assert hinge.result_.fun == 1.0  # J(0) = max Δ = 1 on the query
+    assert hinge.result_.outer_objective[-1] > 1.0
+    assert "w = 0 has a lower objective (1) than the stationary point" in hinge.result_.message
+    ramp = bmrm.fit(X, y, "ndcg", qid, lam=1e-3)
+    assert ramp.result_.fun < 0.9 and np.linalg.norm(ramp.coef_) > 1.0
+    assert "w = 0" not in ramp.result_.message
