@@ -830,7 +830,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns the exit status: 0 on success, 2 for bad input (with a one-line reason on
     stderr), 130 when interrupted.
     """
-    args = _parser().parse_args(argv)
+    try:
+        # checking an option's choices may import the package (see _Choices)
+        args = _parser().parse_args(argv)
+    except KeyboardInterrupt:
+        print("bmrm: interrupted", file=sys.stderr)
+        return 130
     try:
         _COMMANDS[args.command](args)
     except (ValueError, OSError) as exc:
@@ -841,6 +846,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         _note(args.command, f"error: not enough memory: {_reason(exc)}")
         return 2
     except KeyboardInterrupt:
+        _note(args.command, "interrupted")
+        return 130
+    except SystemError as exc:
+        # an interrupt that reached a C extension's call of Python code (numba's dispatcher
+        # typing an argument, for one) can surface as "returned a result with an exception
+        # set", the interrupt as its cause
+        if not isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):
+            raise
         _note(args.command, "interrupted")
         return 130
     return 0

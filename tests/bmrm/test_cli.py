@@ -935,3 +935,68 @@ def test_help_imports_neither_numpy_nor_the_solver(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["[]", "[]"]
+
+
+INTERRUPTED_FIT = """
+import os, signal, sys, threading
+import numpy as np
+import bmrm
+from bmrm.demo import make_ranking_data
+
+X, y, qid = make_ranking_data(600, 40, 20, seed=0)[:3]  # 24,000 rows: kernels on threads
+delay = float(sys.argv[1])
+started = []
+
+
+def interrupt_soon(result):
+    if not started:  # from the first iteration on: the signal lands inside the fit
+        started.append(threading.Timer(delay, os.kill, (os.getpid(), signal.SIGINT)))
+        started[0].start()
+
+
+try:
+    bmrm.fit(X, y, "ndcg", qid, lam=1e-4, tol=1e-12, max_iter=100000, callback=interrupt_soon)
+except KeyboardInterrupt:
+    sys.exit(130)
+print("finished")
+"""
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.05, 0.2, 0.45, 0.9, 1.5])
+def test_interrupting_a_latent_ndcg_fit_raises_keyboard_interrupt(tmp_path, delay):
+    """SIGINT from a timer thread at several moments of a latent NDCG fit (the
+    concave-convex procedure, kernels on the thread pool) ends it with KeyboardInterrupt,
+    never another exception."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(bmrm.__file__)))
+    proc = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_FIT, str(delay)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": root},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert (proc.returncode, proc.stdout) == (130, ""), proc.stderr[-3000:]
+    assert "Error" not in proc.stderr, proc.stderr[-3000:]
+
+
+def test_an_interrupt_surfacing_as_system_error_is_an_interrupt(
+    folder, tmp_path, run_here, monkeypatch
+):
+    def interrupted(*args, **kwargs):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise SystemError("<CPUDispatcher> returned a result with an exception set") from exc
+
+    monkeypatch.setattr("bmrm.model.fit", interrupted)
+    proc = run_here("train", folder / "train.svm", "m.json", cwd=tmp_path)
+    assert (proc.returncode, proc.stderr.splitlines()[-1]) == (130, "bmrm train: interrupted")
+    assert not (tmp_path / "m.json").exists()
+
+    def failing(*args, **kwargs):
+        raise SystemError("another failure")
+
+    monkeypatch.setattr("bmrm.model.fit", failing)
+    with pytest.raises(SystemError, match="another failure"):
+        cli.main(["train", str(folder / "train.svm"), str(tmp_path / "m.json")])
