@@ -307,6 +307,7 @@ def _parser() -> argparse.ArgumentParser:
         "--losses",
         nargs="+",
         choices=_Choices(_loss_names),
+        metavar="LOSS",
         default=None,
         help="default: every built-in loss",
     )
