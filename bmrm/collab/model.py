@@ -38,10 +38,14 @@ over V (and c) with U fixed; each is a regularized risk minimisation solved by t
 method :func:`bmrm.minimize_bmrm`, warm-started at the current factors. The U step is
 separable over users (``u_step="users"`` solves one r-dimensional problem per user,
 ``"block"`` one problem over all of U); the V step couples the users and is one problem
-over all of V. A step's tolerance (relative gap) starts at ``step_tol`` and then follows
-the outer loop, half the last outer iteration's relative decrease of J, never below
-``tol``; the fit stops when steps asked for ``tol`` lower J by less than ``tol``. Each
-step's certified gap is reported in :attr:`CofiRank.result_`.
+over all of V. A step is solved inexactly: it stops once its certified gap is at most
+``step_tol`` times the decrease of J it has made (it has then reached at least
+1/(1 + step_tol) of the decrease possible with the other factors fixed), or once the gap
+is below ``tol`` relative to J, or after ``step_max_iter`` bundle iterations. Its
+tolerance thus tightens as the outer loop converges and the steps' decreases shrink; the
+fit stops when an outer iteration lowers J by at most ``tol`` relative to J, at which
+point every step's gap is at most ``step_tol·tol·J`` (unless capped by
+``step_max_iter``). Each step's certified gap is reported in :attr:`CofiRank.result_`.
 
 J is not jointly convex (and U = V = 0 is always a stationary point), so only a local
 solution is sought. What is guaranteed is that J never increases: the bundle method
@@ -87,6 +91,11 @@ __all__ = ["CofiRank", "CofiRankResult", "load"]
 
 logger = logging.getLogger("bmrm")
 
+_MESSAGES = {
+    0: "converged: relative decrease below tol",
+    2: "stopped: max_iter reached",
+    4: "stopped: callback raised StopIteration",
+}
 FORMAT = "bmrm-cofirank"
 FORMAT_VERSION = 1
 
@@ -105,13 +114,14 @@ class CofiRankResult(OptimizeResult):
         ``objective`` (J after the step), ``gap`` (the bundle method's certified gap of
         the step's problem: a sum over users for ``u_step="users"``; of the convex
         surrogate for latent losses), ``rel_gap`` (gap over the step's objective),
-        ``tol`` (the relative gap asked for), ``nit`` and ``nfev`` (bundle iterations and
-        oracle calls, summed over users), ``converged`` (every solve reached ``tol``),
+        ``nit`` and ``nfev`` (bundle iterations and oracle calls, summed over users),
+        ``converged`` (no solve stopped at ``step_max_iter``),
         ``seconds`` and ``cpu_seconds`` (process CPU time).
     nit : int
         Outer iterations.
     status, success, message :
-        0 converged (relative decrease of J below ``tol``), 2 ``max_iter`` reached.
+        0 converged (relative decrease of J below ``tol``), 2 ``max_iter`` reached, 4 the
+        callback raised ``StopIteration``.
     seconds, cpu_seconds : float
         Wall-clock and process CPU seconds of the fit.
     """
@@ -174,6 +184,52 @@ class _Problem:
         run_queries(_kernels.gather_rows, ptr, ptr, other, entry, g, W, grad, grad_offset)
 
 
+def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepared):
+    """The risk oracle of a block step, its starting point and the map back to factors.
+
+    For ``which="U"`` the variable is w = (vec U, b) (b only with ``offsets``) and
+    R(w) = Σ_i l(f_i, y_i) at the scores f of U, V, b, c; ∂R/∂U = G V and ∂R/∂b = G 1 with
+    G the users × items matrix of ∂l/∂f on the ratings (scattered by user). For ``"V"``,
+    w = (vec V, c), ∂R/∂V = Gᵀ U and ∂R/∂c = Gᵀ 1 (scattered by item). One call costs one
+    pass over the ratings for the scores, one loss call and one pass for the scatter.
+    """
+    rows = U if which == "U" else V
+    n, r = rows.shape
+    grad = np.empty((n, r))
+    grad_offset = np.empty(n)
+    zero = np.zeros(n)
+
+    def unpack(w):
+        return w[: n * r].reshape(n, r), (w[n * r :] if offsets else zero)
+
+    def oracle(w):
+        M, o = unpack(w)
+        f = problem.scores(M, V, o, c) if which == "U" else problem.scores(U, M, b, o)
+        risk, g = _summed_risk(prepared, f)
+        problem.gather(which, g, V if which == "U" else U, grad, grad_offset)
+        a = grad.ravel()
+        return risk, (np.concatenate((a, grad_offset)) if offsets else a.copy())
+
+    parts = (rows.ravel(), b if which == "U" else c) if offsets else (rows.ravel(),)
+    return oracle, np.concatenate(parts), unpack
+
+
+def user_oracle(Vi, ci, prepared, offsets: bool):
+    """The risk oracle of one user's problem: w = (u, b_i), f = Vi u + b_i + ci,
+    R = l(f, y_i), ∂R/∂u = Viᵀ ∂l/∂f, ∂R/∂b_i = Σ ∂l/∂f."""
+    r = Vi.shape[1]
+
+    def oracle(w):
+        f = Vi @ w[:r] + ci
+        if offsets:
+            f += w[r]
+        risk, g = _summed_risk(prepared, f)
+        a = Vi.T @ g
+        return risk, (np.append(a, g.sum()) if offsets else a)
+
+    return oracle
+
+
 def _half_square(*arrays) -> float:
     return 0.5 * sum(float(np.vdot(a, a)) for a in arrays)
 
@@ -201,15 +257,13 @@ class CofiRank(BaseEstimator):
     u_step : {"block", "users"}, default="block"
         Solve the U step as one problem over all of U, or one problem per user.
     tol : float, default=1e-3
-        Stop when an outer iteration lowers J by at most ``tol`` relative to J (with steps
-        asked for a relative gap of ``tol``).
+        Stop when an outer iteration lowers J by at most ``tol`` relative to J; no step
+        is solved beyond a relative gap of ``tol``.
     max_iter : int, default=50
         Outer iterations at most.
-    step_tol : float, default=0.01
-        Relative gap asked of the steps of the first outer iteration; later steps are
-        asked for half the last outer iteration's relative decrease of J, never more than
-        before and never less than ``tol``. The fit stops when an outer iteration whose
-        steps were asked for ``tol`` lowers J by at most ``tol`` relative to J.
+    step_tol : float, default=0.5
+        A step stops once its certified gap is at most ``step_tol`` times the decrease
+        of J it has made (module docstring).
     step_max_iter : int, default=30
         Bundle iterations per step (per user for ``u_step="users"``) at most.
     bundle_size : int, default=20
@@ -218,6 +272,9 @@ class CofiRank(BaseEstimator):
         Standard deviation of the random initial factors.
     random_state : int, Generator or None
         Seed of the initial factors.
+    callback : callable or None
+        ``callback(model)`` after every outer iteration, with the fitted attributes of
+        that point (``result_`` holding the record so far); raise ``StopIteration`` to stop.
     verbose : bool
         Log one line per step to the "bmrm" logger.
 
@@ -254,11 +311,12 @@ class CofiRank(BaseEstimator):
         "u_step": [StrOptions({"block", "users"})],
         "tol": [Interval(Real, 0, 1, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "step_tol": [Interval(Real, 0, 1, closed="neither")],
+        "step_tol": [Interval(Real, 0, None, closed="neither")],
         "step_max_iter": [Interval(Integral, 1, None, closed="left")],
         "bundle_size": [Interval(Integral, 3, None, closed="left")],
         "init_scale": [Interval(Real, 0, None, closed="left")],
         "random_state": ["random_state", np.random.Generator],
+        "callback": [callable, None],
         "verbose": ["verbose"],
     }
 
@@ -273,11 +331,12 @@ class CofiRank(BaseEstimator):
         u_step: str = "block",
         tol: float = 1e-3,
         max_iter: int = 50,
-        step_tol: float = 0.01,
+        step_tol: float = 0.5,
         step_max_iter: int = 30,
         bundle_size: int = 20,
         init_scale: float = 0.1,
         random_state=None,
+        callback=None,
         verbose: bool = False,
     ):
         self.loss = loss
@@ -293,6 +352,7 @@ class CofiRank(BaseEstimator):
         self.bundle_size = bundle_size
         self.init_scale = init_scale
         self.random_state = random_state
+        self.callback = callback
         self.verbose = verbose
 
     # ------------------------------------------------------------------ fitting
@@ -358,27 +418,31 @@ class CofiRank(BaseEstimator):
         user_parts = _user_parts(R, loss) if self.u_step == "users" else None
         J = self._objective(problem)
         objective, steps = [J], []
-        step_tol, status = self.step_tol, 2
+        status = 2
         for outer in range(1, self.max_iter + 1):
             J_start = J
             for which in ("U", "V"):
-                J, record = self._step(problem, which, J, step_tol, user_parts)
+                J, record = self._step(problem, which, J, user_parts)
                 record.update(outer=outer, step=which)
                 steps.append(record)
                 if self.verbose:
                     logger.info(
-                        "outer %d %s step: J %.8g, gap %.3e (tol %.1e), %d iterations, %.2f s",
-                        outer, which, J, record["gap"], step_tol, record["nit"],
-                        record["seconds"],
+                        "outer %d %s step: J %.8g, gap %.3e, %d iterations, %.2f s",
+                        outer, which, J, record["gap"], record["nit"], record["seconds"],
                     )  # fmt: skip
             objective.append(J)
             decrease = (J_start - J) / max(abs(J), 1e-300)
-            if decrease <= self.tol and step_tol <= self.tol:
+            if decrease <= self.tol:
                 status = 0
+            self.n_iter_ = outer
+            self.result_ = self._result(J, objective, steps, outer, status, start, cpu_start)
+            if self.callback is not None:
+                try:
+                    self.callback(self)
+                except StopIteration:
+                    status = 4 if status == 2 else status
+            if status != 2:
                 break
-            # a small decrease from loosely solved steps says little: tighten them first
-            step_tol = max(self.tol, min(step_tol, 0.5 * decrease))
-        self.n_iter_ = outer
         if status == 2:
             from bmrm import ConvergenceWarning
 
@@ -388,29 +452,31 @@ class CofiRank(BaseEstimator):
                 ConvergenceWarning,
                 stacklevel=2,
             )
-        self.result_ = CofiRankResult(
+        self.result_ = self._result(J, objective, steps, outer, status, start, cpu_start)
+        return self
+
+    @staticmethod
+    def _result(J, objective, steps, outer, status, start, cpu_start) -> CofiRankResult:
+        return CofiRankResult(
             fun=J,
             objective=np.array(objective),
-            steps=steps,
+            steps=list(steps),
             nit=outer,
             status=status,
             success=status == 0,
-            message="converged: relative decrease below tol"
-            if status == 0
-            else "stopped: max_iter reached",
+            message=_MESSAGES[status],
             seconds=time.perf_counter() - start,
             cpu_seconds=time.process_time() - cpu_start,
         )
-        return self
 
-    def _step(self, problem, which, J, tol, user_parts, users=None):
+    def _step(self, problem, which, J, user_parts):
         """One alternating step; returns J after it and the step's record."""
         t0, c0 = time.perf_counter(), time.process_time()
         saved = self._state()
         if which == "U" and self.u_step == "users":
-            J_step, gap, nit, nfev, converged = self._user_step(problem, tol, user_parts, users)
+            J_step, gap, nit, nfev, converged = self._user_step(problem, user_parts)
         else:
-            J_step, gap, nit, nfev, converged = self._block_step(problem, which, tol)
+            J_step, gap, nit, nfev, converged = self._block_step(problem, which)
         if getattr(self.loss_, "latent", False):
             J_new = self._objective(problem)  # the step minimised a majorising surrogate
         else:
@@ -422,7 +488,6 @@ class CofiRank(BaseEstimator):
             "objective": J_new,
             "gap": gap,
             "rel_gap": gap / max(abs(J_step), 1e-300),
-            "tol": tol,
             "nit": nit,
             "nfev": nfev,
             "converged": converged,
@@ -448,64 +513,55 @@ class CofiRank(BaseEstimator):
             return [self.item_factors_] + ([self.item_offsets_] if self.offsets else [])
         return [self.user_factors_] + ([self.user_offsets_] if self.offsets else [])
 
-    def _solve(self, oracle, w0, tol):
+    def _solve(self, oracle, w0, inexact: bool = True):
+        """Minimise lam/2 ‖w‖² + R(w) from w0 to a relative gap ``tol``, or (``inexact``)
+        until the gap is at most ``step_tol`` times the decrease made (module docstring)."""
+        start = []
+
+        def callback(res):
+            if not start:  # the first iteration evaluates w0
+                start.append(res.history["objective"][0])
+            if res.gap <= self.step_tol * (start[0] - res.fun):
+                raise StopIteration
+
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", category=Warning)  # max_iter: reported per step
-            res = minimize_bmrm(
+            return minimize_bmrm(
                 oracle,
                 len(w0),
                 self.lam,
                 w0=w0,
-                tol=tol,
+                tol=self.tol,
                 max_iter=self.step_max_iter,
                 bundle_size=min(self.bundle_size, self.step_max_iter + 1),
+                callback=callback if inexact else None,
             )
-        return res
 
-    def _block_step(self, problem: _Problem, which: str, tol: float):
+    def _block_step(self, problem: _Problem, which: str):
         """Minimise J over U (and b) or V (and c) as one bundle-method problem."""
         U, V = self.user_factors_, self.item_factors_
         b, c = self.user_offsets_, self.item_offsets_
-        rows = U if which == "U" else V
-        n, r = rows.shape
-        offsets = self.offsets
-        grad = np.empty((n, r))
-        grad_offset = np.empty(n)
-        zero = np.zeros(n)
-        f0 = problem.scores(U, V, b, c)
-        prepared = _convexified(problem.prepared, f0.copy())
-
-        def unpack(w):
-            M = w[: n * r].reshape(n, r)
-            return M, (w[n * r :] if offsets else zero)
-
-        def oracle(w):
-            M, o = unpack(w)
-            if which == "U":
-                f = problem.scores(M, V, o, c)
-            else:
-                f = problem.scores(U, M, b, o)
-            risk, g = _summed_risk(prepared, f)
-            problem.gather(which, g, V if which == "U" else U, grad, grad_offset)
-            a = grad.ravel()
-            return risk, (np.concatenate((a, grad_offset)) if offsets else a.copy())
-
-        w0 = np.concatenate(
-            (rows.ravel(), b if which == "U" else c) if offsets else (rows.ravel(),)
-        )
-        res = self._solve(oracle, w0, tol)
+        prepared = _convexified(problem.prepared, problem.scores(U, V, b, c).copy())
+        oracle, w0, unpack = block_oracle(problem, which, U, V, b, c, self.offsets, prepared)
+        res = self._solve(oracle, w0)
         M, o = unpack(res.x)
+        # rows without ratings have no loss: their optimum is 0, which only lowers J
+        ptr = problem.ratings.indptr if which == "U" else problem.item_ptr
+        empty = np.diff(ptr) == 0
+        J_step = res.fun - self.lam * _half_square(M[empty], o[empty] if self.offsets else ())
+        M[empty] = 0.0
+        o[empty] = 0.0
         if which == "U":
             self.user_factors_ = np.ascontiguousarray(M)
-            if offsets:
+            if self.offsets:
                 self.user_offsets_ = o.copy()
         else:
             self.item_factors_ = np.ascontiguousarray(M)
-            if offsets:
+            if self.offsets:
                 self.item_offsets_ = o.copy()
-        return res.fun, res.gap, res.nit, res.nfev, res.success
+        return J_step, res.gap, res.nit, res.nfev, res.status != 2
 
-    def _user_step(self, problem: _Problem, tol: float, user_parts, users=None):
+    def _user_step(self, problem: _Problem, user_parts, users=None, inexact: bool = True):
         """Minimise J over U (and b) one user at a time (the step is separable)."""
         R = problem.ratings
         V, c = self.item_factors_, self.item_offsets_
@@ -527,16 +583,9 @@ class CofiRank(BaseEstimator):
             f0 = Vi @ U[i] + b[i] + ci
             prepared = _convexified(user_parts[i], f0)
 
-            def oracle(w, Vi=Vi, ci=ci, prepared=prepared):
-                f = Vi @ w[:r] + ci
-                if offsets:
-                    f += w[r]
-                risk, g = _summed_risk(prepared, f)
-                a = Vi.T @ g
-                return risk, (np.append(a, g.sum()) if offsets else a)
-
+            oracle = user_oracle(Vi, ci, prepared, offsets)
             w0 = np.append(U[i], b[i]) if offsets else U[i].copy()
-            res = self._solve(oracle, w0, tol)
+            res = self._solve(oracle, w0, inexact)
             U[i] = res.x[:r]
             if offsets:
                 b[i] = res.x[r]
@@ -544,7 +593,7 @@ class CofiRank(BaseEstimator):
             gap += res.gap
             nit += res.nit
             nfev += res.nfev
-            converged &= bool(res.success)
+            converged &= res.status != 2
         if users is not None:  # fold-in: the other users' terms are constants
             others = np.setdiff1d(np.arange(R.n_users), np.asarray(users))
             J += self.lam * _half_square(U[others], b[others] if offsets else np.zeros(0))
@@ -587,7 +636,7 @@ class CofiRank(BaseEstimator):
         J = self._objective(problem)
         for _ in range(steps):
             saved = self._state()
-            J_step, *_ = self._user_step(problem, self.tol, parts, users)
+            J_step, *_ = self._user_step(problem, parts, users, inexact=False)
             J_new = self._objective(problem)
             if J_new > J:
                 self._restore(saved)
