@@ -59,19 +59,24 @@ def synthetic(n_users, n_items, n_rated, seed, rank=10):
     users = np.repeat(np.arange(n_users), n_rated)
     items = items.ravel()
     score = np.einsum("ij,ij->i", A[users], B[items])
-    score += rng.normal(scale=score.std(), size=score.shape)
+    noise = rng.normal(scale=score.std(), size=score.shape)
+    score += noise
     cuts = np.quantile(score, [0.1, 0.3, 0.6, 0.85])
     y = 1 + np.searchsorted(cuts, score)
     draw = np.tile(np.arange(n_rated), n_users)
-    return users, items, y.astype(np.float64), draw
+    clean = score - noise
+    return users, items, y.astype(np.float64), draw, clean
 
 
-def matrices(n_users, n_items, n_train, n_test, seed):
-    users, items, y, draw = synthetic(n_users, n_items, n_train + n_test, seed)
+def matrices(n_users, n_items, n_train, n_test, seed, clean=False):
+    """(train, test) CSR matrices; with ``clean``, also the test ratings' noiseless
+    low-rank scores (in the test matrix's entry order)."""
+    users, items, y, draw, scores = synthetic(n_users, n_items, n_train + n_test, seed)
     shape = (n_users, n_items)
     train = draw < n_train
-    make = lambda m: sp.csr_matrix((y[m], (users[m], items[m])), shape=shape)  # noqa: E731
-    return make(train), make(~train)
+    make = lambda m, v: sp.csr_matrix((v[m], (users[m], items[m])), shape=shape)  # noqa: E731
+    out = make(train, y), make(~train, y)
+    return (*out, make(~train, scores).data) if clean else out
 
 
 def set_threads(n: int) -> None:
@@ -101,12 +106,15 @@ def main(argv=None) -> int:
     parser.add_argument("--memory", action="store_true")
     args = parser.parse_args(argv)
     from bmrm.collab import CofiRank
+    from losses.metrics import ndcg_score
 
     set_threads(args.threads)
     n_users, n_items = (300, 400) if args.quick else (6040, 3706)
     if args.quick:
         args.rank, args.max_iter = 5, 2
-    train, test = matrices(n_users, n_items, args.n_train, args.n_test, args.seed)
+    train, test, clean = matrices(n_users, n_items, args.n_train, args.n_test, args.seed, True)
+    test_users = np.repeat(np.arange(n_users), np.diff(test.indptr))
+    ceiling = ndcg_score(test.data, clean, test_users, k=10)
     out = make_out(args.out)
     loss_params = None if args.loss_ties is None else {"ties": args.loss_ties}
     params = dict(
@@ -174,7 +182,8 @@ def main(argv=None) -> int:
         f"# CofiRank benchmark ({tag}; {n_users} users × {n_items} items, "
         f"{train.nnz} training ratings, rank {args.rank}, lam {args.lam})",
         "",
-        f"warm-up (compilation) {warmup:.1f} s; status: {model.result_.message}",
+        f"warm-up (compilation) {warmup:.1f} s; status: {model.result_.message}; NDCG@10 "
+        f"of the generating model's noiseless scores: {ceiling:.4f}",
         f"median seconds per outer iteration {np.median(per_outer):.2f} "
         f"(CPU {np.median(cpu_outer):.2f}); U step {np.median([r['u_seconds'] for r in rows]):.2f}"
         f" s, V step {np.median([r['v_seconds'] for r in rows]):.2f} s",
