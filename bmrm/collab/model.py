@@ -187,30 +187,43 @@ class _Problem:
 def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepared):
     """The risk oracle of a block step, its starting point and the map back to factors.
 
-    For ``which="U"`` the variable is w = (vec U, b) (b only with ``offsets``) and
-    R(w) = Σ_i l(f_i, y_i) at the scores f of U, V, b, c; ∂R/∂U = G V and ∂R/∂b = G 1 with
-    G the users × items matrix of ∂l/∂f on the ratings (scattered by user). For ``"V"``,
-    w = (vec V, c), ∂R/∂V = Gᵀ U and ∂R/∂c = Gᵀ 1 (scattered by item). One call costs one
-    pass over the ratings for the scores, one loss call and one pass for the scatter.
+    For ``which="U"`` the variable is w = (vec U_A, b_A) over the users A who rated
+    something (b only with ``offsets``; the other users' rows have no loss, so their
+    optimum is 0 and they are left out) and R(w) = Σ_i l(f_i, y_i) at the scores f of U,
+    V, b, c; ∂R/∂U = G V and ∂R/∂b = G 1 with G the users × items matrix of ∂l/∂f on the
+    ratings (scattered by user). For ``"V"``, w = (vec V_A, c_A) over the items rated by
+    someone, ∂R/∂V = Gᵀ U and ∂R/∂c = Gᵀ 1 (scattered by item). One call costs one pass
+    over the ratings for the scores, one loss call and one pass for the scatter.
+    ``unpack(w)`` returns the full factor and offset arrays (zero outside A; buffers
+    reused by the next call).
     """
     rows = U if which == "U" else V
+    ptr = problem.ratings.indptr if which == "U" else problem.item_ptr
+    active = np.flatnonzero(np.diff(ptr) > 0)
     n, r = rows.shape
+    size = len(active) * r
     grad = np.empty((n, r))
     grad_offset = np.empty(n)
-    zero = np.zeros(n)
+    M = np.zeros((n, r))
+    o = np.zeros(n)
 
     def unpack(w):
-        return w[: n * r].reshape(n, r), (w[n * r :] if offsets else zero)
+        M[active] = w[:size].reshape(-1, r)
+        if offsets:
+            o[active] = w[size:]
+        return M, o
 
     def oracle(w):
         M, o = unpack(w)
         f = problem.scores(M, V, o, c) if which == "U" else problem.scores(U, M, b, o)
         risk, g = _summed_risk(prepared, f)
         problem.gather(which, g, V if which == "U" else U, grad, grad_offset)
-        a = grad.ravel()
-        return risk, (np.concatenate((a, grad_offset)) if offsets else a.copy())
+        a = grad[active].ravel()
+        return risk, (np.concatenate((a, grad_offset[active])) if offsets else a)
 
-    parts = (rows.ravel(), b if which == "U" else c) if offsets else (rows.ravel(),)
+    offs = b if which == "U" else c
+    parts = (rows[active].ravel(), offs[active]) if offsets else (rows[active].ravel(),)
+    oracle.loss = prepared.loss  # the solver probes the slopes of a user's loss only
     return oracle, np.concatenate(parts), unpack
 
 
@@ -227,6 +240,7 @@ def user_oracle(Vi, ci, prepared, offsets: bool):
         a = Vi.T @ g
         return risk, (np.append(a, g.sum()) if offsets else a)
 
+    oracle.loss = prepared.loss  # the solver probes the slopes of a user's loss only
     return oracle
 
 
@@ -544,21 +558,16 @@ class CofiRank(BaseEstimator):
         prepared = _convexified(problem.prepared, problem.scores(U, V, b, c).copy())
         oracle, w0, unpack = block_oracle(problem, which, U, V, b, c, self.offsets, prepared)
         res = self._solve(oracle, w0)
-        M, o = unpack(res.x)
-        # rows without ratings have no loss: their optimum is 0, which only lowers J
-        ptr = problem.ratings.indptr if which == "U" else problem.item_ptr
-        empty = np.diff(ptr) == 0
-        J_step = res.fun - self.lam * _half_square(M[empty], o[empty] if self.offsets else ())
-        M[empty] = 0.0
-        o[empty] = 0.0
+        M, o = (a.copy() for a in unpack(res.x))
+        J_step = res.fun  # the rows left out are 0, without loss or penalty
         if which == "U":
-            self.user_factors_ = np.ascontiguousarray(M)
+            self.user_factors_ = M
             if self.offsets:
-                self.user_offsets_ = o.copy()
+                self.user_offsets_ = o
         else:
-            self.item_factors_ = np.ascontiguousarray(M)
+            self.item_factors_ = M
             if self.offsets:
-                self.item_offsets_ = o.copy()
+                self.item_offsets_ = o
         return J_step, res.gap, res.nit, res.nfev, res.status != 2
 
     def _user_step(self, problem: _Problem, user_parts, users=None, inexact: bool = True):
