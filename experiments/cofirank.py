@@ -1,7 +1,7 @@
 """CofiRank's weak and strong generalisation protocols on a rating file, beside the paper.
 
     python experiments/cofirank.py PATH [--n-train 10 20 50] [--seeds 10]
-        [--losses ndcg ordinal squared] [--offsets] [--strong] [--gain exp]
+        [--losses ndcg ordinal squared] [--offsets] [--protocols weak strong] [--gain exp]
     python experiments/cofirank.py --synthetic [...]
 
 PATH is a MovieLens (``u.data``, ``ratings.dat``, ``ratings.csv``) or MovieTweetings
@@ -12,7 +12,7 @@ quantiles) from ``--data-seed``.
 
 Protocols (Weimer, Karatzoglou, Le & Smola, NIPS 2007, §5): *weak*, for N in ``--n-train``:
 users with at least N + 10 ratings, N drawn at random for training and the rest for
-testing (:func:`bmrm.collab.weak_split`); *strong* (``--strong``): 10 % of those users held
+testing (:func:`bmrm.collab.weak_split`); *strong*: 10 % of those users held
 out, the model trained on every other user's ratings, each held-out user folded in from N
 random ratings with the item factors fixed and tested on the rest
 (:func:`bmrm.collab.strong_split`, :meth:`~bmrm.collab.CofiRank.fold_in`). The score is
@@ -128,7 +128,7 @@ def main(argv=None) -> int:
         choices=["ndcg", "ordinal", "squared"],
     )  # fmt: skip
     parser.add_argument("--offsets", action="store_true", help="also fit with offsets")
-    parser.add_argument("--strong", action="store_true", help="also the strong protocol")
+    parser.add_argument("--protocols", nargs="+", choices=["weak", "strong"], default=["weak"])
     parser.add_argument("--gain", choices=["exp", "linear"], default="exp")
     parser.add_argument("--rank", type=int_at_least(1), default=100)
     parser.add_argument("--lam", type=number(float, 0, low_open=True), default=None)
@@ -152,7 +152,7 @@ def main(argv=None) -> int:
     methods = [(loss, False) for loss in args.losses]
     if args.offsets:
         methods += [(loss, True) for loss in args.losses]
-    protocols = ["weak"] + (["strong"] if args.strong else [])
+    protocols = list(dict.fromkeys(args.protocols))
     progress(f"{name}: {ratings.shape[0]} users × {ratings.shape[1]} items, {ratings.nnz} ratings")
     rows = []
     for protocol in protocols:
@@ -187,6 +187,7 @@ def main(argv=None) -> int:
                             "seconds": time.perf_counter() - t0,
                         }
                     )  # fmt: skip
+                    write_csv(out / f"cofirank_{name}.csv", rows)  # kept up to date
                     progress(
                         f"{protocol} N={n_train} seed {seed} {loss}{'+off' if offsets else ''}"
                         f": NDCG@10 {value:.4f} (lam {lam:.3g}, {model.n_iter_} outer, "

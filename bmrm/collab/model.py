@@ -73,6 +73,7 @@ import logging
 import time
 import warnings
 from numbers import Integral, Real
+from typing import NamedTuple
 
 import numpy as np
 from scipy.optimize import OptimizeResult
@@ -244,6 +245,75 @@ def user_oracle(Vi, ci, prepared, offsets: bool):
     return oracle
 
 
+class StepSettings(NamedTuple):
+    """What a step's bundle-method solve is asked (:func:`minimize_step`)."""
+
+    lam: float
+    tol: float
+    step_tol: float | None  # None: solve to the relative gap tol
+    max_iter: int
+    bundle_size: int
+
+
+def minimize_step(oracle, w0, settings: StepSettings):
+    """Minimise lam/2 ‖w‖² + R(w) from w0 by :func:`bmrm.minimize_bmrm` to a relative gap
+    ``tol``, or until the gap is at most ``step_tol`` times the decrease made (module
+    docstring)."""
+    start = []
+
+    def callback(res):
+        if not start:  # the first iteration evaluates w0
+            start.append(res.history["objective"][0])
+        if res.gap <= settings.step_tol * (start[0] - res.fun):
+            raise StopIteration
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=Warning)  # max_iter: reported per step
+        return minimize_bmrm(
+            oracle,
+            len(w0),
+            settings.lam,
+            w0=w0,
+            tol=settings.tol,
+            max_iter=settings.max_iter,
+            bundle_size=min(settings.bundle_size, settings.max_iter + 1),
+            callback=None if settings.step_tol is None else callback,
+        )
+
+
+def solve_users(indptr, indices, parts, users, U, b, V, c, offsets, settings):
+    """Minimise l(f_i, y_i) + (λ/2)(‖u_i‖² + b_i²) over (u_i, b_i) for each user i of
+    ``users`` with V and c fixed, writing U[i] and b[i] in place (0 for a user without
+    ratings). ``parts[i]`` is user i's prepared single-query loss. Returns the summed
+    objective, certified gap, iterations and oracle calls, and whether no solve stopped at
+    its iteration cap. Each user's solve depends on that user's data alone, so any
+    partition of the users gives the same factors."""
+    r = U.shape[1]
+    J = gap = 0.0
+    nit = nfev = 0
+    converged = True
+    for i in users:
+        s, e = indptr[i], indptr[i + 1]
+        if e == s:
+            U[i] = 0.0
+            b[i] = 0.0
+            continue
+        items = indices[s:e]
+        Vi, ci = V[items], c[items]
+        prepared = _convexified(parts[i], Vi @ U[i] + b[i] + ci)
+        oracle = user_oracle(Vi, ci, prepared, offsets)
+        res = minimize_step(oracle, np.append(U[i], b[i]) if offsets else U[i].copy(), settings)
+        U[i] = res.x[:r]
+        if offsets:
+            b[i] = res.x[r]
+        J += res.fun
+        gap += res.gap
+        nit += res.nit
+        nfev += res.nfev
+        converged &= res.status != 2
+    return J, gap, nit, nfev, converged
+
+
 def _half_square(*arrays) -> float:
     return 0.5 * sum(float(np.vdot(a, a)) for a in arrays)
 
@@ -289,6 +359,10 @@ class CofiRank(BaseEstimator):
     callback : callable or None
         ``callback(model)`` after every outer iteration, with the fitted attributes of
         that point (``result_`` holding the record so far); raise ``StopIteration`` to stop.
+    client : distributed.Client or None
+        Run the U step (``u_step="users"``) over users partitioned on this Dask cluster
+        (:mod:`bmrm.collab.dask`); the factors equal the local fit's. The V step stays
+        local.
     verbose : bool
         Log one line per step to the "bmrm" logger.
 
@@ -331,6 +405,7 @@ class CofiRank(BaseEstimator):
         "init_scale": [Interval(Real, 0, None, closed="left")],
         "random_state": ["random_state", np.random.Generator],
         "callback": [callable, None],
+        "client": [HasMethods(["submit", "gather"]), None],
         "verbose": ["verbose"],
     }
 
@@ -351,6 +426,7 @@ class CofiRank(BaseEstimator):
         init_scale: float = 0.1,
         random_state=None,
         callback=None,
+        client=None,
         verbose: bool = False,
     ):
         self.loss = loss
@@ -367,6 +443,7 @@ class CofiRank(BaseEstimator):
         self.init_scale = init_scale
         self.random_state = random_state
         self.callback = callback
+        self.client = client
         self.verbose = verbose
 
     # ------------------------------------------------------------------ fitting
@@ -429,7 +506,18 @@ class CofiRank(BaseEstimator):
         self.item_factors_ = rng.normal(scale=self.init_scale, size=(R.n_items, r))
         self.user_offsets_ = np.zeros(R.n_users)
         self.item_offsets_ = np.zeros(R.n_items)
-        user_parts = _user_parts(R, loss) if self.u_step == "users" else None
+        if self.client is not None:
+            if self.u_step != "users":
+                raise ValueError(
+                    f"client runs the U step of u_step='users' on Dask; got u_step={self.u_step!r}"
+                )
+            from bmrm.collab.dask import DaskUserStep
+
+            user_parts = DaskUserStep(self.client, R, loss, self.offsets)
+        elif self.u_step == "users":
+            user_parts = _user_parts(R, loss)
+        else:
+            user_parts = None
         J = self._objective(problem)
         objective, steps = [J], []
         status = 2
@@ -527,29 +615,11 @@ class CofiRank(BaseEstimator):
             return [self.item_factors_] + ([self.item_offsets_] if self.offsets else [])
         return [self.user_factors_] + ([self.user_offsets_] if self.offsets else [])
 
-    def _solve(self, oracle, w0, inexact: bool = True):
-        """Minimise lam/2 ‖w‖² + R(w) from w0 to a relative gap ``tol``, or (``inexact``)
-        until the gap is at most ``step_tol`` times the decrease made (module docstring)."""
-        start = []
-
-        def callback(res):
-            if not start:  # the first iteration evaluates w0
-                start.append(res.history["objective"][0])
-            if res.gap <= self.step_tol * (start[0] - res.fun):
-                raise StopIteration
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", category=Warning)  # max_iter: reported per step
-            return minimize_bmrm(
-                oracle,
-                len(w0),
-                self.lam,
-                w0=w0,
-                tol=self.tol,
-                max_iter=self.step_max_iter,
-                bundle_size=min(self.bundle_size, self.step_max_iter + 1),
-                callback=callback if inexact else None,
-            )
+    def _settings(self, inexact: bool = True) -> StepSettings:
+        return StepSettings(
+            self.lam, self.tol, self.step_tol if inexact else None, self.step_max_iter,
+            self.bundle_size,
+        )  # fmt: skip
 
     def _block_step(self, problem: _Problem, which: str):
         """Minimise J over U (and b) or V (and c) as one bundle-method problem."""
@@ -557,7 +627,7 @@ class CofiRank(BaseEstimator):
         b, c = self.user_offsets_, self.item_offsets_
         prepared = _convexified(problem.prepared, problem.scores(U, V, b, c).copy())
         oracle, w0, unpack = block_oracle(problem, which, U, V, b, c, self.offsets, prepared)
-        res = self._solve(oracle, w0)
+        res = minimize_step(oracle, w0, self._settings())
         M, o = (a.copy() for a in unpack(res.x))
         J_step = res.fun  # the rows left out are 0, without loss or penalty
         if which == "U":
@@ -571,41 +641,22 @@ class CofiRank(BaseEstimator):
         return J_step, res.gap, res.nit, res.nfev, res.status != 2
 
     def _user_step(self, problem: _Problem, user_parts, users=None, inexact: bool = True):
-        """Minimise J over U (and b) one user at a time (the step is separable)."""
+        """Minimise J over U (and b) one user at a time (the step is separable), locally
+        or, with ``client``, over partitions of the users on Dask workers."""
         R = problem.ratings
         V, c = self.item_factors_, self.item_offsets_
         U, b = self.user_factors_.copy(), self.user_offsets_.copy()
-        r = self.n_factors
-        offsets = self.offsets
-        J = gap = 0.0
-        nit = nfev = 0
-        converged = True
-        todo = range(R.n_users) if users is None else users
-        for i in todo:
-            s, e = R.indptr[i], R.indptr[i + 1]
-            if e == s:
-                U[i] = 0.0
-                b[i] = 0.0
-                continue
-            items = R.indices[s:e]
-            Vi, ci = V[items], c[items]
-            f0 = Vi @ U[i] + b[i] + ci
-            prepared = _convexified(user_parts[i], f0)
-
-            oracle = user_oracle(Vi, ci, prepared, offsets)
-            w0 = np.append(U[i], b[i]) if offsets else U[i].copy()
-            res = self._solve(oracle, w0, inexact)
-            U[i] = res.x[:r]
-            if offsets:
-                b[i] = res.x[r]
-            J += res.fun
-            gap += res.gap
-            nit += res.nit
-            nfev += res.nfev
-            converged &= res.status != 2
+        settings = self._settings(inexact)
+        todo = np.arange(R.n_users) if users is None else np.asarray(users)
+        if self.client is not None and users is None:
+            J, gap, nit, nfev, converged = user_parts.step(U, b, V, c, settings)
+        else:
+            J, gap, nit, nfev, converged = solve_users(
+                R.indptr, R.indices, user_parts, todo, U, b, V, c, self.offsets, settings
+            )
         if users is not None:  # fold-in: the other users' terms are constants
-            others = np.setdiff1d(np.arange(R.n_users), np.asarray(users))
-            J += self.lam * _half_square(U[others], b[others] if offsets else np.zeros(0))
+            others = np.setdiff1d(np.arange(R.n_users), todo)
+            J += self.lam * _half_square(U[others], b[others] if self.offsets else ())
         self.user_factors_, self.user_offsets_ = U, b
         return J, gap, nit, nfev, converged
 
@@ -790,6 +841,7 @@ class CofiRank(BaseEstimator):
         params.update(loss=name, loss_params=loss_params)
         if not isinstance(params["random_state"], (int, type(None))):
             params["random_state"] = None
+        params.update(callback=None, client=None)  # not part of the model
         meta = {
             "format": FORMAT,
             "version": FORMAT_VERSION,
