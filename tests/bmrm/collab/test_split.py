@@ -147,3 +147,20 @@ def test_read_ratings_keeps_original_ids(tmp_path, layout, header):
     path.write_text(header + layout.format(u=4, i=7, r=1, t=0) * 2)
     with pytest.raises(ValueError, match=r"rates the \(user, item\) pair \(4, 7\) more than once"):
         read_ratings(path)
+
+
+def test_read_movietweetings(shared_data):
+    """The shared MovieTweetings 100K snapshot: its README's counts, ids kept, 0s stored."""
+    path = shared_data / "movietweetings_100k" / "ratings.dat"
+    if not path.exists():
+        pytest.skip(f"{path} not found")
+    out = read_ratings(path)
+    assert out.matrix.shape == (16554, 10506)
+    assert out.matrix.nnz == 100_000
+    assert (out.matrix.data == 0).sum() == 12
+    counts = np.diff(out.matrix.indptr)
+    assert [(counts >= n).sum() for n in (20, 30, 60)] == [1154, 635, 162]
+    first = path.read_text(encoding="utf-8").split("\n", 1)[0].split("::")
+    row = np.searchsorted(out.user_ids, int(first[0]))
+    col = np.searchsorted(out.item_ids, int(first[1]))
+    assert out.matrix[row, col] == float(first[2])
