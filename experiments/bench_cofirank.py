@@ -102,7 +102,7 @@ def main(argv=None) -> int:
     parser.add_argument("--n-test", type=int_at_least(1), default=20)
     parser.add_argument("--max-iter", type=int_at_least(1), default=30)
     parser.add_argument("--step-max-iter", type=int_at_least(1), default=30)
-    parser.add_argument("--bundle-size", type=int_at_least(3), default=20)
+    parser.add_argument("--bundle-size", type=int_at_least(3), default=10)
     parser.add_argument("--time-budget", type=number(float, 0, low_open=True), default=150.0)
     parser.add_argument("--budget-clock", choices=["cpu", "wall"], default="cpu")
     parser.add_argument("--seed", type=int, default=0)

@@ -350,8 +350,9 @@ class CofiRank(BaseEstimator):
         of J it has made (module docstring).
     step_max_iter : int, default=30
         Bundle iterations per step (per user for ``u_step="users"``) at most.
-    bundle_size : int, default=20
-        Planes kept by a block step's bundle (its memory: bundle_size × n_rows × r floats).
+    bundle_size : int, default=10
+        Planes kept by a block step's bundle (its memory: bundle_size × n_rows × r floats,
+        the largest part of a fit's memory; a full bundle is aggregated by the solver).
     init_scale : float, default=0.1
         Standard deviation of the random initial factors.
     random_state : int, Generator or None
@@ -422,7 +423,7 @@ class CofiRank(BaseEstimator):
         max_iter: int = 50,
         step_tol: float = 0.5,
         step_max_iter: int = 30,
-        bundle_size: int = 20,
+        bundle_size: int = 10,
         init_scale: float = 0.1,
         random_state=None,
         callback=None,
