@@ -20,7 +20,7 @@ iteration and per step, bundle iterations per step, and NDCG@10 against fit time
 ``--memory`` reruns two outer iterations under ``tracemalloc`` and reports the peak of
 traced allocations beside the ratings' and factors' own bytes, and the process's peak
 resident size. ``--threads`` sets numba's threads (the kernels' thread pool) and BLAS's.
-Results go to ``--out``/bench_<loss>_<u_step>_t<threads>.csv and a Markdown summary.
+Results go to ``--out``/results.csv (one row per outer iteration) and results.md.
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ def main(argv=None) -> int:
         model = CofiRank(**params, max_iter=args.max_iter, callback=callback).fit(train)
     tag = f"{args.loss}{'' if args.loss_ties is None else '_' + args.loss_ties}"
     tag += f"_{args.u_step}_t{args.threads}"
-    write_csv(out / f"bench_{tag}.csv", rows)
+    write_csv(out / "results.csv", rows)
     per_outer = np.diff([0.0] + [r["seconds"] for r in rows])
     cpu_outer = np.diff([0.0] + [r["cpu_seconds"] for r in rows])
     lines = [
@@ -227,7 +227,7 @@ def main(argv=None) -> int:
             f"{peak / (data_bytes + factor_bytes):.2f}); process peak RSS {maxrss:.0f} MiB",
         ]
     text = "\n".join(lines) + "\n"
-    write_text(out / f"bench_{tag}.md", text)
+    write_text(out / "results.md", text)
     print(text)
     return 0
 

@@ -31,8 +31,8 @@ printed beside: CofiRank-NDCG .6400 / .6307 / .6076, CofiRank-Ordinal .6233 / .6
 .7169, CofiRank-Regression .6420 / .6509 / .6584, MMMF .6061 / .6937 / .6989. On other data
 the figures are not comparable cell by cell; the table shows them for scale.
 
-Output: ``--out``/cofirank_<name>.csv (one row per protocol × N × seed × method) and
-cofirank_<name>.md.
+Output: ``--out``/results.csv (one row per protocol × N × seed × method, rewritten after
+every fit) and results.md (the tables).
 """
 
 from __future__ import annotations
@@ -187,13 +187,13 @@ def main(argv=None) -> int:
                             "seconds": time.perf_counter() - t0,
                         }
                     )  # fmt: skip
-                    write_csv(out / f"cofirank_{name}.csv", rows)  # kept up to date
+                    write_csv(out / "results.csv", rows)  # kept up to date
                     progress(
                         f"{protocol} N={n_train} seed {seed} {loss}{'+off' if offsets else ''}"
                         f": NDCG@10 {value:.4f} (lam {lam:.3g}, {model.n_iter_} outer, "
                         f"{rows[-1]['seconds']:.1f} s, {n_users} users)"
                     )
-    write_csv(out / f"cofirank_{name}.csv", rows)
+    write_csv(out / "results.csv", rows)
     lines = [
         f"# CofiRank on {name} ({ratings.shape[0]} users × {ratings.shape[1]} items, "
         f"{ratings.nnz} ratings): NDCG@10, gain {args.gain}, rank {args.rank}, "
@@ -227,7 +227,7 @@ def main(argv=None) -> int:
             "",
         ]
     text = "\n".join(lines)
-    write_text(out / f"cofirank_{name}.md", text)
+    write_text(out / "results.md", text)
     print(text)
     return 0
 
