@@ -351,8 +351,8 @@ class CofiRank(BaseEstimator):
     step_max_iter : int, default=30
         Bundle iterations per step (per user for ``u_step="users"``) at most.
     bundle_size : int, default=10
-        Planes kept by a block step's bundle (its memory: bundle_size × n_rows × r floats,
-        the largest part of a fit's memory; a full bundle is aggregated by the solver).
+        Planes kept by a block step's bundle (its memory: bundle_size × n_rows × r floats;
+        a full bundle is aggregated by the solver).
     init_scale : float, default=0.1
         Standard deviation of the random initial factors.
     random_state : int, Generator or None
