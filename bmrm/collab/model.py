@@ -1,0 +1,891 @@
+"""CofiRank: maximum-margin matrix factorisation trained with a ranking loss per user.
+
+The objective
+-------------
+For a users × items rating matrix with observed entries Ω (Ω_i the items user i rated,
+y_i their ratings) and factors U (n_users × r), V (n_items × r), CofiRank (Weimer,
+Karatzoglou, Le & Smola, NIPS 2007, eq. 4) minimises
+
+    J(U, V) = Σ_i l(f_i, y_i) + (λ/2)(‖U‖² + ‖V‖²),    f_i = V_{Ω_i} u_i,
+
+with l a ranking loss of one query: each user is one query, so the users' ratings held
+user-major (CSR) are the loss's query groups and the matrix's ``indptr`` is exactly its
+``query_ptr``. Any query loss of :mod:`losses` serves (``"ndcg"``, ``"ordinal"``,
+``"preference"``, ``"neru"``, ``"squared"`` as CofiRank's regression, the listwise
+surrogates) and so does a loss object following the protocol of :mod:`losses._base`.
+
+Per-user normalisation: the sum runs over users, and each user's term is the loss's value
+for that user's query, exactly as ``losses.risk(loss, f_i, y_i)`` returns it for one
+query: the structured NDCG loss is 1 − NDCG@k plus the margin terms Σ c_p (f_π(p) −
+f_σ(p)), not divided by the number of ratings; the ordinal loss is divided by the user's
+number of comparable pairs (its ``normalize="query"``); a pointwise loss (``"squared"``)
+sums over the user's ratings, l(f_i, y_i) = Σ_{j∈Ω_i} ½(f_ij − y_ij)², which is |Ω_i| times
+``losses.risk`` of that user's ratings (a pointwise risk is a mean over rows). This is the
+paper's objective with λ on its scale; :func:`bmrm.fit` instead averages the loss over
+queries, so its lam corresponds to λ / n_users here. A user whose ratings are all equal
+(or who rated nothing) contributes no loss, and its factors go to 0.
+
+With ``offsets=True`` the scores are f_ij = <u_i, v_j> + b_i + c_j (per-user and per-item
+offsets, Weimer, Karatzoglou & Smola, Machine Learning 72 (2008), §3.3), and
+(λ/2)(‖b‖² + ‖c‖²) joins the penalty. A user's offset changes no ranking of that user's
+items, so for ranking losses only the item offsets move (b stays 0); for the squared loss
+both act.
+
+The fit
+-------
+Alternating minimisation: the U step minimises J over U (and b) with V fixed, the V step
+over V (and c) with U fixed; each is a regularized risk minimisation solved by the bundle
+method :func:`bmrm.minimize_bmrm`, warm-started at the current factors. The U step is
+separable over users (``u_step="users"`` solves one r-dimensional problem per user,
+``"block"`` one problem over all of U); the V step couples the users and is one problem
+over all of V. A step is solved inexactly: it stops once its certified gap is at most
+``step_tol`` times the decrease of J it has made (it has then reached at least
+1/(1 + step_tol) of the decrease possible with the other factors fixed), or once the gap
+is below ``tol`` relative to J, or after ``step_max_iter`` bundle iterations. Its
+tolerance thus tightens as the outer loop converges and the steps' decreases shrink; the
+fit stops when an outer iteration lowers J by at most ``tol`` relative to J, at which
+point every step's gap is at most ``step_tol·tol·J`` (unless capped by
+``step_max_iter``). Each step's certified gap is reported in :attr:`CofiRank.result_`.
+
+J is not jointly convex (and U = V = 0 is always a stationary point), so only a local
+solution is sought. What is guaranteed is that J never increases: the bundle method
+returns its best evaluated point, which is no worse than its starting point, and a step
+whose point is worse than the current one (by rounding) is not taken.
+
+Latent losses (the structured NDCG and NERU losses with ``ties="latent"``, the default) are
+differences of convex functions. Each step then minimises the convex surrogate that
+majorises the loss and equals it at the current scores (the loss's ``convexify``; one
+step of the concave-convex procedure of Yuille & Rangarajan, 2003, per alternating step),
+so the true objective still never increases. The convex tie rules (``ties="increasing"``;
+``"pairs"`` is exact but its cost grows with the number of rating levels) are solved
+directly.
+
+Cost: an oracle call of a block step computes all scores in one pass over the ratings,
+calls the loss once, and scatters ∂l/∂f back once by user (∂U) or by item (∂V, through an
+item-major index of the ratings): O(|Ω| r) (the organisation of Primal-CR, Wu, Hsieh &
+Sharpnack, KDD 2017).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import warnings
+from numbers import Integral, Real
+from typing import NamedTuple
+
+import numpy as np
+from scipy.optimize import OptimizeResult
+from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+import losses
+from bmrm import minimize_bmrm
+from bmrm.collab import _kernels
+from bmrm.collab._ratings import Ratings, check_ratings
+from losses._threads import run_queries
+from losses.metrics import ndcg_score
+
+__all__ = ["CofiRank", "CofiRankResult", "load"]
+
+logger = logging.getLogger("bmrm")
+
+_MESSAGES = {
+    0: "converged: relative decrease below tol",
+    2: "stopped: max_iter reached",
+    4: "stopped: callback raised StopIteration",
+}
+FORMAT = "bmrm-cofirank"
+FORMAT_VERSION = 1
+
+
+class CofiRankResult(OptimizeResult):
+    """The record of a CofiRank fit (a :class:`scipy.optimize.OptimizeResult`).
+
+    Attributes
+    ----------
+    fun : float
+        J at the fitted factors.
+    objective : ndarray of shape (nit + 1,)
+        J at the start and after every outer iteration (non-increasing).
+    steps : list of dict
+        One entry per step: ``outer`` (1-based outer iteration), ``step`` ("U" or "V"),
+        ``objective`` (J after the step), ``gap`` (the bundle method's certified gap of
+        the step's problem: a sum over users for ``u_step="users"``; of the convex
+        surrogate for latent losses), ``rel_gap`` (gap over the step's objective),
+        ``nit`` and ``nfev`` (bundle iterations and oracle calls, summed over users),
+        ``converged`` (no solve stopped at ``step_max_iter``),
+        ``seconds`` and ``cpu_seconds`` (process CPU time).
+    nit : int
+        Outer iterations.
+    status, success, message :
+        0 converged (relative decrease of J below ``tol``), 2 ``max_iter`` reached, 4 the
+        callback raised ``StopIteration``.
+    seconds, cpu_seconds : float
+        Wall-clock and process CPU seconds of the fit.
+    """
+
+
+def _user_parts(ratings: Ratings, loss) -> list:
+    """One prepared single-query loss per user (None for a user without ratings)."""
+    parts = []
+    for i in range(ratings.n_users):
+        s, e = ratings.indptr[i], ratings.indptr[i + 1]
+        parts.append(losses.prepare(loss, ratings.data[s:e]) if e > s else None)
+    return parts
+
+
+def _convexified(prepared, f):
+    """The prepared loss of the convex surrogate at scores f when the loss is latent."""
+    loss = prepared.loss
+    if not getattr(loss, "latent", False):
+        return prepared
+    targets = loss.convexify(f, prepared.targets)
+    return losses.Prepared(
+        loss, prepared.groups, targets, prepared.n_terms, prepared.weights, prepared.data_names
+    )
+
+
+def _summed_risk(prepared, f) -> tuple[float, np.ndarray]:
+    """Σ of the per-user losses at f and its gradient (the objective sums over users)."""
+    values, grad = prepared.loss_grad(f)
+    return prepared.check(values, grad, f), grad
+
+
+class _Problem:
+    """The ratings held user- and item-major, with the loss prepared once on them."""
+
+    def __init__(self, ratings: Ratings, loss):
+        self.ratings = ratings
+        users = ratings.users
+        self.user_entry = np.arange(len(ratings.data), dtype=np.int64)
+        item_order = np.argsort(ratings.indices, kind="stable").astype(np.int64)
+        counts = np.bincount(ratings.indices, minlength=ratings.n_items)
+        self.item_ptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+        self.item_users = users[item_order]
+        self.item_entry = item_order
+        self.prepared = losses.prepare(loss, ratings.data, users)
+        self.f = np.empty(len(ratings.data))
+
+    def scores(self, U, V, user_offset, item_offset) -> np.ndarray:
+        r = self.ratings
+        run_queries(
+            _kernels.scores, r.indptr, r.indptr, r.indices, U, V, user_offset, item_offset,
+            self.f,
+        )  # fmt: skip
+        return self.f
+
+    def gather(self, which: str, g, W, grad, grad_offset) -> None:
+        if which == "U":
+            ptr, other, entry = self.ratings.indptr, self.ratings.indices, self.user_entry
+        else:
+            ptr, other, entry = self.item_ptr, self.item_users, self.item_entry
+        run_queries(_kernels.gather_rows, ptr, ptr, other, entry, g, W, grad, grad_offset)
+
+
+def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepared):
+    """The risk oracle of a block step, its starting point and the map back to factors.
+
+    For ``which="U"`` the variable is w = (vec U_A, b_A) over the users A who rated
+    something (b only with ``offsets``; the other users' rows have no loss, so their
+    optimum is 0 and they are left out) and R(w) = Σ_i l(f_i, y_i) at the scores f of U,
+    V, b, c; ∂R/∂U = G V and ∂R/∂b = G 1 with G the users × items matrix of ∂l/∂f on the
+    ratings (scattered by user). For ``"V"``, w = (vec V_A, c_A) over the items rated by
+    someone, ∂R/∂V = Gᵀ U and ∂R/∂c = Gᵀ 1 (scattered by item). One call costs one pass
+    over the ratings for the scores, one loss call and one pass for the scatter.
+    ``unpack(w)`` returns the full factor and offset arrays (zero outside A; buffers
+    reused by the next call).
+    """
+    rows = U if which == "U" else V
+    ptr = problem.ratings.indptr if which == "U" else problem.item_ptr
+    active = np.flatnonzero(np.diff(ptr) > 0)
+    n, r = rows.shape
+    size = len(active) * r
+    grad = np.empty((n, r))
+    grad_offset = np.empty(n)
+    M = np.zeros((n, r))
+    o = np.zeros(n)
+
+    def unpack(w):
+        M[active] = w[:size].reshape(-1, r)
+        if offsets:
+            o[active] = w[size:]
+        return M, o
+
+    def oracle(w):
+        M, o = unpack(w)
+        f = problem.scores(M, V, o, c) if which == "U" else problem.scores(U, M, b, o)
+        risk, g = _summed_risk(prepared, f)
+        problem.gather(which, g, V if which == "U" else U, grad, grad_offset)
+        a = grad[active].ravel()
+        return risk, (np.concatenate((a, grad_offset[active])) if offsets else a)
+
+    offs = b if which == "U" else c
+    parts = (rows[active].ravel(), offs[active]) if offsets else (rows[active].ravel(),)
+    oracle.loss = prepared.loss  # the solver probes the slopes of a user's loss only
+    return oracle, np.concatenate(parts), unpack
+
+
+def user_oracle(Vi, ci, prepared, offsets: bool):
+    """The risk oracle of one user's problem: w = (u, b_i), f = Vi u + b_i + ci,
+    R = l(f, y_i), ∂R/∂u = Viᵀ ∂l/∂f, ∂R/∂b_i = Σ ∂l/∂f."""
+    r = Vi.shape[1]
+
+    def oracle(w):
+        f = Vi @ w[:r] + ci
+        if offsets:
+            f += w[r]
+        risk, g = _summed_risk(prepared, f)
+        a = Vi.T @ g
+        return risk, (np.append(a, g.sum()) if offsets else a)
+
+    oracle.loss = prepared.loss  # the solver probes the slopes of a user's loss only
+    return oracle
+
+
+class StepSettings(NamedTuple):
+    """What a step's bundle-method solve is asked (:func:`minimize_step`)."""
+
+    lam: float
+    tol: float
+    step_tol: float | None  # None: solve to the relative gap tol
+    max_iter: int
+    bundle_size: int
+
+
+def minimize_step(oracle, w0, settings: StepSettings):
+    """Minimise lam/2 ‖w‖² + R(w) from w0 by :func:`bmrm.minimize_bmrm` to a relative gap
+    ``tol``, or until the gap is at most ``step_tol`` times the decrease made (module
+    docstring)."""
+    start = []
+
+    def callback(res):
+        if not start:  # the first iteration evaluates w0
+            start.append(res.history["objective"][0])
+        if res.gap <= settings.step_tol * (start[0] - res.fun):
+            raise StopIteration
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=Warning)  # max_iter: reported per step
+        return minimize_bmrm(
+            oracle,
+            len(w0),
+            settings.lam,
+            w0=w0,
+            tol=settings.tol,
+            max_iter=settings.max_iter,
+            bundle_size=min(settings.bundle_size, settings.max_iter + 1),
+            callback=None if settings.step_tol is None else callback,
+        )
+
+
+def solve_users(indptr, indices, parts, users, U, b, V, c, offsets, settings):
+    """Minimise l(f_i, y_i) + (λ/2)(‖u_i‖² + b_i²) over (u_i, b_i) for each user i of
+    ``users`` with V and c fixed, writing U[i] and b[i] in place (0 for a user without
+    ratings). ``parts[i]`` is user i's prepared single-query loss. Returns the summed
+    objective, certified gap, iterations and oracle calls, and whether no solve stopped at
+    its iteration cap. Each user's solve depends on that user's data alone, so any
+    partition of the users gives the same factors."""
+    r = U.shape[1]
+    J = gap = 0.0
+    nit = nfev = 0
+    converged = True
+    for i in users:
+        s, e = indptr[i], indptr[i + 1]
+        if e == s:
+            U[i] = 0.0
+            b[i] = 0.0
+            continue
+        items = indices[s:e]
+        Vi, ci = V[items], c[items]
+        prepared = _convexified(parts[i], Vi @ U[i] + b[i] + ci)
+        oracle = user_oracle(Vi, ci, prepared, offsets)
+        res = minimize_step(oracle, np.append(U[i], b[i]) if offsets else U[i].copy(), settings)
+        U[i] = res.x[:r]
+        if offsets:
+            b[i] = res.x[r]
+        J += res.fun
+        gap += res.gap
+        nit += res.nit
+        nfev += res.nfev
+        converged &= res.status != 2
+    return J, gap, nit, nfev, converged
+
+
+def _half_square(*arrays) -> float:
+    return 0.5 * sum(float(np.vdot(a, a)) for a in arrays)
+
+
+class CofiRank(BaseEstimator):
+    """Collaborative ranking by matrix factorisation with a per-user ranking loss.
+
+    Minimises Σ_users l(V_{Ω_i} u_i, y_i) + (λ/2)(‖U‖² + ‖V‖²) by alternating bundle-method
+    steps (module docstring: normalisation, offsets, guarantees, latent losses).
+
+    Parameters
+    ----------
+    loss : str or loss object, default="ndcg"
+        A name of :func:`losses.available` or an object with ``validate`` and
+        ``loss_grad``; each user is one query.
+    loss_params : dict or None
+        Parameters of a named loss (``losses.get(loss, **loss_params)``), for example
+        ``{"gain": "linear"}`` for 0–10 ratings or ``{"ties": "increasing"}``.
+    n_factors : int, default=100
+        Rank r of the factorisation.
+    lam : float, default=10
+        λ of the penalty (λ/2)(‖U‖² + ‖V‖²), on the paper's scale (a sum over users).
+    offsets : bool, default=False
+        Add per-user and per-item offsets to the scores.
+    u_step : {"block", "users"}, default="block"
+        Solve the U step as one problem over all of U, or one problem per user.
+    tol : float, default=1e-3
+        Stop when an outer iteration lowers J by at most ``tol`` relative to J; no step
+        is solved beyond a relative gap of ``tol``.
+    max_iter : int, default=50
+        Outer iterations at most.
+    step_tol : float, default=0.5
+        A step stops once its certified gap is at most ``step_tol`` times the decrease
+        of J it has made (module docstring).
+    step_max_iter : int, default=30
+        Bundle iterations per step (per user for ``u_step="users"``) at most.
+    bundle_size : int, default=10
+        Planes kept by a block step's bundle (its memory: bundle_size × n_rows × r floats;
+        a full bundle is aggregated by the solver).
+    init_scale : float, default=0.1
+        Standard deviation of the random initial factors.
+    random_state : int, Generator or None
+        Seed of the initial factors.
+    callback : callable or None
+        ``callback(model)`` after every outer iteration, with the fitted attributes of
+        that point (``result_`` holding the record so far); raise ``StopIteration`` to stop.
+    client : distributed.Client or None
+        Run the U step (``u_step="users"``) over users partitioned on this Dask cluster
+        (:mod:`bmrm.collab.dask`); the factors equal the local fit's. The V step stays
+        local.
+    verbose : bool
+        Log one line per step to the "bmrm" logger.
+
+    Attributes
+    ----------
+    user_factors_ : ndarray of shape (n_users, n_factors)
+    item_factors_ : ndarray of shape (n_items, n_factors)
+    user_offsets_, item_offsets_ : ndarray of shape (n_users,), (n_items,)
+        Zero without ``offsets``.
+    n_users_, n_items_ : int
+    loss_ : loss object
+    result_ : CofiRankResult
+    n_iter_ : int
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from bmrm.collab import CofiRank, weak_split
+    >>> rng = np.random.default_rng(0)
+    >>> dense = rng.integers(1, 6, size=(30, 40)) * (rng.random((30, 40)) < 0.7)
+    >>> ratings = sp.csr_matrix(dense)
+    >>> train, test = weak_split(ratings, n_train=10, min_test=5, seed=0)
+    >>> model = CofiRank(n_factors=5, lam=1.0, max_iter=3, random_state=0).fit(train)
+    >>> 0 <= model.score(test, k=10) <= 1
+    True
+    """
+
+    _parameter_constraints: dict = {
+        "loss": [StrOptions(set(losses.available())), HasMethods(["validate", "loss_grad"])],
+        "loss_params": [dict, None],
+        "n_factors": [Interval(Integral, 1, None, closed="left")],
+        "lam": [Interval(Real, 0, None, closed="neither")],
+        "offsets": ["boolean"],
+        "u_step": [StrOptions({"block", "users"})],
+        "tol": [Interval(Real, 0, 1, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "step_tol": [Interval(Real, 0, None, closed="neither")],
+        "step_max_iter": [Interval(Integral, 1, None, closed="left")],
+        "bundle_size": [Interval(Integral, 3, None, closed="left")],
+        "init_scale": [Interval(Real, 0, None, closed="left")],
+        "random_state": ["random_state", np.random.Generator],
+        "callback": [callable, None],
+        "client": [HasMethods(["submit", "gather"]), None],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self,
+        *,
+        loss="ndcg",
+        loss_params: dict | None = None,
+        n_factors: int = 100,
+        lam: float = 10.0,
+        offsets: bool = False,
+        u_step: str = "block",
+        tol: float = 1e-3,
+        max_iter: int = 50,
+        step_tol: float = 0.5,
+        step_max_iter: int = 30,
+        bundle_size: int = 10,
+        init_scale: float = 0.1,
+        random_state=None,
+        callback=None,
+        client=None,
+        verbose: bool = False,
+    ):
+        self.loss = loss
+        self.loss_params = loss_params
+        self.n_factors = n_factors
+        self.lam = lam
+        self.offsets = offsets
+        self.u_step = u_step
+        self.tol = tol
+        self.max_iter = max_iter
+        self.step_tol = step_tol
+        self.step_max_iter = step_max_iter
+        self.bundle_size = bundle_size
+        self.init_scale = init_scale
+        self.random_state = random_state
+        self.callback = callback
+        self.client = client
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ fitting
+
+    def _rng(self) -> np.random.Generator:
+        if isinstance(self.random_state, np.random.Generator):
+            return self.random_state
+        if isinstance(self.random_state, np.random.RandomState):
+            return np.random.default_rng(self.random_state.randint(2**31))
+        return np.random.default_rng(self.random_state)
+
+    def objective(self, ratings) -> float:
+        """J at the fitted factors on ``ratings`` (module docstring), with the true loss."""
+        check_is_fitted(self, "user_factors_")
+        R = self._check_fitted_ratings(ratings)
+        problem = _Problem(R, self.loss_)
+        return self._objective(problem)
+
+    def _objective(self, problem: _Problem) -> float:
+        f = problem.scores(
+            self.user_factors_, self.item_factors_, self.user_offsets_, self.item_offsets_
+        )
+        risk, _ = _summed_risk(problem.prepared, f)
+        return risk + self.lam * self._penalty()
+
+    def _penalty(self) -> float:
+        parts = [self.user_factors_, self.item_factors_]
+        if self.offsets:
+            parts += [self.user_offsets_, self.item_offsets_]
+        return _half_square(*parts)
+
+    def fit(self, ratings, y=None) -> CofiRank:
+        """Fit the factors to ``ratings``.
+
+        Parameters
+        ----------
+        ratings : scipy.sparse matrix of shape (n_users, n_items) or tuple
+            Stored entries are the ratings (explicit zeros too), or ``(users, items,
+            ratings)`` arrays; users and items are the row and column indices. Each
+            (user, item) pair at most once.
+        y : None
+            Ignored (scikit-learn's signature).
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        loss = losses.get(self.loss, **(self.loss_params or {}))
+        R = check_ratings(ratings)
+        if len(R.data) == 0:
+            raise ValueError("ratings holds no rating; expected at least one stored entry")
+        start, cpu_start = time.perf_counter(), time.process_time()
+        problem = _Problem(R, loss)
+        rng = self._rng()
+        r = self.n_factors
+        self.n_users_, self.n_items_ = R.shape
+        self.loss_ = loss
+        self.user_factors_ = rng.normal(scale=self.init_scale, size=(R.n_users, r))
+        self.item_factors_ = rng.normal(scale=self.init_scale, size=(R.n_items, r))
+        self.user_offsets_ = np.zeros(R.n_users)
+        self.item_offsets_ = np.zeros(R.n_items)
+        if self.client is not None:
+            if self.u_step != "users":
+                raise ValueError(
+                    f"client runs the U step of u_step='users' on Dask; got u_step={self.u_step!r}"
+                )
+            from bmrm.collab.dask import DaskUserStep
+
+            user_parts = DaskUserStep(self.client, R, loss, self.offsets)
+        elif self.u_step == "users":
+            user_parts = _user_parts(R, loss)
+        else:
+            user_parts = None
+        J = self._objective(problem)
+        objective, steps = [J], []
+        status = 2
+        for outer in range(1, self.max_iter + 1):
+            J_start = J
+            for which in ("U", "V"):
+                J, record = self._step(problem, which, J, user_parts)
+                record.update(outer=outer, step=which)
+                steps.append(record)
+                if self.verbose:
+                    logger.info(
+                        "outer %d %s step: J %.8g, gap %.3e, %d iterations, %.2f s",
+                        outer, which, J, record["gap"], record["nit"], record["seconds"],
+                    )  # fmt: skip
+            objective.append(J)
+            decrease = (J_start - J) / max(abs(J), 1e-300)
+            if decrease <= self.tol:
+                status = 0
+            self.n_iter_ = outer
+            self.result_ = self._result(J, objective, steps, outer, status, start, cpu_start)
+            if self.callback is not None:
+                try:
+                    self.callback(self)
+                except StopIteration:
+                    status = 4 if status == 2 else status
+            if status != 2:
+                break
+        if status == 2:
+            from bmrm import ConvergenceWarning
+
+            warnings.warn(
+                f"CofiRank reached max_iter={self.max_iter} outer iterations with a last "
+                f"relative decrease of {decrease:.3e} (tol={self.tol})",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+        self.result_ = self._result(J, objective, steps, outer, status, start, cpu_start)
+        return self
+
+    @staticmethod
+    def _result(J, objective, steps, outer, status, start, cpu_start) -> CofiRankResult:
+        return CofiRankResult(
+            fun=J,
+            objective=np.array(objective),
+            steps=list(steps),
+            nit=outer,
+            status=status,
+            success=status == 0,
+            message=_MESSAGES[status],
+            seconds=time.perf_counter() - start,
+            cpu_seconds=time.process_time() - cpu_start,
+        )
+
+    def _step(self, problem, which, J, user_parts):
+        """One alternating step; returns J after it and the step's record."""
+        t0, c0 = time.perf_counter(), time.process_time()
+        saved = self._state()
+        if which == "U" and self.u_step == "users":
+            J_step, gap, nit, nfev, converged = self._user_step(problem, user_parts)
+        else:
+            J_step, gap, nit, nfev, converged = self._block_step(problem, which)
+        if getattr(self.loss_, "latent", False):
+            J_new = self._objective(problem)  # the step minimised a majorising surrogate
+        else:
+            J_new = J_step + self.lam * _half_square(*self._fixed_parts(which))
+        if J_new > J:  # a worse point (rounding): keep the current one
+            self._restore(saved)
+            J_new = J
+        record = {
+            "objective": J_new,
+            "gap": gap,
+            "rel_gap": gap / max(abs(J_step), 1e-300),
+            "nit": nit,
+            "nfev": nfev,
+            "converged": converged,
+            "seconds": time.perf_counter() - t0,
+            "cpu_seconds": time.process_time() - c0,
+        }
+        return J_new, record
+
+    def _state(self):
+        return (
+            self.user_factors_.copy(),
+            self.item_factors_.copy(),
+            self.user_offsets_.copy(),
+            self.item_offsets_.copy(),
+        )
+
+    def _restore(self, saved) -> None:
+        self.user_factors_, self.item_factors_, self.user_offsets_, self.item_offsets_ = saved
+
+    def _fixed_parts(self, which: str) -> list:
+        """The factors a step leaves fixed, whose penalty is a constant of the step."""
+        if which == "U":
+            return [self.item_factors_] + ([self.item_offsets_] if self.offsets else [])
+        return [self.user_factors_] + ([self.user_offsets_] if self.offsets else [])
+
+    def _settings(self, inexact: bool = True) -> StepSettings:
+        return StepSettings(
+            self.lam, self.tol, self.step_tol if inexact else None, self.step_max_iter,
+            self.bundle_size,
+        )  # fmt: skip
+
+    def _block_step(self, problem: _Problem, which: str):
+        """Minimise J over U (and b) or V (and c) as one bundle-method problem."""
+        U, V = self.user_factors_, self.item_factors_
+        b, c = self.user_offsets_, self.item_offsets_
+        prepared = _convexified(problem.prepared, problem.scores(U, V, b, c).copy())
+        oracle, w0, unpack = block_oracle(problem, which, U, V, b, c, self.offsets, prepared)
+        res = minimize_step(oracle, w0, self._settings())
+        M, o = (a.copy() for a in unpack(res.x))
+        J_step = res.fun  # the rows left out are 0, without loss or penalty
+        if which == "U":
+            self.user_factors_ = M
+            if self.offsets:
+                self.user_offsets_ = o
+        else:
+            self.item_factors_ = M
+            if self.offsets:
+                self.item_offsets_ = o
+        return J_step, res.gap, res.nit, res.nfev, res.status != 2
+
+    def _user_step(self, problem: _Problem, user_parts, users=None, inexact: bool = True):
+        """Minimise J over U (and b) one user at a time (the step is separable), locally
+        or, with ``client``, over partitions of the users on Dask workers."""
+        R = problem.ratings
+        V, c = self.item_factors_, self.item_offsets_
+        U, b = self.user_factors_.copy(), self.user_offsets_.copy()
+        settings = self._settings(inexact)
+        todo = np.arange(R.n_users) if users is None else np.asarray(users)
+        if self.client is not None and users is None:
+            J, gap, nit, nfev, converged = user_parts.step(U, b, V, c, settings)
+        else:
+            J, gap, nit, nfev, converged = solve_users(
+                R.indptr, R.indices, user_parts, todo, U, b, V, c, self.offsets, settings
+            )
+        if users is not None:  # fold-in: the other users' terms are constants
+            others = np.setdiff1d(np.arange(R.n_users), todo)
+            J += self.lam * _half_square(U[others], b[others] if self.offsets else ())
+        self.user_factors_, self.user_offsets_ = U, b
+        return J, gap, nit, nfev, converged
+
+    # ------------------------------------------------------------------ fold-in
+
+    def fold_in(self, ratings, *, max_iter: int = 20) -> CofiRank:
+        """Fit the factors of the users who have ratings in ``ratings`` with V (and the item
+        offsets) fixed: CofiRank's strong generalisation (new users).
+
+        Parameters
+        ----------
+        ratings : scipy.sparse matrix or tuple
+            Ratings of the users to fold in, in the fitted shape (n_users_, n_items_);
+            every other user's factors are left as they are.
+        max_iter : int
+            Per-user steps at most for a latent loss (each one minimises the surrogate at
+            the current scores, until J stops decreasing by ``tol``); a convex loss takes
+            one step, solved to ``tol``.
+
+        Returns
+        -------
+        self
+        """
+        check_is_fitted(self, "user_factors_")
+        R = self._check_fitted_ratings(ratings)
+        users = np.flatnonzero(np.diff(R.indptr) > 0)
+        if users.size == 0:
+            raise ValueError("ratings holds no rating to fold in")
+        problem = _Problem(R, self.loss_)
+        parts = _user_parts(R, self.loss_)
+        rng = self._rng()
+        self.user_factors_ = self.user_factors_.copy()
+        self.user_factors_[users] = rng.normal(
+            scale=self.init_scale, size=(len(users), self.n_factors)
+        )
+        steps = max_iter if getattr(self.loss_, "latent", False) else 1
+        J = self._objective(problem)
+        for _ in range(steps):
+            saved = self._state()
+            J_step, *_ = self._user_step(problem, parts, users, inexact=False)
+            J_new = self._objective(problem)
+            if J_new > J:
+                self._restore(saved)
+                break
+            done = J - J_new <= self.tol * abs(J_new)
+            J = J_new
+            if done:
+                break
+        return self
+
+    # ------------------------------------------------------------------ predicting
+
+    def _check_fitted_ratings(self, ratings, name: str = "ratings") -> Ratings:
+        R = check_ratings(ratings, name, shape=(self.n_users_, self.n_items_))
+        if R.shape[0] > self.n_users_ or R.shape[1] > self.n_items_:
+            raise ValueError(
+                f"{name} has shape {R.shape}; the model was fitted on "
+                f"({self.n_users_}, {self.n_items_}) users × items"
+            )
+        if R.shape != (self.n_users_, self.n_items_):
+            R = R._replace(
+                indptr=np.concatenate(
+                    (R.indptr, np.full(self.n_users_ - R.shape[0], R.indptr[-1]))
+                ),
+                shape=(self.n_users_, self.n_items_),
+            )
+        return R
+
+    def _indices(self, a, name: str, n: int) -> np.ndarray:
+        a = np.asarray(a)
+        if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+            raise ValueError(f"{name} must be a 1-d array of integer indices; got {a!r:.80}")
+        a = a.astype(np.int64)
+        if a.size and (a.min() < 0 or a.max() >= n):
+            raise ValueError(
+                f"{name} must lie in [0, {n}); got values from {a.min()} to {a.max()}"
+            )
+        return a
+
+    def predict(self, users, items) -> np.ndarray:
+        """Scores of the (user, item) pairs: ``<U[users[t]], V[items[t]]>`` (+ offsets).
+
+        Parameters
+        ----------
+        users, items : array-like of int, equal lengths
+
+        Returns
+        -------
+        ndarray of shape (len(users),)
+        """
+        check_is_fitted(self, "user_factors_")
+        users = self._indices(users, "users", self.n_users_)
+        items = self._indices(items, "items", self.n_items_)
+        if len(users) != len(items):
+            raise ValueError(
+                f"users and items must have equal lengths; got {len(users)} and {len(items)}"
+            )
+        f = np.einsum("ij,ij->i", self.user_factors_[users], self.item_factors_[items])
+        return f + self.user_offsets_[users] + self.item_offsets_[items]
+
+    def recommend(self, users, k: int = 10, *, exclude=None) -> np.ndarray:
+        """The top-k items of each user by decreasing score (ties by increasing item index).
+
+        Parameters
+        ----------
+        users : array-like of int
+        k : int
+            Items per user, at most ``n_items_``.
+        exclude : scipy.sparse matrix, tuple or None
+            Ratings (in the fitted shape) whose items are not recommended to their user,
+            typically the training ratings.
+
+        Returns
+        -------
+        ndarray of shape (len(users), k), int64
+            Item indices; ``-1`` fills a row when fewer than k items remain after
+            ``exclude``.
+        """
+        check_is_fitted(self, "user_factors_")
+        users = self._indices(users, "users", self.n_users_)
+        if isinstance(k, bool) or not isinstance(k, Integral) or not 1 <= k <= self.n_items_:
+            raise ValueError(f"k must be an integer in [1, {self.n_items_}]; got {k!r}")
+        E = None if exclude is None else self._check_fitted_ratings(exclude, "exclude")
+        out = np.full((len(users), k), -1, dtype=np.int64)
+        order_items = np.arange(self.n_items_)
+        for start in range(0, len(users), 1024):
+            block = users[start : start + 1024]
+            F = self.user_factors_[block] @ self.item_factors_.T
+            F += self.user_offsets_[block, None] + self.item_offsets_[None, :]
+            for row, i in enumerate(block):
+                scores = F[row]
+                if E is not None:
+                    scores[E.indices[E.indptr[i] : E.indptr[i + 1]]] = -np.inf
+                top = np.lexsort((order_items, -scores))[:k]
+                top = top[np.isfinite(scores[top])]
+                out[start + row, : len(top)] = top
+        return out
+
+    def score(self, test, k: int = 10, *, gain="exp") -> float:
+        """Mean over users of NDCG@k of the ranking of each user's test items.
+
+        CofiRank's convention (Weimer et al., NIPS 2007, §5): gain 2^r − 1 (``gain="exp"``;
+        ``"linear"`` for r, or a callable mapping ratings to gains), discount
+        1/log2(i + 2) at 0-based position i, k capped at the user's number of test
+        items, ties among scores by their expected value
+        (:func:`losses.metrics.ndcg_score`, ``ties="average"``). Users without test
+        ratings are not counted; a user whose test ratings all have gain 0 counts as 0.
+
+        Parameters
+        ----------
+        test : scipy.sparse matrix or tuple
+            Test ratings in the fitted shape.
+        k : int
+        gain : {"exp", "linear"} or callable
+
+        Returns
+        -------
+        float
+        """
+        check_is_fitted(self, "user_factors_")
+        T = self._check_fitted_ratings(test, "test")
+        if len(T.data) == 0:
+            raise ValueError("test holds no rating; expected at least one stored entry")
+        users = T.users
+        f = self.predict(users, T.indices)
+        return float(ndcg_score(T.data, f, users, k=k, gain=gain))
+
+    # ------------------------------------------------------------------ files
+
+    def save(self, path) -> None:
+        """Write the fitted model to ``path`` (NumPy's ``.npz``; read back by
+        :func:`bmrm.collab.load`). A loss object must offer ``name`` and ``get_params``."""
+        check_is_fitted(self, "user_factors_")
+        params = self.get_params()
+        loss = self.loss_
+        name, loss_params = getattr(loss, "name", None), None
+        if not name or name not in losses.available() or not hasattr(loss, "get_params"):
+            raise ValueError(
+                f"the model's loss {loss!r} cannot be saved: only built-in losses are written"
+            )
+        loss_params = loss.get_params()
+        params.update(loss=name, loss_params=loss_params)
+        if not isinstance(params["random_state"], (int, type(None))):
+            params["random_state"] = None
+        params.update(callback=None, client=None)  # not part of the model
+        meta = {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "params": params,
+            "n_iter": int(self.n_iter_),
+        }
+        np.savez(
+            path,
+            meta=np.array(json.dumps(meta)),
+            user_factors=self.user_factors_,
+            item_factors=self.item_factors_,
+            user_offsets=self.user_offsets_,
+            item_offsets=self.item_offsets_,
+            objective=self.result_.objective,
+        )
+
+
+def load(path) -> CofiRank:
+    """Read a model written by :meth:`CofiRank.save`."""
+    with np.load(path, allow_pickle=False) as data:
+        try:
+            meta = json.loads(str(data["meta"]))
+        except (KeyError, ValueError):
+            raise ValueError(f"{path} is not a CofiRank model file (no readable meta)") from None
+        if meta.get("format") != FORMAT:
+            raise ValueError(
+                f"{path} is not a CofiRank model file (format {meta.get('format')!r})"
+            )
+        if meta.get("version") != FORMAT_VERSION:
+            raise ValueError(
+                f"{path} has CofiRank format version {meta.get('version')}; this package reads "
+                f"version {FORMAT_VERSION}"
+            )
+        model = CofiRank(**meta["params"])
+        model.user_factors_ = data["user_factors"]
+        model.item_factors_ = data["item_factors"]
+        model.user_offsets_ = data["user_offsets"]
+        model.item_offsets_ = data["item_offsets"]
+        objective = data["objective"]
+    model.n_users_, model.n_items_ = len(model.user_factors_), len(model.item_factors_)
+    model.loss_ = losses.get(model.loss, **(model.loss_params or {}))
+    model.n_iter_ = int(meta["n_iter"])
+    model.result_ = CofiRankResult(
+        fun=float(objective[-1]), objective=objective, nit=model.n_iter_, steps=[]
+    )
+    return model

@@ -1,0 +1,236 @@
+"""Speed of :class:`bmrm.collab.CofiRank` on a synthetic rating set shaped like MovieLens-1M.
+
+    python experiments/bench_cofirank.py [--threads 1] [--loss ndcg] [--u-step block]
+        [--time-budget 100] [--memory] [--quick]
+
+Data (generated here from ``--seed``): 6,040 users × 3,706 items; every user rates
+``--n-train`` + ``--n-test`` items (200 + 20) drawn uniformly; a rating is a low-rank
+score (rank 10, Gaussian factors) plus Gaussian noise of the same variance, cut into the
+levels 1–5 at the 10/30/60/85 % quantiles of all scores. The first 200 ratings of each user
+train, the rest test (the weak-generalisation setting of Primal-CR's MovieLens-1M figure,
+N = 200, rank 100).
+
+Measured: a warm-up fit on a small set compiles the kernels (reported apart); then one fit
+with ``--max-iter`` outer iterations at most, stopping early once the fit has used
+``--time-budget`` seconds of process CPU time (``--budget-clock wall`` for wall-clock
+seconds; on a machine shared with other jobs the CPU seconds stand for a dedicated
+core's seconds); after every outer iteration NDCG@10 on the test ratings (its time is
+excluded from the fit's seconds). Reported: wall and process-CPU seconds per outer
+iteration and per step, bundle iterations per step, and NDCG@10 against fit time.
+``--memory`` reruns two outer iterations under ``tracemalloc`` and reports the peak of
+traced allocations beside the ratings' and factors' own bytes, and the process's peak
+resident size. ``--threads`` sets numba's threads (the kernels' thread pool) and BLAS's.
+Results go to ``--out``/results.csv (one row per outer iteration) and results.md.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from experiments._common import (  # noqa: E402
+    base_parser,
+    int_at_least,
+    make_out,
+    markdown_table,
+    number,
+    progress,
+    script,
+    write_csv,
+    write_text,
+)
+
+
+def synthetic(n_users, n_items, n_rated, seed, rank=10):
+    """Ratings 1–5 from a low-rank model plus noise (module docstring), as a CSR matrix,
+    with the position of each rating among its user's draws (the first ``n_train``
+    train)."""
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(n_users, rank)) / np.sqrt(rank)
+    B = rng.normal(size=(n_items, rank))
+    items = np.argsort(rng.random((n_users, n_items)), axis=1)[:, :n_rated]
+    users = np.repeat(np.arange(n_users), n_rated)
+    items = items.ravel()
+    score = np.einsum("ij,ij->i", A[users], B[items])
+    noise = rng.normal(scale=score.std(), size=score.shape)
+    score += noise
+    cuts = np.quantile(score, [0.1, 0.3, 0.6, 0.85])
+    y = 1 + np.searchsorted(cuts, score)
+    draw = np.tile(np.arange(n_rated), n_users)
+    clean = score - noise
+    return users, items, y.astype(np.float64), draw, clean
+
+
+def matrices(n_users, n_items, n_train, n_test, seed, clean=False):
+    """(train, test) CSR matrices; with ``clean``, also the test ratings' noiseless
+    low-rank scores (in the test matrix's entry order)."""
+    users, items, y, draw, scores = synthetic(n_users, n_items, n_train + n_test, seed)
+    shape = (n_users, n_items)
+    train = draw < n_train
+    make = lambda m, v: sp.csr_matrix((v[m], (users[m], items[m])), shape=shape)  # noqa: E731
+    out = make(train, y), make(~train, y)
+    return (*out, make(~train, scores).data) if clean else out
+
+
+def set_threads(n: int) -> None:
+    import numba
+    from threadpoolctl import threadpool_limits
+
+    numba.set_num_threads(n)
+    threadpool_limits(n)
+
+
+@script
+def main(argv=None) -> int:
+    parser = base_parser("bench_cofirank", __doc__.split("\n\n")[0], data=False)
+    parser.add_argument("--threads", type=int_at_least(1), default=1)
+    parser.add_argument("--loss", default="ndcg", choices=["ndcg", "ordinal", "squared"])
+    parser.add_argument("--loss-ties", default=None, choices=["latent", "increasing"])
+    parser.add_argument("--u-step", default="block", choices=["block", "users"])
+    parser.add_argument("--lam", type=number(float, 0, low_open=True), default=10.0)
+    parser.add_argument("--rank", type=int_at_least(1), default=100)
+    parser.add_argument("--n-train", type=int_at_least(1), default=200)
+    parser.add_argument("--n-test", type=int_at_least(1), default=20)
+    parser.add_argument("--max-iter", type=int_at_least(1), default=30)
+    parser.add_argument("--step-max-iter", type=int_at_least(1), default=30)
+    parser.add_argument("--bundle-size", type=int_at_least(3), default=10)
+    parser.add_argument("--time-budget", type=number(float, 0, low_open=True), default=150.0)
+    parser.add_argument("--budget-clock", choices=["cpu", "wall"], default="cpu")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--memory", action="store_true")
+    args = parser.parse_args(argv)
+    from bmrm.collab import CofiRank
+    from losses.metrics import ndcg_score
+
+    set_threads(args.threads)
+    n_users, n_items = (300, 400) if args.quick else (6040, 3706)
+    if args.quick:
+        args.rank, args.max_iter = 5, 2
+    train, test, clean = matrices(n_users, n_items, args.n_train, args.n_test, args.seed, True)
+    test_users = np.repeat(np.arange(n_users), np.diff(test.indptr))
+    ceiling = ndcg_score(test.data, clean, test_users, k=10)
+    out = make_out(args.out)
+    loss_params = None if args.loss_ties is None else {"ties": args.loss_ties}
+    params = dict(
+        loss=args.loss,
+        loss_params=loss_params,
+        n_factors=args.rank,
+        lam=args.lam,
+        u_step=args.u_step,
+        step_max_iter=args.step_max_iter,
+        bundle_size=args.bundle_size,
+        random_state=args.seed,
+    )
+    t0 = time.perf_counter()
+    warm_train, _ = matrices(60, 80, 20, 5, args.seed)
+    CofiRank(**{**params, "n_factors": 3, "max_iter": 1}).fit(warm_train)
+    warmup = time.perf_counter() - t0
+    progress(f"warm-up (compilation) {warmup:.1f} s")
+
+    rows = []
+    clock = {"excluded": 0.0, "cpu_excluded": 0.0}
+
+    def callback(model):
+        t, c = time.perf_counter(), time.process_time()
+        res = model.result_
+        steps = res.steps[-2:]
+        rows.append(
+            {
+                "outer": res.nit,
+                "seconds": res.seconds - clock["excluded"],
+                "cpu_seconds": res.cpu_seconds - clock["cpu_excluded"],
+                "objective": res.fun,
+                "ndcg10": model.score(test, k=10),
+                "u_seconds": steps[0]["seconds"],
+                "v_seconds": steps[1]["seconds"],
+                "u_cpu": steps[0]["cpu_seconds"],
+                "v_cpu": steps[1]["cpu_seconds"],
+                "u_nit": steps[0]["nit"],
+                "v_nit": steps[1]["nit"],
+                "u_rel_gap": steps[0]["rel_gap"],
+                "v_rel_gap": steps[1]["rel_gap"],
+            }
+        )
+        r = rows[-1]
+        progress(
+            f"outer {r['outer']}: {r['seconds']:.1f} s (cpu {r['cpu_seconds']:.1f}), "
+            f"J {r['objective']:.6g}, NDCG@10 {r['ndcg10']:.4f}, U {r['u_seconds']:.2f} s "
+            f"/{r['u_nit']} it, V {r['v_seconds']:.2f} s /{r['v_nit']} it"
+        )
+        clock["excluded"] += time.perf_counter() - t
+        clock["cpu_excluded"] += time.process_time() - c
+        if r["cpu_seconds" if args.budget_clock == "cpu" else "seconds"] >= args.time_budget:
+            raise StopIteration
+
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = CofiRank(**params, max_iter=args.max_iter, callback=callback).fit(train)
+    tag = f"{args.loss}{'' if args.loss_ties is None else '_' + args.loss_ties}"
+    tag += f"_{args.u_step}_t{args.threads}"
+    write_csv(out / "results.csv", rows)
+    per_outer = np.diff([0.0] + [r["seconds"] for r in rows])
+    cpu_outer = np.diff([0.0] + [r["cpu_seconds"] for r in rows])
+    lines = [
+        f"# CofiRank benchmark ({tag}; {n_users} users × {n_items} items, "
+        f"{train.nnz} training ratings, rank {args.rank}, lam {args.lam})",
+        "",
+        f"warm-up (compilation) {warmup:.1f} s; status: {model.result_.message}; NDCG@10 "
+        f"of the generating model's noiseless scores: {ceiling:.4f}",
+        f"median seconds per outer iteration {np.median(per_outer):.2f} "
+        f"(CPU {np.median(cpu_outer):.2f}); U step {np.median([r['u_seconds'] for r in rows]):.2f}"
+        f" s, V step {np.median([r['v_seconds'] for r in rows]):.2f} s",
+        "",
+        markdown_table(
+            ["outer", "seconds", "CPU s", "J", "NDCG@10", "U s", "U it", "V s", "V it"],
+            [
+                [
+                    r["outer"],
+                    f"{r['seconds']:.1f}",
+                    f"{r['cpu_seconds']:.1f}",
+                    f"{r['objective']:.6g}",
+                    r["ndcg10"],
+                    f"{r['u_seconds']:.2f}",
+                    r["u_nit"],
+                    f"{r['v_seconds']:.2f}",
+                    r["v_nit"],
+                ]
+                for r in rows
+            ],  # fmt: skip
+        ),
+    ]
+    if args.memory:
+        data_bytes = train.data.nbytes + train.indices.nbytes + train.indptr.nbytes
+        factor_bytes = (n_users + n_items) * args.rank * 8
+        tracemalloc.start()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            CofiRank(**params, max_iter=2).fit(train)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        lines += [
+            "",
+            f"memory: traced peak {peak / 2**20:.1f} MiB during a 2-iteration fit; ratings "
+            f"(CSR) {data_bytes / 2**20:.1f} MiB + factors {factor_bytes / 2**20:.1f} MiB = "
+            f"{(data_bytes + factor_bytes) / 2**20:.1f} MiB (ratio "
+            f"{peak / (data_bytes + factor_bytes):.2f}); process peak RSS {maxrss:.0f} MiB",
+        ]
+    text = "\n".join(lines) + "\n"
+    write_text(out / "results.md", text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

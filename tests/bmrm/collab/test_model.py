@@ -1,0 +1,309 @@
+"""CofiRank's objective, step oracles, monotone fit, predictions and model files, against
+dense references (U Vᵀ on small matrices, ``losses.risk`` per user, brute-force NDCG)."""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import losses
+from bmrm.collab import CofiRank, load
+from bmrm.collab._ratings import check_ratings
+from bmrm.collab.model import _convexified, _Problem, block_oracle, user_oracle
+
+LOSSES = [
+    ("ndcg", None),
+    ("ndcg", {"ties": "increasing"}),
+    ("ordinal", None),
+    ("squared", None),
+    ("listnet", None),
+]
+
+
+def random_ratings(seed, n_users=9, n_items=12, density=0.5, levels=5, zeros=True):
+    """A users × items CSR matrix with graded ratings, some users with one rating or none,
+    an item nobody rated, and explicit zero ratings."""
+    rng = np.random.default_rng(seed)
+    mask = rng.random((n_users, n_items)) < density
+    mask[0] = False  # a user without ratings
+    mask[1] = False
+    mask[1, 3] = True  # a user with one rating
+    mask[:, -1] = False  # an item nobody rated
+    y = rng.integers(0 if zeros else 1, levels, size=(n_users, n_items))
+    rows, cols = np.nonzero(mask)
+    return sp.csr_matrix((y[rows, cols].astype(float), (rows, cols)), shape=(n_users, n_items))
+
+
+def fitted(loss, params, ratings, offsets=False, seed=0, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return CofiRank(
+            loss=loss, loss_params=params, n_factors=3, lam=kw.pop("lam", 0.5),
+            offsets=offsets, random_state=seed, max_iter=kw.pop("max_iter", 4), **kw,
+        ).fit(ratings)  # fmt: skip
+
+
+def dense_risk(loss, params, ratings, U, V, b, c):
+    """Σ_users l(f_i, y_i) by losses.risk on each user's row of U Vᵀ + b + c (a pointwise
+    loss's risk is a mean over the user's ratings, so times their number)."""
+    F = U @ V.T + b[:, None] + c[None, :]
+    total = 0.0
+    G = np.zeros_like(F)
+    obj = losses.get(loss, **(params or {}))
+    for i in range(ratings.shape[0]):
+        s, e = ratings.indptr[i], ratings.indptr[i + 1]
+        if e == s:
+            continue
+        items = ratings.indices[s:e]
+        value, grad = losses.risk(obj, F[i, items], ratings.data[s:e])
+        scale = (e - s) if getattr(obj, "pointwise", False) else 1.0
+        total += scale * value
+        G[i, items] = scale * grad
+    return total, G
+
+
+@pytest.mark.parametrize("loss, params", LOSSES)
+@pytest.mark.parametrize("offsets", [False, True])
+@pytest.mark.parametrize("seed", range(3))
+def test_objective_is_the_sum_over_users_plus_penalty(loss, params, offsets, seed):
+    ratings = random_ratings(seed)
+    model = fitted(loss, params, ratings, offsets=offsets, seed=seed, max_iter=1)
+    rng = np.random.default_rng(seed + 100)
+    model.user_factors_ = rng.normal(size=model.user_factors_.shape)
+    model.item_factors_ = rng.normal(size=model.item_factors_.shape)
+    if offsets:
+        model.user_offsets_ = rng.normal(size=model.n_users_)
+        model.item_offsets_ = rng.normal(size=model.n_items_)
+    U, V = model.user_factors_, model.item_factors_
+    b, c = model.user_offsets_, model.item_offsets_
+    risk, _ = dense_risk(loss, params, ratings, U, V, b, c)
+    penalty = (U**2).sum() + (V**2).sum() + ((b**2).sum() + (c**2).sum() if offsets else 0.0)
+    assert model.objective(ratings) == pytest.approx(risk + 0.5 * 0.5 * penalty, rel=1e-12)
+
+
+@pytest.mark.parametrize("loss, params", LOSSES)
+@pytest.mark.parametrize("offsets", [False, True])
+@pytest.mark.parametrize("seed", range(3))
+def test_block_oracles_match_the_dense_reference(loss, params, offsets, seed):
+    ratings = random_ratings(seed)
+    R = check_ratings(ratings)
+    obj = losses.get(loss, **(params or {}))
+    problem = _Problem(R, obj)
+    rng = np.random.default_rng(seed)
+    U, V = rng.normal(size=(9, 3)), rng.normal(size=(12, 3))
+    b, c = rng.normal(size=9) * offsets, rng.normal(size=12) * offsets
+    prepared = _convexified(problem.prepared, problem.scores(U, V, b, c).copy())
+    for which in ("U", "V"):
+        oracle, w0, unpack = block_oracle(problem, which, U, V, b, c, offsets, prepared)
+        M, o = unpack(w0)
+        # rows without ratings (user 0, item 11) are left out of w: 0 in the factors
+        active = np.diff(R.indptr if which == "U" else problem.item_ptr) > 0
+        assert not active.all()
+        np.testing.assert_array_equal(M[active], (U if which == "U" else V)[active])
+        np.testing.assert_array_equal(M[~active], 0.0)
+        risk, a = oracle(w0)
+        # the latent loss's surrogate equals the loss at the point it is built at
+        ref, G = dense_risk(loss, params, ratings, U, V, b, c)
+        assert risk == pytest.approx(ref, rel=1e-12)
+        if which == "U":
+            ref_grad = [(G @ V)[active].ravel()] + ([G.sum(axis=1)[active]] if offsets else [])
+        else:
+            ref_grad = [(G.T @ U)[active].ravel()] + ([G.sum(axis=0)[active]] if offsets else [])
+        np.testing.assert_allclose(a, np.concatenate(ref_grad), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("offsets", [False, True])
+@pytest.mark.parametrize("loss", ["squared", "listnet"])
+def test_step_gradients_match_finite_differences(loss, offsets):
+    ratings = random_ratings(4)
+    R = check_ratings(ratings)
+    problem = _Problem(R, losses.get(loss))
+    rng = np.random.default_rng(1)
+    U, V = rng.normal(size=(9, 3)), rng.normal(size=(12, 3))
+    b, c = rng.normal(size=9), rng.normal(size=12)
+    for which in ("U", "V"):
+        oracle, w0, _ = block_oracle(problem, which, U, V, b, c, offsets, problem.prepared)
+        _, a = oracle(w0)
+        h = 1e-6
+        numeric = np.array(
+            [(oracle(w0 + h * e)[0] - oracle(w0 - h * e)[0]) / (2 * h) for e in np.eye(len(w0))]
+        )
+        np.testing.assert_allclose(a, numeric, rtol=1e-6, atol=1e-6)
+    # one user's oracle against the block oracle's rows of that user
+    i = 2
+    s, e = R.indptr[i], R.indptr[i + 1]
+    items = R.indices[s:e]
+    part = losses.prepare(losses.get(loss), R.data[s:e])
+    oracle = user_oracle(V[items], c[items], part, offsets)
+    w = np.append(U[i], b[i]) if offsets else U[i]
+    risk, a = oracle(w)
+    F = U @ V.T + (b[:, None] if offsets else 0.0) + c[None, :]  # b is a variable only
+    ref_value, ref_g = losses.risk(loss, F[i, items], R.data[s:e])
+    scale = (e - s) if loss == "squared" else 1.0
+    assert risk == pytest.approx(scale * ref_value, rel=1e-12)
+    ref = V[items].T @ (scale * ref_g)
+    np.testing.assert_allclose(
+        a, np.append(ref, scale * ref_g.sum()) if offsets else ref, rtol=1e-12, atol=1e-14
+    )
+
+
+@pytest.mark.parametrize("loss, params", LOSSES)
+@pytest.mark.parametrize("u_step", ["block", "users"])
+@pytest.mark.parametrize("offsets", [False, True])
+def test_objective_never_increases(loss, params, u_step, offsets):
+    for seed in range(2):
+        ratings = random_ratings(seed, n_users=15, n_items=14, density=0.6)
+        model = fitted(
+            loss, params, ratings, offsets=offsets, seed=seed, u_step=u_step, max_iter=6,
+            step_max_iter=5,
+        )  # fmt: skip
+        res = model.result_
+        per_step = np.array([res.objective[0]] + [s["objective"] for s in res.steps])
+        assert np.all(np.diff(per_step) <= 0.0)
+        assert np.all(np.diff(res.objective) <= 0.0)
+        assert res.objective[0] > res.objective[-1]
+        # the reported objective is J at the fitted factors
+        assert model.objective(ratings) == pytest.approx(res.fun, rel=1e-12)
+        for step in res.steps:
+            assert step["gap"] >= -1e-9 * (1 + abs(step["objective"]))
+
+
+@pytest.mark.parametrize("u_step", ["block", "users"])
+def test_empty_rows_get_zero_factors_and_steps_stop_by_their_rule(u_step):
+    ratings = random_ratings(3, n_users=12, n_items=10)
+    model = fitted("squared", None, ratings, max_iter=8, step_tol=0.3, tol=1e-4, u_step=u_step)
+    np.testing.assert_array_equal(model.user_factors_[0], 0.0)  # rated nothing
+    np.testing.assert_array_equal(model.item_factors_[-1], 0.0)  # rated by nobody
+    res = model.result_
+    before = [res.objective[0]] + [s["objective"] for s in res.steps[:-1]]
+    for J0, step in zip(before, res.steps, strict=True):
+        if u_step == "users" and step["step"] == "U":
+            continue  # the rule holds per user
+        stopped_by_rule = step["gap"] <= 0.3 * (J0 - step["objective"]) + 1e-12
+        assert stopped_by_rule or step["rel_gap"] <= 1e-4 or step["nit"] == 30
+
+
+def test_lam_above_the_gradient_norm_at_zero_gives_zero_factors():
+    """By trace-norm duality F = 0 is optimal when lam >= ‖∇L(0)‖₂; the fit gets there."""
+    ratings = random_ratings(5, n_users=20, n_items=15, density=0.7)
+    zero_risk, G = dense_risk("ordinal", None, ratings, np.zeros((20, 1)), np.zeros((15, 1)),
+                              np.zeros(20), np.zeros(15))  # fmt: skip
+    norm = np.linalg.norm(G, 2)
+    model = fitted("ordinal", None, ratings, max_iter=40, lam=2 * norm)
+    F = model.user_factors_ @ model.item_factors_.T
+    assert np.abs(F).max() < 1e-2
+    assert zero_risk <= model.result_.fun <= zero_risk * (1 + 1e-2)
+
+
+def test_predict_recommend_and_score_against_references():
+    ratings = random_ratings(6, n_users=10, n_items=12)
+    model = fitted("ndcg", None, ratings, offsets=True)
+    rng = np.random.default_rng(0)
+    model.user_offsets_ = rng.normal(size=10)
+    model.item_offsets_ = rng.normal(size=12)
+    F = model.user_factors_ @ model.item_factors_.T
+    F += model.user_offsets_[:, None] + model.item_offsets_[None, :]
+    users, items = rng.integers(0, 10, 30), rng.integers(0, 12, 30)
+    np.testing.assert_allclose(model.predict(users, items), F[users, items], rtol=1e-12)
+    # recommend: argsort of the dense row without the excluded items
+    top = model.recommend(np.arange(10), k=4, exclude=ratings)
+    dense = ratings.toarray()
+    rated = np.zeros_like(dense, dtype=bool)
+    rated[np.repeat(np.arange(10), np.diff(ratings.indptr)), ratings.indices] = True
+    for i in range(10):
+        free = [j for j in np.argsort(-F[i], kind="stable") if not rated[i, j]]
+        assert list(top[i]) == (free + [-1] * 4)[:4]
+    # k larger than the items left: padded with -1
+    full = model.recommend([2], k=12, exclude=ratings)
+    assert (full[0] == -1).sum() == rated[2].sum()
+    # score: NDCG@k with gain 2^r - 1, discount 1/log2(i + 2), k capped, mean over users
+    test = random_ratings(7, n_users=10, n_items=12)
+    for k in (1, 3, 10):
+        values = []
+        for i in range(10):
+            s, e = test.indptr[i], test.indptr[i + 1]
+            if e == s:
+                continue
+            y, f = test.data[s:e], F[i, test.indices[s:e]]
+            kk = min(k, e - s)
+            gains = 2.0 ** y[np.argsort(-f)][:kk] - 1
+            ideal = 2.0 ** np.sort(y)[::-1][:kk] - 1
+            disc = 1 / np.log2(np.arange(kk) + 2)
+            values.append((gains @ disc) / (ideal @ disc) if ideal.sum() > 0 else 0.0)
+        assert model.score(test, k=k) == pytest.approx(np.mean(values), rel=1e-12)
+    linear = model.score(test, k=3, gain="linear")
+    assert linear != model.score(test, k=3)
+
+
+def test_predict_and_score_refuse_bad_input():
+    ratings = random_ratings(6)
+    model = fitted("squared", None, ratings)
+    with pytest.raises(ValueError, match="equal lengths"):
+        model.predict([0, 1], [0])
+    with pytest.raises(ValueError, match=r"items must lie in \[0, 12\)"):
+        model.predict([0], [12])
+    with pytest.raises(ValueError, match="k must be an integer"):
+        model.recommend([0], k=0)
+    with pytest.raises(ValueError, match="outside the shape"):
+        model.score((np.array([0]), np.array([20]), np.array([1.0])))
+    with pytest.raises(ValueError, match="no rating"):
+        CofiRank().fit(sp.csr_matrix((3, 3)))
+
+
+def test_explicit_zero_ratings_are_ratings():
+    rows, cols = np.array([0, 0, 0, 1, 1]), np.array([0, 1, 2, 0, 2])
+    y = np.array([0.0, 2.0, 0.0, 1.0, 0.0])
+    ratings = sp.csr_matrix((y, (rows, cols)), shape=(2, 3))
+    assert ratings.nnz == 5
+    model = fitted("squared", None, ratings, max_iter=2)
+    U, V = model.user_factors_, model.item_factors_
+    F = U @ V.T
+    ref = 0.5 * ((F[rows, cols] - y) ** 2).sum() + 0.25 * ((U**2).sum() + (V**2).sum())
+    assert model.objective(ratings) == pytest.approx(ref, rel=1e-12)
+
+
+def test_save_and_load(tmp_path):
+    ratings = random_ratings(8)
+    model = fitted("ndcg", {"k": 5, "ties": "increasing"}, ratings, offsets=True)
+    path = tmp_path / "model.npz"
+    model.save(path)
+    back = load(path)
+    assert back.get_params() == {**model.get_params(), "loss_params": back.loss_params}
+    assert back.loss_.get_params() == model.loss_.get_params()
+    users, items = np.arange(9).repeat(12), np.tile(np.arange(12), 9)
+    np.testing.assert_array_equal(back.predict(users, items), model.predict(users, items))
+    np.testing.assert_array_equal(back.result_.objective, model.result_.objective)
+    assert back.score(ratings) == model.score(ratings)
+    np.savez(tmp_path / "other.npz", a=np.zeros(2))
+    with pytest.raises(ValueError, match="not a CofiRank model file"):
+        load(tmp_path / "other.npz")
+
+
+def test_fold_in_fits_new_users_with_items_fixed():
+    """Squared loss: a folded-in user's factors are the ridge solution
+    (V_Ωᵀ V_Ω + λI)⁻¹ V_Ωᵀ y."""
+    ratings = random_ratings(9, n_users=12, n_items=10, density=0.8)
+    dense = ratings.toarray()
+    rated = np.zeros_like(dense, dtype=bool)
+    rated[np.repeat(np.arange(12), np.diff(ratings.indptr)), ratings.indices] = True
+    new = [10, 11]
+    train = sp.csr_matrix(ratings.multiply(0))
+    keep = ~np.isin(np.repeat(np.arange(12), np.diff(ratings.indptr)), new)
+    rows = np.repeat(np.arange(12), np.diff(ratings.indptr))
+    train = sp.csr_matrix(
+        (ratings.data[keep], (rows[keep], ratings.indices[keep])), shape=ratings.shape
+    )
+    fold = sp.csr_matrix(
+        (ratings.data[~keep], (rows[~keep], ratings.indices[~keep])), shape=ratings.shape
+    )
+    model = fitted("squared", None, train, tol=1e-10, step_max_iter=300)
+    V = model.item_factors_.copy()
+    before = model.user_factors_.copy()
+    model.fold_in(fold)
+    np.testing.assert_array_equal(model.item_factors_, V)
+    np.testing.assert_array_equal(model.user_factors_[:10], before[:10])
+    for i in new:
+        Vi = V[rated[i]]
+        ref = np.linalg.solve(Vi.T @ Vi + 0.5 * np.eye(3), Vi.T @ dense[i, rated[i]])
+        np.testing.assert_allclose(model.user_factors_[i], ref, rtol=1e-4, atol=1e-4)
