@@ -56,7 +56,7 @@ from bmrm.scorers import ExpectedGainScorer
 from bmrm.solver.masters import _cvxpy
 from bmrm.solver.scorer_oracle import check_nonconvex
 from bmrm.warmup import warmup
-from losses._weights import check_sample_weight
+from losses import check_sample_weight
 from losses.metrics import CONVENTIONS, METRICS
 from losses.preference import PAIR_COSTS, pairs_from_labels
 from losses.validation import check_int, check_positive
@@ -309,7 +309,7 @@ def _load_data(path: str, query_file: str | None = None, *, groups: bool = True)
 
 def _check_weights(weights, n_rows: int, qid, loss, args) -> None:
     """The weights of ``--weight-file``: one per row of TRAIN, not all zero, and equal
-    within each query for a query loss (:func:`losses._weights.check_sample_weight`)."""
+    within each query for a query loss (:func:`losses.check_sample_weight`)."""
     where = f"--weight-file {args.weight_file}"
     if weights.shape[0] != n_rows:
         raise ValueError(
