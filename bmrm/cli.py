@@ -373,9 +373,9 @@ def _load_data(path: str, query_file: str | None = None, *, groups: bool = True)
 
 def _check_weights(weights, n_rows: int, qid, loss, args) -> None:
     """The weights of ``--weight-file``: one per row of TRAIN, not all zero, and equal
-    within each query for a query loss (:func:`losses._weights.check_sample_weight`)."""
+    within each query for a query loss (:func:`losses.check_sample_weight`)."""
     import losses
-    from losses._weights import check_sample_weight
+    from losses import check_sample_weight
 
     where = f"--weight-file {args.weight_file}"
     if weights.shape[0] != n_rows:
@@ -703,6 +703,8 @@ def _summary(r) -> str:
     """The final line: a bundle-method certificate, or another method's own figures."""
     if "gap" in r and "total_seconds" in r:
         method = f" of {r.method}" if "method" in r else ""
+        # compilation apart from training, as bmrm.fit reports it (compile_seconds)
+        compiling = float(r.get("compile_seconds", 0.0))
         return (
             f"objective {r.fun:.10g}, gap {r.gap:.3e}, {r.nit} iterations{method}, "
             f"{_seconds(r, r.total_seconds)} ({r.message})"

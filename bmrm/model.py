@@ -46,7 +46,7 @@ from bmrm.solver.methods.nrbm import NRBM
 from bmrm.solver.oracle import RiskOracle
 from bmrm.solver.regularizers import Regularizer, from_spec, make_regularizer
 from bmrm.solver.scorer_oracle import check_nonconvex, fit_nonconvex
-from losses._weights import check_sample_weight
+from losses import check_sample_weight
 from losses.validation import check_int, check_positive
 
 __all__ = ["LinearModel", "fit", "load", "save"]
