@@ -703,8 +703,6 @@ def _summary(r) -> str:
     """The final line: a bundle-method certificate, or another method's own figures."""
     if "gap" in r and "total_seconds" in r:
         method = f" of {r.method}" if "method" in r else ""
-        # compilation apart from training, as bmrm.fit reports it (compile_seconds)
-        compiling = float(r.get("compile_seconds", 0.0))
         return (
             f"objective {r.fun:.10g}, gap {r.gap:.3e}, {r.nit} iterations{method}, "
             f"{_seconds(r, r.total_seconds)} ({r.message})"
