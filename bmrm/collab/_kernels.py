@@ -3,7 +3,7 @@
 
 Every kernel takes a half-open range ``[start, stop)`` of users (or items) first, is
 compiled with ``nogil=True`` and writes only the rows of that range, so that
-:func:`losses._threads.run_queries` spreads it over threads with the same result for any
+:func:`losses.parallel.run_queries` spreads it over threads with the same result for any
 number of threads.
 """
 

@@ -17,7 +17,7 @@ import losses
 from bmrm.collab._ratings import Ratings
 from bmrm.collab.model import StepSettings, solve_users
 from bmrm.distributed import resolve_client
-from losses._threads import block_bounds, thread_limit
+from losses.parallel import block_bounds, thread_limit
 
 __all__ = ["DaskUserStep"]
 

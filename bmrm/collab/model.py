@@ -85,7 +85,7 @@ import losses
 from bmrm import minimize_bmrm
 from bmrm.collab import _kernels
 from bmrm.collab._ratings import Ratings, check_ratings
-from losses._threads import run_queries
+from losses.parallel import run_queries
 from losses.metrics import ndcg_score
 
 __all__ = ["CofiRank", "CofiRankResult", "load"]
