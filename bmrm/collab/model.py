@@ -85,8 +85,8 @@ import losses
 from bmrm import minimize_bmrm
 from bmrm.collab import _kernels
 from bmrm.collab._ratings import Ratings, check_ratings
-from losses.parallel import run_queries
 from losses.metrics import ndcg_score
+from losses.parallel import run_queries
 
 __all__ = ["CofiRank", "CofiRankResult", "load"]
 
