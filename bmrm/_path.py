@@ -132,7 +132,7 @@ def _carries_planes(loss, fit_params) -> bool:
     loss_obj = losses.get(loss, **(fit_params.get("loss_params") or {}))
     if getattr(loss_obj, "latent", False) or getattr(loss_obj, "convex", True) is not True:
         return False
-    scorer = fit_params.get("scorer")
+    scorer = fit_params.get("ranking_function", fit_params.get("scorer"))
     return (
         scorer is None
         or type(scorer) is LinearScorer
