@@ -23,9 +23,11 @@ def predict(f, thresholds, levels):
 
 
 def brute_force_best(f, y, levels, method):
-    """Least cost over all non-decreasing thresholds placed at −inf, +inf or a midpoint."""
+    """Least cost over all non-decreasing thresholds placed at −inf, +inf or a distinct
+    score but the largest: θ = s_i splits s_i (below, as θ < f is strict) from s_{i+1}, also
+    for adjacent floats, whose midpoint rounds to one of them."""
     s = np.unique(f)
-    candidates = np.concatenate(([-np.inf], (s[1:] + s[:-1]) / 2, [np.inf]))
+    candidates = np.concatenate(([-np.inf], s[:-1], [np.inf]))
     return min(
         cost(predict(f, np.array(theta), levels), y, method)
         for theta in itertools.combinations_with_replacement(candidates, len(levels) - 1)
@@ -247,10 +249,10 @@ def weighted_cost(pred, y, s, method):
 
 
 def weighted_brute_force_best(f, y, s, levels, method):
-    """Least weighted cost over all non-decreasing thresholds at −inf, +inf or a midpoint
-    of the distinct scores."""
+    """Least weighted cost over all non-decreasing thresholds at −inf, +inf or a distinct
+    score but the largest (as in :func:`brute_force_best`)."""
     u = np.unique(f)
-    candidates = np.concatenate(([-np.inf], (u[1:] + u[:-1]) / 2, [np.inf]))
+    candidates = np.concatenate(([-np.inf], u[:-1], [np.inf]))  # as in brute_force_best
     return min(
         weighted_cost(predict(f, np.array(theta), levels), y, s, method)
         for theta in itertools.combinations_with_replacement(candidates, len(levels) - 1)
