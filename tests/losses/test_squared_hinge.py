@@ -52,7 +52,8 @@ def test_many_random_queries_match_brute_force(cost_name, normalize, weighted):
         assert_close(values[q], ref_loss, y)
         assert_close(grad[rows], ref_grad, y)
         assert_close(hd[rows], ref_H @ d[rows], y)
-    assert np.all(values >= metric - 1e-12)
+    # the bound holds with equality for pairs tied in f (r = 1): up to rounding
+    assert np.all(values >= metric * (1.0 - 1e-11) - 1e-12)
 
 
 @pytest.mark.parametrize("cost_name", ["zero_one", "linear", "matrix"])
