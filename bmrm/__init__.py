@@ -13,6 +13,7 @@ from bmrm._path import path
 from bmrm._version import __version__
 from bmrm.model import LinearModel, fit, load
 from bmrm.solver.loop import BMRMResult, minimize_bmrm
+from bmrm.warmup import warmup
 
 _ESTIMATORS = ("BMRMClassifier", "BMRMRanker", "BMRMRegressor", "OrdinalRegressor")
 
@@ -29,6 +30,7 @@ __all__ = [
     "load",
     "minimize_bmrm",
     "path",
+    "warmup",
 ]
 
 

@@ -8,8 +8,8 @@ import losses
 from bmrm._validation import check_lam, check_loss_params
 from bmrm.model import LinearModel, fit
 from bmrm.scorers import LinearScorer
-from bmrm.solver.methods import CarriedPlanes, auto_method, check_method
-from bmrm.solver.nrbm import NRBM
+from bmrm.solver.methods import CarriedPlanes, auto_method, check_method, get_method
+from bmrm.solver.methods.nrbm import NRBM
 from bmrm.solver.regularizers import make_regularizer
 
 __all__ = ["path"]
@@ -76,11 +76,11 @@ def path(X, y, loss="squared", qid=None, *, lams, method=None, **fit_params) -> 
     by_nrbm = (isinstance(method, str) and method == "nrbm") or isinstance(method, NRBM)
     carry = not by_nrbm and _carries_planes(loss, fit_params)
     # a method a bundle fit cannot use ("lbfgs" for a convex loss) is refused here
-    carrier = CarriedPlanes(method, None) if carry else None
+    carrier = CarriedPlanes(get_method(method), None) if carry else None
     w0 = None
     for lam in lams_arr:
         if carry:
-            carrier = CarriedPlanes(method, carrier.bundle)
+            carrier = CarriedPlanes(get_method(method), carrier.bundle)
             model = fit(X, y, loss, qid, lam=float(lam), w0=w0, method=carrier, **fit_params)
         else:
             model = fit(X, y, loss, qid, lam=float(lam), w0=w0, method=requested, **fit_params)

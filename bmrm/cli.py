@@ -6,6 +6,7 @@ In the spirit of SVM^rank's ``svm_rank_learn`` and ``svm_rank_classify``::
                [--scorer expected_gain [--clip-eps EPS]] [--weight-file W] [...]
     bmrm predict TEST.svmlight MODEL PREDICTIONS
     bmrm evaluate TEST.svmlight PREDICTIONS|MODEL [--metric ndcg@10 ...] [--convention exp]
+    bmrm warmup [--losses ordinal ndcg ...]
 
 Data files are svmlight / LETOR files (``<label> qid:<q> <index>:<value> ... # comment``)
 with one-based feature indices, as SVM^rank and LETOR write them; a file without ``qid:``
@@ -36,6 +37,7 @@ import os
 import stat
 import sys
 import tempfile
+import time
 import warnings
 from collections.abc import Callable, Sequence
 
@@ -53,6 +55,7 @@ from bmrm.model import load as load_model
 from bmrm.scorers import ExpectedGainScorer
 from bmrm.solver.masters import _cvxpy
 from bmrm.solver.scorer_oracle import check_nonconvex
+from bmrm.warmup import warmup
 from losses._weights import check_sample_weight
 from losses.metrics import CONVENTIONS, METRICS
 from losses.preference import PAIR_COSTS, pairs_from_labels
@@ -237,6 +240,16 @@ def _parser() -> argparse.ArgumentParser:
         "--query-file",
         default=None,
         help="group sizes of a file without qid: (default: TEST.query if it exists)",
+    )
+
+    warm = commands.add_parser(
+        "warmup",
+        help="compile the numba kernels of the built-in losses and the solver ahead of use",
+        description="Compile (or load from numba's cache) the kernels that fits of the "
+        "built-in losses use (bmrm.warmup); print the seconds per loss.",
+    )
+    warm.add_argument(
+        "--losses", nargs="+", choices=LOSSES, default=None, help="default: every built-in loss"
     )
     return parser
 
@@ -674,7 +687,14 @@ def _reason(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
-_COMMANDS = {"train": _train, "predict": _predict, "evaluate": _evaluate}
+def _warmup(args) -> None:
+    start = time.perf_counter()
+    for name, seconds in warmup(args.losses).items():
+        print(f"{name:<18} {seconds:8.2f} s compiling")
+    print(f"{'total':<18} {time.perf_counter() - start:8.2f} s")
+
+
+_COMMANDS = {"train": _train, "predict": _predict, "evaluate": _evaluate, "warmup": _warmup}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -26,18 +26,16 @@ from bmrm._validation import (
 )
 from bmrm.io.model_files import BMRM_RESULT, ModelRecord, read_model_file, write_model_file
 from bmrm.scorers import ExpectedGainScorer, LinearScorer, get_scorer
-from bmrm.solver import compile_ahead
 from bmrm.solver.cccp import minimize_cccp
 from bmrm.solver.compile_clock import CompileClock
 from bmrm.solver.loop import HISTORY_FIELDS, BMRMResult, minimize_bmrm
 from bmrm.solver.masters import _cvxpy
 from bmrm.solver.methods import check_method
-from bmrm.solver.nrbm import NRBM
-from bmrm.solver.oracle import RiskOracle, own_products_dtype
+from bmrm.solver.methods.nrbm import NRBM
+from bmrm.solver.oracle import RiskOracle
 from bmrm.solver.regularizers import Regularizer, from_spec, make_regularizer
 from bmrm.solver.scorer_oracle import check_nonconvex, fit_nonconvex
 from losses._weights import check_sample_weight
-from losses.listwise import NDCGLoss, NERULoss
 from losses.validation import check_int, check_positive
 
 __all__ = ["LinearModel", "fit", "load", "save"]
@@ -556,7 +554,7 @@ def fit(
         MQ2008, ``experiments/bench_l1.py``) and plain BMRM otherwise
         (:func:`bmrm.solver.methods.auto_method`).
         For a non-convex objective (a non-linear scorer, or a loss with ``convex = False``
-        such as "warp" or "cosine") only ``"nrbm"`` (:mod:`bmrm.solver.nrbm`, any loss) and
+        such as "warp" or "cosine") only ``"nrbm"`` (:mod:`bmrm.solver.methods.nrbm`, any loss) and
         ``"lbfgs"`` (smooth objectives) are valid; ``"auto"`` is L-BFGS where the objective
         is smooth and NRBM otherwise (see ``experiments/bench_nonconvex.py``). For a latent
         loss ("ndcg", "neru" with ``ties="latent"``) ``"nrbm"`` replaces the concave-convex
@@ -742,18 +740,6 @@ def fit(
                     f"scorer's parameters); got shape {shape}"
                 )
             w0 = check_w0(w0, d if shape == (d,) else n_params, fit_intercept)
-        if regularizer.qp and master in ("auto", "qp") and not nonconvex:
-            # with a cold cache a second process compiles the master QP meanwhile
-            starts_ordinal = getattr(loss_obj, "latent", False) and w0 is None
-            compile_ahead.start(
-                ordinal=starts_ordinal,
-                latent=starts_ordinal and isinstance(loss_obj, (NDCGLoss, NERULoss)),
-                dtype=own_products_dtype(X) if backend == "local" else "",
-                ranking=qid is not None,
-                # the structured kernel reaches the stable sort late (the pair formulation's
-                # kernel at once, before the helper could have it)
-                listwise=isinstance(loss_obj, (NDCGLoss, NERULoss)) and loss_obj.ties != "pairs",
-            )
         clock = CompileClock()
         if backend == "local":
             with clock:

@@ -1,7 +1,6 @@
 """First-run benchmark: compile time, cache loading and import time, as a new user meets them.
 
     python experiments/bench_first_run.py [--losses ordinal ndcg ...] [--repeats 1]
-                                          [--compile-ahead auto|on|off]
                                           [--no-demo] [--out results/bench_first_run]
 
 Every measurement runs in a fresh interpreter (``sys.executable``), so nothing compiled or
@@ -16,22 +15,21 @@ imported by this script can help it:
 
    * ``cold``: the first fit in a process whose ``NUMBA_CACHE_DIR`` is a new empty folder;
    * ``second``: a second, identical fit in that same process;
-   * ``warm``: the first fit in a new process with the cache the cold process left.
+   * ``warm``: the first fit in a new process with the cache the cold process left;
+   * ``warmed up``: the first fit in a new process whose empty cache ``python -m bmrm
+     warmup`` filled beforehand (its seconds reported as ``warmup``).
 
    Also recorded: the seconds numba spent compiling during the cold fit (wall-clock time
    inside numba's compiler, from its ``numba:compile`` events; a loaded cache entry is not
    compiled and not counted), per compiled function the CPU seconds of its own compilation
    in the fit's process (callees excluded; ``kernels.csv``, the largest in ``results.md``),
-   the seconds the fit waited for the helper process that compiles the master QP, the
-   objective, the iterations and oracle calls of each fit, the CPU seconds of the whole
-   process with its children (``process_cpu_seconds``: the helper that compiles the master
-   QP on a cold cache, :mod:`bmrm.solver.compile_ahead`, included), and the machine's load
-   average over the last minute when the process started (``load``: wall times mean little
-   unless it is below the number of CPUs).
-   ``--compile-ahead`` sets ``BMRM_COMPILE_AHEAD`` for the fits: ``auto`` (unset: the
-   helper runs when a CPU is idle), ``on`` (always on a cold cache) or ``off`` (never).
+   the objective, the iterations and oracle calls of each fit, the CPU seconds of the whole
+   process (``process_cpu_seconds``), and the machine's load average over the last minute
+   when the process started (``load``: wall times mean little unless it is below the
+   number of CPUs).
 3. ``python -m bmrm.demo`` in a fresh process with an empty cache: wall-clock time and the
-   printed table, and again with the cache it left.
+   printed table, again with the cache it left, and in a fresh process with an empty cache
+   after ``python -m bmrm warmup``.
 
 Writes ``results.csv`` (one row per measurement and repetition) and ``results.md``.
 """
@@ -41,6 +39,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -113,17 +112,6 @@ class _Clock(event.Listener):
         kernel_seconds[name] = kernel_seconds.get(name, 0.0) + spent - inner
 event.register("numba:compile", _Clock())
 
-# wall seconds the fit waited for the helper compiling the master QP (cold cache only), and
-# this process's CPU seconds when it began to wait
-waited, cpu_at_wait = [0.0], [float("nan")]
-class _Wait(event.Listener):
-    def on_start(self, ev):
-        self.t = time.perf_counter()
-        cpu_at_wait[0] = time.process_time()
-    def on_end(self, ev):
-        waited[0] += time.perf_counter() - self.t
-event.register("bmrm:compile_wait", _Wait())
-
 import numpy as np
 import bmrm
 import losses
@@ -145,10 +133,9 @@ if loss == "preference":
     data = {"pairs": pairs, "pair_costs": costs}
 rows = []
 for i in range(n_fits):
-    before, waited_before = compile_seconds[0], waited[0]
+    before = compile_seconds[0]
     kernel_seconds.clear()
-    cpu_at_wait[0] = float("nan")
-    cpu = cpu0 = time.process_time()
+    cpu = time.process_time()
     start = time.perf_counter()
     model = bmrm.fit(
         X, y, loss, qid, lam=1e-2, tol=1e-3, max_iter=MAX_ITER, loss_params=params, **data
@@ -160,8 +147,6 @@ for i in range(n_fits):
         "seconds": seconds,
         "cpu_seconds": cpu,
         "numba_compile_seconds": compile_seconds[0] - before,
-        "helper_wait_seconds": waited[0] - waited_before,
-        "cpu_before_wait": cpu_at_wait[0] - cpu0,
         "reported_compile_seconds": float(res.get("compile_seconds", float("nan"))),
         "objective": res.fun,
         "iterations": int(res.nit),
@@ -173,20 +158,13 @@ print(json.dumps({"import_seconds": t_import, "fits": rows}))
 """
 
 
-AHEAD = {"auto": None, "on": "1", "off": "0"}
+def run(args, cache_dir, timeout=1800):
+    """Run ``python *args`` with ``NUMBA_CACHE_DIR=cache_dir``.
 
-
-def run(args, cache_dir, timeout=1800, ahead="auto"):
-    """Run ``python *args`` with ``NUMBA_CACHE_DIR=cache_dir`` and ``BMRM_COMPILE_AHEAD`` as
-    ``ahead`` says.
-
-    Returns (wall-clock seconds, CPU seconds of the child and its children, its stdout, the
-    load average of the last minute when it started).
+    Returns (wall-clock seconds, CPU seconds of the child, its stdout, the load average of
+    the last minute when it started).
     """
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache_dir))
-    env.pop("BMRM_COMPILE_AHEAD", None)
-    if AHEAD[ahead] is not None:
-        env["BMRM_COMPILE_AHEAD"] = AHEAD[ahead]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     load = os.getloadavg()[0]
     start = time.perf_counter()
@@ -207,12 +185,6 @@ def main(argv=None) -> int:
     parser.add_argument("--losses", nargs="+", default=LOSSES, choices=LOSSES)
     parser.add_argument("--repeats", type=positive_int, default=1)
     parser.add_argument("--no-demo", action="store_true", help="skip the whole-demo runs")
-    parser.add_argument(
-        "--compile-ahead",
-        choices=list(AHEAD),
-        default="auto",
-        help="BMRM_COMPILE_AHEAD for the fits and the demo (module docstring)",
-    )
     parser.add_argument(
         "--demo-losses",
         nargs="+",
@@ -244,30 +216,55 @@ def main(argv=None) -> int:
                 }
             )
 
+    # one warm-up into an empty cache; each fit after it gets a copy of that cache
+    progress("python -m bmrm warmup, empty cache")
+    warmed_cache = Path(tempfile.mkdtemp())
+    seconds, cpu, out, load = run(["-m", "bmrm", "warmup"], warmed_cache)
+    rows.append(
+        {
+            "what": "warmup",
+            "loss": "",
+            "rep": 0,
+            "seconds": seconds,
+            "cpu_seconds": cpu,
+            "load": load,
+        }
+    )
+    warmup_text = out
+    progress(f"warm-up: {seconds:.1f} s (CPU {cpu:.1f} s, load average {load:.2f})")
+
     for loss in args.losses:
         name, params = CONFIGS[loss]
         for rep in range(args.repeats):
             with tempfile.TemporaryDirectory() as cache:
                 progress(f"{loss}: cold and second fit (rep {rep})")
                 fit_args = ["-c", FIT_SCRIPT, name, json.dumps(params)]
-                _, cold_cpu, out, cold_load = run(
-                    [*fit_args, "2"], cache, ahead=args.compile_ahead
-                )
+                _, cold_cpu, out, cold_load = run([*fit_args, "2"], cache)
                 cold, second = json.loads(out)["fits"]
                 progress(f"{loss}: warm fit")
-                _, warm_cpu, out, warm_load = run(
-                    [*fit_args, "1"], cache, ahead=args.compile_ahead
-                )
+                _, warm_cpu, out, warm_load = run([*fit_args, "1"], cache)
                 (warm,) = json.loads(out)["fits"]
+            with tempfile.TemporaryDirectory() as folder:
+                progress(f"{loss}: first fit after the warm-up")
+                cache = shutil.copytree(warmed_cache, Path(folder) / "cache")
+                _, warmed_cpu, out, warmed_load = run([*fit_args, "1"], cache)
+                (warmed,) = json.loads(out)["fits"]
             cold["process_cpu_seconds"] = second["process_cpu_seconds"] = cold_cpu
             warm["process_cpu_seconds"] = warm_cpu
+            warmed["process_cpu_seconds"] = warmed_cpu
             cold["load"] = second["load"] = cold_load
             warm["load"] = warm_load
+            warmed["load"] = warmed_load
             for function, seconds in cold["kernel_compile_cpu_seconds"].items():
                 kernel_rows.append(
                     {"loss": loss, "rep": rep, "function": function, "cpu_seconds": seconds}
                 )
-            for what, fit in (("cold", cold), ("second", second), ("warm", warm)):
+            for what, fit in (
+                ("cold", cold),
+                ("second", second),
+                ("warm", warm),
+                ("warmed up", warmed),
+            ):
                 fit.pop("kernel_compile_cpu_seconds")
                 rows.append({"what": what, "loss": loss, "rep": rep, **fit})
             progress(
@@ -275,20 +272,26 @@ def main(argv=None) -> int:
                 "compiling "
                 f"{cold['numba_compile_seconds']:.2f} s), second {second['seconds']:.2f} s "
                 f"(CPU {second['cpu_seconds']:.2f} s), warm {warm['seconds']:.2f} s (CPU "
-                f"{warm['cpu_seconds']:.2f} s); {cold['iterations']} iterations, "
+                f"{warm['cpu_seconds']:.2f} s), after the warm-up {warmed['seconds']:.2f} s; "
+                f"{cold['iterations']} iterations, "
                 f"{cold['oracle_calls']} oracle calls, {cold['status']} (load average "
                 f"{cold_load:.2f} / {warm['load']:.2f})"
             )
 
     demo_text = {}
     if not args.no_demo:
-        with tempfile.TemporaryDirectory() as cache:
-            for what in ("demo, empty cache", "demo, warm cache"):
+        demo = ["-m", "bmrm.demo"]
+        if args.demo_losses:
+            demo += ["--losses", *args.demo_losses]
+        with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as fresh:
+            fresh = shutil.copytree(warmed_cache, Path(fresh) / "cache")
+            for what, folder in (
+                ("demo, empty cache", cache),
+                ("demo, warm cache", cache),
+                ("demo after warm-up", fresh),
+            ):
                 progress(what)
-                demo = ["-m", "bmrm.demo"]
-                if args.demo_losses:
-                    demo += ["--losses", *args.demo_losses]
-                seconds, cpu, out, load = run(demo, cache, ahead=args.compile_ahead)
+                seconds, cpu, out, load = run(demo, folder)
                 rows.append(
                     {
                         "what": what,
@@ -312,6 +315,13 @@ def main(argv=None) -> int:
         f"`import bmrm`: {med('import bmrm', ''):.2f} s, CPU "
         f"{med('import bmrm', '', 'cpu_seconds'):.2f} s (median of {args.repeats + 2} processes)",
         "",
+        f"`python -m bmrm warmup` from an empty cache: {med('warmup', ''):.1f} s, CPU "
+        f"{med('warmup', '', 'cpu_seconds'):.1f} s",
+        "",
+        "```",
+        warmup_text.rstrip(),
+        "```",
+        "",
         "Per loss, on the demo data (medians over repetitions, seconds):",
         "",
         markdown_table(
@@ -324,6 +334,7 @@ def main(argv=None) -> int:
                 "second fit",
                 "warm-cache fit",
                 "warm CPU",
+                "after warm-up",
                 "iterations",
                 "oracle calls",
                 "objective",
@@ -339,6 +350,7 @@ def main(argv=None) -> int:
                     med("second", loss),
                     med("warm", loss),
                     med("warm", loss, "cpu_seconds"),
+                    med("warmed up", loss),
                     int(med("cold", loss, "iterations")),
                     int(med("cold", loss, "oracle_calls")),
                     f"{med('cold', loss, 'objective'):.6f}",
@@ -363,7 +375,7 @@ def main(argv=None) -> int:
         lines += [
             "",
             f"{loss}, cold fit: numba compiled {len(ranked)} functions in this process, "
-            f"{sum(t for t, _ in ranked):.2f} CPU s (the helper's work not included); the "
+            f"{sum(t for t, _ in ranked):.2f} CPU s; the "
             "largest: " + ", ".join(f"{short(f)} {t:.2f}" for t, f in ranked[:12]),
         ]
     for what, text in demo_text.items():
@@ -376,6 +388,7 @@ def main(argv=None) -> int:
             text.rstrip(),
             "```",
         ]
+    shutil.rmtree(warmed_cache)
     make_out(args.out)
     write_csv(args.out / "results.csv", rows)
     if kernel_rows:

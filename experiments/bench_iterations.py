@@ -203,13 +203,21 @@ class _MasterAccuracy:
 
     def __init__(self, method, rtol: float):
         self.method, self.rtol = method, rtol
+        self.name, self.certifies = method.name, method.certifies
+
+    def check(self, problem) -> None:
+        self.method.check(problem)
+
+    def init(self, problem, w0, options):
+        state = self.method.init(problem, w0, options)
+        state.master_rtol = self.rtol
+        return state
 
     def step(self, state) -> None:
-        if hasattr(self.method, "master_rtol"):  # plain BMRM's own option
-            self.method.master_rtol = self.rtol
-        else:
-            state.master_rtol = self.rtol
         self.method.step(state)
+
+    def finish(self, state, result):
+        return self.method.finish(state, result)
 
 
 def run_cccp(oracle, d, lam, method, max_time, max_iter, cache_fraction=None):

@@ -18,7 +18,7 @@ Solvers, both from the same θ0 with ``max_iter`` iterations at most:
 
 * ``lbfgs``: :func:`bmrm.solver.scorer_oracle.minimize_lbfgs` (scipy L-BFGS-B, gtol
   ``--tol``);
-* ``nrbm``: :func:`bmrm.solver.loop.minimize_bmrm` with :class:`bmrm.solver.nrbm.NRBM`
+* ``nrbm``: :func:`bmrm.solver.loop.minimize_bmrm` with :class:`bmrm.solver.methods.nrbm.NRBM`
   (``smooth`` as the objective is), stationarity gap ``--tol`` relative.
 
 Figures per data set × objective × lam × solver: final J, J at the start, oracle calls,
@@ -66,7 +66,7 @@ import bmrm
 import losses
 from bmrm.scorers import ExpectedGainScorer, LinearScorer
 from bmrm.solver.loop import minimize_bmrm
-from bmrm.solver.nrbm import NRBM
+from bmrm.solver.methods.nrbm import NRBM
 from bmrm.solver.oracle import RiskOracle
 from bmrm.solver.scorer_oracle import ScorerOracle, minimize_lbfgs, ridge_start
 from losses.metrics import ndcg_score

@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import bmrm  # noqa: E402
 from bmrm.solver.bundle import Bundle  # noqa: E402
-from bmrm.solver.loop import PlainBMRM  # noqa: E402
 from bmrm.solver.masters import CvxpyMaster, _interior_point_dual  # noqa: E402
+from bmrm.solver.methods import PlainBMRM  # noqa: E402
 from bmrm.solver.qp import solve_simplex_qp, solve_simplex_qp_active_set  # noqa: E402
 from experiments._common import (  # noqa: E402
     base_parser,

@@ -186,6 +186,12 @@ class Bundle:
         self.ids[k] = self._take_id()
         self.size = k + 1
 
+    def model_value(self, w: np.ndarray, k: int | None = None) -> float:
+        """The cutting-plane model max_{i<k} ⟨a_i, w⟩ + b_i (all planes when k is None), by
+        einsum's own loop (a BLAS product would wake BLAS's thread pool)."""
+        k = self.size if k is None else k
+        return float(np.max(np.einsum("ij,j->i", self.A[:k], w) + self.b[:k]))
+
     def set_weights(self, alpha: np.ndarray) -> None:
         """Record the master problem's dual weights and update idle counters."""
         self._due = _record_weights(

@@ -70,11 +70,10 @@ import time
 
 import numpy as np
 
-from bmrm.solver import compile_ahead
 from bmrm.solver.bundle import Bundle
 from bmrm.solver.compile_clock import CompileClock
 from bmrm.solver.loop import BMRMResult, minimize_bmrm, verbose_log
-from bmrm.solver.methods import CarriedPlanes, auto_method
+from bmrm.solver.methods import CarriedPlanes, auto_method, get_method
 from bmrm.solver.oracle import RiskOracle
 from bmrm.solver.regularizers import make_regularizer
 from losses.validation import check_bool
@@ -224,28 +223,7 @@ def minimize_cccp(
         )
         results = []
         initial = oracle.initial() if w0 is None else None
-        if initial is not None and compile_ahead.running():
-            # A cold cache, and a second process compiles the starting problem's kernels
-            # (the ordinal loss's), the products' and possibly the latent loss's
-            # ideal-ordering weights: meanwhile compile the latent loss's other kernels here
-            # (one evaluation, not counted; its value is not used and changes nothing). A
-            # RiskOracle that makes two passes over X evaluates the loss alone, at scores 0,
-            # leaving the products to the helper; another oracle is called at w = 0.
-            calls = getattr(oracle, "calls", None)
-            warm_up = oracle
-            if compile_ahead.pending("latent") and hasattr(oracle, "without_latent"):
-                warm_up = oracle.without_latent()
-            if isinstance(warm_up, RiskOracle) and warm_up.fused is None:
-                warm_up.risk_at(np.zeros(warm_up.X.shape[0]))
-            else:
-                warm_up(np.zeros(n_features))
-            if calls is not None:
-                oracle.calls = calls
         if initial is not None:
-            # the helper compiles the starting loss's kernels (the ordinal loss's) and the
-            # bundle's and products' kernels, if asked
-            compile_ahead.wait_for("ordinal")
-            compile_ahead.wait_for("solver")
             if verbose:
                 name = type(getattr(initial, "loss", initial)).__name__
                 logger.info(f"starting problem: the convex {name} that starts the procedure")
@@ -278,7 +256,6 @@ def minimize_cccp(
             oracle.release()
             return lam * regularizer.value(w) + R
 
-        compile_ahead.wait_for("latent")  # the helper's ideal-ordering weights, if asked
         J = objective(w)
         outer_objective = [J]
         n_init = len(results)
@@ -289,7 +266,7 @@ def minimize_cccp(
         if method is None or (isinstance(method, str) and method == "auto"):
             method = auto_method(regularizer)  # as minimize_bmrm's "auto"
         step_tol = max(tol, min(0.1, 0.1 * inner_scale)) if adaptive else fixed_tol
-        surrogate, carrier = None, None
+        surrogate, carried = None, None
         surrogate_at_zero = None  # the current surrogate's (R, a) at w = 0, once evaluated
         extra_calls = 0  # oracle calls at w = 0 for the shifts, counted in nfev
         reused = 0  # evaluations reused, counted in the subproblems' nfev but not made
@@ -302,7 +279,7 @@ def minimize_cccp(
                 if budget <= 0 and results:
                     break
                 budget = max(budget, 1e-9)
-            carry = carry_planes and carrier is not None and carrier.bundle is not None
+            carry = carry_planes and carried is not None
             # the finished surrogate is evaluated at 0 for the shift and dropped before the
             # next one is made: two surrogates' targets and work arrays are never held at once
             previous_at_zero = None
@@ -317,10 +294,8 @@ def minimize_cccp(
             if carry:
                 surrogate_at_zero = surrogate(np.zeros(n_features))
                 extra_calls += 1
-                planes = _shifted_bundle(
-                    carrier.bundle, previous_at_zero, surrogate_at_zero, n_features
-                )
-            carrier = CarriedPlanes(method, planes)
+                planes = _shifted_bundle(carried, previous_at_zero, surrogate_at_zero, n_features)
+            carrier = CarriedPlanes(get_method(method), planes)
             first = surrogate
             if evaluated is not None and evaluated[0] is w:
                 first = _Evaluated(surrogate, *evaluated)
@@ -330,7 +305,7 @@ def minimize_cccp(
                     f"cccp step {outer}: the convex surrogate with the ties fixed at the "
                     f"current scores (J {J:.8g}, tol {step_tol:.3g})"
                 )
-            res = minimize_bmrm(
+            res, final = minimize_bmrm(
                 first,
                 n_features,
                 lam,
@@ -341,8 +316,10 @@ def minimize_cccp(
                 w0=w,
                 method=carrier,
                 verbose=verbose,
+                full_output=True,
                 **bmrm_options,
             )
+            carried = getattr(final, "bundle", None)
             results.append(res)
             reused += getattr(first, "reused", 0)
             first = None

@@ -4,8 +4,7 @@ The first call of a numba kernel with new argument types compiles it (seconds) o
 from the on-disk cache (milliseconds). :class:`CompileClock` measures the wall-clock time
 during which any thread is inside numba's compiler (waiting for its lock included), through
 numba's event API (the ``numba:compiler_lock`` event, triggered on every entry to the
-compiler), and while a fit waits for the master QP compiled by a second process
-(:mod:`bmrm.solver.compile_ahead`). The solver excludes that time from its ``max_time``
+compiler). The solver excludes that time from its ``max_time``
 budget and reports it as ``compile_seconds``.
 """
 
@@ -18,9 +17,7 @@ from numba.core import event
 
 __all__ = ["CompileClock"]
 
-# numba's compiler lock, and a fit waiting for the QP from a second process
-# (:mod:`bmrm.solver.compile_ahead`)
-_EVENTS = ("numba:compiler_lock", "bmrm:compile_wait")
+_EVENTS = ("numba:compiler_lock",)
 
 
 class CompileClock(event.Listener):

@@ -47,6 +47,7 @@ Cost of a cache cut: n_queries · K · n_features multiply-adds over the cache, 
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import time
@@ -56,7 +57,7 @@ from numba import njit
 
 from losses._threads import block_bounds, n_threads_for, run_blocks
 
-__all__ = ["CutCache", "make_cut_cache", "supports_cut_cache"]
+__all__ = ["CutCache", "bound_cache", "make_cut_cache", "supports_cut_cache"]
 
 logger = logging.getLogger("bmrm")
 
@@ -353,8 +354,7 @@ class CutCache:
         t0 = time.perf_counter()
         value, a, b = self.cut(w)
         bundle = state.bundle
-        k = bundle.size
-        model = float(np.max(np.einsum("ij,j->i", bundle.A[:k], w) + bundle.b[:k]))
+        model = bundle.model_value(w)
         state.cache_seconds += time.perf_counter() - t0
         scale = state.gap if self.reference == "gap" else self._eps_est
         if not value - model > self.violation * scale:
@@ -366,21 +366,16 @@ class CutCache:
 
     def oracle_cut(self, state, w: np.ndarray, f: np.ndarray | None = None):
         """The oracle's ``(R, a)`` at ``w`` (scores ``f`` when given: one pass over X, else
-        two), with every query's plane offered to the cache. The caller times the call as
-        oracle seconds; the cache's own part moves from ``state.oracle_seconds`` to
-        ``state.cache_seconds``."""
+        two), with every query's plane offered to the cache; the cache's own seconds go to
+        ``state.cache_seconds`` (the counting oracle times the call itself)."""
         oracle = state.oracle
         t0 = time.perf_counter()
-        bundle = state.bundle
-        k = bundle.size
-        model = float(np.max(np.einsum("ij,j->i", bundle.A[:k], w) + bundle.b[:k]))
+        model = state.bundle.model_value(w)
         own = time.perf_counter() - t0
         if f is None:
             R, a, r = oracle.query_cut(w, self.P)
-            state.n_passes += 2
         else:
             R, a, r = oracle.query_cut_at(f, self.P)
-            state.n_passes += 1
         t0 = time.perf_counter()
         self._stamp += 1
         stored = np.zeros(len(self._bounds) - 1, dtype=np.int64)
@@ -392,11 +387,18 @@ class CutCache:
         # the precision estimate of reference="oracle" (the model lies below R: a valid cut)
         self._eps_est = max(R - model, 0.0)
         own += time.perf_counter() - t0
-        # the callers time the whole call as oracle seconds: the cache's part is counted once
         state.cache_seconds += own
-        state.oracle_seconds -= own
         self._streak = 0
         return R, a
+
+
+def bound_cache(options: CutCache, oracle, required: bool) -> CutCache:
+    """A fresh cache with the options of ``options``, bound to ``oracle`` (a solver's
+    ``init``: the cache's planes are the state of one fit)."""
+    cache = copy.copy(options)
+    cache._oracle = None
+    cache.bind(oracle, required)
+    return cache
 
 
 def make_cut_cache(cut_cache) -> tuple[CutCache | None, bool]:

@@ -5,10 +5,11 @@ b_t = R(w_{t−1}) − <a_t, w_{t−1}> joins the bundle; the master problem min
 J_t(w) = lam·Ω(w) + max_{i≤t} (<a_i, w> + b_i), whose optimum lower-bounds min J. The gap
 ε_t = min_{i≤t} J(w_{i−1}) − J_t(w_t) is measured from the best iterate, which is returned.
 
-The loop hands each iteration to a *method* (:mod:`bmrm.solver.methods`): it decides where to
-evaluate, calls the master problem and keeps the certificate; the loop checks the gap, keeps
-the history and stops. Plain BMRM, line-search BMRM and OCAS are methods; any object with a
-``step(state)`` method is one.
+:func:`minimize` runs every solver of :mod:`bmrm.solver.methods` on a
+:class:`~bmrm.solver.problem.Problem`: the solver decides where to evaluate, calls the
+master problem and keeps the certificate (its protocol: :mod:`bmrm.solver.methods.base`);
+the loop checks the gap, keeps the history and stops. :func:`minimize_bmrm` is the same for
+a risk oracle and keyword options.
 """
 
 from __future__ import annotations
@@ -26,13 +27,14 @@ from scipy.optimize import OptimizeResult
 
 from bmrm import exceptions
 from bmrm._validation import check_minimize_args
-from bmrm.solver.bundle import Bundle
 from bmrm.solver.compile_clock import CompileClock
-from bmrm.solver.masters import SCALE_ADVICE, ClarabelMaster, CvxpyMaster, QPMaster
-from bmrm.solver.methods import PlainBMRM, SolverState, auto_method, get_method
-from bmrm.solver.regularizers import Box, ElasticNet, make_regularizer
+from bmrm.solver.masters import SCALE_ADVICE
+from bmrm.solver.methods import auto_method, get_method
+from bmrm.solver.methods.base import Solver, SolverOptions, State
+from bmrm.solver.problem import Problem
+from bmrm.solver.regularizers import make_regularizer
 
-__all__ = ["BMRMResult", "minimize_bmrm", "PlainBMRM"]
+__all__ = ["BMRMResult", "minimize", "minimize_bmrm"]
 
 logger = logging.getLogger("bmrm")
 
@@ -101,68 +103,6 @@ class BMRMResult(OptimizeResult):
     """
 
 
-def _make_master(master, regularizer, lam, n_features, capacity, solver):
-    if master == "auto":
-        master = "qp" if regularizer.qp else "cvxpy"
-    if master == "qp":
-        if not regularizer.qp:
-            raise ValueError(
-                "master='qp' solves the unconstrained L2 problem only; use master='cvxpy' "
-                f"for regularizer={regularizer!r}"
-            )
-        return QPMaster(lam)
-    if master == "cvxpy":
-        return CvxpyMaster(n_features, capacity, lam, regularizer, solver=solver)
-    raise ValueError(f"master must be 'auto', 'qp' or 'cvxpy'; got {master!r}")
-
-
-class _AutoMaster:
-    """The dedicated QP master, handing over to the primal problem solved by an
-    interior-point method (:class:`~bmrm.solver.masters.ClarabelMaster`) for the rest of
-    the fit when, on ``patience`` consecutive solves, the QP misses its tolerance even after
-    its pair-step fallback, or returns the same minimiser and bound though the model's value
-    there went up (badly scaled problems, e.g. features ~1e6 with lam = 1e-3: the QP's
-    tolerance grows with max ‖a_i‖²/lam and then accepts all weight on the zero plane;
-    separable data or a target the model fits exactly, where J is tiny next to that
-    tolerance). Its bounds stay valid either way; the primal solver keeps them progressing."""
-
-    name = "auto"
-
-    def __init__(self, qp: QPMaster, make_fallback: Callable, patience: int = 3):
-        self.qp = qp
-        self.make_fallback = make_fallback
-        self.patience = patience
-        self.fallback = None
-        self.streak = 0
-        self._last = None
-
-    def solve(self, bundle: Bundle, accuracy: float = 0.0):
-        if self.fallback is not None:
-            return self.fallback.solve(bundle, accuracy)
-        before = self.qp.misses
-        out = self.qp.solve(bundle, accuracy)
-        w, lower, _ = out
-        # the same minimiser and bound after new planes: the QP's tolerance, scaled by the
-        # largest ‖a_i‖²/lam, accepts a point the new planes should have moved (a new plane
-        # may also leave the optimum in place, when it is not violated there beyond the
-        # accuracy asked for: methods that cut away from the master minimiser do that)
-        stalled = (
-            self._last is not None
-            and lower == self._last[1]
-            and lower + accuracy < _model_value(bundle, w) + 0.5 * self.qp.lam * float(w @ w)
-            and np.array_equal(w, self._last[0])
-        )
-        self._last = (w, lower)
-        self.streak = self.streak + 1 if self.qp.misses > before or stalled else 0
-        if self.streak >= self.patience:
-            self.fallback = self.make_fallback()
-            logger.info(
-                "the QP master keeps missing its tolerance: switching to the %s master",
-                self.fallback.name,
-            )
-        return out
-
-
 @contextlib.contextmanager
 def verbose_log(verbose: bool):
     """Within the block, the "bmrm" logger's INFO lines go to stderr when ``verbose``.
@@ -198,22 +138,16 @@ def _scaled_note(master) -> str:
     )
 
 
-def _bundle_note(regularizer, bundle: Bundle) -> str:
+def _bundle_note(regularizer, state: State, options: SolverOptions) -> str:
     """For a polyhedral or general regularizer whose bundle was full, what that costs."""
-    if regularizer.qp or bundle.n_aggregations == 0:
+    if regularizer.qp or state.n_aggregations == 0:
         return ""
     return (
-        f"; the bundle was full (bundle_size={bundle.capacity}) and its planes were merged "
-        f"{bundle.n_aggregations} times, which slows the lower bound of the master problem "
-        f"with regularizer {regularizer!r}: a larger bundle_size may close the gap in fewer "
-        "iterations"
+        f"; the bundle was full (bundle_size={options.bundle_size}) and its planes were "
+        f"merged {state.n_aggregations} times, which slows the lower bound of the master "
+        f"problem with regularizer {regularizer!r}: a larger bundle_size may close the gap "
+        "in fewer iterations"
     )
-
-
-def _model_value(bundle: Bundle, w: np.ndarray) -> float:
-    """max_i <a_i, w> + b_i, by einsum's own loop (no BLAS thread pool)."""
-    k = bundle.size
-    return float(np.max(np.einsum("ij,j->i", bundle.A[:k], w) + bundle.b[:k]))
 
 
 def minimize_bmrm(
@@ -238,6 +172,7 @@ def minimize_bmrm(
     verbose: bool = False,
     progress: bool = False,
     cvxpy_solver: str | None = None,
+    full_output: bool = False,
 ) -> BMRMResult:
     """Minimise J(w) = lam·Ω(w) + R(w) by the bundle method.
 
@@ -272,12 +207,12 @@ def minimize_bmrm(
         Starting point (warm start); zero by default (projected onto the bounds).
     method : str, object or None
         ``"auto"`` (when None), ``"bmrm"``, ``"inout"``, ``"level"``, ``"ls-bmrm"``,
-        ``"ocas"``, ``"nrbm"`` (for non-convex risks, :mod:`bmrm.solver.nrbm`: its result
+        ``"ocas"``, ``"nrbm"`` (for non-convex risks, :mod:`bmrm.solver.methods.nrbm`: its result
         certifies a stationary point, not a global optimum), or any object with a
         ``step(state)`` method (see :mod:`bmrm.solver.methods`; an optional
         ``finish(result)`` may rename the result's figures, an optional
         ``set_tolerance(tol, atol)`` receives the tolerances). ``"auto"`` is ``"level"``
-        (:mod:`bmrm.solver.level`) for the L2 regularizer without bounds, ``"inout"`` for
+        (:mod:`bmrm.solver.methods.level`) for the L2 regularizer without bounds, ``"inout"`` for
         L1 without bounds, else ``"bmrm"`` (:func:`bmrm.solver.methods.auto_method`).
     callback : callable or None
         ``callback(intermediate_result)`` after every iteration, the last included (its
@@ -300,53 +235,72 @@ def minimize_bmrm(
     progress : bool
         Show a one-line progress bar on stderr: the share of the way, on a log scale, from
         the first gap to the requested one.
+    full_output : bool
+        Return ``(result, state)``, the solver's final state too (see :func:`minimize`).
     """
     # bad arguments and a user's oracle's malformed answers raise ValueError naming them
     oracle, lam, tol, atol, max_iter, max_time, w0 = check_minimize_args(
         oracle, n_features, lam, tol, atol, max_iter, max_time, bundle_size, max_idle, w0,
         callback, verbose, progress, cvxpy_solver,
     )  # fmt: skip
-    start = time.perf_counter()
     bounds = None if lower is None and upper is None else (lower, upper)
     regularizer = make_regularizer(
         regularizer, l1_ratio=l1_ratio, bounds=bounds, n_features=n_features
     )
-    bounded = isinstance(regularizer, Box)
-    if method is None or method == "auto":
-        method = auto_method(regularizer)
-    method = get_method(method)
-    if hasattr(method, "set_tolerance"):
-        method.set_tolerance(tol, atol)
+    problem = Problem.of(oracle, regularizer, lam, n_features)
+    if method is None or (isinstance(method, str) and method == "auto"):
+        method = auto_method(regularizer, problem.capabilities)
+    options = SolverOptions(tol, atol, master, bundle_size, max_idle, cvxpy_solver)
+    return minimize(
+        problem, get_method(method), w0=w0, options=options, max_iter=max_iter,
+        max_time=max_time, callback=callback, verbose=verbose, progress=progress,
+        full_output=full_output,
+    )  # fmt: skip
+
+
+def minimize(
+    problem: Problem,
+    solver: Solver,
+    *,
+    w0: np.ndarray | None = None,
+    options: SolverOptions | None = None,
+    max_iter: int = 1000,
+    max_time: float | None = None,
+    callback: Callable | None = None,
+    verbose: bool = False,
+    progress: bool = False,
+    full_output: bool = False,
+):
+    """Minimise ``problem``'s J(w) = lam·Ω(w) + R(w) by ``solver``: the one loop of every
+    solver (:mod:`bmrm.solver.methods`), with arguments already checked.
+
+    The solver's ``check`` runs first, then ``init`` at ``w0`` (zero by default, projected
+    onto the regularizer's domain) and one ``step`` per iteration until the solver's
+    ``stop_gap`` is at most ``options.tol``·J(best) or ``options.atol``, ``max_iter``
+    iterations (not counting cut-cache iterations), ``max_time`` seconds (numba's
+    compilation excluded) or a callback's ``StopIteration``. For a certifying solver a lower
+    bound above an evaluated objective by more than rounding raises ``ValueError`` (a wrong
+    subgradient). The regularizer's clean-up (:meth:`~bmrm.solver.regularizers.Regularizer.clean`)
+    then gives the final point, and the solver's ``finish`` its own figures.
+
+    Returns
+    -------
+    BMRMResult, or ``(BMRMResult, state)`` with ``full_output`` (the solver's final state,
+    for example the bundle that :class:`~bmrm.solver.methods.CarriedPlanes` carries on).
+    """
+    options = SolverOptions() if options is None else options
+    tol, atol = options.tol, options.atol
+    solver.check(problem)
+    start = time.perf_counter()
+    regularizer = problem.regularizer
     clock = CompileClock().__enter__()
-    # how far values and planes may disagree by rounding alone (float32 products: ~1e-5)
-    dtype = np.dtype(getattr(oracle, "dtype", np.float64))
-    rounding = max(1e-9, 100.0 * float(np.finfo(dtype).eps) if dtype.kind == "f" else 0.0)
+    rounding = problem.rounding
     log = verbose_log(verbose)
     log.__enter__()
     try:
-        master_obj = _make_master(master, regularizer, lam, n_features, bundle_size, cvxpy_solver)
-        if master == "auto" and isinstance(master_obj, QPMaster):
-            qp = master_obj
-            master_obj = _AutoMaster(master_obj, lambda: ClarabelMaster(lam, backup=qp))
-        bundle = Bundle(n_features, bundle_size, max_idle)
-        w = np.zeros(n_features) if w0 is None else np.array(w0, dtype=np.float64)
-        w = regularizer.project(w)
-
-        def J_of(w, R):
-            return lam * regularizer.value(w) + R
-
-        state = SolverState(
-            oracle=oracle,
-            lam=lam,
-            regularizer=regularizer,
-            l1_ratio=l1_ratio,
-            bundle=bundle,
-            master=master_obj,
-            J_of=J_of,
-            w0=w,
-            bounded=bounded,
-            best_w=w,
-        )
+        w = np.zeros(problem.n_features) if w0 is None else np.array(w0, dtype=np.float64)
+        state = solver.init(problem, regularizer.project(w), options)
+        certifies = solver.certifies
         hist = _History()
         status, nit = 2, 0
         if verbose:
@@ -360,9 +314,9 @@ def minimize_bmrm(
             nit += 1
             state.nit = nit
             state.last_J = math.inf
-            method.step(state)
-            best_J, lower_bound = state.best_J, state.lower_bound
-            gap = best_J - lower_bound
+            solver.step(state)
+            best_J, gap = state.best_J, state.stop_gap
+            lower_bound = state.lower_bound if certifies else math.nan
             elapsed = time.perf_counter() - start
             hist.append(
                 state.last_J,
@@ -372,7 +326,7 @@ def minimize_bmrm(
                 elapsed,
                 state.oracle_seconds,
                 state.master_seconds,
-                state.bundle.size,
+                state.bundle_size,
                 state.nfev,
                 state.n_passes,
             )
@@ -383,7 +337,7 @@ def minimize_bmrm(
                 )
             # the bound comes from a feasible dual point: above an evaluated objective by
             # more than rounding, a plane over-estimates the risk somewhere
-            if gap < -rounding * (1.0 + abs(best_J)):
+            if certifies and gap < -rounding * (1.0 + abs(best_J)):
                 raise ValueError(
                     f"the certified lower bound {lower_bound:.6g} exceeds the objective "
                     f"{best_J:.6g} of an evaluated point (gap {gap:.3e}): the oracle's "
@@ -394,8 +348,7 @@ def minimize_bmrm(
             if verbose:
                 logger.info(
                     f"{nit:5d} {best_J:14.8g} {lower_bound:14.8g} {gap:11.4e} "
-                    f"{state.bundle.size:6d} "
-                    f"{elapsed:8.2f}"
+                    f"{state.bundle_size:6d} {elapsed - clock.current():8.2f}"
                 )
             if gap <= tol * abs(best_J):
                 status = 0
@@ -406,83 +359,38 @@ def minimize_bmrm(
             # after every iteration, the last one included (with its final status)
             if callback is not None:
                 try:
-                    callback(_result(state, status, hist, elapsed))
+                    callback(_result(state, status, hist, elapsed, certifies))
                 except StopIteration:
                     if status == 2:
                         status = 4
             if status != 2:
                 break
-        _zero_small_weights(state)
+        if state.best_w is not None:
+            state.best_w, state.best_J = regularizer.clean(
+                state.best_w, state.best_J, lambda v: problem.objective(v, problem.oracle(v)[0])
+            )
         total = time.perf_counter() - start
         if progress:
             sys.stderr.write("\n")
         if status == 2:
-            gap = state.best_J - state.lower_bound
+            gap = state.stop_gap
             cached = f" and {state.n_cache_cuts} cache cuts" if state.n_cache_cuts else ""
             warnings.warn(
                 f"BMRM reached max_iter={max_iter}{cached} with gap {gap:.3e} "
                 f"(relative {gap / max(abs(state.best_J), 1e-300):.3e}, tol={tol})"
-                + _scaled_note(master_obj)
-                + _bundle_note(regularizer, state.bundle),
+                + _scaled_note(getattr(state, "master", None))
+                + _bundle_note(regularizer, state, options),
                 exceptions.ConvergenceWarning,
                 stacklevel=3,
             )
-        result = _result(state, status, hist, total)
+        result = _result(state, status, hist, total, certifies)
         result.compile_seconds = clock.seconds
-        result.method = getattr(method, "name", type(method).__name__)
-        # a method without a certified bound names its figures (bmrm.solver.nrbm)
-        finish = getattr(method, "finish", None)
-        return result if finish is None else finish(result)
+        result.method = solver.name
+        result = solver.finish(state, result)
+        return (result, state) if full_output else result
     finally:
         clock.__exit__(None, None, None)
         log.__exit__(None, None, None)
-
-
-def _zero_small_weights(state: SolverState) -> None:
-    """Set to 0 the weights of an L1 (or elastic-net) fit that its solution only holds as
-    solver residue, where that does not raise the objective.
-
-    The L1 master problem's solutions, and the bundle iterates built from them, carry
-    weights of 1e-9 to 1e-5 where the minimiser has exact zeros (an interior-point
-    solver's tolerance; a step of in-out or line-search methods between two iterates). They
-    cost nothing in J, but they decide the ranking when the minimiser is w = 0 (every
-    weight a residue: a model that ranks by noise), and they hide the sparsity L1 is
-    chosen for. Candidates, sparsest first: w = 0, then w with the coordinates below
-    t·‖w‖∞ zeroed for t = 0.1, 0.01, ..., 1e-12 (one risk evaluation per distinct
-    support, at most 13); the first whose objective is no higher than the best iterate's
-    replaces it, so the certified gap J − lower bound holds for it unchanged.
-    """
-    reg = state.regularizer
-    base = getattr(reg, "base", reg)
-    if not isinstance(base, ElasticNet) or base.l1_ratio in (None, 0.0) or state.best_w is None:
-        return
-    w = np.asarray(state.best_w, dtype=np.float64)
-    magnitude = np.abs(w)
-    scale = float(magnitude.max())
-    if not scale > 0.0 or not math.isfinite(state.best_J):
-        return
-    n_nonzero = int(np.count_nonzero(w))
-    last_kept = -1  # supports only grow as t falls: a repeat is the previous candidate
-    for t in [math.inf, *(scale * 10.0**-k for k in range(1, 13))]:
-        keep = magnitude >= t
-        n_kept = int(np.count_nonzero(keep))
-        if n_kept == n_nonzero:
-            break  # this and every smaller t leave w as it is
-        if n_kept == last_kept:
-            continue
-        last_kept = n_kept
-        candidate = np.where(keep, w, 0.0)
-        if not np.array_equal(reg.project(candidate), candidate):
-            continue  # zero lies outside the box on some coordinate
-        t0 = time.perf_counter()
-        R, _ = state.oracle(candidate)
-        state.oracle_seconds += time.perf_counter() - t0
-        state.nfev += 1
-        state.n_passes += 2
-        J = state.J_of(candidate, float(R))
-        if J <= state.best_J:
-            state.best_w, state.best_J = candidate, J
-            return
 
 
 class _History:
@@ -534,13 +442,16 @@ def _show_progress(nit, gap, best_J, tol, atol, first_gap, elapsed, width=30):
     sys.stderr.flush()
 
 
-def _result(state: SolverState, status: int, hist: _History, total: float) -> BMRMResult:
-    J, lower_bound = state.best_J, state.lower_bound
+def _result(
+    state: State, status: int, hist: _History, total: float, certifies: bool
+) -> BMRMResult:
+    J = state.best_J
+    lower_bound = state.lower_bound if certifies else math.nan
     return BMRMResult(
         x=np.array(state.best_w, copy=True),
         fun=float(J),
         lower_bound=float(lower_bound),
-        gap=float(J - lower_bound),
+        gap=float(state.stop_gap),
         nit=state.nit,
         nfev=state.nfev,
         n_passes=state.n_passes,
@@ -548,8 +459,8 @@ def _result(state: SolverState, status: int, hist: _History, total: float) -> BM
         status=status,
         success=status in (0, 1),
         message=STATUS_MESSAGES[status],
-        bundle_size=state.bundle.size,
-        n_aggregations=state.bundle.n_aggregations,
+        bundle_size=state.bundle_size,
+        n_aggregations=state.n_aggregations,
         history=hist.view(),
         oracle_seconds=state.oracle_seconds,
         master_seconds=state.master_seconds,

@@ -1,13 +1,18 @@
 """Master problems: minimise lam·Ω(w) + max_i (<a_i, w> + b_i) over the bundle's planes.
 
-Each master returns the minimiser ``w``, a lower bound on min_w J(w) (the master optimum,
-since every plane under-estimates the risk), and the planes' dual weights.
+A master follows the :class:`Master` protocol: ``solve(bundle, accuracy)`` returns the
+minimiser ``w``, a lower bound on min_w J(w) (the master optimum, since every plane
+under-estimates the risk), and the planes' dual weights. :func:`make_master` builds the
+one a fit asks for (``master=`` of :func:`bmrm.fit`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import warnings
+from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 
@@ -15,7 +20,27 @@ from bmrm.solver.bundle import Bundle
 from bmrm.solver.qp import master_step, solve_simplex_qp
 from bmrm.solver.regularizers import Regularizer, make_regularizer
 
-__all__ = ["QPMaster", "ClarabelMaster", "CvxpyMaster"]
+__all__ = ["AutoMaster", "ClarabelMaster", "CvxpyMaster", "Master", "QPMaster", "make_master"]
+
+logger = logging.getLogger("bmrm")
+
+
+class Master(Protocol):
+    """The master-problem protocol."""
+
+    name: str
+    # a new plane costs one warm-started solve (the dual QP): cheap enough for the many
+    # master solves of a per-query cut cache (bmrm.solver.cut_cache)
+    incremental: bool
+
+    def exact(self) -> Master:
+        """The master itself, or the one it wraps without heuristics that presume every new
+        plane cuts the last minimiser (:class:`AutoMaster`)."""
+
+    def solve(self, bundle: Bundle, accuracy: float = 0.0):
+        """``(w, lower, alpha)``: the minimiser of lam·Ω(w) + max_i ⟨a_i, w⟩ + b_i over the
+        bundle's planes, a valid lower bound on that minimum (whatever the accuracy), and
+        the planes' dual weights; ``accuracy`` is an absolute tolerance on the objective."""
 
 
 def _cvxpy():
@@ -70,6 +95,11 @@ class QPMaster:
 
     name = "qp"
 
+    incremental = True
+
+    def exact(self) -> Master:
+        return self
+
     def __init__(self, lam: float, tol: float = 1e-11, max_steps: int = 5_000):
         self.lam = lam
         self.tol = tol
@@ -82,6 +112,23 @@ class QPMaster:
         self._S = np.zeros(0, dtype=np.int64)
         self._S_ids = np.zeros(0, dtype=np.int64)
         self._meta = np.zeros(2)  # τ of the factor, size of its working set
+
+    def solve_offsets(self, bundle: Bundle, b: np.ndarray) -> np.ndarray:
+        """The minimiser of ``lam``/2 ‖v‖² + max_i ⟨a_i, v⟩ + b_i for the bundle's a_i with
+        other offsets ``b`` (the proximal steps of :mod:`bmrm.solver.methods.level`),
+        warm-started from the bundle's weights and this master's last factor; solved to the
+        active-set method's own tolerance."""
+        k = bundle.size
+        if len(self._L) < len(bundle.G):
+            self._L, self._S, self._S_ids = grown_factor(
+                len(bundle.G), self._L, self._S, self._S_ids
+            )
+        alpha = np.empty(k)
+        v, _, _, _, _ = master_step(
+            bundle.G, b, bundle.A, bundle.ids, k, self.lam, bundle.alpha, self.tol, 0.0,
+            self._L, self._S, self._S_ids, self._meta, alpha,
+        )  # fmt: skip
+        return v
 
     def solve(self, bundle: Bundle, accuracy: float = 0.0):
         """Solve the dual; ``accuracy`` (>= 0) is an absolute tolerance on its objective.
@@ -256,6 +303,11 @@ class ClarabelMaster:
 
     name = "clarabel"
 
+    incremental = False
+
+    def exact(self) -> Master:
+        return self
+
     def __init__(self, lam: float, backup: QPMaster | None = None):
         self.lam = lam
         self.backup = backup
@@ -362,6 +414,11 @@ class CvxpyMaster:
     """
 
     name = "cvxpy"
+
+    incremental = False
+
+    def exact(self) -> Master:
+        return self
 
     def __init__(
         self,
@@ -509,3 +566,86 @@ class CvxpyMaster:
         t = self.regularizer.dual_scale(v, self.lam)
         term = self.regularizer.dual_term(t * v, self.lam)
         return None if term is None else t * c + term
+
+
+def make_master(
+    master: str,
+    regularizer: Regularizer,
+    lam: float,
+    n_features: int,
+    capacity: int,
+    cvxpy_solver: str | None,
+) -> Master:
+    """The master ``master`` (``"auto"``, ``"qp"`` or ``"cvxpy"``) for ``regularizer``:
+    ``"auto"`` is the dual QP handing over to Clarabel (:class:`AutoMaster`) for the L2
+    problem without bounds, the cvxpy model otherwise."""
+    if master == "auto" and regularizer.qp:
+        qp = QPMaster(lam)
+        return AutoMaster(qp, lambda: ClarabelMaster(lam, backup=qp))
+    if master == "auto":
+        master = "cvxpy"
+    if master == "qp":
+        if not regularizer.qp:
+            raise ValueError(
+                "master='qp' solves the unconstrained L2 problem only; use master='cvxpy' "
+                f"for regularizer={regularizer!r}"
+            )
+        return QPMaster(lam)
+    if master == "cvxpy":
+        return CvxpyMaster(n_features, capacity, lam, regularizer, solver=cvxpy_solver)
+    raise ValueError(f"master must be 'auto', 'qp' or 'cvxpy'; got {master!r}")
+
+
+class AutoMaster:
+    """The dedicated QP master, handing over to the primal problem solved by an
+    interior-point method (:class:`ClarabelMaster`) for the rest of the fit when, on
+    ``patience`` consecutive solves, the QP misses its tolerance even after its pair-step
+    fallback, or returns the same minimiser and bound though the model's value there went up
+    (badly scaled problems, e.g. features ~1e6 with lam = 1e-3: the QP's tolerance grows
+    with max ‖a_i‖²/lam and then accepts all weight on the zero plane; separable data or a
+    target the model fits exactly, where J is tiny next to that tolerance). Its bounds stay
+    valid either way; the primal solver keeps them progressing.
+
+    ``exact()`` is the QP itself, for a solver whose planes may legitimately leave the
+    minimiser in place (NRBM's lowered planes), where the stall test does not apply."""
+
+    name = "auto"
+    incremental = True
+
+    def __init__(self, qp: QPMaster, make_fallback: Callable, patience: int = 3):
+        self.qp = qp
+        self.make_fallback = make_fallback
+        self.patience = patience
+        self.fallback = None
+        self.streak = 0
+        self._last = None
+
+    def exact(self) -> Master:
+        """The master that solves without the stall test: the QP until a hand-over."""
+        return self.qp if self.fallback is None else self.fallback
+
+    def solve(self, bundle: Bundle, accuracy: float = 0.0):
+        if self.fallback is not None:
+            return self.fallback.solve(bundle, accuracy)
+        before = self.qp.misses
+        out = self.qp.solve(bundle, accuracy)
+        w, lower, _ = out
+        # the same minimiser and bound after new planes: the QP's tolerance, scaled by the
+        # largest ‖a_i‖²/lam, accepts a point the new planes should have moved (a new plane
+        # may also leave the optimum in place, when it is not violated there beyond the
+        # accuracy asked for: methods that cut away from the master minimiser do that)
+        stalled = (
+            self._last is not None
+            and lower == self._last[1]
+            and lower + accuracy < bundle.model_value(w) + 0.5 * self.qp.lam * float(w @ w)
+            and np.array_equal(w, self._last[0])
+        )
+        self._last = (w, lower)
+        self.streak = self.streak + 1 if self.qp.misses > before or stalled else 0
+        if self.streak >= self.patience:
+            self.fallback = self.make_fallback()
+            logger.info(
+                "the QP master keeps missing its tolerance: switching to the %s master",
+                self.fallback.name,
+            )
+        return out

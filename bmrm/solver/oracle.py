@@ -137,17 +137,6 @@ class RiskOracle:
         oracle.convex_surrogate = True
         return oracle
 
-    def without_latent(self) -> RiskOracle:
-        """The oracle of the loss with its latent part left out (``loss.without_latent``),
-        or this oracle when the loss has none; X is shared. Its kernels are the latent
-        loss's but the latent part's: :mod:`bmrm.solver.cccp` calls it once to compile them
-        while a second process compiles the latent part's (:mod:`bmrm.solver.compile_ahead`).
-        """
-        loss = self.prepared.loss
-        if not hasattr(loss, "without_latent"):
-            return self
-        return self._with_targets(loss, loss.without_latent(self.prepared.targets))
-
     def initial(self) -> RiskOracle | None:
         """The oracle of the convex loss that starts the concave-convex procedure
         (``loss.initial_loss``), or None when the loss offers none; X is shared."""

@@ -23,10 +23,8 @@ Both stop on the simplex KKT condition max_{α_i>0} ∇_i − min_j ∇_j ≤ to
 distance of the objective to its minimum.
 """
 
-import types as types_module
-
 import numpy as np
-from numba import njit, types
+from numba import njit
 
 
 @njit(cache=True)
@@ -501,17 +499,6 @@ def active_set(Q, b, alpha, grad, tol, max_iter, L, S, s_given, tau):
     return iterations, gmax - gmin, s
 
 
-# The argument types of every call of :func:`master_step`: fixed, so that
-# :mod:`bmrm.solver.compile_ahead` can compile it in another process before the first call.
-_F1 = types.Array(types.float64, 1, "C")
-_F2 = types.Array(types.float64, 2, "C")
-_I1 = types.Array(types.int64, 1, "C")
-MASTER_STEP_TYPES = (
-    _F2, _F1, _F2, _I1, types.int64, types.float64, _F1, types.float64, types.float64, _F2,
-    _I1, _I1, _F1, _F1,
-)  # fmt: skip
-
-
 def master_step(G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S_ids, meta, alpha):
     """One L2 master solve from the bundle's buffers: the work of ``QPMaster.solve``.
 
@@ -523,12 +510,6 @@ def master_step(G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S
     ``S_ids[:meta[1]]`` and its τ in ``meta[0]``) is reused when all those planes are still
     in the bundle (``ids[:k]``, increasing) and τ is within a factor 10⁴ of the largest
     ‖a_i‖²; otherwise a new one is built with τ = max ‖a_i‖². Both are updated on return.
-
-    While a helper process compiles :func:`_master_step` into numba's cache
-    (:mod:`bmrm.solver.compile_ahead`) and this process has not compiled it, bundles of up
-    to :data:`INTERPRET_MAX_PLANES` planes and :data:`INTERPRET_MAX_ENTRIES` entries of A
-    are solved by its Python source (:func:`_interpreted`), with the same result bit for
-    bit; larger ones wait for the helper.
 
     Returns
     -------
@@ -542,23 +523,10 @@ def master_step(G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S
     violation, tol : float
         The KKT violation reached and the one asked for, both in the scale of Q.
     """
-    from bmrm.solver import compile_ahead
-
-    step = _master_step
-    if (
-        not getattr(_master_step, "overloads", None)  # None: NUMBA_DISABLE_JIT=1
-        and k <= INTERPRET_MAX_PLANES
-        and k * A.shape[1] <= INTERPRET_MAX_ENTRIES
-        and compile_ahead.running()
-    ):
-        # a helper process is compiling _master_step into the cache: meanwhile its Python
-        # source runs here, with the same result (see _interpreted)
-        step = _interpreted("_master_step")
-    else:
-        compile_ahead.wait()  # for that helper, if one runs
     try:
-        with np.errstate(all="ignore"):  # the interpreted source divides numpy scalars
-            out = step(
+        # under NUMBA_DISABLE_JIT=1 the Python source divides numpy scalars
+        with np.errstate(all="ignore"):
+            out = _master_step(
                 G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S_ids, meta, alpha
             )
     except ZeroDivisionError:
@@ -595,39 +563,6 @@ def _vertex_step(G, b_all, A, k, lam, rel_tol, accuracy, meta, alpha):
         max_b = float(np.abs(b_all[:k]).max())
         tol = max(rel_tol * (1.0 + max_b + 1e-3 * float(np.diag(G)[:k].max()) / lam), accuracy)
     return w, float(bounds[j]), 0, np.inf, tol
-
-
-# Largest bundle that master_step solves by the interpreter while the compiled solver is not
-# yet available, in planes and in entries of A: at most about 50 ms for a solve from scratch
-# (measured: 100 planes of 136 features 49 ms, 19 planes of 10,000 features 35 ms; 380
-# planes of 136 features took 4.1 s, as the factor costs O(s³) interpreted operations)
-INTERPRET_MAX_PLANES = 100
-INTERPRET_MAX_ENTRIES = 200_000
-_python_namespace: dict | None = None
-
-
-def _interpreted(name: str):
-    """The Python function of this module's compiled function ``name``, calling the Python
-    functions of the compiled functions it uses: the same source, run by the interpreter.
-
-    The result is the compiled function's, bit for bit: numba compiles these functions
-    without fast-math, so every floating-point operation is the IEEE one that Python and
-    NumPy's scalars perform, in the same order (``np.sqrt`` is correctly rounded on both
-    sides; numba's ``np.hypot`` returned NumPy's values on a million random pairs spanning
-    26 decades). ``tests/bmrm/test_qp.py`` compares the two on random and degenerate
-    bundles, and whole fits.
-    """
-    global _python_namespace
-    if _python_namespace is None:
-        namespace = dict(globals())
-        for key, value in globals().items():
-            func = getattr(value, "py_func", None)
-            if func is not None and getattr(func, "__module__", None) == __name__:
-                namespace[key] = types_module.FunctionType(
-                    func.__code__, namespace, key, func.__defaults__, func.__closure__
-                )
-        _python_namespace = namespace
-    return _python_namespace[name]
 
 
 @njit(cache=True)

@@ -48,7 +48,10 @@ class Regularizer:
     """Base class; see the module docstring for what a regularizer carries."""
 
     name = ""
+    # the master of lam/2‖w‖² without constraints is the dual QP (bmrm.solver.qp)
     qp = False
+    # the domain is a box: iterates are projected onto it
+    bounded = False
     lower = None
     upper = None
 
@@ -73,6 +76,25 @@ class Regularizer:
     def project(self, w: np.ndarray) -> np.ndarray:
         """The point of the domain of Ω nearest to ``w`` (``w`` itself without constraints)."""
         return w
+
+    def slope(self, w: np.ndarray, d: np.ndarray) -> float:
+        """The right derivative of Ω(w + s·d) at s = 0; a forward difference unless the
+        regularizer knows it in closed form."""
+        h = 1e-7 * (1.0 + float(np.abs(w).max())) / max(float(np.abs(d).max()), 1e-300)
+        return (self.value(w + h * d) - self.value(w)) / h
+
+    def segment_slope(
+        self, w: np.ndarray, d: np.ndarray, t: float, slope0: float, dd: float
+    ) -> float:
+        """:meth:`slope` at w = w_a + t·d on a segment whose slope at t = 0 is ``slope0``
+        and ``dd`` = ‖d‖² (a quadratic Ω answers without touching w)."""
+        return self.slope(w, d)
+
+    def clean(self, w: np.ndarray, J: float, objective) -> tuple[np.ndarray, float]:
+        """The final point of a fit from its best iterate ``w`` (objective ``J``):
+        ``(w, J)`` unchanged unless the regularizer knows a point that is no worse (L1's
+        exact zeros, :meth:`ElasticNet.clean`). ``objective(v)`` evaluates J at v."""
+        return w, J
 
     def spec(self):
         """A JSON value that :func:`from_spec` turns back into this regularizer."""
@@ -131,6 +153,50 @@ class ElasticNet(Regularizer):
         r = self._ratio()
         return r * float(np.abs(w).sum()) + (1.0 - r) * 0.5 * float(w @ w)
 
+    def slope(self, w: np.ndarray, d: np.ndarray) -> float:
+        r = self._ratio()
+        if r == 0.0:
+            return float(w @ d)
+        l1 = float(np.where(w != 0, np.sign(w) * d, np.abs(d)).sum())
+        return r * l1 + (1.0 - r) * float(w @ d)
+
+    def clean(self, w: np.ndarray, J: float, objective) -> tuple[np.ndarray, float]:
+        """Set to 0 the weights that the solution only holds as solver residue, where that
+        does not raise the objective.
+
+        The L1 master problem's solutions, and the bundle iterates built from them, carry
+        weights of 1e-9 to 1e-5 where the minimiser has exact zeros (an interior-point
+        solver's tolerance; a step of in-out or line-search methods between two iterates).
+        They cost nothing in J, but they decide the ranking when the minimiser is w = 0
+        (every weight a residue: a model that ranks by noise), and they hide the sparsity L1
+        is chosen for. Candidates, sparsest first: w = 0, then w with the coordinates below
+        t·‖w‖∞ zeroed for t = 0.1, 0.01, ..., 1e-12 (one risk evaluation per distinct
+        support, at most 13); the first whose objective is no higher than J replaces w, so
+        a certified gap J − lower bound holds for it unchanged.
+        """
+        if self.l1_ratio in (None, 0.0):
+            return w, J
+        w = np.asarray(w, dtype=np.float64)
+        magnitude = np.abs(w)
+        scale = float(magnitude.max())
+        if not scale > 0.0 or not math.isfinite(J):
+            return w, J
+        n_nonzero = int(np.count_nonzero(w))
+        last_kept = -1  # supports only grow as t falls: a repeat is the previous candidate
+        for t in [math.inf, *(scale * 10.0**-k for k in range(1, 13))]:
+            keep = magnitude >= t
+            n_kept = int(np.count_nonzero(keep))
+            if n_kept == n_nonzero:
+                break  # this and every smaller t leave w as it is
+            if n_kept == last_kept:
+                continue
+            last_kept = n_kept
+            candidate = np.where(keep, w, 0.0)
+            value = objective(candidate)
+            if value <= J:
+                return candidate, value
+        return w, J
+
     def expression(self, w):
         import cvxpy as cp
 
@@ -187,6 +253,10 @@ class L2(ElasticNet):
 
     def value(self, w: np.ndarray) -> float:
         return 0.5 * float(w @ w)
+
+    def segment_slope(self, w, d, t, slope0, dd) -> float:
+        # ⟨w_a + t·d, d⟩, from the slope at t = 0
+        return slope0 + t * dd
 
     def expression(self, w):
         import cvxpy as cp
@@ -306,6 +376,7 @@ class Box(Regularizer):
     """
 
     name = "box"
+    bounded = True
 
     def __init__(self, base: Regularizer, lower=None, upper=None):
         if isinstance(base, Box):
@@ -350,6 +421,17 @@ class Box(Regularizer):
         lo = -np.inf if self.lower is None else self.lower
         hi = np.inf if self.upper is None else self.upper
         return np.clip(w, lo, hi)
+
+    def slope(self, w: np.ndarray, d: np.ndarray) -> float:
+        return self.base.slope(w, d)
+
+    def clean(self, w: np.ndarray, J: float, objective) -> tuple[np.ndarray, float]:
+        """The base's clean-up, its candidates outside the box left out (not evaluated)."""
+
+        def inside(v):
+            return objective(v) if np.array_equal(self.project(v), v) else math.inf
+
+        return self.base.clean(w, J, inside)
 
     def spec(self):
         def side(bound):

@@ -7,7 +7,7 @@ of ∂l/∂f. With a scorer that is not linear, or with a loss that is not conve
 convex and the bundle method's cutting planes are not lower bounds. :func:`fit_nonconvex`
 then minimises lam/2‖θ‖² + R(θ) either with scipy's L-BFGS-B (:func:`minimize_lbfgs`, a
 differentiable R) or with the non-convex regularized bundle method
-(:mod:`bmrm.solver.nrbm`, smooth or not). Both find a stationary point (a local minimum in
+(:mod:`bmrm.solver.methods.nrbm`, smooth or not). Both find a stationary point (a local minimum in
 practice), certifying nothing about the global one.
 """
 
@@ -192,7 +192,7 @@ def fit_nonconvex(
     """Train ``scorer`` on a non-convex objective from a warm start; return ``(theta, res)``.
 
     ``solver`` is ``"lbfgs"`` (:func:`minimize_lbfgs`; smooth objectives only) or
-    ``"nrbm"`` (the non-convex regularized bundle method, :mod:`bmrm.solver.nrbm`, for
+    ``"nrbm"`` (the non-convex regularized bundle method, :mod:`bmrm.solver.methods.nrbm`, for
     smooth and non-smooth risks; ``tol`` is then its relative model gap and ``res`` a
     :class:`~bmrm.solver.loop.BMRMResult` with status 5 at a stationary point).
 
@@ -214,7 +214,7 @@ def fit_nonconvex(
     """
     from bmrm.scorers import LinearScorer
     from bmrm.solver.loop import minimize_bmrm
-    from bmrm.solver.nrbm import NRBM
+    from bmrm.solver.methods.nrbm import NRBM
     from bmrm.solver.oracle import RiskOracle
 
     loss = prepared.loss
@@ -309,11 +309,11 @@ def check_nonconvex(scorer, loss, y, regularizer, bounds, nonneg, fit_intercept,
     "nrbm"), or a ValueError naming the option.
 
     ``method`` None or "auto" picks L-BFGS for a smooth objective and NRBM otherwise;
-    "lbfgs" and "nrbm" (or an :class:`~bmrm.solver.nrbm.NRBM` object) are taken as given;
+    "lbfgs" and "nrbm" (or an :class:`~bmrm.solver.methods.nrbm.NRBM` object) are taken as given;
     the convex methods ("bmrm", "ls-bmrm", "ocas", other method objects) are refused: their
     certificate assumes a convex risk.
     """
-    from bmrm.solver.nrbm import NRBM
+    from bmrm.solver.methods.nrbm import NRBM
 
     if scorer is None:
         from bmrm.scorers import LinearScorer

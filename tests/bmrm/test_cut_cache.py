@@ -11,9 +11,11 @@ import losses
 from bmrm.solver import products
 from bmrm.solver.bundle import Bundle
 from bmrm.solver.cut_cache import CutCache, make_cut_cache, supports_cut_cache
-from bmrm.solver.level import LevelBundle
-from bmrm.solver.methods import OCAS, PlainBMRM, SolverState
+from bmrm.solver.methods import OCAS, BundleState, PlainBMRM
+from bmrm.solver.methods.level import LevelBundle
 from bmrm.solver.oracle import RiskOracle
+from bmrm.solver.problem import Problem
+from bmrm.solver.regularizers import L2
 from tests.bmrm.test_methods import QueryHinge, ordinal_direct
 
 # every convex per-query loss of the package (latent and non-convex ones are refused)
@@ -60,10 +62,9 @@ def make_oracle(name, params, X, y, qid, fit_intercept=False):
 
 def bare_state(oracle):
     p = oracle.n_features
-    return SolverState(
-        oracle=oracle, lam=1.0, regularizer="l2", l1_ratio=None, bundle=Bundle(p, 50),
-        master=None, J_of=lambda w, R: R, w0=np.zeros(p),
-    )  # fmt: skip
+    return BundleState(
+        problem=Problem.of(oracle, L2(), 1.0, p), w0=np.zeros(p), bundle=Bundle(p, 50)
+    )
 
 
 def query_rmatvec_reference(X, g, qid_internal_rows, n_queries, scaling, width):

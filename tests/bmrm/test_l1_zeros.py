@@ -4,7 +4,7 @@ The L1 master problem is solved to an interior-point tolerance, and the in-out a
 line-search methods step between iterates, so the bundle's best iterate holds residues of
 1e-9 to 1e-5 in coordinates whose optimal value is 0. When the minimiser is w = 0 those
 residues alone would set the ranking. The solver zeroes them where that does not raise the
-objective (:func:`bmrm.solver.loop._zero_small_weights`); these tests check the result
+objective (:meth:`bmrm.solver.regularizers.ElasticNet.clean`); these tests check the result
 against the optimality condition of w = 0 and against cvxpy on the whole problem.
 """
 

@@ -12,18 +12,20 @@ import bmrm
 import losses
 from bmrm.solver.bundle import Bundle
 from bmrm.solver.cut_cache import CutCache
-from bmrm.solver.level import LevelBundle
 from bmrm.solver.methods import (
     METHODS,
     OCAS,
+    BundleState,
     InOut,
     LineSearchBMRM,
     PlainBMRM,
-    SolverState,
     get_method,
-    line_search,
 )
+from bmrm.solver.methods.level import LevelBundle, LevelState
+from bmrm.solver.methods.line_search import line_search, segment
 from bmrm.solver.oracle import RiskOracle
+from bmrm.solver.problem import Problem
+from bmrm.solver.regularizers import L2
 from tests.bmrm.test_solver import direct_optimum, make_problem, objective
 
 METHOD_NAMES = sorted(METHODS)
@@ -168,7 +170,7 @@ def test_a_method_object_following_the_protocol():
         def __init__(self):
             self.seen = []
 
-        def step(self, state: SolverState) -> None:
+        def step(self, state: BundleState) -> None:
             super().step(state)
             self.seen.append((state.nit, state.nfev, state.lower_bound))
 
@@ -296,17 +298,8 @@ def test_segment_scores_are_affine_and_match_the_oracle():
     w_a, w_b = rng.normal(size=4), rng.normal(size=4)
     from bmrm.solver.bundle import Bundle
 
-    state = SolverState(
-        oracle=oracle,
-        lam=0.1,
-        regularizer="l2",
-        l1_ratio=0.5,
-        bundle=Bundle(4),
-        master=None,
-        J_of=lambda w, R: 0.05 * float(w @ w) + R,
-        w0=w_a,
-    )
-    seg = state.segment(w_a, w_b, oracle.scores(w_a))
+    state = BundleState(problem=Problem.of(oracle, L2(), 0.1, 4), w0=w_a, bundle=Bundle(4))
+    seg = segment(state, w_a, w_b, oracle.scores(w_a))
     for t in (0.0, 0.3, 1.0, 2.5):
         J, slope, _ = seg.value(t)
         w = w_a + t * (w_b - w_a)
@@ -563,18 +556,14 @@ def test_line_search_bmrm_keeps_its_cut_at_the_line_search_point():
 
 
 def _l2_state(bundle, lam, d):
-    """A solver state of the L2 master over ``bundle``, its master solved."""
+    """A level-method state of the L2 master over ``bundle``, its master solved."""
     from bmrm.solver.masters import QPMaster
 
-    state = SolverState(
-        oracle=None,
-        lam=lam,
-        regularizer="l2",
-        l1_ratio=0.5,
+    state = LevelState(
+        problem=Problem.of(None, L2(), lam, d),
+        w0=np.zeros(d),
         bundle=bundle,
         master=QPMaster(lam),
-        J_of=lambda w, R: 0.5 * lam * float(w @ w) + R,
-        w0=np.zeros(d),
     )
     state.solve_master()
     return state
@@ -747,7 +736,7 @@ def test_cached_methods_use_the_cache(method):
 )
 def test_level_bundle_options_are_checked_at_construction(options, message):
     """A string theta was a bare TypeError naming nothing."""
-    from bmrm.solver.level import LevelBundle
+    from bmrm.solver.methods.level import LevelBundle
 
     with pytest.raises(ValueError, match=re.escape(message)):
         LevelBundle(**options)

@@ -12,7 +12,7 @@ import losses
 from bmrm.scorers import LinearScorer
 from bmrm.solver.loop import minimize_bmrm
 from bmrm.solver.methods import get_method
-from bmrm.solver.nrbm import NRBM, STATIONARY
+from bmrm.solver.methods.nrbm import NRBM, STATIONARY
 from bmrm.solver.scorer_oracle import ScorerOracle
 from tests.bmrm.test_scorers import ranking_data
 from tests.bmrm.test_solver import direct_optimum, make_problem, objective
@@ -90,8 +90,8 @@ def test_planes_conflicting_with_the_serious_point_are_lowered():
         def _solve(self, state):
             super()._solve(state)
             k = state.bundle.size
-            model = np.max(state.bundle.A[:k] @ self._w_b + state.bundle.b[:k])
-            seen.append(model - self._R_b)
+            model = np.max(state.bundle.A[:k] @ state.w_b + state.bundle.b[:k])
+            seen.append(model - state.R_b)
 
     res = minimize_bmrm(two_wells, 2, LAM, w0=w0, method=Watch(), tol=1e-9, max_iter=500)
     assert res.status == STATIONARY

@@ -67,13 +67,15 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from bmrm.solver.bundle import Bundle
-from bmrm.solver.regularizers import L2, Box
+from bmrm.solver.methods.base import BundleState, SolverOptions
+from bmrm.solver.problem import Problem
 
-__all__ = ["NRBM", "STATIONARY"]
+__all__ = ["NRBM", "NRBMState", "STATIONARY"]
 
 # the status of a result that stopped on NRBM's model gap without a global certificate
 STATIONARY = 5
@@ -82,6 +84,36 @@ STATIONARY_MESSAGE = (
     "tol too or with only planes taken since the bundle was restarted at x; this is not a "
     "certified global optimum (the objective is not convex; lower_bound is the trivial J >= 0)"
 )
+
+
+@dataclass(eq=False)
+class NRBMState(BundleState):
+    """:class:`BundleState` and NRBM's own: the serious point w_b with its R, J and
+    (sub)gradient a_b, the model and stationarity gaps, the stopping tolerances, and the
+    counters the result reports (module docstring)."""
+
+    tol: float = 1e-3
+    atol: float = 0.0
+    w_b: np.ndarray | None = None
+    a_b: np.ndarray | None = None
+    R_b: float = math.inf
+    J_b: float = math.inf
+    model_gap: float = math.inf
+    stationarity_gap: float = math.inf
+    restarted: int = -1
+    n_serious: int = 0
+    n_null: int = 0
+    n_lowered: int = 0
+    n_backtracks: int = 0
+    n_restarts: int = 0
+    serious_objective: list = field(default_factory=list)
+
+    certified: bool = False
+
+    @property
+    def stop_gap(self) -> float:
+        """The certified gap for a convex risk, else the stationarity gap."""
+        return self.best_J - self.lower_bound if self.certified else self.stationarity_gap
 
 
 class NRBM:
@@ -106,14 +138,9 @@ class NRBM:
         5 took 2,860 calls (8.7 s) to 1.37401, none 500 calls (1.6 s) to 1.37403; a few
         are kept for piecewise-smooth risks, where a lowered plane may stop cutting.
 
-    Attributes (after a fit)
-    ------------------------
-    n_serious, n_null : int
-        Serious (descent) and null steps; the first evaluation counts as serious.
-    n_lowered : int
-        Planes whose offset was lowered by more than rounding.
-    serious_objective : list of float
-        J at each serious point, in order (strictly decreasing).
+    The result reports ``n_serious`` and ``n_null`` (serious (descent) and null steps; the
+    first evaluation counts as serious), ``n_lowered`` (planes whose offset was lowered by
+    more than rounding) and ``serious_objective`` (J at each serious point, in order).
     """
 
     name = "nrbm"
@@ -135,82 +162,74 @@ class NRBM:
             raise ValueError(f"max_backtracks must be an integer >= 0; got {max_backtracks!r}")
         self.convex = convex
         self.max_backtracks = max_backtracks
-        self.n_backtracks = 0
-        self.n_restarts = 0
-        self._restarted = -1
-        self.model_gap = math.inf
-        self.tol, self.atol = 1e-3, 0.0
-        self._a_b: np.ndarray | None = None
-        self._w_b: np.ndarray | None = None
-        self._R_b = math.inf
-        self._J_b = math.inf
-        self.n_serious = 0
-        self.n_null = 0
-        self.n_lowered = 0
-        self.serious_objective: list[float] = []
 
-    def _check_state(self, state) -> None:
-        reg = state.regularizer
-        if isinstance(reg, Box) or not isinstance(reg, L2):
+    @property
+    def certifies(self) -> bool:
+        """Only on a risk declared convex (``convex=True``)."""
+        return self.convex
+
+    def check(self, problem: Problem) -> None:
+        if not problem.regularizer.qp:
             raise ValueError(
                 f"method='nrbm' supports regularizer='l2' without bounds only; got "
-                f"regularizer={reg!r}"
+                f"regularizer={problem.regularizer!r}"
             )
 
-    def _evaluate(self, state, w: np.ndarray):
+    def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> NRBMState:
+        state = NRBMState.start(
+            problem, w0, options, tol=options.tol, atol=options.atol, certified=self.convex
+        )
+        if not self.convex:
+            # the QP directly: the automatic master's stall test (the same minimiser after
+            # new planes) presumes planes that cut, and NRBM's lowered planes or restarts
+            # may legitimately leave the minimiser where it was
+            state.master = state.master.exact()
+        return state
+
+    def _evaluate(self, state: NRBMState, w: np.ndarray):
         """One oracle call at w with its plane added. Without ``convex`` the subgradient
         inequality is not checked: planes of a non-convex risk may lie above it."""
         if self.convex:
             return state.evaluate(w)
-        t0 = time.perf_counter()
         R, a = state.oracle(w)
-        state.oracle_seconds += time.perf_counter() - t0
-        state.nfev += 1
-        state.n_passes += 2
         R = float(R)
         J = state.J_of(w, R)
         state.record(w, J)
         state.bundle.add(a, R - float(a @ w))
         return J, R, a
 
-    def _lower(self, state, first: int) -> None:
+    def _lower(self, state: NRBMState, first: int) -> None:
         """Lower the planes first..k−1 that over-estimate R at the serious point."""
         bundle = state.bundle
         k = bundle.size
         if self.convex or first >= k:
             return
         A, b = bundle.A[first:k], bundle.b[first:k]
-        values = np.einsum("ij,j->i", A, self._w_b) + b
-        excess = values - self._R_b
+        values = np.einsum("ij,j->i", A, state.w_b) + b
+        excess = values - state.R_b
         over = excess > 0.0
         if np.any(over):
             b[over] -= excess[over]
             # rounding alone: the plane taken at w_b itself, or a convex risk's planes
-            scale = 1e-9 * (1.0 + abs(self._R_b) + np.abs(values[over]))
-            self.n_lowered += int(np.count_nonzero(excess[over] > scale))
+            scale = 1e-9 * (1.0 + abs(state.R_b) + np.abs(values[over]))
+            state.n_lowered += int(np.count_nonzero(excess[over] > scale))
 
-    def _serious(self, state, w, J, R, a) -> None:
-        self._w_b, self._J_b, self._R_b = w, J, R
-        self._a_b = np.array(a, dtype=np.float64)
-        self.n_serious += 1
-        self.serious_objective.append(J)
+    def _serious(self, state: NRBMState, w, J, R, a) -> None:
+        state.w_b, state.J_b, state.R_b = w, J, R
+        state.a_b = np.array(a, dtype=np.float64)
+        state.n_serious += 1
+        state.serious_objective.append(J)
         self._lower(state, 1)
 
-    def _solve(self, state) -> None:
-        """The master problem; the loop's ``lower_bound`` is min J_t (the model minimum),
-        so the loop's gap is the model gap J(w_b) − min J_t."""
+    def _solve(self, state: NRBMState) -> None:
+        """The master problem: min J_t, the certified lower bound on a convex risk; else the
+        model gap J(w_b) − min J_t and the stationarity gap."""
         t1 = time.perf_counter()
         # the master's error need not be below a small fraction of the model gap (not of
         # the stationarity gap, whose gradient term the master cannot lower)
-        gap = state.gap if self.convex else self.model_gap
+        gap = state.gap if self.convex else state.model_gap
         accuracy = 1e-3 * gap if math.isfinite(state.lower_bound) and math.isfinite(gap) else 0.0
-        master = state.master
-        if not self.convex and getattr(master, "fallback", True) is None:
-            # the automatic master's QP directly: its stall test (the same minimiser after
-            # new planes) presumes planes that cut, and NRBM's lowered planes or restarts
-            # may legitimately leave the minimiser where it was
-            master = master.qp
-        w_master, lb, alpha = master.solve(state.bundle, max(accuracy, 0.0))
+        w_master, lb, alpha = state.master.solve(state.bundle, max(accuracy, 0.0))
         state.bundle.set_weights(alpha)
         state.bundle.prune_idle()
         state.master_seconds += time.perf_counter() - t1
@@ -219,42 +238,37 @@ class NRBM:
             state.lower_bound = max(state.lower_bound, lb)
             return
         # J_t(w_b) = J(w_b) = best_J, so min J_t <= best_J up to the master's rounding
-        self.model_gap = max(self._J_b - lb, 0.0)
-        gap = self.model_gap
-        if self.smooth or self._restarted != self.n_serious:
-            gap = max(gap, self._gradient_gap())
-        state.lower_bound = self._J_b - gap
+        state.model_gap = max(state.J_b - lb, 0.0)
+        gap = state.model_gap
+        if self.smooth or state.restarted != state.n_serious:
+            gap = max(gap, self._gradient_gap(state))
+        state.stationarity_gap = gap
+        # the master's optimum: the next accuracy is a fraction of the model gap
+        state.lower_bound = lb
 
-    def _gradient_gap(self) -> float:
+    def _gradient_gap(self, state: NRBMState) -> float:
         """‖lam·w_b + a_b‖² / (2 lam): J(w_b) minus the minimum of the model made of the
         plane at w_b alone (a_b the oracle's (sub)gradient at w_b)."""
-        g = self._lam * self._w_b + self._a_b
-        return float(g @ g) / (2.0 * self._lam)
+        g = state.lam * state.w_b + state.a_b
+        return float(g @ g) / (2.0 * state.lam)
 
-    def _model_risk(self, state, w: np.ndarray, k: int) -> float:
-        """max_{i<k} c_i(w), the model of R from the first k planes."""
-        bundle = state.bundle
-        return float(np.max(np.einsum("ij,j->i", bundle.A[:k], w) + bundle.b[:k]))
-
-    def _try(self, state, w: np.ndarray) -> bool:
+    def _try(self, state: NRBMState, w: np.ndarray) -> bool:
         """Evaluate w: a serious step if J(w) < J(w_b), else a null step whose plane is
         lowered. Returns whether the step is done: serious, or null with a plane that
         still cuts the model at w by at least half of R(w) − model(w)."""
-        before = self._model_risk(state, w, state.bundle.size)
+        before = state.bundle.model_value(w)
         J, R, a = self._evaluate(state, w)
-        if J < self._J_b:
+        if J < state.J_b:
             self._serious(state, w, J, R, a)
             return True
-        self.n_null += 1
+        state.n_null += 1
         k = state.bundle.size
         self._lower(state, k - 1)
         after = float(state.bundle.A[k - 1] @ w + state.bundle.b[k - 1])
         return self.convex or after - before >= 0.5 * (R - before)
 
-    def step(self, state) -> None:
-        if self._w_b is None:
-            self._check_state(state)
-            self._lam = state.lam
+    def step(self, state: NRBMState) -> None:
+        if state.w_b is None:
             w = state.w0
             J, R, a = self._evaluate(state, w)
             self._serious(state, w, J, R, a)
@@ -268,25 +282,21 @@ class NRBM:
                 if done:
                     break
                 theta *= 0.5
-                self.n_backtracks += 1
-                done = self._try(state, self._w_b + theta * (w_star - self._w_b))
+                state.n_backtracks += 1
+                done = self._try(state, state.w_b + theta * (w_star - state.w_b))
         self._solve(state)
         if (
             not self.convex
-            and self._restarted != self.n_serious
-            and self._small(self.model_gap)
-            and not self._small(self._gradient_gap())
+            and state.restarted != state.n_serious
+            and self._small(state, state.model_gap)
+            and not self._small(state, self._gradient_gap(state))
         ):
             self._restart(state)
 
-    def set_tolerance(self, tol: float, atol: float) -> None:
-        """The loop's stopping tolerances (also those of the restart test)."""
-        self.tol, self.atol = tol, atol
+    def _small(self, state: NRBMState, gap: float) -> bool:
+        return gap <= state.tol * abs(state.J_b) or gap <= state.atol
 
-    def _small(self, gap: float) -> bool:
-        return gap <= self.tol * abs(self._J_b) or gap <= self.atol
-
-    def _restart(self, state) -> None:
+    def _restart(self, state: NRBMState) -> None:
         """Keep only the zero plane and the exact plane at w_b, and solve again (once per
         serious point).
 
@@ -294,44 +304,40 @@ class NRBM:
         planes of distant points, which are not lower bounds of R, hold the model up
         around w_b. Planes taken from here on come from points the master finds with the
         plane at w_b, near w_b, where they conflict little."""
-        self._restarted = self.n_serious
-        self.n_restarts += 1
+        state.restarted = state.n_serious
+        state.n_restarts += 1
         old = state.bundle
         bundle = Bundle(old.n_features, old.capacity, old.max_idle)
-        bundle.add(self._a_b, self._R_b - float(self._a_b @ self._w_b))
+        bundle.add(state.a_b, state.R_b - float(state.a_b @ state.w_b))
         state.bundle = bundle
         state.lower_bound = -math.inf
         self._solve(state)
 
-    def finish(self, result):
+    def finish(self, state: NRBMState, result):
         """Name the result's figures honestly (called by the loop at the end of a fit).
 
         Adds ``model_gap`` (J(x) − min J_t at the end), ``stationarity`` (‖lam·x + a(x)‖),
         ``n_serious``, ``n_null``, ``n_lowered``, ``n_backtracks``, ``n_restarts``,
-        ``serious_objective``, ``certified`` and ``method``. Without ``convex`` nothing
-        global is certified: ``stationarity_gap`` is the stopping measure (see the module),
-        ``lower_bound`` becomes 0 (J >= 0) and ``gap`` becomes ``fun``; a stop on the
-        stationarity gap gets status 5 (stationary point), and the history's ``gap`` /
-        ``lower_bound`` columns hold those trivial figures, with ``stationarity_gap`` added.
+        ``serious_objective`` and ``certified``. Without ``convex`` nothing global is
+        certified: ``stationarity_gap`` is the stopping measure (see the module),
+        ``lower_bound`` is 0 (J >= 0) and ``gap`` is ``fun``; a stop on the stationarity gap
+        gets status 5 (stationary point), and the history's ``gap`` / ``lower_bound``
+        columns hold those trivial figures, with ``stationarity_gap`` added.
         """
-        stationarity_gap = float(result.gap)
-        if not self.convex:
-            result.model_gap = self.model_gap
-        result.n_serious = self.n_serious
-        result.n_null = self.n_null
-        result.n_lowered = self.n_lowered
-        result.n_backtracks = self.n_backtracks
-        result.n_restarts = self.n_restarts
-        if self._a_b is not None:
+        result.model_gap = float(result.gap) if self.convex else state.model_gap
+        result.n_serious = state.n_serious
+        result.n_null = state.n_null
+        result.n_lowered = state.n_lowered
+        result.n_backtracks = state.n_backtracks
+        result.n_restarts = state.n_restarts
+        if state.a_b is not None:
             # ‖lam·x + a(x)‖ with the oracle's (sub)gradient a(x) at x
-            result.stationarity = float(np.linalg.norm(self._lam * self._w_b + self._a_b))
-        result.serious_objective = np.asarray(self.serious_objective)
+            result.stationarity = float(np.linalg.norm(state.lam * state.w_b + state.a_b))
+        result.serious_objective = np.asarray(state.serious_objective)
         result.certified = self.convex
-        result.method = self.name
         if self.convex:
-            result.model_gap = stationarity_gap
             return result
-        result.stationarity_gap = stationarity_gap
+        result.stationarity_gap = state.stationarity_gap
         hist = dict(result.history)
         hist["stationarity_gap"] = np.array(hist["gap"])
         hist["lower_bound"] = np.zeros_like(hist["stationarity_gap"])

@@ -35,15 +35,29 @@ from __future__ import annotations
 import math
 import numbers
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
-from bmrm.solver.cut_cache import make_cut_cache
-from bmrm.solver.masters import grown_factor
-from bmrm.solver.qp import master_step
+from bmrm.solver.cut_cache import bound_cache, make_cut_cache
+from bmrm.solver.masters import QPMaster
+from bmrm.solver.methods.base import BundleState, SolverOptions
+from bmrm.solver.problem import Problem
 from losses.validation import check_int
 
-__all__ = ["LevelBundle"]
+__all__ = ["LevelBundle", "LevelState"]
+
+
+@dataclass(eq=False)
+class LevelState(BundleState):
+    """:class:`BundleState` and the level method's own: the last iterate ``x`` (None
+    before the first), the last multiplier ``s`` of the projection, the QP master that
+    solves the projections (its own active-set factor), and their count."""
+
+    x: np.ndarray | None = None
+    s: float = 1.0
+    projector: QPMaster | None = None
+    projection_solves: int = 0
 
 
 class LevelBundle:
@@ -72,6 +86,7 @@ class LevelBundle:
     """
 
     name = "level"
+    certifies = True
 
     def __init__(self, theta: float = 0.7, max_projection_steps: int = 40, cut_cache=False):
         if isinstance(theta, bool) or not isinstance(theta, numbers.Real) or not 0 < theta < 1:
@@ -79,84 +94,65 @@ class LevelBundle:
         self.theta = float(theta)
         self.max_projection_steps = check_int(max_projection_steps, "max_projection_steps", 1)
         self.cache, self._cache_required = make_cut_cache(cut_cache)
-        self._w = None
-        self._s = 1.0
-        self._buffers = None
-        self.projection_solves = 0
 
-    def step(self, state) -> None:
-        if self._w is None or state.w_master is None:  # a new fit (or concave-convex step)
-            if not getattr(state.regularizer, "qp", False):
-                raise ValueError(
-                    "method='level' needs regularizer='l2' without bounds; got "
-                    f"{state.regularizer!r}"
-                )
+    def finish(self, state: LevelState, result):
+        return result
+
+    def check(self, problem: Problem) -> None:
+        if not problem.regularizer.qp:
+            raise ValueError(
+                f"method='level' needs regularizer='l2' without bounds; got "
+                f"{problem.regularizer!r}"
+            )
+
+    def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> LevelState:
+        cache = None
+        if self.cache is not None:
+            cache = bound_cache(self.cache, problem.oracle, self._cache_required)
+        return LevelState.start(problem, w0, options, cache=cache)
+
+    def step(self, state: LevelState) -> None:
+        if state.x is None or state.w_master is None:
             w = state.w0
         else:
             level = state.lower_bound + self.theta * (state.best_J - state.lower_bound)
             t0 = time.perf_counter()
-            w = self._project(state, self._w, level)
+            w = self._project(state, state.x, level)
             state.master_seconds += time.perf_counter() - t0
-        cache = self.cache
-        if cache is not None:
-            cache.bind(state.oracle, self._cache_required)
-            if cache.try_cut(state, w):
-                state.solve_master()
-                return
+        cache = state.cache
+        if cache is not None and cache.try_cut(state, w):
+            state.solve_master()
+            return
         state.evaluate(w, cache=cache)
         state.solve_master()
-        self._w = w
+        state.x = w
 
-    def _model(self, bundle, w: np.ndarray) -> float:
-        k = bundle.size
-        # einsum's own loop: a BLAS product would wake BLAS's thread pool
-        return float(np.max(np.einsum("ij,j->i", bundle.A[:k], w) + bundle.b[:k]))
-
-    def _solve(self, state, x: np.ndarray, s: float) -> tuple[np.ndarray, float]:
+    def _solve(self, state: LevelState, x: np.ndarray, s: float) -> tuple[np.ndarray, float]:
         """w(s) and h(s) + ℓ = J_k(w(s)) (module docstring)."""
         bundle = state.bundle
         lam = state.lam
         k = bundle.size
-        size = len(bundle.G)  # the bundle's arrays, which grow to its capacity
-        if self._buffers is None:
-            self._buffers = (np.zeros((0, 0)), *(np.zeros(0, dtype=np.int64),) * 2, np.zeros(2))
-        if len(self._buffers[0]) < size:
-            L, S, S_ids, meta = self._buffers[:4]
-            self._buffers = (*grown_factor(size, L, S, S_ids), meta, np.zeros(size))
-        L, S, S_ids, meta, alpha = self._buffers
         mu = lam + 1.0 / s
         z = x / (1.0 + s * lam)
         b_shift = np.einsum("ij,j->i", bundle.A[:k], z) + bundle.b[:k]
+        if state.projector is None:
+            state.projector = QPMaster(mu)
         # warm start from the master's weights (the bundle's), the factor from the last solve
-        v, _, _, _, _ = master_step(
-            bundle.G,
-            b_shift,
-            bundle.A,
-            bundle.ids,
-            k,
-            mu,
-            bundle.alpha,
-            1e-11,
-            0.0,
-            L,
-            S,
-            S_ids,
-            meta,
-            alpha,
-        )
-        self.projection_solves += 1
+        state.projector.lam = mu
+        v = state.projector.solve_offsets(bundle, b_shift)
+        state.projection_solves += 1
         w = z + v
-        return w, 0.5 * lam * float(w @ w) + self._model(bundle, w)
+        return w, 0.5 * lam * float(w @ w) + bundle.model_value(w)
 
-    def _project(self, state, x: np.ndarray, level: float) -> np.ndarray:
+    def _project(self, state: LevelState, x: np.ndarray, level: float) -> np.ndarray:
         lower = state.lower_bound
         if not (math.isfinite(lower) and level > lower):
             return state.w_master
-        if 0.5 * state.lam * float(x @ x) + self._model(state.bundle, x) <= level:
+        if 0.5 * state.lam * float(x @ x) + state.bundle.model_value(x) <= level:
             return x
         slack = 0.25 * (level - lower)
         # bracket the root of h(s) = J_k(w(s)) − ℓ on a log scale, from the last multiplier
-        s = self._s
+        s = state.s
         lo = hi = None  # h(lo) > 0 >= h(hi)
         best = state.w_master  # feasible (J_k = lb < ℓ) until a closer point is found
         for _ in range(self.max_projection_steps):
@@ -175,5 +171,5 @@ class LevelBundle:
             else:
                 s = math.sqrt(lo * hi)
         if hi is not None:
-            self._s = hi
+            state.s = hi
         return best

@@ -1,0 +1,45 @@
+"""Carried planes: a solver started from the planes of an earlier solve."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bmrm.solver.bundle import Bundle
+from bmrm.solver.methods.base import Solver, SolverOptions
+from bmrm.solver.problem import Problem
+
+__all__ = ["CarriedPlanes"]
+
+
+class CarriedPlanes:
+    """A solver that runs ``method`` (a solver) from a bundle carried in from an earlier
+    solve, or an empty one; after a solve, ``bundle`` is that solve's final bundle, for the
+    next to carry on.
+
+    Valid wherever the planes a_i, b_i under-estimate the next solve's risk: the same risk
+    at another lam (R(w) >= <a_i, w> + b_i is a property of R alone, ``bmrm.path``), or the
+    next concave-convex surrogate once the planes are shifted to it
+    (:mod:`bmrm.solver.cccp`).
+    """
+
+    def __init__(self, method: Solver, bundle: Bundle | None):
+        self.method = method
+        self.bundle = bundle
+        self.name = method.name
+        self.certifies = method.certifies
+
+    def check(self, problem: Problem) -> None:
+        self.method.check(problem)
+
+    def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions):
+        state = self.method.init(problem, w0, options)
+        if self.bundle is not None:
+            state.bundle = self.bundle
+        return state
+
+    def step(self, state) -> None:
+        self.method.step(state)
+
+    def finish(self, state, result):
+        self.bundle = state.bundle
+        return self.method.finish(state, result)

@@ -1,0 +1,147 @@
+"""The optimized cutting plane algorithm (Franc & Sonnenburg, JMLR 10, 2009)."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from bmrm.solver.cut_cache import bound_cache, make_cut_cache
+from bmrm.solver.methods.base import BundleState, SolverOptions
+from bmrm.solver.methods.line_search import line_search, segment
+from bmrm.solver.problem import Problem
+from losses.validation import check_int, check_positive
+
+__all__ = ["OCAS", "OCASState", "check_mu"]
+
+
+@dataclass(eq=False)
+class OCASState(BundleState):
+    """:class:`BundleState` and OCAS's best point: w_b, its scores f_b (None for an oracle
+    without scores), g_b = ∂R/∂f there (a subgradient of R for an oracle without scores),
+    and J_b = J(w_b)."""
+
+    w_b: np.ndarray | None = None
+    f_b: np.ndarray | None = None
+    g_b: np.ndarray | None = None
+    J_b: float = math.inf
+
+
+class OCAS:
+    """The optimized cutting plane algorithm (Franc & Sonnenburg, JMLR 10, 2009, Alg. 2).
+
+    Keeps a best point w_b with g_b = ∂R/∂f at its scores (a subgradient of R at w_b for
+    an oracle without scores). Each iteration takes the master minimiser w_c, searches the
+    line w_b + t·(w_c − w_b) (t ≥ 0; t ≤ 1 under bounds) for the lowest J, moves w_b there,
+    and adds the cut at w_b + mu·(w_c − w_b), which Franc & Sonnenburg show keeps the
+    cutting-plane method's convergence (they use mu = 0.1). The line search runs on scores:
+    one product X w_c, the loss at a few points, then Xᵀg for the cut, so an iteration
+    costs two passes over X like plain BMRM's. The certificate is the master optimum.
+
+    Parameters
+    ----------
+    mu : float in (0, 1]
+        Where the cut is taken between the new best point (0) and the master minimiser (1).
+        (:class:`LineSearchBMRM` cuts at the line-search point itself, mu = 0.)
+    line_search_tol : float >= 0
+        The line search stops when its best value is within this fraction of the current
+        gap of the minimum along the line (bounded by convexity).
+    max_evals : int >= 1
+        Loss evaluations per line search, at most.
+    cut_cache : bool, "auto" or CutCache
+        As for :class:`PlainBMRM`: a cache cut at the master minimiser, when violated
+        enough, replaces the iteration's line search and oracle call.
+    """
+
+    name = "ocas"
+    certifies = True
+    cache = None
+    _cache_required = False
+
+    def __init__(
+        self,
+        mu: float = 0.1,
+        line_search_tol: float = 0.01,
+        max_evals: int = 10,
+        cut_cache=False,
+    ):
+        self.mu = check_mu(mu)
+        self._init_line_search(line_search_tol, max_evals, cut_cache)
+
+    def _init_line_search(self, line_search_tol, max_evals, cut_cache) -> None:
+        """The options OCAS shares with :class:`LineSearchBMRM`, checked before any work."""
+        self.line_search_tol = check_positive(line_search_tol, "line_search_tol", strict=False)
+        self.max_evals = check_int(max_evals, "max_evals", 1)
+        self.cache, self._cache_required = make_cut_cache(cut_cache)
+
+    def finish(self, state: OCASState, result):
+        return result
+
+    def check(self, problem: Problem) -> None:
+        pass
+
+    def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> OCASState:
+        cache = None
+        if self.cache is not None:
+            cache = bound_cache(self.cache, problem.oracle, self._cache_required)
+        return OCASState.start(problem, w0, options, cache=cache)
+
+    def step(self, state: OCASState) -> None:
+        cache = state.cache
+        if state.w_master is None:
+            self._start(state)
+            state.solve_master()
+            return
+        w_c = state.w_master
+        if cache is not None and cache.try_cut(state, w_c):
+            state.solve_master()
+            return
+        seg = segment(state, state.w_b, w_c, state.f_b)
+        slope0 = seg.start_slope(state.g_b)
+        t_max = 1.0 if state.regularizer.bounded else math.inf
+        # a line search closer than this to its optimum would not change the gap visibly
+        atol = self.line_search_tol * state.gap
+        t, J_t, g_t = line_search(seg, state.J_b, slope0, t_max, atol, self.max_evals)
+        if t > 0.0:
+            state.w_b = seg.w_a + t * seg.d
+            state.f_b = seg.scores_at(t)
+            state.g_b = g_t
+            state.J_b = J_t
+        t_cut = t + self._cut_fraction(t) * (1.0 - t)
+        w, f, J, g = seg.cut(t_cut, cache)
+        if J < state.J_b:
+            state.w_b, state.f_b, state.g_b, state.J_b = w, f, g, J
+        state.solve_master()
+
+    def _cut_fraction(self, t: float) -> float:
+        return self.mu
+
+    def _start(self, state: OCASState) -> None:
+        w = state.w0
+        cache = state.cache
+        if state.problem.capabilities.on_scores:
+            f = state.oracle.scores(w)
+            if cache is not None and cache.active:
+                R, a = cache.oracle_cut(state, w, f)
+            else:
+                R, a = state.oracle.cut_at(f)
+            state.g_b = state.oracle.last_gradient.copy()
+            state.check_subgradient(w, R, a)
+            J = state.J_of(w, R)
+            state.record(w, J)
+            state.bundle.add(a, R - float(a @ w))
+            state.f_b = f
+        else:
+            J, _, state.g_b = state.evaluate(w, cache=cache)
+        state.w_b, state.J_b = w, J
+
+
+def check_mu(mu) -> float:
+    """The cut's fraction of the way from the best point to the master minimiser (OCAS,
+    InOut): a real number in (0, 1]. At 0 the cut is taken at the best point, whose plane
+    the bundle may hold already, and the method stalls."""
+    if isinstance(mu, bool) or not isinstance(mu, numbers.Real) or not 0.0 < mu <= 1.0:
+        raise ValueError(f"mu must lie in (0, 1]; got {mu!r}")
+    return float(mu)

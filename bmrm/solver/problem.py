@@ -1,0 +1,190 @@
+"""The problem every solver works on: min_w J(w) = lam·Ω(w) + R(w).
+
+A :class:`Problem` holds
+
+* the risk R behind a :class:`CountingOracle`, the one place that counts oracle calls
+  (``nfev``), passes over X (``n_passes``: a product X w or Xᵀ g each) and the seconds they
+  took, whichever solver makes the calls (the approach of scipy.optimize's
+  ``ScalarFunction``);
+* the regularizer Ω (:mod:`bmrm.solver.regularizers`), which answers the solvers'
+  questions through its own methods (its value, projection, slope along a direction,
+  whether the L2 QP master applies, its final clean-up such as L1's exact zeros);
+* ``lam``;
+* the risk's declared :class:`Capabilities`, read once from the oracle and its loss, so
+  that no solver probes optional attributes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from bmrm.solver.cut_cache import supports_cut_cache
+from bmrm.solver.regularizers import Regularizer
+
+__all__ = ["Capabilities", "CountingOracle", "Problem", "capabilities"]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the risk offers and promises, declared by its loss and oracle.
+
+    Attributes
+    ----------
+    convex : bool
+        R is convex: every cutting plane is a minorant, and a certified gap is possible.
+    latent : bool
+        The loss is a difference of convex functions with a latent part (``loss.latent``,
+        ``convexify``): the concave-convex procedure trains it (:mod:`bmrm.solver.cccp`).
+    smooth : bool
+        R is differentiable (``loss.smooth``).
+    on_scores : bool
+        The oracle evaluates at given scores f = Xw (``scores``, ``risk_at``, ``cut_at``,
+        ``last_gradient``): a line search costs one product X w and loss evaluations.
+    per_query : bool
+        The oracle offers per-query cuts that a cut cache can keep
+        (:func:`bmrm.solver.cut_cache.supports_cut_cache`).
+    exact : bool
+        The loss is one of the package's own (exact, tested): the one-off probes of a
+        user's subgradient are skipped.
+    has_hessp : bool
+        The oracle offers Hessian-vector products of the risk, ``oracle.hessp(w, v)``
+        (from the loss's ``hessp`` on the scores), for second-order solvers.
+    dtype : numpy dtype
+        The precision of the oracle's products (float32 data rounds more).
+    """
+
+    convex: bool = True
+    latent: bool = False
+    smooth: bool = False
+    on_scores: bool = False
+    per_query: bool = False
+    exact: bool = False
+    has_hessp: bool = False
+    dtype: np.dtype = np.dtype(np.float64)
+
+
+def capabilities(oracle) -> Capabilities:
+    """The :class:`Capabilities` of a risk oracle: read from the oracle and its loss (the
+    package's :class:`~bmrm.solver.oracle.RiskOracle` and Dask oracle declare them; a plain
+    callable ``oracle(w) -> (R, a)`` is a convex risk with nothing more)."""
+    loss = getattr(oracle, "loss", None)
+    convex_surrogate = bool(getattr(oracle, "convex_surrogate", False))
+    return Capabilities(
+        convex=bool(getattr(loss, "convex", True)) or convex_surrogate,
+        latent=bool(getattr(loss, "latent", False)) and not convex_surrogate,
+        smooth=bool(getattr(loss, "smooth", False)),
+        on_scores=all(hasattr(oracle, name) for name in ("scores", "risk_at", "cut_at")),
+        per_query=supports_cut_cache(oracle) is None,
+        exact=loss is not None and type(loss).__module__.split(".")[0] == "losses",
+        # the oracle's product needs the loss's own (loss.hessp on the scores)
+        has_hessp=callable(getattr(oracle, "hessp", None))
+        and (loss is None or callable(getattr(loss, "hessp", None))),
+        dtype=np.dtype(getattr(oracle, "dtype", np.float64)),
+    )
+
+
+class CountingOracle:
+    """A risk oracle with its bookkeeping: every evaluation goes through here.
+
+    ``nfev`` counts risk evaluations (with or without a subgradient), ``n_passes`` the
+    products with X (a full call ``oracle(w)`` makes two, X w and Xᵀ g; ``scores`` one;
+    ``cut_at`` one; ``risk_at`` none), ``njev`` Hessian-vector products and ``seconds`` the
+    wall-clock time inside the oracle. Other attributes are the wrapped oracle's.
+    """
+
+    def __init__(self, oracle):
+        self.inner = oracle
+        self.nfev = 0
+        self.n_passes = 0
+        self.nhev = 0
+        self.seconds = 0.0
+
+    def _timed(self, function, args, nfev: int, passes: int):
+        t0 = time.perf_counter()
+        try:
+            return function(*args)
+        finally:
+            self.seconds += time.perf_counter() - t0
+            self.nfev += nfev
+            self.n_passes += passes
+
+    def __call__(self, w: np.ndarray):
+        """``(R(w), a)``, a a subgradient of R at w."""
+        return self._timed(self.inner, (w,), 1, 2)
+
+    def scores(self, w: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """f = X w (one pass; not an evaluation of R)."""
+        return self._timed(self.inner.scores, (w, out), 0, 1)
+
+    def risk_at(self, f: np.ndarray):
+        """``(R, g)`` at the scores f, g = ∂R/∂f (no pass over X)."""
+        return self._timed(self.inner.risk_at, (f,), 1, 0)
+
+    def cut_at(self, f: np.ndarray):
+        """``(R, a)`` at the scores f of a point, a = Xᵀ g (one pass)."""
+        return self._timed(self.inner.cut_at, (f,), 1, 1)
+
+    def query_cut(self, w: np.ndarray, P: np.ndarray):
+        """Per-query cut at w (two passes; :mod:`bmrm.solver.cut_cache`)."""
+        return self._timed(self.inner.query_cut, (w, P), 1, 2)
+
+    def query_cut_at(self, f: np.ndarray, P: np.ndarray):
+        """Per-query cut at the scores f of a point (one pass)."""
+        return self._timed(self.inner.query_cut_at, (f, P), 1, 1)
+
+    def hessp(self, w: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """∇²R(w) v (two passes, X v and Xᵀ(·)); only where ``has_hessp`` is declared."""
+        t0 = time.perf_counter()
+        try:
+            return self.inner.hessp(w, v)
+        finally:
+            self.seconds += time.perf_counter() - t0
+            self.nhev += 1
+            self.n_passes += 2
+
+    def __getattr__(self, name: str):
+        if name == "inner":  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+@dataclass(eq=False)
+class Problem:
+    """min_w lam·Ω(w) + R(w) over ``n_features`` weights (module docstring).
+
+    Attributes
+    ----------
+    oracle : CountingOracle
+    regularizer : Regularizer
+    lam : float
+    n_features : int
+    capabilities : Capabilities
+    rounding : float
+        How far values and planes may disagree by rounding alone, relative to 1 + |J|
+        (1e-9 in float64, 100 ε for float32 products).
+    """
+
+    oracle: CountingOracle
+    regularizer: Regularizer
+    lam: float
+    n_features: int
+    capabilities: Capabilities
+
+    @classmethod
+    def of(cls, oracle, regularizer: Regularizer, lam: float, n_features: int) -> Problem:
+        """The problem of a risk oracle (any ``oracle(w) -> (R, a)``), its capabilities
+        read once."""
+        counting = oracle if isinstance(oracle, CountingOracle) else CountingOracle(oracle)
+        return cls(counting, regularizer, lam, n_features, capabilities(counting.inner))
+
+    @property
+    def rounding(self) -> float:
+        dtype = self.capabilities.dtype
+        return max(1e-9, 100.0 * float(np.finfo(dtype).eps) if dtype.kind == "f" else 0.0)
+
+    def objective(self, w: np.ndarray, R: float) -> float:
+        """J(w) = lam·Ω(w) + R, for the risk R at w."""
+        return self.lam * self.regularizer.value(w) + R
