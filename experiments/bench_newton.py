@@ -9,8 +9,10 @@ The synthetic LETOR-like sets of ``gen_ltr.py`` (``DIR/NAME.npz``, the training 
 ``X_train`` float32, ``y_train``, ``qid_train``; and for LIBLINEAR the text file
 ``DIR/NAME.train.svmlight`` that holds the same numbers to five significant digits)::
 
-    python ../shared/tools/gen_ltr.py --name small --queries 1000 --docs 20 --features 46 --seed 1 --out DIR
-    python ../shared/tools/gen_ltr.py --name medium --queries 10000 --docs 50 --features 136 --seed 2 --out DIR
+    python ../shared/tools/gen_ltr.py --name small --queries 1000 --docs 20 \
+        --features 46 --seed 1 --out DIR
+    python ../shared/tools/gen_ltr.py --name medium --queries 10000 --docs 50 \
+        --features 136 --seed 2 --out DIR
 
 Objectives
 ----------
@@ -31,6 +33,8 @@ Their objectives are recomputed the same way, and the package's time to them rep
 
 Measures
 --------
+The package's Newton-CG (``method="newton"``, run to a relative gap of 1e-8) and, for the
+choice of ``method="auto"``, the level bundle method that it chose before (run to 1e-4).
 Per setting: iterations, Hessian-vector products, passes over X, CPU and wall seconds of
 the package's fit (argument checks and target preparation included, data loading excluded)
 until the objective of the peer, and until the certified relative gap is 1e-3; the peer's
@@ -53,6 +57,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -75,6 +80,8 @@ import losses
 from bmrm.solver.oracle import RiskOracle
 
 SETS = ("small", "medium")
+# iterations at most per fit (the bundle method's runs to tol 1e-4 on the larger C)
+MAX_ITER = 2000
 BUILD = REPO.parent / "shared" / "tools" / "peers" / "build-liblinear-ranksvm.sh"
 
 
@@ -99,6 +106,12 @@ def parse_args(argv=None):
     parser.add_argument("--repeats", type=int_at_least(1), default=3)
     parser.add_argument("--liblinear", type=Path, help="LIBLINEAR-RankSVM's train program")
     parser.add_argument("--skip-sklearn", action="store_true")
+    parser.add_argument(
+        "--methods",
+        type=comma_list(("newton", "level")),
+        default=["newton", "level"],
+        help='the package\'s solvers (level: the bundle method that "auto" chose before)',
+    )
     return parser.parse_args(argv)
 
 
@@ -153,15 +166,20 @@ def run_liblinear(program: Path, text: Path, C: float):
     return w, iterations, cpu, wall
 
 
-def fit_timed(X, y, qid, loss, lam: float, tol: float):
-    """A Newton fit with the CPU and wall seconds at each iteration (callback)."""
+def fit_timed(X, y, qid, loss, lam: float, tol: float, method: str):
+    """A fit with the CPU and wall seconds at each iteration (callback)."""
     marks = []
 
     def callback(res):
         marks.append((time.process_time(), time.perf_counter()))
 
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    model = bmrm.fit(X, y, loss, qid, lam=lam, method="newton", tol=tol, callback=callback)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bmrm.ConvergenceWarning)
+        model = bmrm.fit(
+            X, y, loss, qid, lam=lam, method=method, tol=tol, max_iter=MAX_ITER,
+            callback=callback,
+        )  # fmt: skip
     res = model.result_
     cpu = np.array([m[0] for m in marks]) - cpu0
     wall = np.array([m[1] for m in marks]) - wall0
@@ -177,7 +195,7 @@ def first(res, cpu, wall, reached):
     k = int(hits[0])
     return {
         "iterations": k + 1,
-        "hessp": int(hist["n_hessp"][k]),
+        "hessp": int(hist["n_hessp"][k]) if "n_hessp" in hist else "",
         "passes": int(hist["n_passes"][k]),
         "cpu_s": float(cpu[k]),
         "wall_s": float(wall[k]),
@@ -185,14 +203,15 @@ def first(res, cpu, wall, reached):
     }
 
 
-def package_rows(X, y, qid, loss, lam, targets, repeats, base):
+def package_rows(X, y, qid, loss, lam, targets, repeats, base, method):
     """Rows of the package's runs: to each target objective (name -> J) and to gap 1e-3."""
+    tol = 1e-8 if method == "newton" else 1e-4
     warm = time.perf_counter()
-    fit_timed(X, y, qid, loss, lam, 1e-8)
+    fit_timed(X, y, qid, loss, lam, tol, method)
     warm = time.perf_counter() - warm
     rows = []
     for rep in range(repeats):
-        res, cpu, wall = fit_timed(X, y, qid, loss, lam, 1e-8)
+        res, cpu, wall = fit_timed(X, y, qid, loss, lam, tol, method)
         hist = res.history
         goals = {"gap 1e-3": hist["gap"] <= 1e-3 * hist["objective"]}
         for name, J in targets.items():
@@ -201,7 +220,7 @@ def package_rows(X, y, qid, loss, lam, targets, repeats, base):
             row = first(res, cpu, wall, reached)
             if row is None:
                 row = {"iterations": "not reached"}
-            rows.append({**base, "solver": "package newton", "goal": goal, "repetition": rep,
+            rows.append({**base, "solver": f"package {method}", "goal": goal, "repetition": rep,
                          "warmup_wall_s": warm, **row})  # fmt: skip
     return rows
 
@@ -218,6 +237,8 @@ def median_rows(rows):
         for field in ("iterations", "hessp", "passes", "cpu_s", "wall_s", "objective"):
             values = [g[field] for g in group if isinstance(g.get(field), (int, float))]
             row[field] = statistics.median(values) if values else ""
+        if all(g["iterations"] == "not reached" for g in group):
+            row["iterations"] = "not reached"
         out.append(row)
     return out
 
@@ -261,8 +282,9 @@ def main(argv=None) -> int:
                                  "repetition": rep, "iterations": iterations, "cpu_s": cpu,
                                  "wall_s": wall, "objective": J,
                                  "f_liblinear": n_q * C * J})  # fmt: skip
-            progress(f"{name} C={C}: package, squared hinge")
-            rows += package_rows(X, y, qid, loss, lam, targets, args.repeats, base)
+            for method in args.methods:
+                progress(f"{name} C={C}: package {method}, squared hinge")
+                rows += package_rows(X, y, qid, loss, lam, targets, args.repeats, base, method)
             if args.skip_sklearn:
                 continue
             from sklearn.linear_model import LogisticRegression, Ridge
@@ -288,9 +310,11 @@ def main(argv=None) -> int:
                                  "repetition": rep, "iterations": int(np.max(getattr(
                                      peer, "n_iter_", [0]) or 0)), "cpu_s": cpu,
                                  "wall_s": wall, "objective": J})  # fmt: skip
-                rows += package_rows(
-                    X, target, None, loss_name, lam, {peer_name: J}, args.repeats, base
-                )
+                for method in args.methods:
+                    rows += package_rows(
+                        X, target, None, loss_name, lam, {peer_name: J}, args.repeats, base,
+                        method,
+                    )  # fmt: skip
     write_csv(out / "results.csv", rows)
     table = median_rows(rows)
     header = ["set", "C", "loss", "solver", "goal", "iterations", "hessp", "passes", "cpu_s",

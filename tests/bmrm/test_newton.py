@@ -1,6 +1,8 @@
 """The Newton-CG solver: its Hessian products against explicit matrices, its certificate
 against the optimum of a direct solve (cvxpy, scipy), and LIBLINEAR-RankSVM's objective."""
 
+import re
+import warnings
 from pathlib import Path
 
 import cvxpy as cp
@@ -10,8 +12,9 @@ import scipy.sparse as sp
 from scipy.optimize import minimize
 from sklearn.datasets import load_svmlight_file
 
+import bmrm
 import losses
-from bmrm.solver.newton import HessianProducts, minimize_newton
+from bmrm.solver.loop import minimize_bmrm
 from bmrm.solver.oracle import RiskOracle
 from losses.preference import pairs_from_labels
 from tests.losses.test_hessp import explicit_hessian
@@ -50,6 +53,14 @@ def problem(name, params, seed, n_queries=12, d=5, shuffle=False):
         pairs, _ = pairs_from_labels(y, qid)
         data = {"pairs": pairs, "pair_costs": rng.uniform(0.2, 2.0, len(pairs))}
     return X, y, qid, data
+
+
+def minimize_newton(oracle, lam, **options):
+    """The Newton solver through the solver loop; a run stopped by max_iter is not warned
+    about (the tests stop it on purpose)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bmrm.ConvergenceWarning)
+        return minimize_bmrm(oracle, oracle.n_features, lam, method="newton", **options)
 
 
 def explicit_risk_hessian(prepared, y, f):
@@ -96,7 +107,7 @@ def test_hessian_products_match_the_explicit_matrix(name, params, layout):
             Xd = np.column_stack([Xd, np.full(len(y), 2.0)])
         w = rng.normal(size=Xd.shape[1])
         f = Xd @ w
-        products = HessianProducts(oracle, f)
+        products = oracle.hessian(f)
         # one pass for dense C-ordered X: a pointwise loss in any row order, a loss with a
         # Hessian block kernel with rows in query order
         c_dense = layout in ("dense", "float32", "shuffled")
@@ -193,3 +204,120 @@ def test_liblinear_ranksvm_objective(C):
     res = minimize_newton(oracle, 1.0 / (n_q * C), tol=1e-12)
     assert n_q * C * res.fun == pytest.approx(f_star, rel=1e-9)
     np.testing.assert_allclose(res.x, w.value, rtol=1e-6, atol=1e-8)
+
+
+def ranking_data(seed, n_queries=15, d=4):
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 8, n_queries)
+    qid = np.repeat(np.arange(n_queries), sizes)
+    X = rng.normal(size=(qid.size, d))
+    y = np.clip(np.round(X @ rng.normal(size=d) + rng.normal(size=qid.size)), 0, 3)
+    return X, y.astype(np.int64), qid
+
+
+SQUARED_HINGE = {"hinge": "squared", "normalize": "none"}
+
+
+def test_fit_with_newton_names_it_and_the_model_file_keeps_it(tmp_path):
+    X, y, qid = ranking_data(1)
+    model = bmrm.fit(X, y, "ordinal", qid, lam=0.1, method="newton", loss_params=SQUARED_HINGE)
+    res = model.result_
+    assert res.success and res.method == "newton"
+    assert res.n_hessp == res.history["n_hessp"][-1] > 0
+    assert res.bundle_size == 0 and res.lower_bound <= res.fun
+    model.save(tmp_path / "m.json")
+    assert bmrm.load(tmp_path / "m.json").result_.method == "newton"
+
+
+@pytest.mark.parametrize(
+    ("loss", "params", "expected"),
+    [
+        ("squared", {}, "newton"),
+        ("logistic", {}, "newton"),
+        ("ordinal", SQUARED_HINGE, "newton"),
+        ("listnet", {}, "newton"),
+        ("ordinal", {}, "level"),  # the hinge: not smooth
+        ("hinge", {}, "level"),
+        ("ndcg", {"ties": "increasing"}, "level"),
+    ],
+)
+def test_auto_picks_newton_for_smooth_losses_with_hessian_products(loss, params, expected):
+    X, y, qid = ranking_data(2)
+    if loss in ("squared", "logistic", "hinge"):
+        y, qid = (y > 1).astype(np.float64), None
+    model = bmrm.fit(X, y, loss, qid, lam=0.05, tol=1e-6, loss_params=params)
+    assert model.result_.method == expected
+    if expected == "newton":  # the same optimum as the bundle method's
+        level = bmrm.fit(X, y, loss, qid, lam=0.05, tol=1e-6, loss_params=params, method="level")
+        assert abs(model.result_.fun - level.result_.fun) <= (
+            model.result_.gap + level.result_.gap
+        )
+    # with L1 or bounds, auto keeps the bundle methods
+    assert (
+        bmrm.fit(X, y, loss, qid, lam=0.05, regularizer="l1", loss_params=params).result_.method
+        == "inout"
+    )
+
+
+@pytest.mark.parametrize(
+    ("fit_params", "message"),
+    [
+        ({"regularizer": "l1"}, "method='newton' needs regularizer='l2' without bounds"),
+        ({"bounds": (-1.0, 1.0)}, "method='newton' needs regularizer='l2' without bounds"),
+        ({"loss_params": {}}, "method='newton' needs a risk that is smooth"),
+    ],
+)
+def test_newton_refuses_what_it_cannot_certify(fit_params, message):
+    X, y, qid = ranking_data(3)
+    kw = {"loss_params": SQUARED_HINGE, **fit_params}
+    with pytest.raises(ValueError, match=re.escape(message)):
+        bmrm.fit(X, y, "ordinal", qid, lam=0.1, method="newton", **kw)
+
+
+def test_weighted_fit_equals_the_fit_on_repeated_rows():
+    X, y, qid = ranking_data(4)
+    weight_of_query = np.random.default_rng(4).integers(1, 4, qid.max() + 1)
+    s = weight_of_query[qid].astype(np.float64)
+    kw = {"lam": 0.02, "tol": 1e-10, "method": "newton", "loss_params": SQUARED_HINGE}
+    weighted = bmrm.fit(X, y, "ordinal", qid, sample_weight=s, **kw).result_
+    # each query repeated as many times as its weight, under new query ids
+    parts = [np.flatnonzero(qid == q) for q in np.unique(qid)]
+    rows = np.concatenate([np.tile(p, weight_of_query[q]) for q, p in enumerate(parts)])
+    new_qid = np.concatenate(
+        [np.repeat(np.arange(weight_of_query[q]) + 10 * q, len(p)) for q, p in enumerate(parts)]
+    )
+    repeated = bmrm.fit(X[rows], y[rows], "ordinal", new_qid, **kw).result_
+    assert weighted.fun == pytest.approx(repeated.fun, rel=1e-9)
+    np.testing.assert_allclose(weighted.x, repeated.x, rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("layout", ["float32", "csr", "shuffled", "intercept"])
+def test_layouts_reach_the_same_optimum(layout):
+    X, y, qid = ranking_data(5, n_queries=25)
+    kw = {"lam": 0.05, "tol": 1e-10, "method": "newton", "loss_params": SQUARED_HINGE}
+    if layout == "intercept":
+        kw["fit_intercept"] = True
+    reference = bmrm.fit(X, y, "ordinal", qid, **{**kw, "method": "level", "tol": 1e-9})
+    if layout == "float32":
+        X = X.astype(np.float32)
+        reference = bmrm.fit(X, y, "ordinal", qid, **{**kw, "method": "level", "tol": 1e-9})
+    elif layout == "csr":
+        X = sp.csr_matrix(X)
+    elif layout == "shuffled":
+        order = np.random.default_rng(5).permutation(len(y))
+        X, y, qid = X[order], y[order], qid[order]
+    res = bmrm.fit(X, y, "ordinal", qid, **kw).result_
+    ref = reference.result_
+    assert res.success
+    assert abs(res.fun - ref.fun) <= res.gap + ref.gap + 1e-12
+    assert res.fun - ref.lower_bound <= res.gap + ref.gap + 1e-12
+
+
+def test_warm_start_and_passes_over_x():
+    X, y, qid = ranking_data(6, n_queries=30)
+    kw = {"lam": 0.01, "tol": 1e-9, "method": "newton", "loss_params": SQUARED_HINGE}
+    cold = bmrm.fit(X, y, "ordinal", qid, **kw).result_
+    # dense data: one pass per Hessian product, one per gradient, none for w0 = 0
+    assert cold.n_passes == cold.n_hessp + cold.nfev - cold.n_halvings
+    warm = bmrm.fit(X, y, "ordinal", qid, w0=cold.x, **kw).result_
+    assert warm.nit <= 1 and warm.fun <= cold.fun + 1e-12
