@@ -128,9 +128,9 @@ class NewtonState(State):
 
     Attributes
     ----------
-    f : ndarray
+    f : ndarray or None
         The scores X w of the iterate ``best_w`` (J decreases at every accepted step, so the
-        iterate is the best point).
+        iterate is the best point); None until the first iteration evaluates w0.
     grad : ndarray
         ∇J at the iterate.
     grad0_norm : float
@@ -197,20 +197,29 @@ class NewtonCG:
             )
 
     def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> NewtonState:
-        """The state at w0: its scores (one pass over X unless w0 = 0), J and ∇J (one)."""
-        oracle = problem.oracle
-        n = oracle.X.shape[0]
-        f = oracle.scores(w0) if np.any(w0) else np.zeros(n)
+        """The state at w0, not yet evaluated (the first step evaluates it)."""
+        return NewtonState(problem=problem, w0=w0, best_w=w0, max_cg=self.max_cg)
+
+    def _start(self, state: NewtonState) -> None:
+        """The first iteration: w0's scores (one pass over X unless w0 = 0), J, ∇J (one) and
+        the certificate there, so that a warm start at the optimum stops at once."""
+        oracle, w0 = state.oracle, state.w0
+        f = oracle.scores(w0) if np.any(w0) else np.zeros(oracle.X.shape[0])
         R, a = oracle.cut_at(f)
-        state = NewtonState(problem=problem, w0=w0, best_w=w0, f=f, max_cg=self.max_cg)
+        state.f = f
         state.record(w0, state.J_of(w0, R))
-        state.grad = a + problem.lam * w0
+        state.best_w, state.best_J = w0, state.J_of(w0, R)
+        state.grad = a + state.lam * w0
         state.grad0_norm = state.grad_norm
-        state.lower_bound = strong_convexity_bound(state.best_J, state.grad0_norm, problem.lam)
-        return state
+        state.lower_bound = strong_convexity_bound(state.best_J, state.grad0_norm, state.lam)
+        state.n_products.append(0)
 
     def step(self, state: NewtonState) -> None:
-        """One iteration: the Newton direction, the line search, the new certificate."""
+        """One iteration: the Newton direction, the line search, the new certificate (the
+        first iteration evaluates the start)."""
+        if state.f is None:
+            self._start(state)
+            return
         if state.stalled or state.grad_norm == 0.0:
             state.n_products.append(0)
             return
