@@ -35,13 +35,15 @@ Measures
 --------
 The package's Newton-CG (``method="newton"``, run to a relative gap of 1e-8) and, for the
 choice of ``method="auto"``, the level bundle method that it chose before (run to 1e-4).
-Per setting: iterations, Hessian-vector products, passes over X, CPU and wall seconds of
+Per setting: iterations (Newton steps, LIBLINEAR's TRON iterations, the bundle method's
+oracle iterations), Hessian-vector products, passes over X, CPU and wall seconds of
 the package's fit (argument checks and target preparation included, data loading excluded)
 until the objective of the peer, and until the certified relative gap is 1e-3; the peer's
-solver CPU and wall seconds (LIBLINEAR's own ``solver cpu seconds``, which excludes reading
-the text file; scikit-learn's ``fit``). Medians over ``--repeats`` runs, after one untimed
-warm-up run each (numba's compilation, reported apart). CPU seconds are the process's
-(all threads; the package spreads kernels over numba's thread count).
+solver CPU seconds (LIBLINEAR's own ``solver cpu seconds``, which excludes reading the text
+file, beside the wall seconds of its whole run; scikit-learn's ``fit``, CPU and wall).
+Medians over ``--repeats`` runs, after one untimed warm-up run each (numba's compilation;
+its wall seconds are reported apart). CPU seconds are the process's (all threads; the
+package spreads kernels over numba's thread count).
 
 Writes ``results.csv`` (one row per set × C × solver × repetition) and ``results.md``.
 """
@@ -187,14 +189,16 @@ def fit_timed(X, y, qid, loss, lam: float, tol: float, method: str):
 
 
 def first(res, cpu, wall, reached):
-    """The counters and seconds at the first iteration where ``reached`` holds."""
+    """The counters and seconds at the first iteration where ``reached`` holds; Newton's
+    iterations are counted as its steps (its first iteration evaluates the start point,
+    as LIBLINEAR's count leaves out)."""
     hist = res.history
     hits = np.flatnonzero(reached)
     if hits.size == 0:
         return None
     k = int(hits[0])
     return {
-        "iterations": k + 1,
+        "iterations": k if res.method == "newton" else k + 1,
         "hessp": int(hist["n_hessp"][k]) if "n_hessp" in hist else "",
         "passes": int(hist["n_passes"][k]),
         "cpu_s": float(cpu[k]),
