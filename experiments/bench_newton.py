@@ -34,7 +34,7 @@ Their objectives are recomputed the same way, and the package's time to them rep
 Measures
 --------
 The package's Newton-CG (``method="newton"``, run to a relative gap of 1e-8) and, for the
-choice of ``method="auto"``, the level bundle method that it chose before (run to 1e-4).
+choice of ``method="auto"``, the level bundle method that it chose before (run to 1e-3).
 Per setting: iterations (Newton steps, LIBLINEAR's TRON iterations, the bundle method's
 oracle iterations), Hessian-vector products, passes over X, CPU and wall seconds of
 the package's fit (argument checks and target preparation included, data loading excluded)
@@ -82,7 +82,7 @@ import losses
 from bmrm.solver.oracle import RiskOracle
 
 SETS = ("small", "medium")
-# iterations at most per fit (the bundle method's runs to tol 1e-4 on the larger C)
+# iterations at most per fit (the bundle method's runs on the larger C)
 MAX_ITER = 2000
 BUILD = REPO.parent / "shared" / "tools" / "peers" / "build-liblinear-ranksvm.sh"
 
@@ -203,13 +203,13 @@ def first(res, cpu, wall, reached):
         "passes": int(hist["n_passes"][k]),
         "cpu_s": float(cpu[k]),
         "wall_s": float(wall[k]),
-        "objective": float(hist["objective"][k]),
+        "objective": float(hist["best_objective"][k]),
     }
 
 
 def package_rows(X, y, qid, loss, lam, targets, repeats, base, method):
     """Rows of the package's runs: to each target objective (name -> J) and to gap 1e-3."""
-    tol = 1e-8 if method == "newton" else 1e-4
+    tol = 1e-8 if method == "newton" else 1e-3
     warm = time.perf_counter()
     fit_timed(X, y, qid, loss, lam, tol, method)
     warm = time.perf_counter() - warm
@@ -217,9 +217,10 @@ def package_rows(X, y, qid, loss, lam, targets, repeats, base, method):
     for rep in range(repeats):
         res, cpu, wall = fit_timed(X, y, qid, loss, lam, tol, method)
         hist = res.history
-        goals = {"gap 1e-3": hist["gap"] <= 1e-3 * hist["objective"]}
+        best = hist["best_objective"]
+        goals = {"gap 1e-3": hist["gap"] <= 1e-3 * best}
         for name, J in targets.items():
-            goals[f"to {name}"] = hist["objective"] <= J
+            goals[f"to {name}"] = best <= J
         for goal, reached in goals.items():
             row = first(res, cpu, wall, reached)
             if row is None:
