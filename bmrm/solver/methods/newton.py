@@ -208,7 +208,6 @@ class NewtonCG:
         R, a = oracle.cut_at(f)
         state.f = f
         state.record(w0, state.J_of(w0, R))
-        state.best_w, state.best_J = w0, state.J_of(w0, R)
         state.grad = a + state.lam * w0
         state.grad0_norm = state.grad_norm
         state.lower_bound = strong_convexity_bound(state.best_J, state.grad0_norm, state.lam)
