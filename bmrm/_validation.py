@@ -6,9 +6,11 @@ Scalar checks (``check_positive``, ``check_int``, ...) live in :mod:`losses.vali
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import scipy.sparse as sp
@@ -179,6 +181,53 @@ def check_loss_params(loss_params) -> None:
     if loss_params is not None and not isinstance(loss_params, Mapping):
         raise ValueError(
             f"loss_params must be a dict of the loss's parameters or None; got {loss_params!r}"
+        )
+
+
+def data_keywords(loss) -> tuple[list[str], bool]:
+    """The data keywords ``loss.validate`` names (``pairs``, ``row_weight``, ...), and
+    whether it also takes any other keyword (a ``**`` parameter of a user's loss)."""
+    try:
+        parameters = list(inspect.signature(loss.validate).parameters.values())
+    except (AttributeError, TypeError, ValueError):
+        return [], True
+    named = [
+        p.name
+        for p in parameters[2:]  # after y and query_ptr
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
+    any_other = any(p.kind == p.VAR_KEYWORD for p in parameters)
+    # the package's own losses take ** only to refuse other keywords with their own message
+    builtin = type(loss).__module__.split(".")[0] == "losses"
+    return named, any_other and not builtin
+
+
+def check_loss_data(loss, data: Mapping, keywords: Iterable[str], function: str) -> None:
+    """Raise ``TypeError`` for a keyword of ``function`` that is neither one of its own
+    ``keywords`` nor a data keyword of ``loss`` (a typo such as ``lamda=``), naming the
+    closest valid name; a loss parameter given as a keyword is pointed to ``loss_params``.
+    A user's loss whose ``validate`` takes any keyword receives the keywords that do not
+    look like a misspelt keyword of ``function``."""
+    named, any_other = data_keywords(loss)
+    keywords = list(keywords)
+    params = loss.get_params() if callable(getattr(loss, "get_params", None)) else {}
+    for key in data:
+        if key in named:
+            continue
+        close = difflib.get_close_matches(key, keywords + named, n=1, cutoff=0.75)
+        if any_other and not (close and close[0] in keywords):
+            continue
+        name = getattr(loss, "name", type(loss).__name__)
+        takes = f"data keywords {named}" if named else "no data keywords"
+        if key in params:
+            hint = f"; {key!r} is a parameter of the {name} loss: give it in loss_params"
+        elif close:
+            hint = f"; did you mean {close[0]!r}?"
+        else:
+            hint = ""
+        raise TypeError(
+            f"{function}() got an unexpected keyword argument {key!r} (the {name} loss takes "
+            f"{takes}){hint}"
         )
 
 

@@ -56,7 +56,7 @@ from bmrm.scorers import ExpectedGainScorer
 from bmrm.solver.masters import _cvxpy
 from bmrm.solver.scorer_oracle import check_nonconvex
 from bmrm.warmup import warmup
-from losses._weights import check_sample_weight
+from losses import check_sample_weight
 from losses.metrics import CONVENTIONS, METRICS
 from losses.preference import PAIR_COSTS, pairs_from_labels
 from losses.validation import check_int, check_positive
@@ -309,7 +309,7 @@ def _load_data(path: str, query_file: str | None = None, *, groups: bool = True)
 
 def _check_weights(weights, n_rows: int, qid, loss, args) -> None:
     """The weights of ``--weight-file``: one per row of TRAIN, not all zero, and equal
-    within each query for a query loss (:func:`losses._weights.check_sample_weight`)."""
+    within each query for a query loss (:func:`losses.check_sample_weight`)."""
     where = f"--weight-file {args.weight_file}"
     if weights.shape[0] != n_rows:
         raise ValueError(
@@ -569,7 +569,7 @@ def _train(args) -> None:
             tol=tol,
             max_iter=max_iter,
             verbose=not args.quiet,
-            scorer=scorer,
+            ranking_function=scorer,
             sample_weight=weights,
             **loss_data,
         )
@@ -584,9 +584,12 @@ def _summary(r) -> str:
     """The final line: a bundle-method certificate, or another method's own figures."""
     if "gap" in r and "total_seconds" in r:
         method = f" of {r.method}" if "method" in r else ""
+        # compilation apart from training, as bmrm.fit reports it (compile_seconds)
+        compiling = float(r.get("compile_seconds", 0.0))
         return (
             f"objective {r.fun:.10g}, gap {r.gap:.3e}, {r.nit} iterations{method}, "
-            f"{r.total_seconds:.2f} seconds ({r.message})"
+            f"{r.total_seconds - compiling:.2f} seconds (and {compiling:.2f} s compiling) "
+            f"({r.message})"
         )
     seconds = r.get("elapsed", r.get("total_seconds", float("nan")))
     return (

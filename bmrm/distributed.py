@@ -30,7 +30,7 @@ import scipy.sparse as sp
 import losses
 from bmrm._validation import _frame_values, check_X, is_dask
 from bmrm.solver.oracle import RiskOracle
-from losses._threads import thread_limit
+from losses.parallel import thread_limit
 
 __all__ = ["DaskRiskOracle", "frame_array", "resolve_client"]
 
@@ -582,7 +582,7 @@ class DaskRiskOracle:
     qid : like ``y``, or None (all rows one query; then one partition unless pointwise)
     sample_weight : like ``y``, or None
         One non-negative weight per row, equal within a query for a query loss
-        (:func:`losses._weights.check_sample_weight`; checked here for in-memory X, by each
+        (:func:`losses.check_sample_weight`; checked here for in-memory X, by each
         partition for dask input).
     fit_intercept, intercept_scaling
         As for :class:`~bmrm.solver.oracle.RiskOracle`.

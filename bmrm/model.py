@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import numbers
 import os
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import OptimizeResult
@@ -17,6 +19,7 @@ from bmrm._validation import (
     check_cvxpy_solver,
     check_intercept_scaling,
     check_lam,
+    check_loss_data,
     check_loss_params,
     check_tol,
     check_verbose,
@@ -35,7 +38,7 @@ from bmrm.solver.methods.nrbm import NRBM
 from bmrm.solver.oracle import RiskOracle
 from bmrm.solver.regularizers import Regularizer, from_spec, make_regularizer
 from bmrm.solver.scorer_oracle import check_nonconvex, fit_nonconvex
-from losses._weights import check_sample_weight
+from losses import check_sample_weight
 from losses.validation import check_int, check_positive
 
 __all__ = ["LinearModel", "fit", "load", "save"]
@@ -481,10 +484,11 @@ def fit(
     progress: bool = False,
     loss_params: dict | None = None,
     cvxpy_solver: str | None = None,
-    scorer=None,
+    ranking_function=None,
     backend: str = "local",
     client=None,
     sample_weight=None,
+    scorer=None,
     **loss_data,
 ) -> LinearModel:
     """Fit a linear model by minimising J(w) = lam·Ω(w) + R(w) with the bundle method.
@@ -573,10 +577,10 @@ def fit(
         A one-line progress bar on stderr (log-scale share of the way to the requested gap).
     loss_params : dict or None
         Parameters for a loss given by name, as ``losses.get(loss, **loss_params)``.
-    scorer : None, "linear", "expected_gain" or a scorer object
+    ranking_function : None, "linear", "expected_gain" or a scorer object
         The ranking function (:mod:`bmrm.scorers`); None is f = Xw. With a non-linear
-        scorer, or a loss declaring ``convex = False``, the objective lam/2‖θ‖² + R(θ) is not
-        convex: it is minimised by L-BFGS or NRBM (see ``method``;
+        ranking function, or a loss declaring ``convex = False``, the objective
+        lam/2‖θ‖² + R(θ) is not convex: it is minimised by L-BFGS or NRBM (see ``method``;
         :func:`bmrm.solver.scorer_oracle.fit_nonconvex`, ``regularizer="l2"``, no bounds or
         intercept), warm-started from the linear model of the same loss. ``result_`` is
         then scipy's result (L-BFGS; ``tol`` its gradient tolerance) or a
@@ -599,6 +603,9 @@ def fit(
         many times and a zero weight leaves it out. A query loss weighs whole queries: the
         rows of a query must carry equal weights (its weight). With ``backend="dask"``, like
         ``y`` (for dask X a dask array, Series or column name of X).
+    scorer : deprecated
+        The former name of ``ranking_function`` (scikit-learn's word for a metric
+        callable); it still works, with a ``FutureWarning``, for one release.
     **loss_data
         Loss-specific data, for example ``pairs=`` and ``pair_costs=`` for "preference"
         (with ``backend="dask"``, for in-memory X only).
@@ -612,6 +619,146 @@ def fit(
         :func:`bmrm.solver.cccp.minimize_cccp`, whose result adds ``n_outer`` and
         ``outer_objective``.
     """
+    ranking_function = _renamed(ranking_function, scorer)
+    data = _check_data(X, y, qid, sample_weight, backend, client)
+    settings = _Settings.check(
+        lam, tol, atol, max_iter, max_time, bundle_size, master, cvxpy_solver, method, callback,
+        verbose, progress,
+    )  # fmt: skip
+    nonneg = check_bool(nonneg, "nonneg")
+    fit_intercept = check_bool(fit_intercept, "fit_intercept")
+    check_loss_params(loss_params)
+    # the general master needs cvxpy (an extra): an ImportError that says how to install
+    # it, before any work (the lengths of array bounds are checked below, against X)
+    general = not make_regularizer(
+        regularizer, l1_ratio=l1_ratio, bounds=bounds, nonneg=nonneg, n_features=None
+    ).qp
+    if settings.master == "cvxpy" or general:
+        _cvxpy()
+    if fit_intercept:
+        intercept_scaling = check_intercept_scaling(intercept_scaling)
+    loss_obj = losses.get(loss, **(loss_params or {}))
+    check_loss_data(loss_obj, loss_data, FIT_KEYWORDS, "fit")
+    oracle = None
+    try:
+        if backend == "dask":
+            oracle = _dask_oracle(
+                data, loss_obj, ranking_function, fit_intercept, intercept_scaling, loss_data
+            )
+            data.n_features = oracle.n_features - int(fit_intercept)
+        n_features = data.n_features
+        d = n_features + int(fit_intercept)
+        regularizer_obj = make_regularizer(
+            regularizer, l1_ratio=l1_ratio, bounds=bounds, nonneg=nonneg, n_features=d
+        )
+        _check_solver_fits(settings, regularizer_obj)
+        if ranking_function is not None:
+            ranking_function = get_scorer(ranking_function)
+        if getattr(ranking_function, "name", None) == "linear":
+            ranking_function = None
+        # a latent loss is not convex, but the concave-convex procedure trains it
+        nonconvex = ranking_function is not None or not (
+            getattr(loss_obj, "convex", True) or getattr(loss_obj, "latent", False)
+        )
+        if nonconvex:
+            if isinstance(ranking_function, ExpectedGainScorer):
+                ranking_function.check_labels(data.y)
+            ranking_function, settings.method = check_nonconvex(
+                ranking_function, loss_obj, data.y, regularizer, bounds, nonneg, fit_intercept,
+                settings.method,
+            )  # fmt: skip
+        n_params = ranking_function.n_params(n_features) if nonconvex else d
+        w0 = _check_start(w0, d, n_params, fit_intercept)
+        clock = CompileClock()
+        if backend == "local":
+            with clock:
+                prepared = losses.prepare(
+                    loss_obj, data.y, data.qid, n_samples=data.n_samples,
+                    sample_weight=data.sample_weight, **loss_data,
+                )  # fmt: skip
+            if nonconvex:
+                with clock:  # the L-BFGS result has no compile_seconds of its own
+                    theta, result = fit_nonconvex(
+                        data.X, data.y, prepared, ranking_function, settings.lam,
+                        solver=settings.method, w0=w0, **settings.nonconvex_options(),
+                    )  # fmt: skip
+                # every compilation of this fit, its starting fits' and preparation's too
+                result.compile_seconds = clock.seconds
+                linear = isinstance(ranking_function, LinearScorer)
+                coef = theta if linear else theta.reshape(-1, n_features)
+                function = None if linear else ranking_function
+                model = LinearModel(
+                    coef, 0.0, loss_obj, settings.lam, regularizer_obj, result, function
+                )
+                return _finished(model, data.feature_names)
+            oracle = RiskOracle(data.X, prepared, fit_intercept, intercept_scaling)
+        result = _minimize(oracle, d, regularizer_obj, settings, w0)
+        # compilation while preparing the targets, outside the solver's own clock
+        result.compile_seconds = result.get("compile_seconds", 0.0) + clock.seconds
+        w = result.x
+        intercept = w[n_features] * intercept_scaling if fit_intercept else 0.0
+        model = LinearModel(
+            w[:n_features], intercept, loss_obj, settings.lam, regularizer_obj, result
+        )
+        return _finished(model, data.feature_names)
+    except BaseException:
+        # a fit refused or failed on the workers releases the partitions it built there
+        # (futures that a traceback would otherwise keep alive until the client closes)
+        if hasattr(oracle, "cancel"):
+            oracle.cancel()
+        raise
+
+
+# the keywords of fit, for the closest name to a misspelt one (bmrm._validation)
+FIT_KEYWORDS = tuple(
+    name
+    for name, p in inspect.signature(fit).parameters.items()
+    if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+)
+
+
+def _renamed(ranking_function, scorer):
+    """``ranking_function``, or the deprecated ``scorer`` with a FutureWarning."""
+    if scorer is None:
+        return ranking_function
+    if ranking_function is not None:
+        raise ValueError("give ranking_function= only (scorer= is its former name)")
+    warnings.warn(
+        "fit's scorer= is renamed ranking_function= (scikit-learn's 'scorer' is a metric "
+        "callable); scorer= will be removed in a future release",
+        FutureWarning,
+        stacklevel=3,
+    )
+    return scorer
+
+
+def _finished(model: LinearModel, feature_names) -> LinearModel:
+    """The fitted model with the DataFrame's column names, warned about when the targets
+    gave nothing to learn."""
+    _warn_if_nothing_learned(model.result_, model.loss)
+    if feature_names is not None:
+        model.feature_names_in_ = feature_names
+    return model
+
+
+@dataclass
+class _Data:
+    """:func:`fit`'s data, checked: X, y, qid and sample_weight (in memory, or Dask
+    collections or column names for the Dask backend), the Dask client, the DataFrame's
+    feature names, and the shape (in memory; the Dask oracle gives ``n_features``)."""
+
+    X: object
+    y: object
+    qid: object
+    sample_weight: object
+    client: object
+    feature_names: np.ndarray | None
+    n_samples: int | None = None
+    n_features: int | None = None
+
+
+def _check_data(X, y, qid, sample_weight, backend: str, client) -> _Data:
+    """The data of a fit, checked before any work (module :func:`fit`)."""
     if backend not in ("local", "dask"):
         raise ValueError(f"backend must be 'local' or 'dask'; got {backend!r}")
     if backend == "dask":
@@ -625,202 +772,177 @@ def fit(
             names = [c for c in X.columns if c not in named]
             if names and all(isinstance(c, str) for c in names):
                 feature_names = np.asarray(names, dtype=object)
-    else:
-        if client is not None:
+        return _Data(X, y, qid, sample_weight, client, feature_names)
+    if client is not None:
+        raise ValueError(
+            "client is used with backend='dask' only: pass backend='dask' to fit on its "
+            "workers, or leave client=None"
+        )
+    for name, value in (("X", X), ("y", y), ("qid", qid), ("sample_weight", sample_weight)):
+        if is_dask(value):
             raise ValueError(
-                "client is used with backend='dask' only: pass backend='dask' to fit on its "
-                "workers, or leave client=None"
+                f"{name} is a dask {type(value).__name__}: pass backend='dask' (and "
+                "client=...) to fit on the Dask workers, or compute it first for a fit "
+                "in this process"
             )
-        for name, value in (("X", X), ("y", y), ("qid", qid), ("sample_weight", sample_weight)):
-            if is_dask(value):
-                raise ValueError(
-                    f"{name} is a dask {type(value).__name__}: pass backend='dask' (and "
-                    "client=...) to fit on the Dask workers, or compute it first for a fit "
-                    "in this process"
-                )
-        feature_names = _feature_names(X)
-        X = check_X(X)
-        n_samples, n_features = X.shape
-        y = np.asarray(y)
-        if y.ndim != 1 or y.shape[0] != n_samples:
-            raise ValueError(
-                f"y must be 1-d with one entry per row of X ({n_samples}); got shape {y.shape}"
-            )
-        if y.dtype.kind in "biuf" and not np.all(np.isfinite(y.astype(np.float64))):
-            raise ValueError("y must not contain NaN or inf")
-        if sample_weight is not None:
-            # its shape and values now, before any work; its equality within queries when
-            # the targets are prepared
-            check_sample_weight(sample_weight, losses.group_queries(None, n_samples), True)
-    lam = check_lam(lam)
-    tol = check_tol(tol)
-    atol = check_positive(atol, "atol", strict=False)
-    max_iter = check_int(max_iter, "max_iter", 1)
-    bundle_size = check_int(bundle_size, "bundle_size", 3)
-    if max_time is not None:
-        max_time = check_positive(max_time, "max_time")
-    if master not in ("auto", "qp", "cvxpy"):
-        raise ValueError(f"master must be 'auto', 'qp' or 'cvxpy'; got {master!r}")
-    nonneg = check_bool(nonneg, "nonneg")
-    fit_intercept = check_bool(fit_intercept, "fit_intercept")
-    verbose = check_verbose(verbose)
-    progress = check_bool(progress, "progress")
-    if callback is not None and not callable(callback):
-        raise ValueError(f"callback must be callable or None; got {callback!r}")
-    # a name, or an object with step (not a class), before the targets are prepared
-    check_method(method)
-    check_loss_params(loss_params)
-    cvxpy_solver = check_cvxpy_solver(cvxpy_solver)
-    # the general master needs cvxpy (an extra): an ImportError that says how to install
-    # it, before any work (the lengths of array bounds are checked below, against X)
-    general = not make_regularizer(
-        regularizer, l1_ratio=l1_ratio, bounds=bounds, nonneg=nonneg, n_features=None
-    ).qp
-    if master == "cvxpy" or general:
-        _cvxpy()
-    if fit_intercept:
-        intercept_scaling = check_intercept_scaling(intercept_scaling)
-    loss_obj = losses.get(loss, **(loss_params or {}))
-    oracle = None
-    try:
-        if backend == "dask":
-            if scorer is not None and scorer != "linear":
-                raise ValueError("backend='dask' fits the linear scorer only; leave scorer=None")
-            if not (getattr(loss_obj, "convex", True) or getattr(loss_obj, "latent", False)):
-                raise ValueError(
-                    f"backend='dask' fits convex losses and latent ones (by the concave-convex "
-                    f"procedure); {loss_obj!r} is neither"
-                )
-            from bmrm.distributed import DaskRiskOracle
+    feature_names = _feature_names(X)
+    X = check_X(X)
+    n_samples, n_features = X.shape
+    y = np.asarray(y)
+    if y.ndim != 1 or y.shape[0] != n_samples:
+        raise ValueError(
+            f"y must be 1-d with one entry per row of X ({n_samples}); got shape {y.shape}"
+        )
+    if y.dtype.kind in "biuf" and not np.all(np.isfinite(y.astype(np.float64))):
+        raise ValueError("y must not contain NaN or inf")
+    if sample_weight is not None:
+        # its shape and values now, before any work; its equality within queries when
+        # the targets are prepared
+        check_sample_weight(sample_weight, losses.group_queries(None, n_samples), True)
+    return _Data(X, y, qid, sample_weight, None, feature_names, n_samples, n_features)
 
-            oracle = DaskRiskOracle(
-                client,
-                X,
-                y,
-                loss_obj,
-                qid,
-                fit_intercept=fit_intercept,
-                intercept_scaling=intercept_scaling,
-                sample_weight=sample_weight,
-                **loss_data,
-            )
-            n_features = oracle.n_features - int(fit_intercept)
-        d = n_features + int(fit_intercept)
-        regularizer_arg = regularizer
-        regularizer = make_regularizer(
-            regularizer, l1_ratio=l1_ratio, bounds=bounds, nonneg=nonneg, n_features=d
+
+@dataclass
+class _Settings:
+    """:func:`fit`'s solver settings, checked."""
+
+    lam: float
+    tol: float
+    atol: float
+    max_iter: int
+    max_time: float | None
+    bundle_size: int
+    master: str
+    cvxpy_solver: str | None
+    method: object
+    callback: Callable | None
+    verbose: bool
+    progress: bool
+
+    @classmethod
+    def check(
+        cls, lam, tol, atol, max_iter, max_time, bundle_size, master, cvxpy_solver, method,
+        callback, verbose, progress,
+    ) -> _Settings:  # fmt: skip
+        lam = check_lam(lam)
+        tol = check_tol(tol)
+        atol = check_positive(atol, "atol", strict=False)
+        max_iter = check_int(max_iter, "max_iter", 1)
+        bundle_size = check_int(bundle_size, "bundle_size", 3)
+        if max_time is not None:
+            max_time = check_positive(max_time, "max_time")
+        if master not in ("auto", "qp", "cvxpy"):
+            raise ValueError(f"master must be 'auto', 'qp' or 'cvxpy'; got {master!r}")
+        verbose = check_verbose(verbose)
+        progress = check_bool(progress, "progress")
+        if callback is not None and not callable(callback):
+            raise ValueError(f"callback must be callable or None; got {callback!r}")
+        # a name, or an object with step (not a class), before the targets are prepared
+        check_method(method)
+        cvxpy_solver = check_cvxpy_solver(cvxpy_solver)
+        return cls(
+            lam, tol, atol, max_iter, max_time, bundle_size, master, cvxpy_solver, method,
+            callback, verbose, progress,
+        )  # fmt: skip
+
+    def nonconvex_options(self) -> dict:
+        """The options :func:`~bmrm.solver.scorer_oracle.fit_nonconvex` takes."""
+        return {
+            "tol": self.tol, "max_iter": self.max_iter, "max_time": self.max_time,
+            "callback": self.callback, "bundle_size": self.bundle_size, "verbose": self.verbose,
+        }  # fmt: skip
+
+    def bundle_options(self) -> dict:
+        """The options of :func:`~bmrm.solver.loop.minimize_bmrm` and
+        :func:`~bmrm.solver.cccp.minimize_cccp`."""
+        return {
+            "master": self.master, "tol": self.tol, "atol": self.atol,
+            "max_iter": self.max_iter, "max_time": self.max_time,
+            "bundle_size": self.bundle_size, "callback": self.callback,
+            "verbose": self.verbose, "progress": self.progress,
+            "cvxpy_solver": self.cvxpy_solver,
+        }  # fmt: skip
+
+
+def _check_solver_fits(settings: _Settings, regularizer: Regularizer) -> None:
+    """Refuse a master or method that cannot solve ``regularizer``, before any work."""
+    if settings.master == "qp" and not regularizer.qp:
+        raise ValueError(
+            "master='qp' solves the unconstrained L2 problem only; use master='cvxpy' "
+            f"for regularizer={regularizer!r}"
         )
-        if master == "qp" and not regularizer.qp:
-            raise ValueError(
-                "master='qp' solves the unconstrained L2 problem only; use master='cvxpy' "
-                f"for regularizer={regularizer!r}"
-            )
-        by_nrbm = (isinstance(method, str) and method == "nrbm") or isinstance(method, NRBM)
-        if by_nrbm and not regularizer.qp:
-            raise ValueError(
-                f"method='nrbm' supports regularizer='l2' without bounds only; got "
-                f"regularizer={regularizer!r}"
-            )
-        scorer_obj = None if scorer is None else get_scorer(scorer)
-        if getattr(scorer_obj, "name", None) == "linear":
-            scorer_obj = None
-        # a latent loss is not convex, but the concave-convex procedure below trains it
-        nonconvex = scorer_obj is not None or not (
-            getattr(loss_obj, "convex", True) or getattr(loss_obj, "latent", False)
+    method = settings.method
+    by_nrbm = (isinstance(method, str) and method == "nrbm") or isinstance(method, NRBM)
+    if by_nrbm and not regularizer.qp:
+        raise ValueError(
+            f"method='nrbm' supports regularizer='l2' without bounds only; got "
+            f"regularizer={regularizer!r}"
         )
-        if nonconvex:
-            if isinstance(scorer_obj, ExpectedGainScorer):
-                scorer_obj.check_labels(y)
-            scorer_obj, solver = check_nonconvex(
-                scorer_obj, loss_obj, y, regularizer_arg, bounds, nonneg, fit_intercept, method
-            )
-        if w0 is not None:
-            # a non-linear scorer also warm-starts from a linear w of d weights
-            n_params = scorer_obj.n_params(n_features) if nonconvex else d
-            shape = np.shape(w0)
-            if n_params != d and shape not in ((d,), (n_params,)):
-                raise ValueError(
-                    f"w0 must have shape ({d},) (a linear warm start) or ({n_params},) (the "
-                    f"scorer's parameters); got shape {shape}"
-                )
-            w0 = check_w0(w0, d if shape == (d,) else n_params, fit_intercept)
-        clock = CompileClock()
-        if backend == "local":
-            with clock:
-                prepared = losses.prepare(
-                    loss_obj, y, qid, n_samples=n_samples, sample_weight=sample_weight, **loss_data
-                )
-            if nonconvex:
-                with clock:  # the L-BFGS result has no compile_seconds of its own
-                    theta, res = fit_nonconvex(
-                        X, y, prepared, scorer_obj, lam, solver=solver, w0=w0, tol=tol,
-                        max_iter=max_iter, max_time=max_time, callback=callback,
-                        bundle_size=bundle_size, verbose=verbose,
-                    )  # fmt: skip
-                # every compilation of this fit, its starting fits' and preparation's too
-                res.compile_seconds = clock.seconds
-                linear = isinstance(scorer_obj, LinearScorer)
-                coef = theta if linear else theta.reshape(-1, n_features)
-                model = LinearModel(
-                    coef, 0.0, loss_obj, lam, regularizer, res, None if linear else scorer_obj
-                )
-                _warn_if_nothing_learned(res, loss_obj)
-                if feature_names is not None:
-                    model.feature_names_in_ = feature_names
-                return model
-            oracle = RiskOracle(X, prepared, fit_intercept, intercept_scaling)
-        # A latent loss (a difference of convex functions) goes through the concave-convex
-        # procedure, which calls the bundle method on one convex surrogate after another,
-        # unless NRBM is asked for: it then trains the latent loss directly.
-        latent = getattr(loss_obj, "latent", False)
+
+
+def _check_start(w0, d: int, n_params: int, fit_intercept: bool):
+    """w0 checked: d weights, or a non-linear ranking function's n_params (which also
+    warm-starts from a linear w of d weights)."""
+    if w0 is None:
+        return None
+    shape = np.shape(w0)
+    if n_params != d and shape not in ((d,), (n_params,)):
+        raise ValueError(
+            f"w0 must have shape ({d},) (a linear warm start) or ({n_params},) (the "
+            f"scorer's parameters); got shape {shape}"
+        )
+    return check_w0(w0, d if shape == (d,) else n_params, fit_intercept)
+
+
+def _dask_oracle(data: _Data, loss, ranking_function, fit_intercept, intercept_scaling, loss_data):
+    """The risk oracle on the Dask workers (:class:`bmrm.distributed.DaskRiskOracle`)."""
+    if ranking_function is not None and ranking_function != "linear":
+        raise ValueError(
+            "backend='dask' fits the linear scorer only (ranking_function=None or 'linear')"
+        )
+    if not (getattr(loss, "convex", True) or getattr(loss, "latent", False)):
+        raise ValueError(
+            f"backend='dask' fits convex losses and latent ones (by the concave-convex "
+            f"procedure); {loss!r} is neither"
+        )
+    from bmrm.distributed import DaskRiskOracle
+
+    return DaskRiskOracle(
+        data.client, data.X, data.y, loss, data.qid, fit_intercept=fit_intercept,
+        intercept_scaling=intercept_scaling, sample_weight=data.sample_weight, **loss_data,
+    )  # fmt: skip
+
+
+def _minimize(oracle, d: int, regularizer: Regularizer, settings: _Settings, w0) -> BMRMResult:
+    """The bundle-method fit of a convex or latent loss.
+
+    A latent loss (a difference of convex functions, ``loss.latent``) goes through the
+    concave-convex procedure, which calls the bundle method on one convex surrogate after
+    another, unless NRBM is asked for: it then trains the latent loss directly, from the
+    minimiser of the loss's convex ``initial_loss``. On a convex loss NRBM lowers no plane
+    and keeps the certified gap.
+    """
+    latent = getattr(oracle.loss, "latent", False)
+    method = settings.method
+    options = settings.bundle_options()
+    if not ((isinstance(method, str) and method == "nrbm") or isinstance(method, NRBM)):
         solve = minimize_cccp if latent else minimize_bmrm
-        start_nfev = 0
-        if by_nrbm:
-            # on a convex loss NRBM lowers no plane and keeps the certified gap; a given NRBM
-            # object keeps its own options
-            options = {} if isinstance(method, str) else {
-                "smooth": method.smooth, "max_backtracks": method.max_backtracks
-            }  # fmt: skip
-            method = NRBM(convex=not latent, **options)
-            if latent:
-                solve = minimize_bmrm
-                if w0 is None:
-                    w0, start_nfev = _latent_start(
-                        oracle, d, lam, regularizer, tol, max_iter, max_time
-                    )
-        result: BMRMResult = solve(
-            oracle,
-            d,
-            lam,
-            regularizer=regularizer,
-            master=master,
-            tol=tol,
-            atol=atol,
-            max_iter=max_iter,
-            max_time=max_time,
-            bundle_size=bundle_size,
-            w0=w0,
-            method=method,
-            callback=callback,
-            verbose=verbose,
-            progress=progress,
-            cvxpy_solver=cvxpy_solver,
-        )
-        # compilation while preparing the targets, outside the solver's own clock
-        result.compile_seconds = result.get("compile_seconds", 0.0) + clock.seconds
-        # the oracle calls of NRBM's starting problem count, as CCCP counts those of its own
-        result.nfev += start_nfev
-        w = result.x
-        coef = w[:n_features]
-        intercept = w[n_features] * intercept_scaling if fit_intercept else 0.0
-        model = LinearModel(coef, intercept, loss_obj, lam, regularizer, result)
-        _warn_if_nothing_learned(result, loss_obj)
-        if feature_names is not None:
-            model.feature_names_in_ = feature_names
-        return model
-    except BaseException:
-        # a fit refused or failed on the workers releases the partitions it built there
-        # (futures that a traceback would otherwise keep alive until the client closes)
-        if hasattr(oracle, "cancel"):
-            oracle.cancel()
-        raise
+        return solve(oracle, d, settings.lam, regularizer=regularizer, w0=w0, method=method,
+                     **options)  # fmt: skip
+    # a given NRBM object keeps its own options
+    kept = {} if isinstance(method, str) else {
+        "smooth": method.smooth, "max_backtracks": method.max_backtracks
+    }  # fmt: skip
+    start_nfev = 0
+    if latent and w0 is None:
+        w0, start_nfev = _latent_start(
+            oracle, d, settings.lam, regularizer, settings.tol, settings.max_iter,
+            settings.max_time,
+        )  # fmt: skip
+    result = minimize_bmrm(
+        oracle, d, settings.lam, regularizer=regularizer, w0=w0,
+        method=NRBM(convex=not latent, **kept), **options,
+    )  # fmt: skip
+    # the oracle calls of NRBM's starting problem count, as CCCP counts those of its own
+    result.nfev += start_nfev
+    return result

@@ -4,11 +4,11 @@ The first fit in a new environment compiles the kernels it uses (seconds per los
 numba keeps them in its on-disk cache, from which every later process loads them in
 milliseconds. :func:`warmup` pays that cost up front, for example at install time
 (``bmrm warmup`` or ``python -m bmrm warmup`` on the command line): it fits each built-in
-loss once on a small generated problem, in this process, with the solver's defaults, which
+loss on two small generated problems, in this process, with the solver's defaults, which
 compiles (or loads) the kernels of the loss, of the oracle's products for dense and CSR
-float64 data, of the bundle and of the master QP. A fit afterwards still compiles what the
-warm-up did not meet (float32 data, a loss's non-default options that take other kernels,
-methods other than the default).
+float64 data (and its one-pass call for large dense X), of the bundle and of the master
+QP. A fit afterwards still compiles what the warm-up did not meet (float32 data, a loss's
+non-default options that take other kernels, methods other than the default).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import scipy.sparse as sp
 import losses
 from bmrm.model import fit
 from bmrm.solver.compile_clock import CompileClock
+from bmrm.solver.oracle import RiskOracle
 
 __all__ = ["warmup"]
 
@@ -29,14 +30,16 @@ __all__ = ["warmup"]
 _BINARY = ("hinge", "logistic")
 
 
-def _problem():
-    """A small ranking problem: 12 queries of 8 rows, 4 features, labels 0..3."""
+def _problems():
+    """Two small ranking problems, 4 features, labels 0..3: queries of 40 rows (all longer
+    than a cut-off k = 10, as the demo's), and queries of 1 to 60 rows (as LETOR's); the
+    structured losses compile the paths a problem's query lengths need."""
     rng = np.random.default_rng(0)
-    n_queries, m, d = 12, 8, 4
-    X = rng.normal(size=(n_queries * m, d))
-    y = np.digitize(X @ rng.normal(size=d), [-1.0, 0.0, 1.0]).astype(np.float64)
-    qid = np.repeat(np.arange(n_queries), m)
-    return X, y, qid
+    for lengths in ([40] * 6, [1, 2, 5, 9, 12, 30, 60]):
+        qid = np.repeat(np.arange(len(lengths)), lengths)
+        X = rng.normal(size=(len(qid), 4))
+        y = np.digitize(X @ rng.normal(size=4), [-1.0, 0.0, 1.0]).astype(np.float64)
+        yield X, y, qid
 
 
 def warmup(names: Iterable[str] | None = None) -> dict[str, float]:
@@ -65,20 +68,26 @@ def warmup(names: Iterable[str] | None = None) -> dict[str, float]:
     unknown = [name for name in names if name not in available]
     if unknown:
         raise ValueError(f"names must be built-in losses {available}; got {unknown}")
-    X, y, qid = _problem()
-    runs = [(name, name, X) for name in names]
+    problems = list(_problems())
+    runs = [(name, name, False) for name in names]
     if names:
-        runs.append(("csr", names[0], sp.csr_matrix(X)))
+        runs.append(("csr", names[0], True))
     seconds = {}
-    for key, name, data in runs:
-        targets = np.where(y >= 2, 1.0, -1.0) if name in _BINARY else y
-        extra = {}
-        if name == "preference":
-            pairs, costs = losses.pairs_from_labels(y, qid)
-            extra = {"pairs": pairs, "pair_costs": costs}
+    for key, name, sparse in runs:
         with CompileClock() as clock, warnings.catch_warnings():
             # a fit cut short by max_iter warns; the warm-up needs no convergence
             warnings.simplefilter("ignore")
-            fit(data, targets, name, qid, lam=1e-2, tol=1e-2, max_iter=50, **extra)
+            for X, y, qid in problems:
+                targets = np.where(y >= 2, 1.0, -1.0) if name in _BINARY else y
+                extra = {}
+                if name == "preference":
+                    pairs, costs = losses.pairs_from_labels(y, qid)
+                    extra = {"pairs": pairs, "pair_costs": costs}
+                data = sp.csr_matrix(X) if sparse else X
+                fit(data, targets, name, qid, lam=1e-2, tol=1e-2, max_iter=50, **extra)
+                if not sparse:
+                    # the one-pass call that X of FUSED_MIN_BYTES and more takes
+                    prepared = losses.prepare(name, targets, qid, n_samples=len(targets), **extra)
+                    RiskOracle(X, prepared, fused_min_bytes=0)(np.zeros(X.shape[1]))
         seconds[key] = clock.seconds
     return seconds

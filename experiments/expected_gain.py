@@ -172,7 +172,7 @@ def fit(loss, params, X, y, qid, lam, scorer, w0, max_iter, method=None):
             qid,
             lam=lam,
             loss_params=params,
-            scorer=scorer,
+            ranking_function=scorer,
             w0=w0,
             tol=1e-3 if scorer is None and loss != "cosine" else 1e-5,
             max_iter=max_iter,

@@ -58,7 +58,7 @@ for part in sys.argv[1].split(","):
     elif part == "expected_gain":
         import bmrm
 
-        fit = bmrm.fit(X, y, "listnet", qid, lam=0.1, tol=1e-8, scorer="expected_gain")
+        fit = bmrm.fit(X, y, "listnet", qid, lam=0.1, tol=1e-8, ranking_function="expected_gain")
         values.append(fit.result_.fun)
     else:
         import bmrm

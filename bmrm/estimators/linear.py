@@ -63,7 +63,7 @@ from bmrm._validation import is_dask as _is_dask
 from bmrm.io.model_files import write_model_file
 from bmrm.model import LinearModel, fit
 from bmrm.solver.regularizers import NAMES as REGULARIZERS
-from losses._weights import check_sample_weight
+from losses import check_sample_weight
 from losses.metrics import ndcg_score
 from losses.preference import pairs_from_labels
 
@@ -433,7 +433,7 @@ class BMRMRanker(_BMRMEstimator):
         self._validate_params()
         loss = losses.get(self.loss, **(self.loss_params or {}))
         if self.scorer is not None:
-            fit_params = {**fit_params, "scorer": self.scorer}
+            fit_params = {**fit_params, "ranking_function": self.scorer}
         pairs_needed = (
             getattr(loss, "name", None) == "preference" and fit_params.get("pairs") is None
         )
@@ -633,7 +633,7 @@ class BMRMRegressor(RegressorMixin, _BMRMEstimator):
 
 def _weighted_classes(y, sample_weight) -> np.ndarray:
     """The labels of the rows of positive weight (after checking ``sample_weight``'s shape
-    and values with :func:`losses._weights.check_sample_weight`)."""
+    and values with :func:`losses.check_sample_weight`)."""
     check_sample_weight(sample_weight, losses.group_queries(None, len(y)), True)
     return np.unique(y[np.asarray(sample_weight, dtype=np.float64) > 0])
 

@@ -10,7 +10,7 @@ from sklearn.utils.validation import validate_data
 
 import losses
 from bmrm.estimators.linear import _DTYPES, _BMRMEstimator, _is_dask
-from losses._weights import check_sample_weight
+from losses import check_sample_weight
 from losses.validation import MAX_LEVEL
 
 __all__ = ["OrdinalRegressor", "optimal_thresholds"]

@@ -1,10 +1,15 @@
-"""The bundle-method solver: the risk oracle, the bundle, the master problems and the loop.
+"""The solver: the problem, the risk oracle, the bundle, the master problems, the solvers and
+the loop.
 
-:mod:`~bmrm.solver.oracle` evaluates R(w) and a subgradient from X, w and a prepared loss
-(with the dense products of :mod:`~bmrm.solver.products`); :mod:`~bmrm.solver.bundle` keeps
-the cutting planes; :mod:`~bmrm.solver.masters` minimises the regularized cutting-plane model
-(the dual QP of :mod:`~bmrm.solver.qp`, or a cvxpy model); :mod:`~bmrm.solver.loop` runs the
-iterations and certifies the gap.
+:mod:`~bmrm.solver.problem` holds the problem every solver works on (a counting oracle,
+the regularizer of :mod:`~bmrm.solver.regularizers`, lam and the risk's declared
+capabilities); :mod:`~bmrm.solver.oracle` evaluates R(w) and a subgradient from X, w and a
+prepared loss (with the dense products of :mod:`~bmrm.solver.products`);
+:mod:`~bmrm.solver.bundle` keeps the cutting planes; :mod:`~bmrm.solver.masters` minimises
+the regularized cutting-plane model (the dual QP of :mod:`~bmrm.solver.qp`, Clarabel, or a
+cvxpy model); :mod:`~bmrm.solver.methods` holds one module per solver on one protocol;
+:mod:`~bmrm.solver.loop` runs any of them and certifies the gap;
+:mod:`~bmrm.solver.cccp` trains latent losses by the concave-convex procedure.
 """
 
 from bmrm.solver.loop import BMRMResult, minimize_bmrm

@@ -55,7 +55,7 @@ import time
 import numpy as np
 from numba import njit
 
-from losses._threads import block_bounds, n_threads_for, run_blocks
+from losses.parallel import block_bounds, n_threads_for, run_blocks
 
 __all__ = ["CutCache", "bound_cache", "make_cut_cache", "supports_cut_cache"]
 

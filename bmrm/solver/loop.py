@@ -207,13 +207,14 @@ def minimize_bmrm(
         Starting point (warm start); zero by default (projected onto the bounds).
     method : str, object or None
         ``"auto"`` (when None), ``"bmrm"``, ``"inout"``, ``"level"``, ``"ls-bmrm"``,
-        ``"ocas"``, ``"nrbm"`` (for non-convex risks, :mod:`bmrm.solver.methods.nrbm`: its result
-        certifies a stationary point, not a global optimum), or any object with a
-        ``step(state)`` method (see :mod:`bmrm.solver.methods`; an optional
-        ``finish(result)`` may rename the result's figures, an optional
-        ``set_tolerance(tol, atol)`` receives the tolerances). ``"auto"`` is ``"level"``
-        (:mod:`bmrm.solver.methods.level`) for the L2 regularizer without bounds, ``"inout"`` for
-        L1 without bounds, else ``"bmrm"`` (:func:`bmrm.solver.methods.auto_method`).
+        ``"ocas"``, ``"nrbm"`` (for non-convex risks, :mod:`bmrm.solver.methods.nrbm`: its
+        result certifies a stationary point, not a global optimum), a solver following the
+        protocol of :mod:`bmrm.solver.methods.base` (its ``init`` receives the tolerances in
+        its options), or an object with only a ``step(state)`` method (run as a certifying
+        bundle method; an optional ``finish(result)`` may rename the result's figures).
+        ``"auto"`` is ``"level"`` (:mod:`bmrm.solver.methods.level`) for the L2 regularizer
+        without bounds, ``"inout"`` for L1 without bounds, else ``"bmrm"``
+        (:func:`bmrm.solver.methods.auto_method`).
     callback : callable or None
         ``callback(intermediate_result)`` after every iteration, the last included (its
         ``status`` then says why the loop stops), with an :class:`BMRMResult` of the current

@@ -71,9 +71,19 @@ class RiskOracle:
     fit_intercept : bool
         Append a constant feature of value ``intercept_scaling`` (its weight is regularized
         like the others).
+    fused_min_bytes : int
+        X of at least this many bytes takes the one-pass call where it applies
+        (:data:`FUSED_MIN_BYTES` by default; :func:`bmrm.warmup` compiles it on small X).
     """
 
-    def __init__(self, X, prepared, fit_intercept: bool = False, intercept_scaling: float = 1.0):
+    def __init__(
+        self,
+        X,
+        prepared,
+        fit_intercept: bool = False,
+        intercept_scaling: float = 1.0,
+        fused_min_bytes: int = FUSED_MIN_BYTES,
+    ):
         self.X = X
         self.prepared = prepared
         self.fit_intercept = fit_intercept
@@ -84,7 +94,7 @@ class RiskOracle:
         self.seconds = 0.0
         self._own_products = bool(own_products_dtype(X))
         self._buffers: dict[str, np.ndarray] = {}
-        self.fused = self._fused_plan(FUSED_MIN_BYTES)
+        self.fused = self._fused_plan(fused_min_bytes)
 
     def _fused_plan(self, min_bytes: int):
         """``(kernel, args, blocks)`` for the one-pass call, or None when it does not apply:

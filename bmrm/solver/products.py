@@ -5,7 +5,7 @@ two thread pools (BLAS's and the kernels') take turns on the same cores, and eac
 a while after its work, waiting for more: on a small machine the loss kernels then wait for
 cores held by idle BLAS threads and vice versa, which made an oracle call on 20,000 × 136
 rows several times slower than its parts. Computing the products in serial numba kernels
-over blocks of rows, run by :func:`losses._threads.run_blocks`, keeps one pool.
+over blocks of rows, run by :func:`losses.parallel.run_blocks`, keeps one pool.
 
 Both kernels accumulate in float64 whatever X's dtype (float32 or float64). ``Xᵀg`` sums
 over fixed blocks of ``BLOCK_ROWS`` rows, then over blocks in order, so its result does not
@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from losses._threads import block_bounds, n_threads_for, run_blocks
+from losses.parallel import block_bounds, n_threads_for, run_blocks
 
 BLOCK_ROWS = 2048
 
@@ -144,7 +144,7 @@ def fused_cut(
         Sample weights: each query's value and gradient are multiplied by its weight
         before g is divided by ``n_terms`` (``values`` then holds s_q l_q).
 
-    Blocks are spread over the threads of :mod:`losses._threads` in contiguous runs; each
+    Blocks are spread over the threads of :mod:`losses.parallel` in contiguous runs; each
     block's X_bᵀ g_b is kept apart and the blocks are summed in order, so the result does
     not depend on the number of threads.
     """

@@ -116,8 +116,13 @@ def solve_simplex_qp(Q, b, alpha, grad, tol, max_steps):
 # ---------------------------------------------------------------------------------------
 # The helpers are compiled (and cached) as functions of their own: inlining them into the
 # solver made its first compilation several times slower. Only compiled code calls them, so
-# they get no Python entry point, which saves part of their compilation.
-_INNER = {"cache": True, "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
+# they get no Python entry point, which saves part of their compilation. NumPy's error model
+# (a division by zero gives inf or nan instead of raising) leaves out the exception paths of
+# every division, which shortens the QP's first compilation (experiments/RESULTS.md, "First
+# run"). A non-finite answer still goes to the vertex step of master_step, and any α of the
+# simplex gives a valid bound.
+_OUTER = {"cache": True, "error_model": "numpy"}
+_INNER = {**_OUTER, "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
 
 
 @njit(**_INNER)
@@ -284,7 +289,7 @@ def solve_simplex_qp_active_set(Q, b, alpha, grad, tol, max_iter):
     return int(iterations), float(violation)
 
 
-@njit(cache=True)
+@njit(**_OUTER)
 def active_set(Q, b, alpha, grad, tol, max_iter, L, S, s_given, tau):
     """The method of :func:`solve_simplex_qp_active_set`, with its factor kept by the caller.
 
@@ -565,7 +570,7 @@ def _vertex_step(G, b_all, A, k, lam, rel_tol, accuracy, meta, alpha):
     return w, float(bounds[j]), 0, np.inf, tol
 
 
-@njit(cache=True)
+@njit(**_OUTER)
 def _master_step(
     G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S_ids, meta, alpha
 ):

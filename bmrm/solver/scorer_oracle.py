@@ -20,6 +20,10 @@ import numpy as np
 from scipy.optimize import OptimizeResult, minimize
 
 from bmrm import exceptions
+from bmrm.scorers import LinearScorer
+from bmrm.solver.loop import minimize_bmrm
+from bmrm.solver.methods.nrbm import NRBM
+from bmrm.solver.oracle import RiskOracle
 from losses.validation import check_graded_labels
 
 __all__ = ["ScorerOracle", "check_nonconvex", "fit_nonconvex", "minimize_lbfgs"]
@@ -212,11 +216,6 @@ def fit_nonconvex(
 
     Raises ``ValueError`` for ``solver="lbfgs"`` with an objective that is not smooth.
     """
-    from bmrm.scorers import LinearScorer
-    from bmrm.solver.loop import minimize_bmrm
-    from bmrm.solver.methods.nrbm import NRBM
-    from bmrm.solver.oracle import RiskOracle
-
     loss = prepared.loss
     if solver not in ("lbfgs", "nrbm"):
         raise ValueError(f"solver must be 'lbfgs' or 'nrbm'; got {solver!r}")
@@ -313,11 +312,7 @@ def check_nonconvex(scorer, loss, y, regularizer, bounds, nonneg, fit_intercept,
     the convex methods ("bmrm", "ls-bmrm", "ocas", other method objects) are refused: their
     certificate assumes a convex risk.
     """
-    from bmrm.solver.methods.nrbm import NRBM
-
     if scorer is None:
-        from bmrm.scorers import LinearScorer
-
         scorer = LinearScorer()
     elif getattr(scorer, "n_levels", 0) is None:
         levels = check_graded_labels(y)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import bmrm
+import losses as bmrm_losses
 from bmrm import BMRMRanker, BMRMRegressor
 from bmrm.scorers import ExpectedGainScorer
 from bmrm.solver.methods import PlainBMRM
@@ -548,7 +549,7 @@ def test_expected_gain_scorer_refuses_labels_beyond_its_levels(data):
         r"give n_levels=3 or None"
     )
     with pytest.raises(ValueError, match=message):
-        bmrm.fit(X, levels, "listnet", qid, scorer=scorer, callback=never_called)
+        bmrm.fit(X, levels, "listnet", qid, ranking_function=scorer, callback=never_called)
 
 
 @pytest.mark.parametrize("top", [512, 2000, 10**15])
@@ -561,7 +562,7 @@ def test_expected_gain_scorer_refuses_too_many_levels_before_work(data, top):
         r"n_levels=512 levels \(0..511"
     )
     with pytest.raises(ValueError, match=message):
-        bmrm.fit(X, y, "listnet", qid, scorer="expected_gain", callback=never_called)
+        bmrm.fit(X, y, "listnet", qid, ranking_function="expected_gain", callback=never_called)
     with pytest.raises(ValueError, match="n_levels must be an integer >= 2 and <= 512 or None"):
         ExpectedGainScorer(n_levels=top + 1)
 
@@ -569,7 +570,7 @@ def test_expected_gain_scorer_refuses_too_many_levels_before_work(data, top):
 def test_expected_gain_scorer_takes_its_largest_level(data):
     X, _, qid, levels = data
     y = np.r_[levels[:-1], 511]
-    model = bmrm.fit(X, y, "listnet", qid, scorer="expected_gain", max_iter=30)
+    model = bmrm.fit(X, y, "listnet", qid, ranking_function="expected_gain", max_iter=30)
     assert model.scorer_.n_levels == 512
     assert model.coef_.shape == (512, D)
     assert np.all(np.isfinite(model.predict(X)))
@@ -627,3 +628,46 @@ def test_load_names_a_bad_n_features(data, tmp_path, n_features):
     with pytest.raises(ValueError, match=message):
         bmrm.load(tmp_path / "m.json", n_features=n_features)
     assert bmrm.load(tmp_path / "m.json", n_features=np.int64(D)).n_features_in_ == D
+
+
+@pytest.mark.parametrize(
+    ("loss", "keyword", "message"),
+    [
+        # a misspelt keyword of fit: named as unknown, with the closest valid name
+        ("ordinal", "lamda", r"unexpected keyword argument 'lamda' .* did you mean 'lam'\?"),
+        ("ndcg", "max_iters", r"unexpected keyword argument 'max_iters' .* 'max_iter'\?"),
+        ("preference", "pair_cost", r"'pair_cost' .* did you mean 'pair_costs'\?"),
+        # a loss parameter given as a keyword goes to loss_params
+        ("ordinal", "cost", r"'cost' is a parameter of the ordinal loss: give it in loss_params"),
+        # data of another loss
+        ("ordinal", "pairs", r"unexpected keyword argument 'pairs' \(the ordinal loss takes"),
+    ],
+)
+def test_fit_names_an_unknown_keyword_and_the_closest_valid_one(data, loss, keyword, message):
+    """``bmrm.fit(X, y, "ordinal", qid, lamda=1e-2)`` said the loss takes no data keywords:
+    the keyword is reported as unknown, before any work."""
+    X, y, qid, _ = data
+    extra = {}
+    if loss == "preference":
+        pairs, costs = bmrm_losses.pairs_from_labels(y, qid)
+        extra = {"pairs": pairs, "pair_costs": costs}
+        del extra["pair_costs"]
+    with pytest.raises(TypeError, match=message):
+        bmrm.fit(X, y, loss, qid, **extra, **{keyword: 1e-2})
+
+
+def test_a_users_loss_still_receives_its_own_data_keywords(data):
+    """A user's loss whose validate takes any keyword gets those that are not a misspelt
+    keyword of fit."""
+    X, y, qid, _ = data
+    seen = {}
+
+    class Squared(type(bmrm_losses.get("squared"))):
+        def validate(self, y, query_ptr, **data):
+            seen.update(data)
+            return super().validate(y, query_ptr)
+
+    bmrm.fit(X, y, Squared(), qid, tag=np.ones(len(y)))
+    assert list(seen) == ["tag"]
+    with pytest.raises(TypeError, match=r"'lamda' .* did you mean 'lam'\?"):
+        bmrm.fit(X, y, Squared(), qid, lamda=1e-2)

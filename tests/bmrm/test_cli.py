@@ -151,6 +151,8 @@ def test_train_equals_fit(folder, tmp_path, run_here, runner, args, options):
     summary = proc.stderr.strip().splitlines()[-1]
     assert summary.startswith(f"bmrm train: objective {r.fun:.10g}, gap {r.gap:.3e}, ")
     assert f", {r.nit} iterations of {r.method}, " in summary and " seconds " in summary
+    # training seconds apart from compilation (#49 item 11)
+    assert f" s compiling) ({r.message})" in summary
     assert proc.stdout == ""
 
 
@@ -194,7 +196,7 @@ def test_train_predict_evaluate_with_the_expected_gain_scorer(folder, tmp_path, 
     assert proc.returncode == 0, proc.stderr
     model = load_model(tmp_path / "model.json")
     reference = reference_fit(
-        folder / "train.svm", "listnet", lam=0.01, scorer=ExpectedGainScorer(eps=eps)
+        folder / "train.svm", "listnet", lam=0.01, ranking_function=ExpectedGainScorer(eps=eps)
     )
     np.testing.assert_array_equal(model.coef_, reference.coef_)
     assert model.coef_.shape == (4, D)  # labels 0..3

@@ -177,7 +177,7 @@ def test_round_trip_every_builtin_loss(tmp_path, loss):
 )
 def test_round_trip_expected_gain_scorer(tmp_path, loss, scorer):
     """Predictions identical after loading, with the clipping threshold and the gains."""
-    model, X = fit_model(loss, scorer=scorer, max_iter=30)
+    model, X = fit_model(loss, ranking_function=scorer, max_iter=30)
     K = model.scorer_.n_levels
     assert model.coef_.shape == (K, X.shape[1])
     path = tmp_path / "model.json"
@@ -686,7 +686,7 @@ def test_not_model_files(tmp_path):
 
 @pytest.fixture
 def saved_expected_gain(tmp_path):
-    model, X = fit_model("listnet", scorer=ExpectedGainScorer(eps=0.8), max_iter=20)
+    model, X = fit_model("listnet", ranking_function=ExpectedGainScorer(eps=0.8), max_iter=20)
     path = tmp_path / "model.json"
     model.save(path)
     return path, model, X

@@ -25,12 +25,12 @@ from bmrm.scorers import get_scorer
 from bmrm.solver.methods import METHODS
 from bmrm.solver.oracle import RiskOracle
 from bmrm.solver.scorer_oracle import ScorerOracle
+from tests.bmrm.solver.test_solver import make_problem
 from tests.bmrm.test_estimators import sq_distance_bound
-from tests.bmrm.test_solver import make_problem
 
 
 def pointwise_problem(seed, loss, n=50, d=5):
-    """The solver tests' problem (:func:`tests.bmrm.test_solver.make_problem`) and integer
+    """The solver tests' problem (:func:`tests.bmrm.solver.test_solver.make_problem`) and integer
     weights 0..3 (the first two rows 1 and 3)."""
     X, y = make_problem(seed, loss, n=n, d=d)
     s = np.random.default_rng([seed, 1]).integers(0, 4, size=n).astype(np.float64)
@@ -309,7 +309,14 @@ def test_nonlinear_scorer_risk_is_weighted():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = bmrm.fit(
-            X, y, "listnet", qid, lam=0.01, scorer="expected_gain", sample_weight=s, tol=1e-6
+            X,
+            y,
+            "listnet",
+            qid,
+            lam=0.01,
+            ranking_function="expected_gain",
+            sample_weight=s,
+            tol=1e-6,
         )
     assert np.all(np.isfinite(model.coef_))
 

@@ -187,7 +187,7 @@ def test_scorer_oracle_is_the_risk_of_the_scores(loss):
 def test_fit_with_the_expected_gain_scorer(loss):
     X, y, qid = ranking_data()
     lam = 1e-2
-    model = bmrm.fit(X, y, loss, qid, lam=lam, scorer="expected_gain", tol=1e-8)
+    model = bmrm.fit(X, y, loss, qid, lam=lam, ranking_function="expected_gain", tol=1e-8)
     res = model.result_
     assert model.coef_.shape == (3, X.shape[1])
     assert model.scorer_.n_levels == 3
@@ -206,12 +206,16 @@ def test_fit_with_the_expected_gain_scorer(loss):
 def test_fit_warm_start_is_the_linear_fit_of_the_same_loss():
     X, y, qid = ranking_data(seed=1)
     linear = bmrm.fit(X, y, "listnet", qid, lam=1e-2, tol=1e-3)
-    model = bmrm.fit(X, y, "listnet", qid, lam=1e-2, scorer="expected_gain")
+    model = bmrm.fit(X, y, "listnet", qid, lam=1e-2, ranking_function="expected_gain")
     np.testing.assert_array_equal(model.result_.linear_start, linear.coef_)
     # a given linear w0 is expanded; the scorer's own θ is taken as is
-    again = bmrm.fit(X, y, "listnet", qid, lam=1e-2, scorer="expected_gain", w0=linear.coef_)
+    again = bmrm.fit(
+        X, y, "listnet", qid, lam=1e-2, ranking_function="expected_gain", w0=linear.coef_
+    )
     np.testing.assert_allclose(again.coef_, model.coef_, rtol=1e-10)
-    same = bmrm.fit(X, y, "listnet", qid, lam=1e-2, scorer="expected_gain", w0=model.coef_.ravel())
+    same = bmrm.fit(
+        X, y, "listnet", qid, lam=1e-2, ranking_function="expected_gain", w0=model.coef_.ravel()
+    )
     assert same.result_.fun <= model.result_.fun + 1e-12
 
 
@@ -230,7 +234,7 @@ def test_non_convex_loss_with_the_linear_scorer_uses_lbfgs():
 
 def test_linear_scorer_with_a_convex_loss_is_the_bundle_method():
     X, y, qid = ranking_data(seed=3)
-    a = bmrm.fit(X, y, "listnet", qid, lam=1e-2, scorer="linear")
+    a = bmrm.fit(X, y, "listnet", qid, lam=1e-2, ranking_function="linear")
     b = bmrm.fit(X, y, "listnet", qid, lam=1e-2)
     np.testing.assert_array_equal(a.coef_, b.coef_)
     assert a.result_.gap >= 0
@@ -272,7 +276,7 @@ def test_minimize_lbfgs_matches_a_closed_form():
     ("kwargs", "match"),
     [
         ({"loss": "warp", "method": "lbfgs"}, "'warp' .* is not smooth"),
-        ({"loss": "warp", "scorer": None, "method": "lbfgs"}, "'warp' .* is not smooth"),
+        ({"loss": "warp", "ranking_function": None, "method": "lbfgs"}, "'warp' .* is not smooth"),
         ({"regularizer": "l1"}, "regularizer='l1' is not supported"),
         ({"fit_intercept": True}, "fit_intercept=True is not supported"),
         ({"w0": np.zeros(7)}, "w0 must have shape \\(5,\\) .* or \\(15,\\)"),
@@ -280,7 +284,7 @@ def test_minimize_lbfgs_matches_a_closed_form():
 )
 def test_fit_rejects_what_lbfgs_cannot_do(kwargs, match):
     X, y, qid = ranking_data()
-    kwargs = {"loss": "listnet", "scorer": "expected_gain", **kwargs}
+    kwargs = {"loss": "listnet", "ranking_function": "expected_gain", **kwargs}
     with pytest.raises(ValueError, match=match):
         bmrm.fit(X, y, qid=qid, **kwargs)
 
@@ -288,7 +292,7 @@ def test_fit_rejects_what_lbfgs_cannot_do(kwargs, match):
 def test_a_model_with_a_scorer_is_saved(tmp_path):
     """Model files store the scorer (tests/bmrm/test_model_io.py tests the format)."""
     X, y, qid = ranking_data()
-    model = bmrm.fit(X, y, "listnet", qid, lam=1e-2, scorer="expected_gain", max_iter=3)
+    model = bmrm.fit(X, y, "listnet", qid, lam=1e-2, ranking_function="expected_gain", max_iter=3)
     model.save(tmp_path / "m.json")
     loaded = bmrm.load(tmp_path / "m.json")
     assert loaded.scorer_.get_params() == model.scorer_.get_params()
@@ -300,7 +304,7 @@ def test_ranker_with_the_expected_gain_scorer():
 
     X, y, qid = ranking_data(seed=4)
     ranker = bmrm.BMRMRanker(loss="listnet", lam=1e-2, scorer="expected_gain").fit(X, y, qid)
-    model = bmrm.fit(X, y, "listnet", qid, lam=1e-2, scorer="expected_gain")
+    model = bmrm.fit(X, y, "listnet", qid, lam=1e-2, ranking_function="expected_gain")
     np.testing.assert_array_equal(ranker.coef_, model.coef_)
     np.testing.assert_array_equal(ranker.predict(X), model.predict(X))
     assert ranker.scorer_.n_levels == 3 and ranker.n_iter_ == model.result_.nit
@@ -308,3 +312,16 @@ def test_ranker_with_the_expected_gain_scorer():
     linear = bmrm.BMRMRanker(loss="listnet", lam=1e-2).fit(X, y, qid)
     assert linear.scorer_ is None
     np.testing.assert_allclose(linear.predict(X), X @ linear.coef_, rtol=1e-12)
+
+
+def test_the_former_scorer_keyword_still_works_with_a_future_warning():
+    """fit's scorer= is renamed ranking_function= (scikit-learn's scorer is a metric); the
+    old keyword gives the same model, with a FutureWarning, and both at once are refused."""
+    X, y, qid = ranking_data(seed=2)
+    new = bmrm.fit(X, y, "listnet", qid, lam=1e-2, ranking_function="expected_gain")
+    with pytest.warns(FutureWarning, match="renamed ranking_function="):
+        old = bmrm.fit(X, y, "listnet", qid, lam=1e-2, scorer="expected_gain")
+    np.testing.assert_array_equal(old.coef_, new.coef_)
+    assert old.result_.fun == new.result_.fun
+    with pytest.raises(ValueError, match="give ranking_function= only"):
+        bmrm.fit(X, y, "listnet", qid, ranking_function="linear", scorer="linear")

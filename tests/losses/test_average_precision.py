@@ -313,4 +313,13 @@ def test_a_fit_from_nan_scores_is_refused(loss, params):
     qid = np.repeat(np.arange(6), 10)
     y = (X @ [1.0, -1.0, 0.5] > 0).astype(int)
     with pytest.raises(FloatingPointError):
-        bmrm.fit(X, y, loss, qid, lam=1e-2, scorer=_NaNScorer(), method="nrbm", loss_params=params)
+        bmrm.fit(
+            X,
+            y,
+            loss,
+            qid,
+            lam=1e-2,
+            ranking_function=_NaNScorer(),
+            method="nrbm",
+            loss_params=params,
+        )

@@ -1,7 +1,7 @@
 """Regularizer objects against numpy values and cvxpy solves written out here.
 
 Reference for the dual term: min_w lam·Ω(w) + <v, w> over the domain, solved by cvxpy with
-Ω written in this file (tests/bmrm/test_masters.py checks the master problems built on it).
+Ω written in this file (tests/bmrm/solver/test_masters.py checks the master problems built on it).
 """
 
 import re

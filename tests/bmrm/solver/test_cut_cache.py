@@ -16,7 +16,7 @@ from bmrm.solver.methods.level import LevelBundle
 from bmrm.solver.oracle import RiskOracle
 from bmrm.solver.problem import Problem
 from bmrm.solver.regularizers import L2
-from tests.bmrm.test_methods import QueryHinge, ordinal_direct
+from tests.bmrm.solver.test_methods import QueryHinge, ordinal_direct
 
 # every convex per-query loss of the package (latent and non-convex ones are refused)
 RANKING_LOSSES = [
@@ -496,7 +496,7 @@ def test_floor_lifts_the_cut_and_keeps_it_a_minorant(seed):
 def test_cache_options_reach_the_direct_optimum(options, seed):
     """Plain BMRM with each rule for taking a cache cut: the cvxpy optimum, a gap that
     bounds J − J*, a lower bound below J*, and cache cuts used."""
-    from tests.bmrm.test_methods import ranking_problem
+    from tests.bmrm.solver.test_methods import ranking_problem
 
     X, y, qid = ranking_problem(seed, n_queries=20, docs=6)
     lam = [1e-3, 1e-2, 1e-1][seed]
@@ -592,7 +592,7 @@ def test_plain_bmrm_uses_the_cache_by_default_where_it_applies(seed):
     """method="bmrm" takes cache cuts by default for a per-query loss whose cache fits the
     memory cap (20 documents per query: 4 planes per query), reaches the cvxpy optimum with a
     gap that bounds J − J*; cut_cache=False is the cache-free fit, to the same optimum."""
-    from tests.bmrm.test_methods import ranking_problem
+    from tests.bmrm.solver.test_methods import ranking_problem
 
     X, y, qid = ranking_problem(seed, n_queries=12, docs=20)
     lam = [1e-3, 1e-2, 1e-1][seed]
@@ -621,7 +621,7 @@ def test_default_cache_stays_off_where_it_does_not_apply():
     """The default ("auto") is off under the memory cap (6 documents per query leave fewer
     than two planes per query in a quarter of X's bytes) and with the cvxpy master (the L1
     regularizer, or master="cvxpy"): the fits equal the cache-free ones."""
-    from tests.bmrm.test_methods import ranking_problem
+    from tests.bmrm.solver.test_methods import ranking_problem
 
     loss = losses.get("ordinal", normalize="none")
     X, y, qid = ranking_problem(3, n_queries=12, docs=6)
@@ -653,7 +653,7 @@ def test_plain_bmrm_takes_numpy_master_rtol():
 def test_plain_bmrm_master_accuracy():
     """master_rtol None: the loop's 1e-3, with the cache on or off; a number given is kept,
     and the fit still reaches the direct optimum with a gap that bounds J − J*."""
-    from tests.bmrm.test_methods import ranking_problem
+    from tests.bmrm.solver.test_methods import ranking_problem
 
     X, y, qid = ranking_problem(5, n_queries=12, docs=20)
     seen = {}

@@ -26,7 +26,7 @@ from bmrm.solver.methods.line_search import line_search, segment
 from bmrm.solver.oracle import RiskOracle
 from bmrm.solver.problem import Problem
 from bmrm.solver.regularizers import L2
-from tests.bmrm.test_solver import direct_optimum, make_problem, objective
+from tests.bmrm.solver.test_solver import direct_optimum, make_problem, objective
 
 METHOD_NAMES = sorted(METHODS)
 # the bundle methods, which take any convex risk; Newton-CG needs a smooth one with Hessian

@@ -14,8 +14,8 @@ from bmrm.solver.loop import minimize_bmrm
 from bmrm.solver.methods import get_method
 from bmrm.solver.methods.nrbm import NRBM, STATIONARY
 from bmrm.solver.scorer_oracle import ScorerOracle
+from tests.bmrm.solver.test_solver import direct_optimum, make_problem, objective
 from tests.bmrm.test_scorers import ranking_data
-from tests.bmrm.test_solver import direct_optimum, make_problem, objective
 
 LAM = 0.5
 
@@ -127,8 +127,8 @@ def test_convex_losses_reach_the_direct_optimum(loss, seed):
 def test_expected_gain_scorer_by_nrbm_is_a_stationary_point():
     X, y, qid = ranking_data()
     lam, tol = 1e-2, 1e-4
-    model = bmrm.fit(X, y, "listnet", qid, lam=lam, scorer="expected_gain", method="nrbm",
-                     tol=tol, max_iter=3000)  # fmt: skip
+    model = bmrm.fit(X, y, "listnet", qid, lam=lam, ranking_function="expected_gain",
+                     method="nrbm", tol=tol, max_iter=3000)  # fmt: skip
     res = model.result_
     assert res.method == "nrbm" and res.status == STATIONARY
     oracle = ScorerOracle(X, losses.prepare("listnet", y, qid), model.scorer_)
@@ -142,7 +142,7 @@ def test_expected_gain_scorer_by_nrbm_is_a_stationary_point():
     assert res.fun < res.fun0
     assert np.all(np.diff(res.serious_objective) < 0)
     # L-BFGS (the automatic choice for this smooth objective) reaches a close value
-    lbfgs = bmrm.fit(X, y, "listnet", qid, lam=lam, scorer="expected_gain", tol=1e-8)
+    lbfgs = bmrm.fit(X, y, "listnet", qid, lam=lam, ranking_function="expected_gain", tol=1e-8)
     assert lbfgs.result_.method == "L-BFGS-B"
     assert res.fun == pytest.approx(lbfgs.result_.fun, rel=1e-3)
 
@@ -191,7 +191,7 @@ def test_latent_ndcg_by_nrbm_instead_of_cccp():
         ({"loss": "warp", "method": "bmrm"}, ValueError, "certifies convex objectives only"),
         ({"loss": "warp", "method": "ocas"}, ValueError, "certifies convex objectives only"),
         ({"loss": "warp", "method": "lbfgs"}, ValueError, "is not smooth"),
-        ({"loss": "listnet", "scorer": "expected_gain", "method": "ls-bmrm"}, ValueError,
+        ({"loss": "listnet", "ranking_function": "expected_gain", "method": "ls-bmrm"}, ValueError,
          "certifies convex objectives only"),
         ({"loss": "warp", "regularizer": "l1"}, ValueError, "regularizer='l1' is not supported"),
         ({"loss": "squared", "method": "nrbm", "regularizer": "l1"}, ValueError,
@@ -230,7 +230,14 @@ def test_linear_scorer_object_with_nrbm_matches_the_linear_oracle():
         warnings.simplefilter("ignore", bmrm.ConvergenceWarning)
         a = bmrm.fit(X, y, "warp", qid, lam=1e-2, method="nrbm", max_iter=30)
         b = bmrm.fit(
-            X, y, "warp", qid, lam=1e-2, method="nrbm", max_iter=30, scorer=LinearScorer()
+            X,
+            y,
+            "warp",
+            qid,
+            lam=1e-2,
+            method="nrbm",
+            max_iter=30,
+            ranking_function=LinearScorer(),
         )
     np.testing.assert_array_equal(a.coef_, b.coef_)
     assert a.scorer_ is None

@@ -3,7 +3,7 @@ cvxpy solve.
 
 Reference: min_w lam·Ω(w) + max_i (<a_i, w> + b_i) over the domain of Ω, solved by cvxpy
 as one problem with the planes as a max (no dual variables) and Ω written out in
-tests/bmrm/test_regularizers.py. A master must return a lower bound at most that optimum
+tests/bmrm/solver/test_regularizers.py. A master must return a lower bound at most that optimum
 (valid whatever its accuracy) and close to it, a point of the domain whose master objective
 is close to it, and weights on the simplex. Weak duality makes D(α) a lower bound at every
 α of the simplex, which is checked at random α far from optimal.
@@ -16,7 +16,7 @@ import pytest
 from bmrm.solver.bundle import Bundle
 from bmrm.solver.masters import ClarabelMaster, CvxpyMaster, QPMaster, _l2_dual_bound
 from bmrm.solver.regularizers import L2
-from tests.bmrm.test_regularizers import CASES, D, domain_constraints
+from tests.bmrm.solver.test_regularizers import CASES, D, domain_constraints
 
 
 def random_bundle(rng, k, scale):
