@@ -321,3 +321,49 @@ def test_warm_start_and_passes_over_x():
     assert cold.n_passes == cold.n_hessp + cold.nfev - cold.n_halvings
     warm = bmrm.fit(X, y, "ordinal", qid, w0=cold.x, **kw).result_
     assert warm.nit <= 1 and warm.fun <= cold.fun + 1e-12
+
+
+class CountedRiskOracle(RiskOracle):
+    """The package's oracle counting the calls made to it and the passes its Hessian
+    products take, from its own side."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.counts = {"scores": 0, "risk_at": 0, "cut_at": 0, "products": 0, "passes": 0}
+
+    def scores(self, w, out=None):
+        self.counts["scores"] += 1
+        return super().scores(w, out)
+
+    def risk_at(self, f):
+        self.counts["risk_at"] += 1
+        return super().risk_at(f)
+
+    def cut_at(self, f):
+        self.counts["cut_at"] += 1
+        return super().cut_at(f)
+
+    def hessian(self, f):
+        products = super().hessian(f)
+        counts = self.counts
+
+        def counted(v, xv=None):
+            counts["products"] += 1
+            counts["passes"] += products.passes
+            return products(v, xv)
+
+        counted.passes = products.passes
+        return counted
+
+
+@pytest.mark.parametrize(("name", "params"), LOSSES, ids=IDS)
+def test_bookkeeping_equals_the_oracles_own_count(name, params):
+    X, y, qid, data = problem(name, params, 21, n_queries=30)
+    oracle = CountedRiskOracle(X, losses.prepare(losses.get(name, **params), y, qid, **data))
+    res = minimize_newton(oracle, 1e-3, tol=1e-9, w0=np.full(X.shape[1], 0.1))
+    c = oracle.counts
+    assert res.success
+    assert res.nfev == c["risk_at"] + c["cut_at"] == res.history["nfev"][-1]
+    assert res.n_hessp == c["products"] > 0
+    assert res.n_passes == c["scores"] + c["cut_at"] + c["passes"]
+    assert c["scores"] == 1  # X w0, once; the steps' X s come from the products
