@@ -572,11 +572,15 @@ def fit(
         Bundle capacity (zero plane included); a full bundle prunes or aggregates planes.
     w0 : array-like or None
         Warm start (with the intercept last when ``fit_intercept``).
-    method : {"auto", "bmrm", "inout", "level", "ls-bmrm", "ocas", "nrbm", "lbfgs"}, object or None
-        The solver method (:mod:`bmrm.solver.methods`): plain BMRM (with the per-query cut
+    method : str, object or None
+        "auto", "bmrm", "inout", "level", "ls-bmrm", "newton", "ocas", "nrbm" or "lbfgs":
+        the solver method (:mod:`bmrm.solver.methods`): plain BMRM (with the per-query cut
         cache where it applies, :class:`~bmrm.solver.methods.PlainBMRM`), in-out cutting planes,
-        the level bundle method, line-search BMRM, or the optimized cutting plane algorithm
-        (OCAS), or any object with a ``step(state)`` method. ``"auto"`` (also None) is the
+        the level bundle method, line-search BMRM, Newton-CG
+        (:mod:`bmrm.solver.methods.newton`: L2 without bounds and a convex smooth loss with
+        ``hessp``; its gap is the strong-convexity bound ‖∇J‖²/(2 lam)), or the optimized
+        cutting plane algorithm (OCAS), or any object with a ``step(state)`` method.
+        ``"auto"`` (also None) is Newton-CG where it applies, else the
         level bundle method for ``regularizer="l2"`` without bounds (it needs the fewest
         oracle calls, most of all at small lam and on costly losses), in-out cutting planes
         for ``regularizer="l1"`` without bounds (3.3–3.6 times less time than plain BMRM on

@@ -127,6 +127,46 @@ class Prepared:
             grad = grad * self.weights.rows
         return values, grad
 
+    @property
+    def has_hessp(self) -> bool:
+        """Whether the loss offers Hessian-vector products (``loss.hessp``)."""
+        return callable(getattr(self.loss, "hessp", None))
+
+    def hessp(self, f, d) -> np.ndarray:
+        """H d for the risk R(f) of :meth:`risk` (the loss's Hessian in f, weighted and
+        divided as the risk is), from and to the caller's row order.
+
+        ``f`` and ``d`` are float64 arrays of one entry per row (caller order). Raises
+        ``TypeError`` when the loss has no ``hessp`` or returns anything but a float array
+        of the shape of f.
+        """
+        if not self.has_hessp:
+            raise TypeError(f"the loss {self.loss!r} offers no Hessian-vector product (hessp)")
+        order = self.groups.order
+        if order is None:
+            f_int, d_int = np.ascontiguousarray(f), np.ascontiguousarray(d)
+        else:
+            f_int, d_int = f[order], d[order]
+        hd = self.loss.hessp(f_int, d_int, self.targets)
+        if not isinstance(hd, np.ndarray) or hd.shape != f_int.shape or hd.dtype.kind != "f":
+            got = getattr(hd, "shape", type(hd).__name__)
+            raise TypeError(
+                f"{type(self.loss).__name__}.hessp must return a float ndarray of shape "
+                f"{f_int.shape} (the shape of f); got {got}"
+            )
+        if self.weights is not None:
+            hd = hd * self.weights.rows
+        n = self.divisor
+        out = np.zeros(len(f))
+        if self.n_terms == 0 or n == 0:
+            return out
+        if order is None:
+            np.divide(hd, n, out=out)
+        else:
+            out[order] = hd
+            out /= n
+        return out
+
     def check(self, values, grad, f_internal) -> float:
         """Σ values, after checking that the loss's output is finite and non-negative.
 

@@ -26,6 +26,18 @@ one value per caller row, put in internal order before ``validate``), ``get_para
 and ``metric(f, targets)`` (the true per-query loss of the ranking that sorting ``f``
 induces, which ``values`` upper-bounds).
 
+A twice differentiable loss may offer ``hessp(f, d, targets) -> hd``: the product H_f d of
+the Hessian of ``values.sum()`` in f (a generalised Hessian where the gradient is only
+piecewise linear, as for the squared pairwise hinge) with a direction d of the shape of f,
+unweighted like ``loss_grad``; :meth:`losses.Prepared.hessp` adds the weights. Second-order
+solvers (:mod:`bmrm.solver.newton`) then form the products Xᵀ H_f X v of the objective. A
+loss whose ``hessp`` is None or absent has none (the linear hinges). A per-query loss with
+``hessp`` may also offer ``hessp_kernel(f, targets)``, returning ``(kernel, args)`` or None:
+``kernel(q_start, q_stop, d, *args, values, out)`` a ``nogil`` numba function writing H_f d
+of those queries into ``out`` from their entries of d alone (``values`` is not used), so
+that the product Xᵀ H_f X v takes one pass over X block by block, as ``block_kernel`` below
+does for the gradient.
+
 A per-query loss (``pointwise = False``) may also offer ``block_kernel(targets)``, returning
 ``(kernel, args)`` or None: ``kernel(q_start, q_stop, f, *args, values, grad)`` a numba
 function compiled with ``nogil=True`` that writes ``values[q]`` and every row of ``grad`` of

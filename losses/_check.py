@@ -184,6 +184,7 @@ class _Checker:
             ("subgradient", self.check_subgradient),
             ("directional_derivative", self.check_directional),
             ("finite_differences", self.check_finite_differences),
+            ("hessian", self.check_hessian),
             ("order_invariance", self.check_order_invariance),
             ("metric_bound", self.check_metric_bound),
             ("deterministic", self.check_deterministic),
@@ -426,6 +427,52 @@ class _Checker:
                 )
         return _PASS, f"central differences match <g, d> at {n_checked} random points"
 
+    def check_hessian(self):
+        """hessp(f, d) against central differences of the gradient; symmetric; PSD if convex."""
+        hessp = getattr(self.loss, "hessp", None)
+        if not callable(hessp):
+            return _SKIP, "the loss offers no hessp"
+        convex = getattr(self.loss, "convex", True)
+        n_checked = 0
+        for t, (f, general, _, _) in enumerate(self.evals()):
+            d = self.rng.standard_normal(self.n)
+            u = self.rng.standard_normal(self.n)
+            hd = np.asarray(hessp(f.copy(), d.copy(), self.targets))
+            if hd.shape != f.shape or hd.dtype.kind != "f":
+                return _FAIL, f"hessp must return a float array of shape {f.shape}; got {hd}"
+            hu = np.asarray(hessp(f.copy(), u.copy(), self.targets))
+            scale = 1.0 + np.abs(hd).sum() + np.abs(hu).sum()
+            if not abs(float(u @ hd) - float(d @ hu)) <= _RTOL * scale * (1.0 + np.abs(d).max()):
+                return _FAIL, (
+                    f"trial {t}: <u, H d> = {float(u @ hd)!r} != <d, H u> = {float(d @ hu)!r}: "
+                    f"hessp is not symmetric at f = {_fmt(f)}"
+                )
+            if convex and not float(d @ hd) >= -_RTOL * (1.0 + np.abs(d * hd).sum()):
+                return _FAIL, (
+                    f"trial {t}: <d, H d> = {float(d @ hd)!r} < 0 for a loss declared convex "
+                    f"at f = {_fmt(f)}, d = {_fmt(d)}"
+                )
+            if not general:
+                continue
+            n_checked += 1
+            h = _FD_STEP * max(1.0, float(np.abs(f).max(initial=0.0)))
+            _, g_plus = self.loss_grad(f + h * d)
+            _, g_minus = self.loss_grad(f - h * d)
+            fd = (np.asarray(g_plus) - np.asarray(g_minus)) / (2.0 * h)
+            rounding = 1e-13 * (np.abs(g_plus).sum() + np.abs(g_minus).sum()) / h
+            err = np.abs(fd - hd).sum()
+            slack = _FD_RTOL * (1.0 + np.abs(hd).sum() + np.abs(fd).sum()) + rounding
+            if not err <= slack:
+                return _FAIL, (
+                    f"trial {t}: central differences of the gradient differ from hessp(f, d) "
+                    f"by {err:.3g} (sum of absolute differences; h = {h:.3g}, tolerance "
+                    f"{slack:.3g}) at f = {_fmt(f)}, d = {_fmt(d)}"
+                )
+        return _PASS, (
+            f"hessp symmetric{' and PSD' if convex else ''} at {self.n_trials} random points, "
+            f"matches central differences of the gradient at {n_checked}"
+        )
+
     def check_order_invariance(self):
         """Permuting documents within each query permutes grad and keeps per-query values."""
         from losses import prepare
@@ -589,6 +636,10 @@ def check_oracle(
         ``finite_differences``
             Only when the loss declares ``smooth = True``: central differences of l
             match <g, d> at points without tied scores.
+        ``hessian``
+            Only when the loss offers ``hessp``: ⟨u, H d⟩ = ⟨d, H u⟩, ⟨d, H d⟩ >= 0 for a
+            convex loss, and central differences of the gradient along d match
+            ``hessp(f, d)`` at points without tied scores.
         ``order_invariance``
             Listing the documents of each query in another order (remapping the row
             indices of ``row_index_keys`` data) keeps the values and permutes grad
@@ -608,7 +659,7 @@ def check_oracle(
     -----
     Random scores cycle through standard normal, a coarse grid with many ties, wide
     (σ = 5) and narrow (σ = 0.05) draws. Inequalities allow a relative slack of 1e-9 for
-    rounding. Cost: about 5 ``n_trials`` evaluations of the loss on the problem.
+    rounding. Cost: about 7 ``n_trials`` evaluations of the loss on the problem.
 
     Examples
     --------

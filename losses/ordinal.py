@@ -23,6 +23,7 @@ __all__ = ["OrdinalLoss"]
 
 _COSTS = {"zero_one": (1.0, 0.0), "linear": (0.0, 1.0)}
 _NORMALIZE = ("query", "none")
+_HINGES = ("linear", "squared")
 
 
 class _OrdinalTargets(NamedTuple):
@@ -80,11 +81,12 @@ class OrdinalLoss(Loss):
 
     .. math::
 
-        l(f, y) = \frac{1}{M} \sum_{y_i < y_j} C(y_i, y_j) \max(0, 1 + f_i - f_j),
+        l(f, y) = \frac{1}{M} \sum_{y_i < y_j} C(y_i, y_j) \max(0, 1 + f_i - f_j)^p,
         \qquad M = \tfrac12 \Big(m^2 - \sum_l m_l^2\Big),
 
-    where M is the number of comparable pairs (m_l rows at level l). It is convex in f and
-    upper-bounds :meth:`metric`, the same weighted count of misordered pairs.
+    where M is the number of comparable pairs (m_l rows at level l) and p = 1 (the hinge)
+    or p = 2 (the squared hinge, ``hinge="squared"``). It is convex in f and upper-bounds
+    :meth:`metric`, the same weighted count of misordered pairs.
 
     Parameters
     ----------
@@ -98,6 +100,16 @@ class OrdinalLoss(Loss):
         queries) is SVM^rank's: SVM^rank minimises
         ½‖w‖² + C (1/n_q) Σ_q Σ_{y_i > y_j} max(0, 1 − (f_i − f_j)), so ``lam = 1 / C``
         with the solver's objective λ·½‖w‖² + R(w) reproduces it.
+    hinge : {"linear", "squared"}, default "linear"
+        p above. The squared hinge is the L2-loss RankSVM of Lee & Lin (2014): with
+        ``normalize="none"``, ``cost="zero_one"`` and one query or many, LIBLINEAR's RankSVM
+        minimises f_LL(w) = ½‖w‖² + C Σ_q Σ_{y_i < y_j} max(0, 1 − (f_j − f_i))² (all pairs
+        of all queries summed), which is n_q·C times the solver's objective
+        (λ/2)‖w‖² + R(w) at λ = 1 / (n_q C), n_q the number of queries (R is the mean over
+        queries). The squared hinge is continuously differentiable and has the generalised
+        Hessian H = 2 w_q Σ_{active} C (e_i − e_j)(e_i − e_j)ᵀ (Mangasarian, "A finite
+        Newton method for classification", Optim. Methods Softw. 17, 2002), whose products
+        :attr:`hessp` computes by the same sweep.
 
     Row weights: ``row_weight=`` (a data keyword of :func:`losses.prepare` and
     :func:`bmrm.fit`, one non-negative weight s_i per row) counts row i as s_i rows: each
@@ -114,7 +126,8 @@ class OrdinalLoss(Loss):
     subgradient; rows with equal scores are handled the same whatever their order, so the
     loss is invariant and the subgradient equivariant under reordering rows of a query.
 
-    Algorithm: the appendix's Algorithm 1 — sort f, then sweep the endpoints f_j and
+    Algorithm: the appendix's Algorithm 1 (Lee & Lin's §3 for the squared hinge, with
+    per-level sums of the scores beside the counts) — sort f, then sweep the endpoints f_j and
     f_i + 1 in ascending order while keeping per-level counts — costs
     O(m log m + m log L) per query for the named costs (Fenwick trees over levels) and
     O(m log m + m L) for a cost matrix, with L the number of distinct labels in the query
@@ -128,16 +141,21 @@ class OrdinalLoss(Loss):
     smooth = False
     row_array_keys = ("row_weight",)
 
-    def __init__(self, *, cost="zero_one", normalize: str = "query"):
+    def __init__(self, *, cost="zero_one", normalize: str = "query", hinge: str = "linear"):
         self.cost = cost
         self.normalize = normalize
+        self.hinge = hinge
         self._matrix = _check_cost(cost)
         if normalize not in _NORMALIZE:
             raise ValueError(f"normalize must be one of {list(_NORMALIZE)}; got {normalize!r}")
+        if hinge not in _HINGES:
+            raise ValueError(f"hinge must be one of {list(_HINGES)}; got {hinge!r}")
+        # the squared hinge is continuously differentiable, the hinge is not
+        self.smooth = hinge == "squared"
 
     def _params(self) -> dict[str, Any]:
         cost = self.cost if self._matrix is None else self._matrix.tolist()
-        return {"cost": cost, "normalize": self.normalize}
+        return {"cost": cost, "normalize": self.normalize, "hinge": self.hinge}
 
     def _kernel_cost(self) -> tuple[float, float, np.ndarray]:
         if self._matrix is None:
@@ -216,7 +234,50 @@ class OrdinalLoss(Loss):
     def block_kernel(self, targets: _OrdinalTargets):
         """``(kernel, args)`` with ``kernel(q_start, q_stop, f, *args, values, grad)`` the loss
         of the queries ``q_start:q_stop`` (see :mod:`losses._base`)."""
+        if self.hinge == "squared":
+            return _k.ordinal_squared, (*targets, *self._kernel_cost(), None, None)
         return _k.ordinal_pairs, (*targets, *self._kernel_cost(), True)
+
+    @property
+    def hessp(self):
+        """``hessp(f, d, targets)`` for the squared hinge (see :meth:`_squared_hessp`), None
+        for the hinge, which has no Hessian (:mod:`losses._base`)."""
+        return self._squared_hessp if self.hinge == "squared" else None
+
+    def hessp_kernel(self, f, targets: _OrdinalTargets):
+        """``(kernel, args)`` with ``kernel(q_start, q_stop, d, *args, values, out)`` writing
+        H_f d of the queries ``q_start:q_stop`` into ``out`` (``values`` untouched), the
+        block form of :attr:`hessp` at the scores ``f`` (internal order), whose queries are
+        sorted once here for all the products; None for the hinge."""
+        if self.hinge != "squared":
+            return None
+        f = np.ascontiguousarray(f, dtype=np.float64)
+        return _k.ordinal_squared_hessp, (
+            f,
+            *targets,
+            *self._kernel_cost(),
+            self._sorted(f, targets),
+        )
+
+    @staticmethod
+    def _sorted(f, targets: _OrdinalTargets) -> np.ndarray:
+        """Each query's rows in ascending order of f: sorted once for many products at f."""
+        order = np.empty(f.shape[0], dtype=np.int64)
+        run_queries(_k.sort_queries, targets.query_ptr, f, targets.query_ptr, targets.radix, order)
+        return order
+
+    def _squared_hessp(self, f, d, targets: _OrdinalTargets) -> np.ndarray:
+        """H_f d, H the generalised Hessian of the summed per-query losses in f: per query
+        2 w_q Σ C (d_i − d_j)(e_i − e_j) over the pairs with 1 + f_i − f_j > 0. O(m log m +
+        m log L) per query (O(m L) with a cost matrix)."""
+        f = np.ascontiguousarray(f, dtype=np.float64)
+        d = np.ascontiguousarray(d, dtype=np.float64)
+        out = np.empty_like(f)
+        run_queries(
+            _k.ordinal_squared_hessp, targets.query_ptr, d, f, *targets, *self._kernel_cost(),
+            None, np.empty(0), out,
+        )  # fmt: skip
+        return out
 
     def loss_grad(self, f, targets: _OrdinalTargets) -> tuple[np.ndarray, np.ndarray]:
         """Per-query losses and the subgradient of their sum; see the class docstring."""

@@ -40,12 +40,16 @@ class SquaredLoss(_Pointwise):
 
     Any finite real targets whose loss at f = 0, ½ Σ y², is finite (|y| up to about 1e154
     for a few rows); larger targets overflow float64 and are rejected, asking to scale y.
-    Smooth, so finite differences apply.
+    Smooth, so finite differences apply; the Hessian in f is the identity.
     """
 
     name = "squared"
     smooth = True
     _kernel = staticmethod(_k.squared)
+
+    def hessp(self, f, d, targets) -> np.ndarray:
+        """H_f d = d: the Hessian of Σ_i ½(f_i − y_i)² is the identity."""
+        return np.array(d, dtype=np.float64)
 
     def validate(self, y, query_ptr, **data):
         _no_data(self.name, data)
@@ -93,9 +97,18 @@ class HingeLoss(_Binary):
 class LogisticLoss(_Binary):
     """Logistic loss log(1 + exp(−y f)) for y in {−1, +1} (labels {0, 1} map to {−1, +1}).
 
-    Smooth; computed without overflow for large |f|.
+    Smooth; computed without overflow for large |f|. The Hessian in f is diagonal,
+    σ(y_i f_i) σ(−y_i f_i).
     """
 
     name = "logistic"
     smooth = True
     _kernel = staticmethod(_k.logistic)
+
+    def hessp(self, f, d, targets) -> np.ndarray:
+        """H_f d with H = diag(σ(y f) σ(−y f)), the Hessian of Σ_i log(1 + exp(−y_i f_i))."""
+        f = np.ascontiguousarray(f, dtype=np.float64)
+        out = np.empty_like(f)
+        _k.logistic_curvature(f, targets, out)
+        out *= d
+        return out

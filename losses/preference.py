@@ -21,6 +21,7 @@ from losses.validation import check_finite_targets
 __all__ = ["PAIR_COSTS", "PreferenceLoss", "pairs_from_labels"]
 
 _NORMALIZE = ("query", "none")
+_HINGES = ("linear", "squared")
 # the pair costs pairs_from_labels builds from labels
 PAIR_COSTS = ("zero_one", "linear", "gain_difference")
 
@@ -41,13 +42,21 @@ class PreferenceLoss(Loss):
 
     .. math::
 
-        l(f) = \frac{1}{|P_q|} \sum_{(i, j) \in P_q} c_{ij} \max(0, 1 + f_i - f_j).
+        l(f) = \frac{1}{|P_q|} \sum_{(i, j) \in P_q} c_{ij} \max(0, 1 + f_i - f_j)^p,
+
+    p = 1 (the hinge) or p = 2 (``hinge="squared"``).
 
     Parameters
     ----------
     normalize : {"query", "none"}, default "query"
         ``"query"`` divides by the number of pairs of the query, ``"none"`` sums the pair
         terms.
+    hinge : {"linear", "squared"}, default "linear"
+        p above. The squared hinge (the L2-loss RankSVM of Lee & Lin, "Large-scale linear
+        RankSVM", Neural Computation 26, 2014, on given pairs) is continuously
+        differentiable, with the generalised Hessian 2 w_q Σ_{active} c (e_i − e_j)(e_i −
+        e_j)ᵀ whose products :attr:`hessp` computes (see
+        :class:`losses.ordinal.OrdinalLoss` for the mapping to LIBLINEAR's objective).
 
     Notes
     -----
@@ -59,7 +68,8 @@ class PreferenceLoss(Loss):
     graded labels with :func:`pairs_from_labels`.
 
     Conventions: a query without pairs has loss 0 and gradient 0; a pair exactly at the
-    hinge (1 + f_i − f_j = 0) contributes subgradient 0; repeated pairs count repeatedly.
+    hinge (1 + f_i − f_j = 0) contributes subgradient 0 (and no curvature); repeated pairs
+    count repeatedly.
     Cost O(|P|) per evaluation, queries in parallel. :meth:`metric` is the weighted count
     of violated preferences (f_i >= f_j, ties count as violations), which the loss bounds.
     """
@@ -69,13 +79,18 @@ class PreferenceLoss(Loss):
     smooth = False
     row_index_keys = ("pairs",)
 
-    def __init__(self, *, normalize: str = "query"):
+    def __init__(self, *, normalize: str = "query", hinge: str = "linear"):
         self.normalize = normalize
+        self.hinge = hinge
         if normalize not in _NORMALIZE:
             raise ValueError(f"normalize must be one of {list(_NORMALIZE)}; got {normalize!r}")
+        if hinge not in _HINGES:
+            raise ValueError(f"hinge must be one of {list(_HINGES)}; got {hinge!r}")
+        # the squared hinge is continuously differentiable, the hinge is not
+        self.smooth = hinge == "squared"
 
     def _params(self) -> dict[str, Any]:
-        return {"normalize": self.normalize}
+        return {"normalize": self.normalize, "hinge": self.hinge}
 
     def validate(self, y, query_ptr, pairs=None, pair_costs=None, **data) -> _PreferenceTargets:
         """Check the pairs (internal row indices) and group them per query."""
@@ -162,8 +177,26 @@ class PreferenceLoss(Loss):
         values = np.empty(targets.weight.shape[0])
         grad = np.zeros_like(f)
         # blocks of queries balanced by their number of pairs, the kernel's work
-        run_queries(_k.preference_hinge, targets.pref_ptr, f, *targets, values, grad)
+        if self.hinge == "squared":
+            run_queries(_k.preference_squared, targets.pref_ptr, f, *targets, None, values, grad)
+        else:
+            run_queries(_k.preference_hinge, targets.pref_ptr, f, *targets, values, grad)
         return values, grad
+
+    @property
+    def hessp(self):
+        """``hessp(f, d, targets)`` for the squared hinge (see :meth:`_squared_hessp`), None
+        for the hinge, which has no Hessian (:mod:`losses._base`)."""
+        return self._squared_hessp if self.hinge == "squared" else None
+
+    def _squared_hessp(self, f, d, targets: _PreferenceTargets) -> np.ndarray:
+        """H_f d, H the generalised Hessian of the summed per-query losses in f: per query
+        2 w_q Σ c (d_i − d_j)(e_i − e_j) over the pairs with 1 + f_i − f_j > 0; O(|P|)."""
+        f = np.ascontiguousarray(f, dtype=np.float64)
+        d = np.ascontiguousarray(d, dtype=np.float64)
+        out = np.zeros_like(f)
+        run_queries(_k.preference_squared, targets.pref_ptr, f, *targets, d, np.empty(0), out)
+        return out
 
     def metric(self, f, targets: _PreferenceTargets) -> np.ndarray:
         """Per-query weighted count of violated preferences (f_i >= f_j), normalised."""

@@ -197,6 +197,10 @@ class ListwiseSquaredLoss(_Mapped):
     def _run(self, f, t, values, grad):
         _k.listwise_squared(f, t.target, t.query_ptr, values, grad)
 
+    def hessp(self, f, d, targets) -> np.ndarray:
+        """H_f d = 2 d: the Hessian of Σ_j (ψ_j − f_j)² is twice the identity."""
+        return 2.0 * np.asarray(d, dtype=np.float64)
+
 
 class ListNetLoss(_Surrogate):
     r"""ListNet top-one cross-entropy as a Kullback–Leibler divergence.
@@ -238,6 +242,14 @@ class ListNetLoss(_Surrogate):
 
     def _run(self, f, t, values, grad):
         _k.listnet(f, t.target, t.query_ptr, values, grad)
+
+    def hessp(self, f, d, targets) -> np.ndarray:
+        """H_f d = (diag(p) − p pᵀ) d per query, p = softmax(f): the Hessian of the
+        cross-entropy's log Σ exp f (the target's part is linear in f)."""
+        f = np.ascontiguousarray(f, dtype=np.float64)
+        out = np.empty_like(f)
+        _k.listnet_hessp(f, targets.query_ptr, np.ascontiguousarray(d, dtype=np.float64), out)
+        return out
 
 
 class RankNetLoss(_Surrogate):
@@ -290,6 +302,15 @@ class RankNetLoss(_Surrogate):
 
     def _run(self, f, t, values, grad):
         _k.ranknet(f, t.target, t.query_ptr, t.extra, values, grad)
+
+    def hessp(self, f, d, targets) -> np.ndarray:
+        """H_f d = (1/M) Σ_{y_i < y_j} σ(f_i − f_j) σ(f_j − f_i) (d_i − d_j)(e_i − e_j) per
+        query, the Hessian of the summed softplus terms; O(m²)."""
+        f = np.ascontiguousarray(f, dtype=np.float64)
+        out = np.empty_like(f)
+        d = np.ascontiguousarray(d, dtype=np.float64)
+        _k.ranknet_hessp(f, targets.target, targets.query_ptr, targets.extra, d, out)
+        return out
 
 
 class _Relevance(_Surrogate):

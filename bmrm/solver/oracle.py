@@ -24,6 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from bmrm.solver import products as _products
+from bmrm.solver.hessian import HessianProducts
 from losses import Prepared
 
 __all__ = ["FUSED_MIN_BYTES", "RiskOracle"]
@@ -153,6 +154,18 @@ class RiskOracle:
         if not hasattr(self.prepared.loss, "initial_loss"):
             return None
         return self._with_targets(*self.prepared.loss.initial_loss(self.prepared.targets))
+
+    def hessian(self, f: np.ndarray) -> HessianProducts:
+        """The Hessian-vector products v ↦ Xᵀ H_R X v of the risk at the scores ``f`` (caller
+        order), from the loss's ``hessp`` (:mod:`bmrm.solver.hessian`); no pass over X."""
+        return HessianProducts(
+            self.X, self.prepared, f, self.fit_intercept, self.intercept_scaling,
+            self._own_products,
+        )  # fmt: skip
+
+    def hessp(self, w: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """∇²R(w) v: the scores X w, then one product of :meth:`hessian` at them."""
+        return self.hessian(self.scores(w))(v)
 
     def scores(self, w: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """f = X w (plus the intercept), float64, in the caller's row order.

@@ -24,7 +24,7 @@ import numpy as np
 from bmrm.solver.cut_cache import supports_cut_cache
 from bmrm.solver.regularizers import Regularizer
 
-__all__ = ["Capabilities", "CountingOracle", "Problem", "capabilities"]
+__all__ = ["Capabilities", "CountedProducts", "CountingOracle", "Problem", "capabilities"]
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,9 @@ class Capabilities:
         The loss is one of the package's own (exact, tested): the one-off probes of a
         user's subgradient are skipped.
     has_hessp : bool
-        The oracle offers Hessian-vector products of the risk, ``oracle.hessp(w, v)``
-        (from the loss's ``hessp`` on the scores), for second-order solvers.
+        The oracle offers Hessian-vector products of the risk, ``oracle.hessp(w, v)`` and
+        ``oracle.hessian(f)`` (from the loss's ``hessp`` on the scores), for second-order
+        solvers.
     dtype : numpy dtype
         The precision of the oracle's products (float32 data rounds more).
     """
@@ -91,8 +92,9 @@ class CountingOracle:
 
     ``nfev`` counts risk evaluations (with or without a subgradient), ``n_passes`` the
     products with X (a full call ``oracle(w)`` makes two, X w and Xᵀ g; ``scores`` one;
-    ``cut_at`` one; ``risk_at`` none), ``njev`` Hessian-vector products and ``seconds`` the
-    wall-clock time inside the oracle. Other attributes are the wrapped oracle's.
+    ``cut_at`` one; ``risk_at`` none; a Hessian-vector product one or two), ``nhev``
+    Hessian-vector products and ``seconds`` the wall-clock time inside the oracle. Other
+    attributes are the wrapped oracle's.
     """
 
     def __init__(self, oracle):
@@ -135,20 +137,41 @@ class CountingOracle:
         """Per-query cut at the scores f of a point (one pass)."""
         return self._timed(self.inner.query_cut_at, (f, P), 1, 1)
 
+    def hessian(self, f: np.ndarray) -> CountedProducts:
+        """The Hessian-vector products at the scores f (the oracle's ``hessian``), each
+        product counted in ``nhev``, ``n_passes`` (one or two, as the products say) and
+        ``seconds``; only where ``has_hessp`` is declared."""
+        return CountedProducts(self, self._timed(self.inner.hessian, (f,), 0, 0))
+
     def hessp(self, w: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """∇²R(w) v (two passes, X v and Xᵀ(·)); only where ``has_hessp`` is declared."""
-        t0 = time.perf_counter()
-        try:
-            return self.inner.hessp(w, v)
-        finally:
-            self.seconds += time.perf_counter() - t0
-            self.nhev += 1
-            self.n_passes += 2
+        """∇²R(w) v: the scores X w (one pass) and one product at them."""
+        return self.hessian(self.scores(w))(v)
 
     def __getattr__(self, name: str):
         if name == "inner":  # not set yet (a copy being made): no recursion
             raise AttributeError(name)
         return getattr(self.inner, name)
+
+
+class CountedProducts:
+    """Hessian-vector products (:class:`bmrm.solver.hessian.HessianProducts`) whose calls
+    the :class:`CountingOracle` counts: ``nhev``, their passes over X and their seconds."""
+
+    def __init__(self, counting: CountingOracle, products):
+        self.counting = counting
+        self.products = products
+        self.passes = products.passes
+
+    def __call__(self, v: np.ndarray, xv: np.ndarray | None = None) -> np.ndarray:
+        """Xᵀ H_R X v, X v written into ``xv`` when given."""
+        counting = self.counting
+        t0 = time.perf_counter()
+        try:
+            return self.products(v, xv)
+        finally:
+            counting.seconds += time.perf_counter() - t0
+            counting.nhev += 1
+            counting.n_passes += self.passes
 
 
 @dataclass(eq=False)

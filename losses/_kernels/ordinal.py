@@ -31,6 +31,9 @@ from losses._kernels.sorting import argsort_stable
 # queries at least this long are sorted by radix sort, shorter ones by comparison sort
 RADIX_MIN = 1024
 _RADIX_BITS = 11
+# the squared hinge's sweep sums over per-level arrays up to this many levels in a query
+# (graded relevance, 2 to 5 levels), and keeps Fenwick trees above
+_FEW_LEVELS = 8
 
 
 @njit(**INNER)
@@ -250,3 +253,268 @@ def ordinal_pairs(
             for k in range(a, b):
                 total += as_lower[k]
         values[q] = w * total
+
+
+@njit(cache=True, nogil=True)
+def ordinal_squared(
+    q_start,
+    q_stop,
+    f,
+    query_ptr,
+    rank,
+    level_ptr,
+    levels,
+    level_count,
+    weight,
+    row_weight,
+    radix,
+    alpha,
+    beta,
+    cost,
+    direction,
+    presorted,
+    values,
+    grad,
+):
+    """Queries ``q_start:q_stop``: the squared pairwise hinge, its gradient, or H_f d.
+
+    With ``direction`` None: per query w_q Σ_{y_i<y_j} C(y_i, y_j) max(0, 1 + f_i − f_j)²
+    into ``values`` and its gradient 2 w_q Σ C (1 + f_i − f_j)(e_i − e_j), over the active
+    pairs (1 + f_i − f_j > 0), into ``grad``. With a ``direction`` d (shape of f): the
+    product of the generalised Hessian, H_f d = 2 w_q Σ_active C (d_i − d_j)(e_i − e_j),
+    into ``grad``; ``values`` is not touched (it may be empty).
+
+    Both are one sweep (module docstring) with per-level sums of two row quantities: a pair
+    term is r_ij = a_i − b_j with a = 1 + f − c, b = f − c (f centred at its median c, so
+    that cancellation scales with the spread of f, not its offset) for the gradient, and
+    a = b = d for the Hessian product. At the upper endpoint of row i the sweep holds, per
+    level, the passed lower rows j (their weights s_j and sums of s_j b_j); at the lower
+    endpoint of row j, the remaining upper rows i (s_i and s_i a_i). For the structured
+    costs C = α + β(v_j − v_i) with more than ``_FEW_LEVELS`` levels the level-weighted sums
+    (s v and s v a / s v b) join them in Fenwick trees, so that
+
+        A_i = Σ_{j active} C r_ij = (α − β v_i)(N a_i − S_b) + β (V a_i − T_b),
+        B_j = Σ_{i active} C r_ij = (α + β v_j)(S_a − N b_j) − β (T_a − V b_j),
+
+    from counts N, value sums V = Σ s v, S = Σ s a (or b) and T = Σ s v a (or b) over the
+    levels above (below) the row's; row i's entry is 2 w_q s_i (A_i − B_i) and the value
+    w_q Σ_i s_i (a_i A_i − b_i B_i) (= w_q Σ C r², clipped at 0 against rounding). A cost
+    matrix, and a query of at most ``_FEW_LEVELS`` levels, keep plain per-level arrays and
+    sum over the levels above (below), O(L) per row. O(m log m + m log L) per query for
+    the named costs, O(m log m + m L) for a matrix; ``radix`` and ``row_weight`` as in
+    :func:`ordinal_pairs`. ``presorted`` (None, or each query's rows in ascending order of f,
+    as :func:`sort_queries` writes) spares the sort when many products share one f.
+    """
+    s0 = query_ptr[q_start]
+    n = query_ptr[q_stop] - s0
+    fs = np.empty(n)
+    ra = np.empty(n)
+    rb = np.empty(n)
+    rs = np.empty(n, dtype=np.int64)
+    as_lower = np.empty(n)
+    as_upper = np.empty(n)
+    work = np.empty((8, level_ptr[q_stop] - level_ptr[q_start]))
+    if row_weight is not None:
+        ws = np.empty(n)
+    else:
+        ws = np.empty(0)
+    use_matrix = cost.shape[0] > 0
+    for q in range(q_start, q_stop):
+        s = query_ptr[q]
+        e = query_ptr[q + 1]
+        w = weight[q]
+        if w == 0.0:
+            if direction is None:
+                values[q] = 0.0
+            grad[s:e] = 0.0
+            continue
+        a = s - s0
+        b = e - s0
+        m = e - s
+        if presorted is not None:
+            order = presorted[s:e]
+        elif radix is None or m < RADIX_MIN:
+            order = argsort_stable(f[s:e])
+        else:
+            order = _radix_argsort(f[s:e])
+        for k in range(m):
+            fs[a + k] = f[s + order[k]]
+            rs[a + k] = rank[s + order[k]]
+            if row_weight is not None:
+                ws[a + k] = row_weight[s + order[k]]
+        center = fs[a + m // 2]
+        for k in range(m):
+            if direction is None:
+                rb[a + k] = fs[a + k] - center
+                ra[a + k] = rb[a + k] + 1.0
+            else:
+                ra[a + k] = direction[s + order[k]]
+                rb[a + k] = ra[a + k]
+        lp = level_ptr[q]
+        lq = level_ptr[q + 1]
+        fs_q = fs[a:b]
+        rs_q = rs[a:b]
+        lev = levels[lp:lq]
+        count = level_count[lp:lq]
+        work_q = work[:, lp - level_ptr[q_start] : lq - level_ptr[q_start]]
+        n_lev = lq - lp
+        up_n = work_q[0]
+        up_v = work_q[1]
+        up_a = work_q[2]
+        up_va = work_q[3]
+        lo_n = work_q[4]
+        lo_v = work_q[5]
+        lo_b = work_q[6]
+        lo_vb = work_q[7]
+        for r in range(n_lev):
+            up_n[r] = count[r]
+            up_v[r] = count[r] * lev[r]
+            up_a[r] = 0.0
+            up_va[r] = 0.0
+            lo_n[r] = 0.0
+            lo_v[r] = 0.0
+            lo_b[r] = 0.0
+            lo_vb[r] = 0.0
+        # the remaining upper rows' sums of s a start as those of the whole query
+        for k in range(m):
+            sk = 1.0
+            if row_weight is not None:
+                sk = ws[a + k]
+            z = rs_q[k]
+            up_a[z] += sk * ra[a + k]
+            up_va[z] += sk * ra[a + k] * lev[z]
+        # per-level arrays, O(L) per row, for a cost matrix and for a few levels (cheaper
+        # than four Fenwick trees a side there); Fenwick trees otherwise
+        arrays = use_matrix or n_lev <= _FEW_LEVELS
+        if not arrays:
+            fenwick_init(up_n, n_lev)
+            fenwick_init(up_v, n_lev)
+            fenwick_init(up_a, n_lev)
+            fenwick_init(up_va, n_lev)
+        lo_total_n = 0.0
+        lo_total_v = 0.0
+        lo_total_b = 0.0
+        lo_total_vb = 0.0
+        pa = 0
+        pb = 0
+        while pb < m:
+            # the upper endpoint f_i + 1 goes first on a tie: the pair at the hinge is inactive
+            upper_first = pa >= m or fs_q[pb] + 1.0 <= fs_q[pa]
+            if upper_first:
+                z = rs_q[pb]
+                sz = 1.0
+                if row_weight is not None:
+                    sz = ws[a + pb]
+                ai = ra[a + pb]
+                total = 0.0
+                if arrays:
+                    for k in range(z + 1, n_lev):
+                        if use_matrix:
+                            c = cost[lev[z], lev[k]]
+                        else:
+                            c = alpha + beta * (lev[k] - lev[z])
+                        total += c * (lo_n[k] * ai - lo_b[k])
+                    up_n[z] -= sz
+                    up_a[z] -= sz * ai
+                else:
+                    vz = float(lev[z])
+                    n_above = lo_total_n - fenwick_prefix(lo_n, z + 1)
+                    v_above = lo_total_v - fenwick_prefix(lo_v, z + 1)
+                    b_above = lo_total_b - fenwick_prefix(lo_b, z + 1)
+                    vb_above = lo_total_vb - fenwick_prefix(lo_vb, z + 1)
+                    total = (alpha - beta * vz) * (n_above * ai - b_above) + beta * (
+                        v_above * ai - vb_above
+                    )
+                    fenwick_add(up_n, z, -sz)
+                    fenwick_add(up_v, z, -vz * sz)
+                    fenwick_add(up_a, z, -sz * ai)
+                    fenwick_add(up_va, z, -vz * sz * ai)
+                as_lower[a + pb] = total * sz
+                pb += 1
+            else:
+                z = rs_q[pa]
+                sz = 1.0
+                if row_weight is not None:
+                    sz = ws[a + pa]
+                bj = rb[a + pa]
+                total = 0.0
+                if arrays:
+                    for k in range(z):
+                        if use_matrix:
+                            c = cost[lev[k], lev[z]]
+                        else:
+                            c = alpha + beta * (lev[z] - lev[k])
+                        total += c * (up_a[k] - up_n[k] * bj)
+                    lo_n[z] += sz
+                    lo_b[z] += sz * bj
+                else:
+                    vz = float(lev[z])
+                    n_below = fenwick_prefix(up_n, z)
+                    v_below = fenwick_prefix(up_v, z)
+                    a_below = fenwick_prefix(up_a, z)
+                    va_below = fenwick_prefix(up_va, z)
+                    total = (alpha + beta * vz) * (a_below - n_below * bj) - beta * (
+                        va_below - v_below * bj
+                    )
+                    fenwick_add(lo_n, z, sz)
+                    fenwick_add(lo_v, z, vz * sz)
+                    fenwick_add(lo_b, z, sz * bj)
+                    fenwick_add(lo_vb, z, vz * sz * bj)
+                    lo_total_n += sz
+                    lo_total_v += vz * sz
+                    lo_total_b += sz * bj
+                    lo_total_vb += vz * sz * bj
+                as_upper[a + pa] = total * sz
+                pa += 1
+        # every upper endpoint is passed: the remaining rows have no active pair above them
+        as_upper[a + pa : b] = 0.0
+        total = 0.0
+        for k in range(m):
+            grad[s + order[k]] = 2.0 * w * (as_lower[a + k] - as_upper[a + k])
+            if direction is None:
+                total += ra[a + k] * as_lower[a + k] - rb[a + k] * as_upper[a + k]
+        if direction is None:
+            values[q] = w * max(total, 0.0)
+
+
+@njit(cache=True, nogil=True)
+def ordinal_squared_hessp(
+    q_start,
+    q_stop,
+    d,
+    f,
+    query_ptr,
+    rank,
+    level_ptr,
+    levels,
+    level_count,
+    weight,
+    row_weight,
+    radix,
+    alpha,
+    beta,
+    cost,
+    presorted,
+    values,
+    out,
+):
+    """H_f d of :func:`ordinal_squared` with the direction first, the block-kernel order of
+    :mod:`losses._base` (``kernel(q_start, q_stop, d, *args, values, out)``), so that the
+    product X_bᵀ H X_b v can run block by block over X; ``values`` is not touched."""
+    ordinal_squared(
+        q_start, q_stop, f, query_ptr, rank, level_ptr, levels, level_count, weight,
+        row_weight, radix, alpha, beta, cost, d, presorted, values, out,
+    )  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def sort_queries(q_start, q_stop, f, query_ptr, radix, out):
+    """``out[s:e]`` = the rows of each query ``q_start:q_stop`` (0-based within the query) in
+    ascending order of f, stable; the sort of :func:`ordinal_squared`."""
+    for q in range(q_start, q_stop):
+        s = query_ptr[q]
+        e = query_ptr[q + 1]
+        if radix is None or e - s < RADIX_MIN:
+            out[s:e] = argsort_stable(f[s:e])
+        else:
+            out[s:e] = _radix_argsort(f[s:e])

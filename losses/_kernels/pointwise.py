@@ -37,3 +37,13 @@ def logistic(f, y, values, grad):
     np.exp(np.minimum(z, 0.0), out=grad)
     grad /= 1.0 + e
     grad *= -y
+
+
+def logistic_curvature(f, y, out):
+    """σ(z)σ(−z) = e^{−|z|} / (1 + e^{−|z|})² with z = y_i f_i: the second derivative of
+    log(1 + exp(−y f)) in f (y² = 1), overflow-safe."""
+    np.multiply(y, f, out=out)
+    np.abs(out, out=out)
+    np.negative(out, out=out)
+    np.exp(out, out=out)
+    out /= np.square(1.0 + out)

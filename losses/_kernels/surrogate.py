@@ -227,3 +227,47 @@ def warp(f, relevant, query_ptr, phi, values, grad):
                 if not relevant[n] and 1.0 + f[n] - f[p] > 0.0:
                     grad[n] += w
         values[q] = v
+
+
+@njit(cache=True)
+def listnet_hessp(f, query_ptr, d, out):
+    """H_f d per query for ListNet: (diag(p) − p pᵀ) d with p = softmax(f), the Hessian of
+    log Σ_k exp(f_k); 0 for a one-document query (whose loss is the constant 0)."""
+    for q in range(query_ptr.size - 1):
+        lo, hi = query_ptr[q], query_ptr[q + 1]
+        if hi - lo <= 1:
+            for i in range(lo, hi):
+                out[i] = 0.0
+            continue
+        fmax = f[lo]
+        for i in range(lo, hi):
+            fmax = max(fmax, f[i])
+        z = 0.0
+        pd = 0.0
+        for i in range(lo, hi):
+            e = np.exp(f[i] - fmax)
+            z += e
+            pd += e * d[i]
+        pd /= z
+        for i in range(lo, hi):
+            out[i] = np.exp(f[i] - fmax) / z * (d[i] - pd)
+
+
+@njit(cache=True)
+def ranknet_hessp(f, y, query_ptr, weight, d, out):
+    """H_f d per query for RankNet: weight_q Σ_{y_i < y_j} σ(z)σ(−z) (d_i − d_j)(e_i − e_j),
+    z = f_i − f_j; O(m²)."""
+    for q in range(query_ptr.size - 1):
+        lo, hi = query_ptr[q], query_ptr[q + 1]
+        for i in range(lo, hi):
+            out[i] = 0.0
+        w = weight[q]
+        if w == 0.0:
+            continue
+        for i in range(lo, hi):
+            for j in range(lo, hi):
+                if y[i] < y[j]:
+                    z = f[i] - f[j]
+                    t = w * _sigmoid(z) * _sigmoid(-z) * (d[i] - d[j])
+                    out[i] += t
+                    out[j] -= t

@@ -366,8 +366,8 @@ class UnpreparedLoss:
         (
             "levle",
             ValueError,
-            r"method must be one of \['auto', 'bmrm', 'inout', 'level', 'ls-bmrm', 'ocas', "
-            r"'nrbm', 'lbfgs'\] or an object with a step\(state\) method; got 'levle'",
+            r"method must be one of \['auto', 'bmrm', 'inout', 'level', 'ls-bmrm', 'newton', "
+            r"'ocas', 'nrbm', 'lbfgs'\] or an object with a step\(state\) method; got 'levle'",
         ),
         (
             PlainBMRM,

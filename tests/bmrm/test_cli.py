@@ -192,7 +192,7 @@ def test_c_is_svmrank_c(folder, tmp_path):
     )
     assert_same_fit(model, reference)
     assert model.lam == 0.25
-    assert model.loss.get_params() == {"cost": "zero_one", "normalize": "none"}
+    assert model.loss.get_params() == {"cost": "zero_one", "normalize": "none", "hinge": "linear"}
 
 
 def test_quiet_converged_training_prints_nothing(folder, tmp_path):

@@ -173,7 +173,9 @@ def test_preference_pairs_with_query_weights():
     assert_same_optimum(weighted, reference, 0.02)
 
 
-@pytest.mark.parametrize("method", sorted(METHODS) + ["nrbm"])
+# the bundle methods (the ordinal hinge is not smooth: Newton-CG's weighted fits are in
+# test_newton.py)
+@pytest.mark.parametrize("method", sorted(set(METHODS) - {"newton"}) + ["nrbm"])
 def test_every_method_minimises_the_weighted_objective(method):
     X, y, qid, s = ranking_problem(3)
     lam = 0.01

@@ -76,6 +76,7 @@ CHECKS = [
     "subgradient",
     "directional_derivative",
     "finite_differences",
+    "hessian",
     "order_invariance",
     "metric_bound",
     "deterministic",
@@ -109,6 +110,8 @@ def test_builtin_losses_pass(name):
     assert [c.name for c in report.checks] == CHECKS
     loss = losses.get(name)
     expected_skips = {"finite_differences"} if not loss.smooth else set()
+    if getattr(loss, "hessp", None) is None:
+        expected_skips.add("hessian")
     if not hasattr(loss, "metric"):
         expected_skips.add("metric_bound")
     if not loss.convex and not getattr(loss, "latent", False):
@@ -240,9 +243,33 @@ class MetricAboveLoss(UserSquared):
         return np.ones_like(f)
 
 
+class HalfHessian(UserSquared):
+    """The squared loss with a Hessian-vector product off by a factor 2."""
+
+    def hessp(self, f, d, y):
+        return 0.5 * d
+
+
+class AsymmetricHessian(UserSquared):
+    """A Hessian-vector product of a non-symmetric matrix (a shift of d)."""
+
+    def hessp(self, f, d, y):
+        return d + 0.5 * np.roll(d, 1)
+
+
+class NegativeCurvature(UserSquared):
+    """A symmetric Hessian-vector product of an indefinite matrix, for a convex loss."""
+
+    def hessp(self, f, d, y):
+        return -d
+
+
 @pytest.mark.parametrize(
     ("loss", "failed"),
     [
+        (HalfHessian(), ["hessian"]),
+        (AsymmetricHessian(), ["hessian"]),
+        (NegativeCurvature(), ["hessian"]),
         (WrongSign(), ["subgradient", "directional_derivative", "finite_differences"]),
         (NegativeValues(), ["nonnegative"]),
         (MutatesScores(), ["inputs_unchanged"]),
@@ -266,6 +293,9 @@ def test_broken_losses_fail_the_right_checks(loss, failed):
 
 
 def test_messages_name_the_defect():
+    assert "central differences of the gradient" in str(losses.check_oracle(HalfHessian()))
+    assert "not symmetric" in losses.check_oracle(AsymmetricHessian())["hessian"].message
+    assert "< 0 for a loss declared convex" in str(losses.check_oracle(NegativeCurvature()))
     assert "no method 'loss_grad'" in losses.check_oracle(NoGradient())["protocol"].message
     assert "kernel not compiled" in losses.check_oracle(Raises())["shapes"].message
     shape = losses.check_oracle(WrongShape())["shapes"].message

@@ -158,7 +158,7 @@ def test_several_blocks_match_brute_force_and_one_block(force_threads, costs_kin
 def test_get_params_round_trip_through_json():
     loss = PreferenceLoss(normalize="none")
     rebuilt = losses.get("preference", **json.loads(json.dumps(loss.get_params())))
-    assert rebuilt.get_params() == {"normalize": "none"}
+    assert rebuilt.get_params() == {"normalize": "none", "hinge": "linear"}
 
 
 @pytest.mark.parametrize("threads", [1, 3])

@@ -68,11 +68,15 @@ CASES = [
         for cost in ("zero_one", "linear")
         for normalize in ("query", "none")
     ],
+    # the squared pairwise hinge
+    Case("ordinal", {"cost": "zero_one", "normalize": "query", "hinge": "squared"}),
+    Case("ordinal", {"cost": "linear", "normalize": "none", "hinge": "squared"}),
     *[
         Case("preference", {"normalize": normalize}, costs)
         for normalize in ("query", "none")
         for costs in ("labels", "random")
     ],
+    Case("preference", {"normalize": "none", "hinge": "squared"}, "random"),
     *[
         Case("ndcg", {"k": k, "truncate_c": truncate, "gain": gain})
         for k in (1, 3, 10)
@@ -450,7 +454,8 @@ def test_get_params_rebuilds_the_loss(case):
 def cvxpy_risk(case: Case, prob: Problem, f):
     """Mean over queries of the ranking loss, as a cvxpy expression in the scores f.
 
-    Pairwise losses: Σ_pairs cost · pos(1 + f_i − f_j), normalised. Structured losses:
+    Pairwise losses: Σ_pairs cost · pos(1 + f_i − f_j) (squared for ``hinge="squared"``),
+    normalised. Structured losses:
     max over all m! permutations π of Δ(π, y) + Σ_i c_i f_{π(i)}, plus the max over ideal
     orderings σ of −Σ_i c_i f_{σ(i)} (the convex tie rule ``ties="increasing"``: σ
     minimises Σ_i c_i f_{σ(i)}; the latent rule is not convex and is checked, with its
@@ -468,7 +473,10 @@ def cvxpy_risk(case: Case, prob: Problem, f):
             if len(i) == 0:
                 continue
             norm = len(i) if case.params.get("normalize", "query") == "query" else 1
-            terms.append(cost @ cp.pos(1 + f[i] - f[j]) / norm)
+            margins = cp.pos(1 + f[i] - f[j])
+            if case.params.get("hinge") == "squared":
+                margins = cp.square(margins)
+            terms.append(cost @ margins / norm)
             continue
         b = gains(case, prob.y[rows])
         if np.all(b == b[0]):
@@ -530,6 +538,8 @@ FIT_CASES = [
     Case("ordinal", {"cost": "zero_one", "normalize": "query"}),
     Case("ordinal", {"cost": "linear", "normalize": "none"}),
     Case("preference", {"normalize": "query"}, "random"),
+    Case("ordinal", {"cost": "linear", "normalize": "none", "hinge": "squared"}),
+    Case("preference", {"normalize": "none", "hinge": "squared"}, "random"),
     Case("ndcg", {"k": 3, "truncate_c": False, "gain": "exp", "ties": "increasing"}),
     Case("ndcg", {"k": 2, "truncate_c": True, "gain": "linear", "ties": "increasing"}),
     Case("neru", {"alpha": 2.0, "d": 1.0, "ties": "increasing"}),

@@ -33,6 +33,10 @@ Methods
 ``"level"`` (:class:`~bmrm.solver.methods.level.LevelBundle`)
     The level bundle method (Lemaréchal, Nemirovskii & Nesterov, Math. Programming 69,
     1995).
+``"newton"`` (:class:`~bmrm.solver.methods.newton.NewtonCG`)
+    Line-search Newton-CG on the risk's Hessian-vector products, for L2 without bounds and
+    a convex, smooth risk whose loss offers ``hessp``; its gap is the L2 term's strong
+    convexity bound ‖∇J‖²/(2 lam).
 ``"nrbm"`` (:class:`~bmrm.solver.methods.nrbm.NRBM`)
     The non-convex regularized bundle method (Do & Artières, JMLR 13, 2012) for risks
     that are not convex: serious and null steps, planes lowered where they conflict with
@@ -63,6 +67,7 @@ from bmrm.solver.methods.carried import CarriedPlanes
 from bmrm.solver.methods.inout import InOut
 from bmrm.solver.methods.level import LevelBundle
 from bmrm.solver.methods.ls_bmrm import LineSearchBMRM
+from bmrm.solver.methods.newton import NewtonCG, unmet_requirements
 from bmrm.solver.methods.nrbm import NRBM
 from bmrm.solver.methods.ocas import OCAS
 from bmrm.solver.problem import Capabilities
@@ -76,6 +81,7 @@ __all__ = [
     "LevelBundle",
     "LineSearchBMRM",
     "NRBM",
+    "NewtonCG",
     "OCAS",
     "PlainBMRM",
     "Solver",
@@ -90,6 +96,7 @@ METHODS = {
     "inout": InOut,
     "level": LevelBundle,
     "ls-bmrm": LineSearchBMRM,
+    "newton": NewtonCG,
     "ocas": OCAS,
 }
 # methods without a certified lower bound on a non-convex risk
@@ -134,7 +141,16 @@ def auto_method(regularizer, capabilities: Capabilities | None = None) -> str:
     cutting planes for L1 without bounds (3.3–3.6 times less time than plain BMRM over
     ``experiments/bench_l1.py``'s MQ2008 grid at tol 1e-6, its linear-programme master
     dominating), plain BMRM otherwise (elastic net, bounds, callable regularizers: not
-    measured). ``capabilities`` None is a convex risk with nothing more."""
+    measured). ``capabilities`` None is a convex risk with nothing more.
+
+    Newton-CG for L2 without bounds when the risk is convex, smooth and offers
+    Hessian-vector products (the squared, logistic, listwise squared, RankNet and ListNet
+    losses, the squared pairwise hinges): on ``experiments/bench_newton.py``'s synthetic
+    sets (squared hinge, logistic and squared losses at C = 1 and 100) it reached the
+    relative gap 1e-3 in 2.1–5.4 times less CPU time than the level bundle method
+    (``experiments/RESULTS.md``, "Newton-CG against LIBLINEAR-RankSVM and scikit-learn")."""
+    if regularizer.qp and capabilities is not None and not unmet_requirements(capabilities):
+        return "newton"
     if regularizer.qp:
         return "level"
     if regularizer.name == "l1":

@@ -4,10 +4,13 @@ For each registered solver (and NRBM declared convex, and as for a non-convex ri
 same problems: a certifying solver reaches the optimum of the whole problem solved directly
 by cvxpy, and its gap bounds J − J*; a wrong subgradient raises; the result's bookkeeping
 (``nfev``, ``n_passes``) equals the oracle's own count of its calls. A solver whose
-``check`` refuses a problem (the level method and NRBM under L1) raises before any work.
+``check`` refuses a problem (the level method, NRBM and Newton-CG under L1; Newton-CG on
+every risk here, which offers no Hessian products) raises before any work.
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pytest
@@ -26,6 +29,17 @@ from tests.bmrm.solver.test_solver import direct_optimum, make_problem, objectiv
 SOLVERS = {name: cls for name, cls in METHODS.items()}
 SOLVERS["nrbm-convex"] = lambda: NRBM(convex=True)
 CERTIFYING = sorted(SOLVERS)
+# Newton-CG needs the package's oracle with a loss offering Hessian products, and a smooth
+# risk: it refuses the user oracles and hinge losses here before any work (its own
+# optimum, certificate and bookkeeping tests are in tests/bmrm/test_newton.py)
+NEWTON_REFUSES = "method='newton' needs a risk that is smooth"
+
+
+def assert_newton_refuses(run, oracle=None):
+    with pytest.raises(ValueError, match=re.escape(NEWTON_REFUSES)):
+        run()
+    if oracle is not None:
+        assert oracle.calls == 0
 
 
 class CountingUserOracle:
@@ -65,10 +79,16 @@ def test_a_certifying_solver_reaches_the_direct_optimum(solver, loss, regularize
     oracle = CountingUserOracle(X, y, loss)
     method = SOLVERS[solver]()
     reg = make_regularizer(regularizer)
-    if regularizer == "l1" and not reg.qp and solver in ("level", "nrbm-convex"):
+    if regularizer == "l1" and not reg.qp and solver in ("level", "nrbm-convex", "newton"):
         with pytest.raises(ValueError, match="regularizer='l2' without bounds"):
             minimize_bmrm(oracle, X.shape[1], lam, regularizer=regularizer, method=method)
         assert oracle.calls == 0  # refused before any work
+        return
+    if solver == "newton":
+        assert_newton_refuses(
+            lambda: minimize_bmrm(oracle, X.shape[1], lam, regularizer=regularizer, method=method),
+            oracle,
+        )
         return
     res = minimize_bmrm(
         oracle, X.shape[1], lam, regularizer=regularizer, method=method, tol=1e-6, max_iter=3000
@@ -91,6 +111,11 @@ def test_a_certifying_solver_reaches_the_direct_optimum(solver, loss, regularize
 def test_a_wrong_subgradient_raises(solver, scale):
     X, y = make_problem(3, "squared")
     oracle = CountingUserOracle(X, y, "squared", scale=scale)
+    if solver == "newton":
+        assert_newton_refuses(
+            lambda: minimize_bmrm(oracle, X.shape[1], 1e-2, method=SOLVERS[solver]()), oracle
+        )
+        return
     with pytest.raises(ValueError, match="not a subgradient"):
         minimize_bmrm(oracle, X.shape[1], 1e-2, method=SOLVERS[solver](), tol=1e-8)
 
@@ -151,6 +176,10 @@ def test_bookkeeping_equals_the_oracles_own_count(solver, loss):
     if solver in ("bmrm", "ocas", "ls-bmrm", "level"):
         # every solver that takes one, with its per-query cut cache (within a loose cap)
         method = type(method)(cut_cache=bmrm.solver.cut_cache.CutCache(max_fraction=10.0))
+    if solver == "newton":
+        assert_newton_refuses(lambda: minimize_bmrm(oracle, X.shape[1], 1e-2, method=method))
+        assert sum(counts.values()) == 0
+        return
     res = minimize_bmrm(oracle, X.shape[1], 1e-2, method=method, tol=1e-4, max_iter=500)
     assert res.status in (0, 1, 5)
     evaluations = (
@@ -184,6 +213,12 @@ def test_a_solver_that_does_not_certify_reports_no_lower_bound_of_its_own():
 def test_minimize_runs_every_solver_on_a_problem(solver):
     """The one loop, called directly on a Problem: the same result as minimize_bmrm."""
     X, y = make_problem(2, "hinge")
+    if solver == "newton":
+        oracle = CountingUserOracle(X, y, "hinge")
+        assert_newton_refuses(
+            lambda: minimize_bmrm(oracle, X.shape[1], 1e-2, method=SOLVERS[solver]()), oracle
+        )
+        return
     a = minimize_bmrm(
         CountingUserOracle(X, y, "hinge"), X.shape[1], 1e-2, method=SOLVERS[solver]()
     )

@@ -104,6 +104,6 @@ def test_l2_fits_are_left_as_they_are():
     """No zeroing for L2: its minimiser has no exact zeros to recover, and the dedicated QP
     path must not pay extra oracle calls."""
     X, y = squared_data(3)
-    model = bmrm.fit(X, y, "squared", lam=0.2, tol=1e-8)
+    model = bmrm.fit(X, y, "squared", lam=0.2, tol=1e-8, method="level")
     assert np.all(model.coef_ != 0.0)
     assert model.result_.nfev == model.result_.nit - model.result_.n_cache_cuts

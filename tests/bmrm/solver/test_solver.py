@@ -403,7 +403,8 @@ def test_stalled_qp_hands_over_to_the_clarabel_master_without_cvxpy(
 
     monkeypatch.setitem(sys.modules, "cvxpy", None)  # import cvxpy raises ImportError
     with caplog.at_level(logging.INFO, logger="bmrm"):
-        res = bmrm.fit(X, y, loss, lam=lam, tol=tol).result_
+        # the level method's QP master (auto would take Newton-CG for the squared loss)
+        res = bmrm.fit(X, y, loss, lam=lam, tol=tol, method="level").result_
     assert "switching to the clarabel master" in caplog.text
     assert res.success, res.message
     J = objective(X, y, loss, lam, "l2", res.x)
