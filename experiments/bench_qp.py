@@ -84,12 +84,12 @@ class Recorder(PlainBMRM):
     def __init__(self):
         self.snapshots = []
 
-    def next_point(self, w_master, state):
+    def step(self, state):
+        super().step(state)  # one plane added, the master solved
         bundle = state.bundle
         k = bundle.size
         snapshot = (bundle.A[:k], bundle.G[:k, :k], bundle.b[:k], bundle.alpha[:k])
         self.snapshots.append(tuple(x.copy() for x in snapshot))
-        return super().next_point(w_master, state)
 
 
 def recorded(loss, lam, n_rows, planes, seed=0):

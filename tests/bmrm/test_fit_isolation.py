@@ -44,6 +44,7 @@ os.fork = fork
 multiprocessing.Process.start = process_start
 
 import bmrm
+import bmrm.model  # bmrm's names load on first use: their dependencies register hooks then
 
 hooks_before = atexit._ncallbacks()
 rng = np.random.default_rng(0)

@@ -416,7 +416,7 @@ def test_numeric_loss_parameters_are_stored_as_arrays(tmp_path, cost):
     document = read_document(path)
     assert document["loss"] == {
         "name": "ordinal",
-        "params": {"normalize": "query"},
+        "params": {"normalize": "query", "hinge": "linear"},
         "array_params": ["cost"],
         "user": None,
     }

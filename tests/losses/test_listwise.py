@@ -233,8 +233,9 @@ def test_equal_scores_against_the_references(name, params):
     path (square, truncated, chain) and under both tie rules."""
     rng = np.random.default_rng(23 + CONFIGS.index((name, params)))
     sizes = [2, 3, 4, 5, 6, 7, 9, 16, 40]
-    for ties in ("increasing", "latent"):
-        loss = losses.get(name, **{**params, "ties": ties})
+    # the bound given: bound=None chooses by the batch's median query length
+    for ties, bound in (("increasing", "hinge"), ("latent", "hinge"), ("latent", "ramp")):
+        loss = losses.get(name, **{**params, "ties": ties, "bound": bound})
         _, measure = build(name, params)
         _, y, ptr = random_batch(rng, name, 60, sizes=sizes)
         f = np.repeat(rng.normal(size=len(ptr) - 1) * 3.0, np.diff(ptr))
@@ -268,12 +269,13 @@ def test_equal_score_queries_mixed_with_others(name, params):
     """Queries whose scores are all equal take their own path in the query loop: in a batch
     that mixes them with other queries, on several threads, every query's loss and
     subgradient rows are those of the query evaluated alone, bit for bit, under both tie
-    rules; and with ``ties="increasing"`` the equal-score queries' losses equal brute force
-    or scipy's full assignment."""
+    rules and both bounds; and with ``ties="increasing"`` the equal-score queries' losses
+    equal brute force or scipy's full assignment."""
     rng = np.random.default_rng(41 + CONFIGS.index((name, params)))
     _, measure = build(name, params)
-    for ties in ("increasing", "latent"):
-        loss = losses.get(name, **{**params, "ties": ties})
+    # the bound given: bound=None chooses by the batch's median query length
+    for ties, bound in (("increasing", "hinge"), ("latent", "hinge"), ("latent", "ramp")):
+        loss = losses.get(name, **{**params, "ties": ties, "bound": bound})
         # 1,200 queries of up to 100 documents: over PARALLEL_MIN_ROWS rows, several blocks
         _, y, ptr = random_batch(rng, name, 1200, sizes=[1, 2, 3, 5, 7, 12, 40, 100])
         f = rng.normal(size=y.size)
@@ -574,8 +576,9 @@ def test_assignment_duals_store_changes_nothing(name, params):
     force; both tie rules."""
     rng = np.random.default_rng(300 + CONFIGS.index((name, params)))
     _, measure = build(name, params)
-    for ties in ("increasing", "latent"):
-        loss = losses.get(name, **{**params, "ties": ties})
+    # the bound given: bound=None chooses by the batch's median query length
+    for ties, bound in (("increasing", "hinge"), ("latent", "hinge"), ("latent", "ramp")):
+        loss = losses.get(name, **{**params, "ties": ties, "bound": bound})
         _, y, ptr = random_batch(rng, name, 80, sizes=[1, 2, 3, 4, 5, 6, 7, 9])
         n_top = int(np.diff(ptr).max()) if loss.k is None else loss.k
         targets = loss.validate(y, ptr)
@@ -749,6 +752,7 @@ def test_default_parameters():
         "c": "power",
         "truncate_c": False,
         "ties": "latent",
+        "bound": None,
         "pairwise": 0.0,
         "average_precision": 0.0,
     }
@@ -759,6 +763,7 @@ def test_default_parameters():
         "c": "power",
         "truncate_c": False,
         "ties": "latent",
+        "bound": None,
         "pairwise": 0.0,
         "average_precision": 0.0,
     }
