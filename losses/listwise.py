@@ -804,20 +804,6 @@ class _StructuredRankingLoss(Loss):
             )
         return targets._replace(ideal_c=self.ideal_weights(f, targets))
 
-    def without_latent(self, targets: _Targets) -> _Targets:
-        """Targets of the loss with σ's part left out (``ties="increasing"``): evaluated by
-        the same kernel as the latent loss's maximisation over π, without
-        :meth:`ideal_weights`. For compiling that kernel on its own
-        (:mod:`bmrm.solver.cccp`); the values are not the latent loss's."""
-        return targets._replace(
-            latent=False,
-            ideal_c=None,
-            pairwise=None,
-            pairwise_weight=0.0,
-            average_precision=None,
-            average_precision_weight=0.0,
-        )
-
     def initial_loss(self, targets: _Targets):
         """The convex loss whose minimiser starts the concave-convex procedure.
 

@@ -368,8 +368,8 @@ class ClarabelMaster:
         G = sp.csc_matrix(np.hstack([A / sigma, -np.ones((k, 1))]))
         settings = clarabel.DefaultSettings()
         settings.verbose = False
-        # the bound is computed from the multipliers: their accuracy sets how small a gap
-        # can be certified (the solver's default 1e-8 stops short of a relative gap of 1e-8)
+        # the bound is computed from the multipliers, so their accuracy limits the smallest
+        # gap it certifies: solve well below the tolerances a fit may ask for
         settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-12
         solution = clarabel.DefaultSolver(
             P, q, G, -b, [clarabel.NonnegativeConeT(k)], settings

@@ -170,28 +170,7 @@ def latent_brute_force(f, y, measure, c, anchor=None):
     there). ``grad`` places ``c`` on the first maximising π; ``pi_unique`` says whether
     every maximising π places the same weights.
     """
-    f = np.asarray(f, dtype=np.float64)
-    anchor = f if anchor is None else np.asarray(anchor, dtype=np.float64)
-    m = len(f)
-    if measure.degenerate(y):
-        return 0.0, np.zeros(m), True
-    perms = _all_perms(m)
-    b = measure.gains(y)
-    objective = 1.0 - (b[perms] @ measure.discounts(m)) / measure.ideal(y) + f[perms] @ c
-    best = objective.max()
-    pi = perms[np.argmax(objective)]
-    gap = 1e-9 * max(1.0, np.abs(objective).max())
-    pi_unique = _same_weights(perms[objective >= best - gap], c)
-    ideal = perms[np.all(np.diff(b[perms], axis=1) <= 0, axis=1)]
-    at_anchor = anchor[ideal] @ c
-    top = ideal[at_anchor >= at_anchor.max() - 1e-12 * max(1.0, np.abs(at_anchor).max())]
-    placed = np.zeros((len(top), m))
-    np.put_along_axis(placed, top, np.broadcast_to(c, top.shape), axis=1)
-    w = np.unique(placed, axis=0).mean(axis=0)
-    grad = np.zeros(m)
-    grad[pi] += c
-    grad -= w
-    return best - w @ f, grad, pi_unique
+    return _reference_brute_force(f, y, measure, c, anchor, ideal_only=True)
 
 
 def pairs_brute_force(f, y, measure):
@@ -233,6 +212,13 @@ def ramp_brute_force(f, y, measure, c, anchor=None):
     places ``c`` on the first maximising π; ``pi_unique`` says whether every maximising π
     places the same weights.
     """
+    return _reference_brute_force(f, y, measure, c, anchor, ideal_only=False)
+
+
+def _reference_brute_force(f, y, measure, c, anchor, ideal_only):
+    """``max_π [Δ(π) + Σ c_i f_{π(i)}] − Σ_d w_d f_d`` by enumeration (m <= 7), ``w`` the mean
+    of the distinct placements of c by the references σ maximising ``Σ c_i anchor_{σ(i)}``
+    (σ over the ideal orderings, or over all permutations): ``(loss, grad, pi_unique)``."""
     f = np.asarray(f, dtype=np.float64)
     anchor = f if anchor is None else np.asarray(anchor, dtype=np.float64)
     m = len(f)
@@ -245,8 +231,9 @@ def ramp_brute_force(f, y, measure, c, anchor=None):
     pi = perms[np.argmax(objective)]
     gap = 1e-9 * max(1.0, np.abs(objective).max())
     pi_unique = _same_weights(perms[objective >= best - gap], c)
-    at_anchor = anchor[perms] @ c
-    top = perms[at_anchor >= at_anchor.max() - 1e-12 * max(1.0, np.abs(at_anchor).max())]
+    reference = perms[np.all(np.diff(b[perms], axis=1) <= 0, axis=1)] if ideal_only else perms
+    at_anchor = anchor[reference] @ c
+    top = reference[at_anchor >= at_anchor.max() - 1e-12 * max(1.0, np.abs(at_anchor).max())]
     placed = np.zeros((len(top), m))
     np.put_along_axis(placed, top, np.broadcast_to(c, top.shape), axis=1)
     w = np.unique(placed, axis=0).mean(axis=0)

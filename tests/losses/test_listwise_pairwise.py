@@ -177,14 +177,11 @@ def test_bad_weight_is_refused(name, bad):
         losses.get(name, pairwise=bad)
 
 
-def test_parameters_round_trip_and_without_latent_drops_the_hinge():
+def test_parameters_round_trip():
     loss = losses.get("ndcg", k=5, pairwise=0.25)
     assert loss.get_params()["pairwise"] == 0.25
     again = losses.get("ndcg", **loss.get_params())
     assert again.pairwise == 0.25 and again.k == 5
-    targets = loss.validate(np.array([0, 1, 2, 0]), np.array([0, 4]))
-    bare = loss.without_latent(targets)
-    assert bare.pairwise is None and not bare.latent
 
 
 def enumerated_objective(X, y, qid, w, lam, name, params):

@@ -273,14 +273,14 @@ def test_ramp_learns_on_long_noisy_lists(name):
     ramp = bmrm.fit(X[train], y[train], name, qid[train], lam=lam)  # the default: the ramp
     hinge = bmrm.fit(X[train], y[train], losses.get(name, bound="hinge"), qid[train], lam=lam)
 
-    def test_ndcg(model):
+    def held_out_ndcg(model):
         return ndcg_score(y[test], X[test] @ model.coef_, qid[test], k=10)
 
     assert np.linalg.norm(hinge.coef_) < 1e-3 * np.linalg.norm(ordinal.coef_)
     assert np.linalg.norm(ramp.coef_) > 0.5 * np.linalg.norm(ordinal.coef_)
     file_order = ndcg_score(y[test], np.zeros(test.sum()), qid[test], k=10)
-    assert test_ndcg(ramp) >= test_ndcg(ordinal) - 0.02
-    assert test_ndcg(ramp) > file_order + 0.05
+    assert held_out_ndcg(ramp) >= held_out_ndcg(ordinal) - 0.02
+    assert held_out_ndcg(ramp) > file_order + 0.05
 
 
 def enumerated_objective(X, y, qid, w, lam, loss, measure):
