@@ -21,6 +21,23 @@ from losses._weights import TermWeights, check_sample_weight
 # an unreadable numba cache file of a kernel here or in bmrm is recompiled, not an error
 _numba_cache.install()
 
+
+def _start_numba_error_highlighting() -> None:
+    """Run numba's one-time set-up of error-message colours now, on import.
+
+    Where colorama is installed, numba colours its error messages, and the first message it
+    builds (which its first compilation does, on import of its typing registries) calls
+    ``colorama.init()``, which registers an :mod:`atexit` hook. Building one message here
+    makes that happen when this package is imported, so that no fit installs an exit hook.
+    Without colorama numba's messages are plain and this does nothing.
+    """
+    from numba.core import errors
+
+    errors.termcolor().errmsg("")
+
+
+_start_numba_error_highlighting()
+
 __all__ = [
     "PARALLEL_MIN_ROWS",
     "Loss",

@@ -957,7 +957,10 @@ def interrupt_soon(result):
 
 
 try:
-    bmrm.fit(X, y, "ndcg", qid, lam=1e-4, tol=1e-12, max_iter=100000, callback=interrupt_soon)
+    # fit again until the signal comes, so that a fit that converges before the delay has
+    # passed cannot end the run
+    for _ in range(1000):
+        bmrm.fit(X, y, "ndcg", qid, lam=1e-4, tol=1e-12, max_iter=100000, callback=interrupt_soon)
 except KeyboardInterrupt:
     sys.exit(130)
 print("finished")
