@@ -850,10 +850,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _note(args.command, "interrupted")
         return 130
     except SystemError as exc:
-        # an interrupt that reached a C extension's call of Python code (numba's dispatcher
-        # typing an argument, for one) can surface as "returned a result with an exception
-        # set", the interrupt as its cause
-        if not isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):
+        from bmrm.exceptions import interrupt_in
+
+        if interrupt_in(exc) is None:
             raise
         _note(args.command, "interrupted")
         return 130

@@ -29,6 +29,7 @@ from bmrm._validation import (
     is_dask,
     warn_one_unstated_query,
 )
+from bmrm.exceptions import raises_interrupts
 from bmrm.io.model_files import (
     BMRM_RESULT,
     ModelRecord,
@@ -483,6 +484,7 @@ def _latent_start(oracle, d, lam, regularizer, tol, max_iter, max_time):
     return res.x, res.nfev
 
 
+@raises_interrupts
 def fit(
     X,
     y,
