@@ -10,6 +10,7 @@ crashed this way (a cached ``np.argsort``), and only a run like this one shows i
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -120,18 +121,31 @@ def damage_run(data, env):
     return out.stdout, out.stderr
 
 
+def cache_env(cache):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return dict(os.environ, NUMBA_CACHE_DIR=str(cache), PYTHONPATH=root)
+
+
+@pytest.fixture(scope="module")
+def intact_cache(tmp_path_factory):
+    """A data file, a cache folder its first run compiled into, and that run's output."""
+    folder = tmp_path_factory.mktemp("intact")
+    data = folder / "d.txt"
+    data.write_text("".join(f"{i % 3} qid:{i // 5} 1:{i} 2:{(i * 7) % 4}\n" for i in range(20)))
+    first, _ = damage_run(data, cache_env(folder / "cache"))
+    return data, folder / "cache", first
+
+
 @pytest.mark.parametrize("damage", ["garbage", "zero bytes"])
 @pytest.mark.parametrize("files", [".nbi", ".nbc"])
-def test_damaged_cache_files_are_compiled_again(tmp_path, damage, files):
+def test_damaged_cache_files_are_compiled_again(tmp_path, intact_cache, damage, files):
     """An index or data file of numba's cache that is garbage or empty: the kernels are
     compiled again (the same values), one warning per cache folder names it, and the
     next process finds the files rewritten (no warning)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    data, intact, first = intact_cache
     cache = tmp_path / "cache"
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), PYTHONPATH=root)
-    data = tmp_path / "d.txt"
-    data.write_text("".join(f"{i % 3} qid:{i // 5} 1:{i} 2:{(i * 7) % 4}\n" for i in range(20)))
-    first, _ = damage_run(data, env)
+    shutil.copytree(intact, cache)
+    env = cache_env(cache)
     damaged = sorted(p for p in cache.rglob(f"*{files}"))
     assert damaged
     rng = np.random.default_rng(0)
