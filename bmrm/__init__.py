@@ -15,9 +15,9 @@ from bmrm._version import __version__
 # public name -> the module that defines it
 _LAZY = {
     "path": "bmrm._path",
-    "LinearModel": "bmrm.model",
+    "LinearModel": "bmrm.linear_model",
     "fit": "bmrm.model",
-    "load": "bmrm.model",
+    "load": "bmrm.linear_model",
     "BMRMResult": "bmrm.solver.loop",
     "minimize_bmrm": "bmrm.solver.loop",
     "BMRMClassifier": "bmrm.estimators",

@@ -720,7 +720,7 @@ def _summary(r) -> str:
 def _predict(args) -> None:
     import numpy as np
 
-    from bmrm.model import load as load_model
+    from bmrm.linear_model import load as load_model
 
     inputs = {"TEST": args.test_file, "MODEL": args.model_file}
     _check_inputs(inputs)
@@ -786,7 +786,7 @@ def _evaluate(args) -> None:
     X, y, qid = _load_data(args.test_file, args.query_file)
     data = _read_once(args.scores_file)
     if _is_model_file(args.scores_file, data):
-        from bmrm.model import load as load_model
+        from bmrm.linear_model import load as load_model
 
         model = load_model(args.scores_file, data=data)
         scores = model.predict(_features_for(X, args.test_file, model, args.scores_file))

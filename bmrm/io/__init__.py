@@ -1,8 +1,8 @@
 """Data and model files: svmlight / LETOR text, query files, LETOR folds, model files.
 
 :mod:`bmrm.io.model_files` reads and writes the plain values of a model file;
-``load_model`` and ``save_model`` here are the model layer's :func:`bmrm.model.load` and
-:func:`bmrm.model.save` (which build and consume those values), imported on first use so
+``load_model`` and ``save_model`` here are the model layer's :func:`bmrm.linear_model.load` and
+:func:`bmrm.linear_model.save` (which build and consume those values), imported on first use so
 that this package does not import the model layer.
 """
 
@@ -43,7 +43,7 @@ __all__ = [
 
 def __getattr__(name: str):
     if name in ("load_model", "save_model"):
-        from bmrm import model
+        from bmrm import linear_model
 
-        return {"load_model": model.load, "save_model": model.save}[name]
+        return {"load_model": linear_model.load, "save_model": linear_model.save}[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

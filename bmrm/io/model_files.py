@@ -4,7 +4,7 @@ This module reads and writes plain values, a :class:`ModelRecord` (weights, loss
 parameters, lam, the regularizer's JSON spec, the scorer's name, version and parameters, the
 solver's result field by field), with :func:`write_model_file` and :func:`read_model_file`.
 The model layer builds and consumes the records: ``model.save(path)``
-(:meth:`bmrm.LinearModel.save`) writes, and ``bmrm.load(path)`` (:func:`bmrm.model.load`,
+(:meth:`bmrm.LinearModel.save`) writes, and ``bmrm.load(path)`` (:func:`bmrm.linear_model.load`,
 also ``bmrm.io.load_model``) reads back, a :class:`bmrm.LinearModel`.
 
 File format (version 4)
@@ -65,7 +65,7 @@ numeric arrays as ``result.<field>``; a field holding a dict of arrays (the per-
 ``history``) as ``result.<field>.<key>``. Fields of other kinds (scipy's
 ``LbfgsInvHessProduct`` operator ``hess_inv``) are not stored; ``omitted`` lists them. A
 ``BMRMResult`` always holds the fields of ``SUMMARY_FIELDS``, ``x`` and a history with the
-columns of :data:`bmrm.solver.loop.HISTORY_FIELDS`.
+columns of ``HISTORY_FIELDS``.
 
 Version 3 (still read): ``loss`` holds ``name`` and ``params`` only.
 
@@ -160,6 +160,18 @@ SUMMARY_FIELDS: dict[str, type] = {
     "total_seconds": float,
 }
 BMRM_RESULT = "BMRMResult"
+# The columns of a BMRMResult's history that model files keep (the solver's loop records
+# these and its counters).
+HISTORY_FIELDS = (
+    "objective",
+    "best_objective",
+    "lower_bound",
+    "gap",
+    "elapsed",
+    "oracle_seconds",
+    "master_seconds",
+    "bundle_size",
+)
 _FLOAT_MAX = sys.float_info.max
 _DTYPES = {"<f8": np.float64, "<i8": np.int64, "|b1": np.bool_}
 _NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}

@@ -10,14 +10,22 @@ the regularized cutting-plane model (the dual QP of :mod:`~bmrm.solver.qp`, Clar
 cvxpy model); :mod:`~bmrm.solver.methods` holds one module per solver on one protocol;
 :mod:`~bmrm.solver.loop` runs any of them and certifies the gap;
 :mod:`~bmrm.solver.cccp` trains latent losses by the concave-convex procedure.
+
+
+The names below are imported on first use, so that a module of this package (the
+regularizers a model file names, say) can be imported without the loop and scipy.optimize.
 """
 
-from bmrm.solver.loop import BMRMResult, minimize_bmrm
+import importlib
 
 __all__ = ["BMRMResult", "ConvergenceWarning", "minimize_bmrm"]
 
 
 def __getattr__(name: str):
+    if name in ("BMRMResult", "minimize_bmrm"):
+        value = getattr(importlib.import_module("bmrm.solver.loop"), name)
+        globals()[name] = value
+        return value
     # created on first use, see bmrm.exceptions
     if name == "ConvergenceWarning":
         from bmrm import exceptions

@@ -27,6 +27,7 @@ from scipy.optimize import OptimizeResult
 
 from bmrm import exceptions
 from bmrm._validation import check_minimize_args
+from bmrm.io.model_files import HISTORY_FIELDS
 from bmrm.solver.compile_clock import CompileClock
 from bmrm.solver.masters import SCALE_ADVICE
 from bmrm.solver.methods import auto_method, get_method
@@ -46,17 +47,7 @@ STATUS_MESSAGES = {
     4: "stopped: callback raised StopIteration",
 }
 
-HISTORY_FIELDS = (
-    "objective",
-    "best_objective",
-    "lower_bound",
-    "gap",
-    "elapsed",
-    "oracle_seconds",
-    "master_seconds",
-    "bundle_size",
-)
-# counters kept in the history too (not written to model files, which keep the columns above)
+# the history's columns: those model files keep, and counters
 COUNTER_FIELDS = ("nfev", "n_passes")
 _COLUMNS = HISTORY_FIELDS + COUNTER_FIELDS
 _INT_FIELDS = ("bundle_size", "nfev", "n_passes")

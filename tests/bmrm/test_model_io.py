@@ -23,9 +23,8 @@ import bmrm
 import losses
 from bmrm import LinearModel
 from bmrm.io import load_model, save_model
-from bmrm.io.model_files import FORMAT_VERSION
+from bmrm.io.model_files import FORMAT_VERSION, HISTORY_FIELDS
 from bmrm.scorers import ExpectedGainScorer, LinearScorer
-from bmrm.solver.loop import HISTORY_FIELDS
 from bmrm.solver.regularizers import Box, ElasticNet
 from losses.preference import pairs_from_labels
 
