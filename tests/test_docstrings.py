@@ -99,10 +99,10 @@ def _members(cls: type):
         owner = next((base for base in cls.__mro__ if name in vars(base)), None)
         if owner is None or not _own(owner):
             continue
-        value = vars(owner)[name]
-        if isinstance(value, (staticmethod, classmethod)):
-            value = value.__func__
-        if inspect.isfunction(value) or isinstance(value, property):
+        # a method as the class gives it (a decorated one, such as scikit-learn's
+        # ``available_if``, resolves to a function there)
+        value = getattr(cls, name, None)
+        if isinstance(vars(owner)[name], property) or inspect.isroutine(value):
             yield name, owner
 
 
