@@ -233,8 +233,7 @@ so in this π every document follows all of its dominators; likewise the positio
   F_s >= F_t), zero for p = t (the rearrangement inequality in dual form). The solver
   makes them feasible for the whole cost by row minima and augments only the rows whose
   cheapest position is taken, so the work shrinks as the scores outweigh the gains
-  (measured on the demo's 40-document queries: 10.7–51 µs per query against 58–63 µs
-  from zero duals);
+  (against zero duals: the results page, "Oracles");
 * otherwise the tail holds the non-chosen documents in ≻ order. Writing F_1 >= ... >= F_m
   for the sorted scores and k_r for the number of chosen documents among the first r in ≻
   order, summation by parts gives the tail's value as a constant plus
@@ -250,9 +249,8 @@ so in this π every document follows all of its dominators; likewise the positio
   certify, K Dijkstra searches on about (K + 3)·n_candidates arcs solve the flow itself.
   Each assignment runs on the candidates within some position's bound (its largest cost
   over k guessed candidates, which bounds its k-th cheapest; some optimal assignment gives
-  every position one of its k cheapest). Per query of 16–120 documents (five levels, one
-  thread) this took 0.21–0.43× the flow's time, and none of the thousands of random
-  queries measured needed the flow;
+  every position one of its k cheapest). This takes a fraction of the flow's time per
+  query, and random queries seldom need the flow (the results page, "Oracles");
 * in that case, when the query has few gain levels, a dynamic programme over per-level
   counts replaces the flow. By the exchange above (documents of equal gain dominate each
   other in ≻ order), some optimal π takes from every level l its first n_l candidates in
@@ -268,8 +266,8 @@ so in this π every document follows all of its dominators; likewise the positio
   at most 4,096 and a dense table of at most 65,536 cells and their mean S is at most
   1,500 (every batch of queries of up to four levels at k = 10, which have S <= 1,001;
   five levels where few documents reach the upper ones), since its time grows with S and
-  the flow's hardly: 0.1–0.5× the flow's time per query up to four levels, 0.67–0.76× at a
-  mean S of 1,100–1,230 with scores following the labels, about 1× at 1,250–1,670;
+  the flow's hardly: the limits sit where the two take about the same time per query (the
+  results page, "Oracles");
 * when all scores of the query are equal (the concave-convex procedure evaluates its
   surrogates at w = 0), Σ_i c_i f_{π(i)} is the same for every π and the maximisers are
   the π whose top K positions hold K smallest gains in increasing order (the

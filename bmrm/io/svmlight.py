@@ -307,7 +307,7 @@ class _Parse:
         empty_q = np.zeros(0, dtype=np.int64)
         # the unused CSR index arrays of the measuring pass and of a dense write are int32,
         # as the CSR write's (below 2**31 entries): one compilation of the kernel serves
-        # all three (another one is about 2 CPU seconds from an empty cache)
+        # all three, where another dtype would compile it again from an empty cache
         empty_i = np.zeros(0, dtype=np.int32)
         if write:
             labels, qids, X = out["labels"], out["qids"], out["X"]
