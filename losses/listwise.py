@@ -637,8 +637,8 @@ class _StructuredRankingLoss(Loss):
 
         # level: dense rank of the gain within its query (0 = smallest gain). The rows are
         # sorted by query first, so sorted row i is in query query[i]. n-sized temporaries
-        # are freed or updated in place as soon as possible: at 3.7M rows each is 30 MB, and
-        # the peak memory of a fit counts them.
+        # are freed or updated in place as soon as possible: each takes 8 bytes per row,
+        # and the peak memory of a fit counts them.
         query = np.repeat(np.arange(n_queries), sizes)
         nonempty = sizes > 0
         starts = query_ptr[:-1][nonempty]

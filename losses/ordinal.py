@@ -215,8 +215,8 @@ class OrdinalLoss(Loss):
         first[1:] = y_sorted[1:] != y_sorted[:-1]
         first[query_ptr[:-1][sizes > 0]] = True
         levels = y_sorted[first]
-        # n-sized temporaries are freed and updated in place as soon as possible: at 3.7M
-        # rows each is 30 MB, and the peak memory of a fit counts them
+        # n-sized temporaries are freed and updated in place as soon as possible: each takes
+        # 8 bytes per row, and the peak memory of a fit counts them
         del y, y_sorted
         level_of_sorted = np.cumsum(first)
         level_of_sorted -= 1
