@@ -637,7 +637,7 @@ class _StructuredRankingLoss(Loss):
 
         # level: dense rank of the gain within its query (0 = smallest gain). The rows are
         # sorted by query first, so sorted row i is in query query[i]. n-sized temporaries
-        # are freed or updated in place as soon as possible: each takes 8 bytes per row,
+        # are freed or updated in place as soon as possible: each takes up to 8 bytes per row,
         # and the peak memory of a fit counts them.
         query = np.repeat(np.arange(n_queries), sizes)
         nonempty = sizes > 0

@@ -216,7 +216,7 @@ class OrdinalLoss(Loss):
         first[query_ptr[:-1][sizes > 0]] = True
         levels = y_sorted[first]
         # n-sized temporaries are freed and updated in place as soon as possible: each takes
-        # 8 bytes per row, and the peak memory of a fit counts them
+        # up to 8 bytes per row, and the peak memory of a fit counts them
         del y, y_sorted
         level_of_sorted = np.cumsum(first)
         level_of_sorted -= 1
