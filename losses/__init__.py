@@ -482,6 +482,15 @@ def risk(loss, f, y, qid=None, **data):
         For bad ``f``, ``y`` or ``qid``, and when the loss returns a negative value.
     FloatingPointError
         When the loss overflows (a non-finite value or gradient at finite ``f``).
+
+    Examples
+    --------
+    The squared loss ½(f − y)² of two samples, averaged:
+
+    >>> import losses
+    >>> value, grad = losses.risk("squared", [1.0, 2.0], [0.0, 0.0])
+    >>> value, grad.tolist()
+    (1.25, [0.5, 1.0])
     """
     try:
         f = np.asarray(f)

@@ -135,6 +135,13 @@ def group_queries(qid, n_samples: int, *, name: str = "qid") -> QueryGroups:
     QueryGroups
         Rows already grouped (each id in one contiguous run) keep their order; otherwise
         they are stably sorted by id. Cost O(n) when grouped, O(n log n) otherwise.
+
+    Examples
+    --------
+    >>> from losses import group_queries
+    >>> groups = group_queries(["b", "a", "b"], 3)
+    >>> groups.query_ptr.tolist(), groups.order.tolist(), groups.qids.tolist()
+    ([0, 1, 3], [1, 0, 2], ['a', 'b'])
     """
     if qid is None:
         return QueryGroups(

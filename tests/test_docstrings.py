@@ -102,7 +102,9 @@ def _members(cls: type):
         # a method as the class gives it (a decorated one, such as scikit-learn's
         # ``available_if``, resolves to a function there)
         value = getattr(cls, name, None)
-        if isinstance(vars(owner)[name], property) or inspect.isroutine(value):
+        if isinstance(vars(owner)[name], property):
+            yield name, owner
+        elif inspect.isroutine(value) and value.__module__.split(".")[0] in PACKAGES:
             yield name, owner
 
 
