@@ -87,7 +87,7 @@ class QueryGroups:
 
         Returns
         -------
-        inverse : ndarray of shape (n_samples,), int64
+        ndarray of shape (n_samples,), int64
             ``inverse[caller_row]`` is the internal row of that caller row.
         """
         n = self.n_samples
