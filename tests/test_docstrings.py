@@ -10,8 +10,9 @@ Constants (``losses.metrics.METRICS``, ...) carry no docstring of their own and 
 
 The checks (codes of :data:`numpydoc.validate.ERROR_MSGS`) and why each is chosen:
 
-- GL01, GL03, GL05: the summary starts on the opening line or the next, no double blank
-  lines and no tabs, which break the reST the API reference is rendered from.
+- GL01, GL03, GL05: the summary starts on the opening line or the next, paragraphs are
+  separated by one blank line, and no line is indented by tabs (which reST reads as
+  indentation of its own) in the text the API reference is rendered from.
 - GL06, GL07: only numpydoc's sections, in numpydoc's order (a Parameters section after
   Raises renders as a second, unrelated list).
 - GL08: every public object has a docstring.
@@ -31,8 +32,9 @@ Left out, and why: GL02 (the closing quotes on a line of their own: layout, not 
 ES01, SA01 and EX01 (an extended summary, a See Also and Examples are written where they
 help, not everywhere).
 
-The Examples sections run as doctests in :func:`test_examples`; both tests import the
-packages and read docstrings only, so they fit nothing and take a few seconds.
+The Examples sections run as doctests in :func:`test_examples`, one case per module that
+has any. Both tests stay fast: the validation only reads docstrings, and the examples are
+small (a few small kernel calls, one tiny fit).
 """
 
 from __future__ import annotations
