@@ -18,8 +18,7 @@ __all__ = ["path"]
 
 
 def path(X, y, loss="squared", qid=None, *, lams, method=None, **fit_params) -> list:
-    """Fit one model per regularization constant, each starting from the last one's bundle
-    and solution.
+    """Fit one model per regularization constant, each from the last one's bundle and solution.
 
     Since the cutting planes of the risk do not depend on lam, the bundle of the fit at
     lams[i − 1] is a valid model of R at lams[i]; with the warm start w0 = the previous
@@ -36,17 +35,23 @@ def path(X, y, loss="squared", qid=None, *, lams, method=None, **fit_params) -> 
 
     Parameters
     ----------
-    X, y, loss, qid :
+    X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+        As in :func:`bmrm.fit`.
+    y : array-like of shape (n_samples,)
+        As in :func:`bmrm.fit`.
+    loss : str or loss object, default="squared"
+        As in :func:`bmrm.fit`.
+    qid : array-like of shape (n_samples,) or None, default=None
         As in :func:`bmrm.fit`.
     lams : sequence of float
         Regularization constants (each as ``lam`` of :func:`bmrm.fit`), fitted in the
         order given. From the largest to the smallest is usually cheapest: solutions change
         little and the bundle grows.
-    method : str, object or None
+    method : str, object or None, default=None
         As ``method`` of :func:`bmrm.fit` (``"lbfgs"`` and ``"nrbm"`` included): a name gets
         a fresh instance for each lam; an object with a ``step(state)`` method is used by
         each lam's fit in turn, as by repeated calls of :func:`bmrm.fit`.
-    **fit_params :
+    **fit_params
         Any other keyword of :func:`bmrm.fit` but ``lam``, ``w0`` and ``method``.
 
     Returns

@@ -826,10 +826,18 @@ _COMMANDS = {"train": _train, "predict": _predict, "evaluate": _evaluate, "warmu
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``bmrm`` command line with ``argv`` (default ``sys.argv[1:]``).
+    """Run the ``bmrm`` command line with ``argv``.
 
-    Returns the exit status: 0 on success, 2 for bad input (with a one-line reason on
-    stderr), 130 when interrupted.
+    Parameters
+    ----------
+    argv : sequence of str or None, default=None
+        The arguments after the program name; None takes ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        The exit status: 0 on success, 2 for bad input (with a one-line reason on stderr),
+        130 when interrupted.
     """
     try:
         # checking an option's choices may import the package (see _Choices)

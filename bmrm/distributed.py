@@ -64,10 +64,23 @@ class _Partition:
 
 
 def resolve_client(client):
-    """The Dask client of ``backend="dask"``: ``client``, or Dask's default client when it is
-    None (the client created last, or the one of a ``with Client(...)`` block).
+    """Return the Dask client of ``backend="dask"``.
 
-    Raises a ValueError naming ``client`` when it is None and there is no default client.
+    Parameters
+    ----------
+    client : distributed.Client or None
+        The client, or None for Dask's default client (the client created last, or the one
+        of a ``with Client(...)`` block).
+
+    Returns
+    -------
+    distributed.Client
+        ``client``, or the default client.
+
+    Raises
+    ------
+    ValueError
+        When ``client`` is not a client, or is None and there is no default client.
     """
     if client is not None:
         if not all(callable(getattr(client, m, None)) for m in ("submit", "gather", "nthreads")):
@@ -501,8 +514,10 @@ def _build_frame_partition(
 
 
 def frame_array(frame, features, client=None):
-    """The ``features`` columns of a dask DataFrame as a dask array, one row block per
-    partition, each converted as :func:`bmrm.fit` converts the partitions it fits.
+    """Return the ``features`` columns of a dask DataFrame as a dask array.
+
+    The array has one row block per partition, each converted as :func:`bmrm.fit` converts
+    the partitions it fits.
 
     The blocks come from the partitions of ``frame[features]`` as computed (its task graph
     after optimization), which need not be ``frame.npartitions`` of them: ``read_parquet``
@@ -510,6 +525,20 @@ def frame_array(frame, features, client=None):
     ``frame[features].to_dask_array(lengths=True)`` can fail. The rows of each partition
     are counted here (computed on ``client``, or by Dask's default scheduler when it is
     None), so the array's chunks are known; its blocks stay lazy.
+
+    Parameters
+    ----------
+    frame : dask.dataframe.DataFrame
+        The data.
+    features : list of str
+        The feature columns.
+    client : distributed.Client or None, default=None
+        The client that counts the rows; None uses Dask's default scheduler.
+
+    Returns
+    -------
+    dask.array.Array of shape (n_samples, len(features))
+        The features, with known chunks.
     """
     import dask
     import dask.array as da
@@ -569,6 +598,7 @@ class DaskRiskOracle:
     Parameters
     ----------
     client : distributed.Client
+        The client whose workers hold the partitions and evaluate them.
     X : dask array, dask DataFrame, ndarray or sparse matrix of shape (n_samples, n_features)
         A dask array's row chunks are the partitions (its column chunks are joined); they
         must hold whole queries, else a ValueError says how to rechunk. A dask DataFrame's
@@ -577,26 +607,32 @@ class DaskRiskOracle:
         thread, placed on that thread's worker. The partitions of dask input stay where Dask
         computes them (the oracle moves no data): each worker's share of the rows is its
         share of the work per iteration, so spread them evenly (e.g. by persisting them so).
-    y : array-like, dask array or dask Series, or a column name of a DataFrame ``X``
+    y : array-like, dask array, dask Series or str
+        The targets, or the name of their column of a DataFrame ``X``.
     loss : loss object
-    qid : like ``y``, or None (all rows one query; then one partition unless pointwise)
-    sample_weight : like ``y``, or None
+        The loss (a built loss, see :func:`losses.get`).
+    qid : array-like, dask array, dask Series, str or None, default=None
+        The query id of each row, like ``y``; None makes all rows one query (then one
+        partition unless the loss is pointwise).
+    fit_intercept : bool, default=False
+        As for :class:`~bmrm.solver.oracle.RiskOracle`.
+    intercept_scaling : float, default=1.0
+        As for :class:`~bmrm.solver.oracle.RiskOracle`.
+    sample_weight : array-like, dask array, dask Series, str or None, default=None
         One non-negative weight per row, equal within a query for a query loss
         (:func:`losses.check_sample_weight`; checked here for in-memory X, by each
         partition for dask input).
-    fit_intercept, intercept_scaling
-        As for :class:`~bmrm.solver.oracle.RiskOracle`.
     **loss_data
         Loss data such as the preference loss's ``pairs`` and ``pair_costs`` (in-memory X
         only); each pair goes, renumbered, to the partition of its query.
 
+    Notes
+    -----
     Losses with a latent part (``loss.latent``) are trained by the concave-convex procedure
     (:func:`bmrm.solver.cccp.minimize_cccp`) through :meth:`convexified` and :meth:`initial`:
     every partition fixes the latent part of its own queries from its own scores, which is
     exactly what the local procedure does query by query.
 
-    Notes
-    -----
     Per call: one task per worker thread, which evaluates the partitions that worker holds
     (its partition futures are the task's dependencies, so no data moves) and returns one
     row ``[R_p, a_p]`` (d + 1 numbers) per partition; w (8·d bytes) travels inside each
@@ -788,22 +824,42 @@ class DaskRiskOracle:
         ]
 
     def convexified(self, w: np.ndarray) -> DaskRiskOracle:
-        """The oracle of the convex surrogate with the latent part fixed at the scores
-        X w: each partition convexifies its queries from its own scores (the partitions
-        stay on their workers; only w travels)."""
+        """Return the oracle of the convex surrogate with the latent part fixed at X w.
+
+        Each partition convexifies its queries from its own scores (the partitions stay on
+        their workers; only w travels).
+
+        Parameters
+        ----------
+        w : ndarray of shape (n_features,)
+            The weights whose scores fix the latent part.
+
+        Returns
+        -------
+        DaskRiskOracle
+            The surrogate's oracle, on the same partitions.
+        """
         w = np.ascontiguousarray(w, dtype=np.float64)
         return self._derived(self._submit_each(_convexified_partition, w))
 
     def initial(self) -> DaskRiskOracle | None:
-        """The oracle of the loss's ``initial_loss`` on every partition, or None when the
-        loss offers none."""
+        """Return the oracle of the loss's ``initial_loss`` on every partition.
+
+        Returns
+        -------
+        DaskRiskOracle or None
+            The oracle, on the same partitions, or None when the loss offers no
+            ``initial_loss``.
+        """
         if not hasattr(self.loss, "initial_loss"):
             return None
         return self._derived(self._submit_each(_initial_partition))
 
     def release(self) -> None:
-        """Drop the partitions' work arrays on the workers (:meth:`RiskOracle.release`);
-        waits until every partition has done so."""
+        """Drop the partitions' work arrays on the workers (:meth:`RiskOracle.release`).
+
+        Waits until every partition has done so.
+        """
         self.client.gather(self._submit_groups(_release_group))
 
     def close(self) -> None:
@@ -813,9 +869,11 @@ class DaskRiskOracle:
         self.partitions = []
 
     def cancel(self) -> None:
-        """Cancel every future this oracle, and those derived from it, made and something
-        still holds (after a failure, the frames of its traceback): the workers drop the
-        partitions and results at once instead of when the client closes."""
+        """Cancel every future this oracle and those derived from it made and something holds.
+
+        After a failure, the frames of its traceback hold some: the workers then drop the
+        partitions and results at once instead of when the client closes.
+        """
         futures = list(self._futures)
         self.partitions = []
         if futures:

@@ -74,7 +74,19 @@ _REGISTRY = {
 
 
 def available() -> list[str]:
-    """Names accepted by :func:`get`."""
+    """Return the names of the built-in losses, as accepted by :func:`get`.
+
+    Returns
+    -------
+    list of str
+        The names, sorted.
+
+    Examples
+    --------
+    >>> import losses
+    >>> "ndcg" in losses.available()
+    True
+    """
     return sorted(_REGISTRY)
 
 
@@ -83,6 +95,33 @@ def get(name, **params):
 
     A loss object (anything with ``validate`` and ``loss_grad``) is returned unchanged, so
     callers may pass either form; ``params`` are then not allowed.
+
+    Parameters
+    ----------
+    name : str or loss object
+        One of :func:`available`, or a loss object.
+    **params
+        The loss's constructor parameters (for example ``k=10`` for ``"ndcg"``).
+
+    Returns
+    -------
+    loss object
+        The built loss, or ``name`` itself when it is a loss object.
+
+    Raises
+    ------
+    ValueError
+        When ``name`` is unknown, a parameter is not one of the loss's, or ``params`` are
+        given with a loss object.
+    TypeError
+        When ``name`` is neither a string nor an object with the protocol's methods.
+
+    Examples
+    --------
+    >>> import losses
+    >>> loss = losses.get("ndcg", k=5)
+    >>> type(loss).__name__, loss.get_params()["k"]
+    ('NDCGLoss', 5)
     """
     if not isinstance(name, str):
         check_protocol(name)
@@ -108,8 +147,23 @@ def get(name, **params):
 class Prepared:
     """A loss bound to validated targets in internal (query-contiguous) row order.
 
-    ``weights`` (:class:`losses._weights.TermWeights` or None) weighs the terms: the risk is
-    Σ_t s_t l_t / Σ_t s_t, and :attr:`divisor` is that denominator (``n_terms`` unweighted).
+    Built by :func:`prepare`. ``weights`` weighs the terms: the risk is Σ_t s_t l_t / Σ_t s_t,
+    and :attr:`divisor` is that denominator (``n_terms`` unweighted).
+
+    Parameters
+    ----------
+    loss : loss object
+        The loss (see :mod:`losses._base` for the protocol).
+    groups : QueryGroups
+        The query groups and the row order that makes them contiguous.
+    targets : object
+        What ``loss.validate`` returned.
+    n_terms : int
+        The number of loss terms: queries, or rows for a pointwise loss.
+    weights : TermWeights or None, default=None
+        The terms' weights, or None for an unweighted mean.
+    data_names : sequence of str, default=()
+        The loss data keywords given to :func:`prepare`, named in error messages.
     """
 
     def __init__(
@@ -128,13 +182,29 @@ class Prepared:
         return self.n_terms if self.weights is None else self.weights.total
 
     def loss_grad(self, f_internal):
-        """Per-term losses and ∂(sum)/∂f, both in internal order (with weights: the terms'
-        weighted losses s_t l_t and ∂(Σ_t s_t l_t)/∂f).
+        """Return the per-term losses and ∂(sum)/∂f, both in internal order.
 
-        A user's loss that returns anything but two float arrays of those shapes raises
-        ``TypeError`` naming its class (:func:`losses._base.check_loss_output`). The built-in
-        kernels spread queries over threads only for inputs of :data:`PARALLEL_MIN_ROWS` rows
-        or more (see :mod:`losses._threads`).
+        With weights, these are the terms' weighted losses s_t l_t and ∂(Σ_t s_t l_t)/∂f.
+        The built-in kernels spread queries over threads only for inputs of
+        :data:`PARALLEL_MIN_ROWS` rows or more (see :mod:`losses._threads`).
+
+        Parameters
+        ----------
+        f_internal : ndarray of shape (n_samples,), float64
+            Scores in internal row order.
+
+        Returns
+        -------
+        values : ndarray of shape (n_terms,)
+            The (weighted) loss of each term.
+        grad : ndarray of shape (n_samples,)
+            The subgradient of ``values.sum()`` with respect to ``f_internal``.
+
+        Raises
+        ------
+        TypeError
+            When a user's loss returns anything but two float arrays of those shapes; the
+            message names its class (:func:`losses._base.check_loss_output`).
         """
         with np.errstate(over="ignore", invalid="ignore"):  # refused by check, naming why
             out = self.loss.loss_grad(f_internal, self.targets)
@@ -150,12 +220,28 @@ class Prepared:
         return callable(getattr(self.loss, "hessp", None))
 
     def hessp(self, f, d) -> np.ndarray:
-        """H d for the risk R(f) of :meth:`risk` (the loss's Hessian in f, weighted and
-        divided as the risk is), from and to the caller's row order.
+        """Return H d for the Hessian H of the risk R(f) of :meth:`risk`.
 
-        ``f`` and ``d`` are float64 arrays of one entry per row (caller order). Raises
-        ``TypeError`` when the loss has no ``hessp`` or returns anything but a float array
-        of the shape of f.
+        H is the loss's Hessian in f, weighted and divided as the risk is; ``d`` and the
+        product are in the caller's row order.
+
+        Parameters
+        ----------
+        f : ndarray of shape (n_samples,), float64
+            Scores in the caller's row order.
+        d : ndarray of shape (n_samples,), float64
+            The direction, in the caller's row order.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            H d, in the caller's row order.
+
+        Raises
+        ------
+        TypeError
+            When the loss has no ``hessp`` or returns anything but a float array of the
+            shape of f.
         """
         if not self.has_hessp:
             raise TypeError(f"the loss {self.loss!r} offers no Hessian-vector product (hessp)")
@@ -185,7 +271,21 @@ class Prepared:
         return out
 
     def check(self, values, grad, f_internal) -> float:
-        """Σ values, after checking that the loss's output is finite and non-negative.
+        """Return Σ values, after checking that the loss's output is finite and non-negative.
+
+        Parameters
+        ----------
+        values : ndarray of shape (n_terms,)
+            The terms' losses, from :meth:`loss_grad`.
+        grad : ndarray of shape (n_samples,)
+            Their gradient, from :meth:`loss_grad`.
+        f_internal : ndarray of shape (n_samples,)
+            The scores they were evaluated at (internal order), for the message.
+
+        Returns
+        -------
+        float
+            The sum of ``values``.
 
         Raises
         ------
@@ -280,14 +380,40 @@ def prepare(
 ) -> Prepared:
     """Validate targets once and return a :class:`Prepared` loss.
 
-    ``y``, ``qid`` and ``sample_weight`` are in the caller's row order; keyword ``data``
-    (for example the ``pairs`` of the preference loss) is passed to ``loss.validate`` after
-    caller row indices named in ``loss.row_index_keys`` are mapped to internal rows and
-    per-row arrays named in ``loss.row_array_keys`` are put in internal order.
-    ``sample_weight`` (one non-negative weight per row, equal within a query for a query
-    loss; :func:`losses._weights.check_sample_weight`) makes the risk the weighted mean of
-    the terms; ``weight_part`` marks the rows as one part of the data (see
-    :func:`~losses._weights.check_sample_weight`).
+    Keyword ``data`` (for example the ``pairs`` of the preference loss) is passed to
+    ``loss.validate`` after caller row indices named in ``loss.row_index_keys`` are mapped to
+    internal rows and per-row arrays named in ``loss.row_array_keys`` are put in internal
+    order.
+
+    Parameters
+    ----------
+    loss : str or loss object
+        A name of :func:`available` or a loss object.
+    y : array-like of shape (n_samples,)
+        Targets, in the caller's row order.
+    qid : array-like of shape (n_samples,) or None, default=None
+        Query id per row; None is one query.
+    n_samples : int or None, default=None
+        The number of rows; None takes ``len(y)``.
+    sample_weight : array-like of shape (n_samples,) or None, default=None
+        One non-negative weight per row, equal within a query for a query loss
+        (:func:`losses._weights.check_sample_weight`); makes the risk the weighted mean of
+        the terms.
+    weight_part : bool, default=False
+        Whether the rows are one part of the data (see
+        :func:`~losses._weights.check_sample_weight`).
+    **data
+        Loss-specific keywords, passed to ``loss.validate``.
+
+    Returns
+    -------
+    Prepared
+        The loss bound to its validated targets.
+
+    Raises
+    ------
+    ValueError
+        For bad ``y``, ``qid``, ``sample_weight`` or loss data.
     """
     loss = get(loss)
     y = np.asarray(y)
@@ -328,6 +454,7 @@ def risk(loss, f, y, qid=None, **data):
     Parameters
     ----------
     loss : str or loss object
+        A name of :func:`available` or a loss object.
     f : array-like of shape (n_samples,)
         Scores, in the caller's row order.
     y : array-like of shape (n_samples,)
@@ -355,6 +482,15 @@ def risk(loss, f, y, qid=None, **data):
         For bad ``f``, ``y`` or ``qid``, and when the loss returns a negative value.
     FloatingPointError
         When the loss overflows (a non-finite value or gradient at finite ``f``).
+
+    Examples
+    --------
+    The squared loss ½(f − y)² of two samples, averaged:
+
+    >>> import losses
+    >>> value, grad = losses.risk("squared", [1.0, 2.0], [0.0, 0.0])
+    >>> value, grad.tolist()
+    (1.25, [0.5, 1.0])
     """
     try:
         f = np.asarray(f)
@@ -378,14 +514,38 @@ def risk(loss, f, y, qid=None, **data):
 
 
 def pairs_from_labels(*args, **kwargs):
-    """Preference pairs from graded labels; see :func:`losses.preference.pairs_from_labels`."""
+    """Return preference pairs from graded labels.
+
+    Parameters
+    ----------
+    *args, **kwargs
+        The arguments of :func:`losses.preference.pairs_from_labels`.
+
+    Returns
+    -------
+    pairs : ndarray of shape (n_pairs, 2), int64
+        Caller row indices (i, j), row j more relevant.
+    costs : ndarray of shape (n_pairs,), float64
+        The pairs' costs.
+    """
     from losses.preference import pairs_from_labels as _pairs_from_labels
 
     return _pairs_from_labels(*args, **kwargs)
 
 
 def check_oracle(*args, **kwargs):
-    """Check a loss object against the protocol; see :func:`losses._check.check_oracle`."""
+    """Check a loss object against the protocol.
+
+    Parameters
+    ----------
+    *args, **kwargs
+        The arguments of :func:`losses._check.check_oracle`.
+
+    Returns
+    -------
+    OracleReport
+        What :func:`losses._check.check_oracle` returns.
+    """
     from losses._check import check_oracle as _check_oracle
 
     return _check_oracle(*args, **kwargs)

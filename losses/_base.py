@@ -76,10 +76,18 @@ class Loss:
     row_array_keys: tuple[str, ...] = ()
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
-        """Parameters that rebuild this loss with ``losses.get(self.name, **params)``.
+        """Return the parameters that rebuild this loss with ``losses.get(self.name, **params)``.
 
-        ``deep`` is accepted for scikit-learn (``clone``, grid searches over
-        ``loss__k`` and the like); a loss holds no nested objects.
+        Parameters
+        ----------
+        deep : bool, default=True
+            Accepted for scikit-learn (``clone``, grid searches over ``loss__k`` and the
+            like); a loss holds no nested objects, so it changes nothing.
+
+        Returns
+        -------
+        dict
+            The constructor's keyword arguments, JSON-serialisable.
         """
         return self._params()
 
@@ -87,8 +95,26 @@ class Loss:
         return {}
 
     def set_params(self, **params) -> Loss:
-        """Change parameters in place (scikit-learn's protocol), checked as the constructor
-        checks them: the loss is rebuilt with the merged parameters and takes its state."""
+        """Change parameters in place, checked as the constructor checks them.
+
+        This is scikit-learn's protocol: the loss is rebuilt with the merged parameters and
+        takes the new object's state.
+
+        Parameters
+        ----------
+        **params
+            Constructor keyword arguments to change.
+
+        Returns
+        -------
+        Loss
+            This loss, changed.
+
+        Raises
+        ------
+        ValueError
+            When a name is not a parameter of this loss; the message lists the valid ones.
+        """
         known = self._params()
         unknown = sorted(set(params) - set(known))
         if unknown:
@@ -99,9 +125,41 @@ class Loss:
         return self
 
     def validate(self, y, query_ptr, **data):
+        """Check and prepare the targets once; subclasses implement it.
+
+        Parameters
+        ----------
+        y : ndarray of shape (n_samples,)
+            Targets in internal (query-contiguous) row order.
+        query_ptr : ndarray of shape (n_queries + 1,), int64
+            Query ``q`` is rows ``query_ptr[q]:query_ptr[q + 1]``.
+        **data
+            Loss-specific data (for example the preference loss's ``pairs``).
+
+        Returns
+        -------
+        object
+            The prepared targets, passed back to :meth:`loss_grad` unchanged.
+        """
         raise NotImplementedError
 
     def loss_grad(self, f, targets):
+        """Return the losses and their subgradient at the scores ``f``; subclasses implement it.
+
+        Parameters
+        ----------
+        f : ndarray of shape (n_samples,), float64
+            Scores in internal row order.
+        targets : object
+            What :meth:`validate` returned.
+
+        Returns
+        -------
+        values : ndarray of shape (n_queries,) or (n_samples,)
+            One non-negative loss per query, or per sample for a pointwise loss.
+        grad : ndarray of shape (n_samples,)
+            A subgradient of ``values.sum()`` with respect to ``f``.
+        """
         raise NotImplementedError
 
     def __repr__(self) -> str:

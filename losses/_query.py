@@ -21,7 +21,9 @@ __all__ = ["QueryGroups", "group_queries"]
 class QueryGroups:
     """Contiguous query structure of ``n_samples`` rows.
 
-    Attributes
+    Built by :func:`group_queries`; the parameters are kept as attributes of the same names.
+
+    Parameters
     ----------
     query_ptr : ndarray of int64, shape (n_queries + 1,)
         Query ``q`` holds internal rows ``query_ptr[q]:query_ptr[q + 1]``.
@@ -38,18 +40,42 @@ class QueryGroups:
 
     @property
     def n_queries(self) -> int:
+        """The number of queries."""
         return len(self.query_ptr) - 1
 
     @property
     def n_samples(self) -> int:
+        """The number of rows."""
         return int(self.query_ptr[-1])
 
     def to_internal(self, a: np.ndarray) -> np.ndarray:
-        """Rows of ``a`` (caller order) in internal order."""
+        """Return the rows of ``a`` (caller order) in internal order.
+
+        Parameters
+        ----------
+        a : ndarray of shape (n_samples, ...)
+            An array with one entry per row, in the caller's order.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, ...)
+            ``a`` itself when no reordering is needed, else its rows reordered.
+        """
         return a if self.order is None else a[self.order]
 
     def to_caller(self, a: np.ndarray) -> np.ndarray:
-        """Rows of ``a`` (internal order) back in the caller's order."""
+        """Return the rows of ``a`` (internal order) in the caller's order.
+
+        Parameters
+        ----------
+        a : ndarray of shape (n_samples, ...)
+            An array with one entry per row, in internal order.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, ...)
+            ``a`` itself when no reordering is needed, else a new array in caller order.
+        """
         if self.order is None:
             return a
         out = np.empty_like(a)
@@ -57,7 +83,13 @@ class QueryGroups:
         return out
 
     def inverse(self) -> np.ndarray:
-        """``inverse[caller_row]`` is the internal row of that caller row."""
+        """Return the internal row of each caller row.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,), int64
+            ``inverse[caller_row]`` is the internal row of that caller row.
+        """
         n = self.n_samples
         if self.order is None:
             return np.arange(n, dtype=np.int64)
@@ -95,7 +127,7 @@ def group_queries(qid, n_samples: int, *, name: str = "qid") -> QueryGroups:
         Query id of each row; ``None`` makes all rows one query.
     n_samples : int
         Number of rows.
-    name : str
+    name : str, default="qid"
         Argument name used in error messages.
 
     Returns
@@ -103,6 +135,13 @@ def group_queries(qid, n_samples: int, *, name: str = "qid") -> QueryGroups:
     QueryGroups
         Rows already grouped (each id in one contiguous run) keep their order; otherwise
         they are stably sorted by id. Cost O(n) when grouped, O(n log n) otherwise.
+
+    Examples
+    --------
+    >>> from losses import group_queries
+    >>> groups = group_queries(["b", "a", "b"], 3)
+    >>> groups.query_ptr.tolist(), groups.order.tolist(), groups.qids.tolist()
+    ([0, 1, 3], [1, 0, 2], ['a', 'b'])
     """
     if qid is None:
         return QueryGroups(

@@ -46,12 +46,27 @@ _local = threading.local()
 
 @contextmanager
 def thread_limit(n_threads: int) -> Iterator[None]:
-    """Within the block, kernels called from this thread use at most ``n_threads`` threads.
+    """Limit kernels called from this thread, within the block, to ``n_threads`` threads.
 
     For callers that are themselves one of several threads or processes sharing the cores,
     such as Dask tasks: numba's count is all the cores of the machine, so every task
     spreading its kernels over all of them would put several busy threads on each core.
     Results do not depend on the number of threads (module docstring).
+
+    Parameters
+    ----------
+    n_threads : int
+        The most threads, at least 1.
+
+    Yields
+    ------
+    None
+        Control, with the limit in force until the block ends.
+
+    Raises
+    ------
+    ValueError
+        When ``n_threads`` is not an integer of at least 1.
     """
     if (
         isinstance(n_threads, bool)
@@ -68,8 +83,21 @@ def thread_limit(n_threads: int) -> Iterator[None]:
 
 
 def n_threads_for(n_rows: int, min_rows: int = PARALLEL_MIN_ROWS) -> int:
-    """Threads for a kernel over ``n_rows`` rows: 1 below ``min_rows``, else numba's count
-    (at most the calling thread's :func:`thread_limit`)."""
+    """Return the number of threads for a kernel over ``n_rows`` rows.
+
+    Parameters
+    ----------
+    n_rows : int
+        The kernel's number of rows.
+    min_rows : int, default=PARALLEL_MIN_ROWS
+        Below this many rows the kernel runs on one thread.
+
+    Returns
+    -------
+    int
+        1 below ``min_rows``, else numba's thread count, at most the calling thread's
+        :func:`thread_limit`.
+    """
     if n_rows < min_rows:
         return 1
     limit = getattr(_local, "limit", None)
@@ -95,9 +123,21 @@ def _numba_threads() -> int:
 
 
 def block_bounds(ptr: np.ndarray, n_blocks: int) -> np.ndarray:
-    """Split the items of a CSR pointer ``ptr`` into at most ``n_blocks`` contiguous blocks of
-    about equal row counts; returns the item boundaries (starting at 0, ending at the number
-    of items, strictly increasing)."""
+    """Split the items of a CSR pointer into contiguous blocks of about equal row counts.
+
+    Parameters
+    ----------
+    ptr : ndarray of shape (n_items + 1,), int64
+        Item ``i`` holds rows ``ptr[i]:ptr[i + 1]`` (for example a ``query_ptr``).
+    n_blocks : int
+        The most blocks.
+
+    Returns
+    -------
+    ndarray of int64
+        The item boundaries of the blocks: starting at 0, ending at ``n_items``, strictly
+        increasing (one block when there is at most one item).
+    """
     n_items = len(ptr) - 1
     if n_blocks <= 1 or n_items <= 1:
         return np.array([0, max(n_items, 0)], dtype=np.int64)
@@ -121,12 +161,25 @@ def _executor() -> ThreadPoolExecutor:
 
 
 def run_blocks(kernel, bounds: np.ndarray, *args) -> list:
-    """Call ``kernel(bounds[i], bounds[i + 1], *args)`` for every block; returns the results
-    in block order.
+    """Call ``kernel(bounds[i], bounds[i + 1], *args)`` for every block.
 
     The first block runs on the calling thread, the others on the pool (so one block never
     touches the pool). ``kernel`` must release the GIL (``nogil=True``) for the blocks to run
     at the same time, and blocks must write disjoint outputs.
+
+    Parameters
+    ----------
+    kernel : callable
+        Called as ``kernel(start, stop, *args)`` on each block.
+    bounds : ndarray of int64
+        The block boundaries, as :func:`block_bounds` returns them.
+    *args
+        Passed to every call after the block's bounds.
+
+    Returns
+    -------
+    list
+        The kernel's results, in block order.
     """
     n = len(bounds) - 1
     if n <= 1:
@@ -138,6 +191,23 @@ def run_blocks(kernel, bounds: np.ndarray, *args) -> list:
 
 
 def run_queries(kernel, query_ptr: np.ndarray, *args, min_rows: int = PARALLEL_MIN_ROWS) -> list:
-    """:func:`run_blocks` over the queries of ``query_ptr``, blocks balanced by rows."""
+    """Run :func:`run_blocks` over the queries of ``query_ptr``, blocks balanced by rows.
+
+    Parameters
+    ----------
+    kernel : callable
+        Called as ``kernel(q_start, q_stop, *args)`` on each block of queries.
+    query_ptr : ndarray of shape (n_queries + 1,), int64
+        The query groups.
+    *args
+        Passed to every call after the block's bounds.
+    min_rows : int, default=PARALLEL_MIN_ROWS
+        Below this many rows all queries run as one block on the calling thread.
+
+    Returns
+    -------
+    list
+        The kernel's results, in block order.
+    """
     bounds = block_bounds(query_ptr, n_threads_for(int(query_ptr[-1]), min_rows))
     return run_blocks(kernel, bounds, *args)

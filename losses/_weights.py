@@ -21,7 +21,10 @@ __all__ = ["TermWeights", "check_row_values", "check_sample_weight"]
 class TermWeights:
     """Weights of a prepared loss's terms, in internal row order.
 
-    Attributes
+    Built by :func:`check_sample_weight`; the parameters are kept as attributes of the same
+    names.
+
+    Parameters
     ----------
     terms : ndarray of shape (n_terms,)
         The weight of each term (row of a pointwise loss, query of a query loss).

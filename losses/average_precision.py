@@ -121,6 +121,27 @@ class AveragePrecisionLoss(Loss):
         return {"threshold": self.threshold}
 
     def validate(self, y, query_ptr, **data) -> _APTargets:
+        """Mark the relevant rows.
+
+        Parameters
+        ----------
+        y : array-like of shape (n_samples,)
+            Targets in internal (query-contiguous) row order.
+        query_ptr : ndarray of shape (n_queries + 1,), int64
+            Query ``q`` is rows ``query_ptr[q]:query_ptr[q + 1]``.
+        **data
+            Loss data keywords; this loss takes none, and any raise ``ValueError``.
+
+        Returns
+        -------
+        object
+            The prepared targets (a named tuple of arrays), for :meth:`loss_grad`.
+
+        Raises
+        ------
+        ValueError
+            When ``y`` holds NaN or inf, or data keywords are given.
+        """
         if data:
             raise ValueError(
                 f"the {self.name} loss takes no data keywords; got {sorted(data)} "
@@ -131,11 +152,42 @@ class AveragePrecisionLoss(Loss):
         return _APTargets(np.asarray(query_ptr, dtype=np.int64), relevant)
 
     def block_kernel(self, targets: _APTargets):
-        """``(kernel, args)`` with ``kernel(q_start, q_stop, f, *args, values, grad)`` the loss
-        of the queries ``q_start:q_stop`` (see :mod:`losses._base`)."""
+        """Return the block kernel of the loss (see :mod:`losses._base`).
+
+        Parameters
+        ----------
+        targets : object
+            What :meth:`validate` returned.
+
+        Returns
+        -------
+        kernel : numba function
+            ``kernel(q_start, q_stop, f, *args, values, grad)`` writes the loss and gradient
+            of the queries ``q_start:q_stop``.
+        args : tuple
+            The kernel's arguments after ``f``.
+        """
         return _k.ap_loss, (targets.query_ptr, targets.relevant)
 
     def loss_grad(self, f, targets: _APTargets) -> tuple[np.ndarray, np.ndarray]:
+        """Return the per-query losses and the subgradient of their sum.
+
+        See the module docstring for the formula and its conventions.
+
+        Parameters
+        ----------
+        f : ndarray of shape (n_samples,), float64
+            Scores in internal row order.
+        targets : object
+            What :meth:`validate` returned.
+
+        Returns
+        -------
+        values : ndarray of shape (n_queries,)
+            The loss of each query.
+        grad : ndarray of shape (n_samples,)
+            A subgradient of ``values.sum()`` with respect to ``f``.
+        """
         f = np.ascontiguousarray(f, dtype=np.float64)
         values = np.empty(targets.query_ptr.size - 1)
         grad = np.empty_like(f)
@@ -144,9 +196,24 @@ class AveragePrecisionLoss(Loss):
         return values, grad
 
     def metric(self, f, targets: _APTargets) -> np.ndarray:
-        """Per-query 1 − AP of the ranking that sorts ``f`` descending, non-relevant
-        documents first among equal scores (the worst case, which the loss bounds); 0 for a
-        query without a relevant or without a non-relevant document."""
+        """Return the per-query 1 − AP of the ranking that sorts ``f`` descending.
+
+        Non-relevant documents come first among equal scores (the worst case, which the loss
+        bounds).
+
+        Parameters
+        ----------
+        f : ndarray of shape (n_samples,), float64
+            Scores in internal row order.
+        targets : object
+            What :meth:`validate` returned.
+
+        Returns
+        -------
+        ndarray of shape (n_queries,)
+            1 − AP of each query; 0 for a query without a relevant or without a
+            non-relevant document.
+        """
         return _ap_shortfall(f, targets.query_ptr, targets.relevant)
 
 

@@ -233,8 +233,7 @@ so in this π every document follows all of its dominators; likewise the positio
   F_s >= F_t), zero for p = t (the rearrangement inequality in dual form). The solver
   makes them feasible for the whole cost by row minima and augments only the rows whose
   cheapest position is taken, so the work shrinks as the scores outweigh the gains
-  (measured on the demo's 40-document queries: 10.7–51 µs per query against 58–63 µs
-  from zero duals);
+  (against zero duals: the results page, "Oracles");
 * otherwise the tail holds the non-chosen documents in ≻ order. Writing F_1 >= ... >= F_m
   for the sorted scores and k_r for the number of chosen documents among the first r in ≻
   order, summation by parts gives the tail's value as a constant plus
@@ -250,9 +249,8 @@ so in this π every document follows all of its dominators; likewise the positio
   certify, K Dijkstra searches on about (K + 3)·n_candidates arcs solve the flow itself.
   Each assignment runs on the candidates within some position's bound (its largest cost
   over k guessed candidates, which bounds its k-th cheapest; some optimal assignment gives
-  every position one of its k cheapest). Per query of 16–120 documents (five levels, one
-  thread) this took 0.21–0.43× the flow's time, and none of the thousands of random
-  queries measured needed the flow;
+  every position one of its k cheapest). This takes a fraction of the flow's time per
+  query, and random queries seldom need the flow (the results page, "Oracles");
 * in that case, when the query has few gain levels, a dynamic programme over per-level
   counts replaces the flow. By the exchange above (documents of equal gain dominate each
   other in ≻ order), some optimal π takes from every level l its first n_l candidates in
@@ -268,8 +266,8 @@ so in this π every document follows all of its dominators; likewise the positio
   at most 4,096 and a dense table of at most 65,536 cells and their mean S is at most
   1,500 (every batch of queries of up to four levels at k = 10, which have S <= 1,001;
   five levels where few documents reach the upper ones), since its time grows with S and
-  the flow's hardly: 0.1–0.5× the flow's time per query up to four levels, 0.67–0.76× at a
-  mean S of 1,100–1,230 with scores following the labels, about 1× at 1,250–1,670;
+  the flow's hardly: the limits sit where the two take about the same time per query (the
+  results page, "Oracles");
 * when all scores of the query are equal (the concave-convex procedure evaluates its
   surrogates at w = 0), Σ_i c_i f_{π(i)} is the same for every π and the maximisers are
   the π whose top K positions hold K smallest gains in increasing order (the
@@ -529,16 +527,21 @@ class _StructuredRankingLoss(Loss):
 
     @property
     def latent(self) -> bool:
-        """Whether the reference ordering is latent, a difference of convex functions
-        trained by the concave-convex procedure of :mod:`bmrm.solver.cccp`: the ramp bound
-        (the ranking by the scores) or, with ``bound="hinge"``, the tie-breaking of the
-        ideal ordering (``ties="latent"``)."""
+        """Whether the reference ordering is latent (``ties="latent"``).
+
+        The loss is then a difference of convex functions trained by the concave-convex
+        procedure of :mod:`bmrm.solver.cccp`: the ramp bound (the ranking by the scores) or,
+        with ``bound="hinge"``, the tie-breaking of the ideal ordering.
+        """
         return self.ties == "latent"
 
     @property
     def convex(self) -> bool:
-        """Convex in f unless the tie-breaking is latent (then a difference of convex
-        functions, whose convex surrogates :meth:`convexify` gives)."""
+        """Whether the loss is convex in f: unless the tie-breaking is latent.
+
+        A latent loss is a difference of convex functions, whose convex surrogates
+        :meth:`convexify` gives.
+        """
         return not self.latent
 
     def _init_weights(self, c, truncate_c: bool) -> None:
@@ -590,6 +593,27 @@ class _StructuredRankingLoss(Loss):
         return self.c.tolist() if isinstance(self.c, np.ndarray) else self.c
 
     def validate(self, y, query_ptr, **data) -> _Targets:
+        """Compute each document's gain and each query's ideal value and weights.
+
+        Parameters
+        ----------
+        y : array-like of shape (n_samples,)
+            Targets in internal (query-contiguous) row order.
+        query_ptr : ndarray of shape (n_queries + 1,), int64
+            Query ``q`` is rows ``query_ptr[q]:query_ptr[q + 1]``.
+        **data
+            Loss data keywords; this loss takes none, and any raise ``ValueError``.
+
+        Returns
+        -------
+        object
+            The prepared targets (a named tuple of arrays), for :meth:`loss_grad`.
+
+        Raises
+        ------
+        ValueError
+            When a label is out of range for the gain, or data keywords are given.
+        """
         if data:
             raise ValueError(
                 f"the {self.name} loss takes no data keywords; got {sorted(data)} "
@@ -613,8 +637,8 @@ class _StructuredRankingLoss(Loss):
 
         # level: dense rank of the gain within its query (0 = smallest gain). The rows are
         # sorted by query first, so sorted row i is in query query[i]. n-sized temporaries
-        # are freed or updated in place as soon as possible: at 3.7M rows each is 30 MB, and
-        # the peak memory of a fit counts them.
+        # are freed or updated in place as soon as possible: each takes up to 8 bytes per row,
+        # and the peak memory of a fit counts them.
         query = np.repeat(np.arange(n_queries), sizes)
         nonempty = sizes > 0
         starts = query_ptr[:-1][nonempty]
@@ -751,8 +775,20 @@ class _StructuredRankingLoss(Loss):
         """Per document, c at its position in the ideal ordering best for the scores ``f``.
 
         σ puts gains descending and equal gains in decreasing ``f``; documents tied in both
-        share the mean of c over their positions. Zero on degenerate queries; NaN everywhere
-        when a score is NaN or infinite.
+        share the mean of c over their positions.
+
+        Parameters
+        ----------
+        f : ndarray of shape (n_samples,), float64
+            Scores in internal row order.
+        targets : object
+            What :meth:`validate` returned.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The weight of each document; zero on degenerate queries, NaN everywhere
+            when a score is NaN or infinite.
         """
         f = np.ascontiguousarray(f, dtype=np.float64)
         if not np.isfinite(f).all():
@@ -790,12 +826,30 @@ class _StructuredRankingLoss(Loss):
         return out
 
     def convexify(self, f, targets: _Targets) -> _Targets:
-        """Targets of the convex surrogate with the tie-breaking fixed at the scores ``f``.
+        """Return the targets of the convex surrogate with the tie-breaking fixed at ``f``.
 
         With these targets :meth:`loss_grad` returns
         ``l_f(f') = max_π [Δ(π) + ⟨c, f'_π⟩] − Σ_d ĉ_d f'_d`` (ĉ = :meth:`ideal_weights` at
         ``f``): convex in ``f'``, at least the latent loss everywhere and equal to it at
-        ``f' = f``, the majorizer of one concave-convex step. Needs ``ties="latent"``.
+        ``f' = f``, the majorizer of one concave-convex step (Yuille & Rangarajan, "The
+        concave-convex procedure", Neural Computation 15, 2003).
+
+        Parameters
+        ----------
+        f : ndarray of shape (n_samples,), float64
+            Scores in internal row order.
+        targets : object
+            What :meth:`validate` returned.
+
+        Returns
+        -------
+        object
+            The surrogate's targets, for :meth:`loss_grad`.
+
+        Raises
+        ------
+        ValueError
+            When the loss's ties are not ``"latent"`` (it is convex already).
         """
         if not targets.latent:
             raise ValueError(
@@ -814,6 +868,18 @@ class _StructuredRankingLoss(Loss):
         resulting surrogate (every document of a level weighted by the mean of its level's
         positions) charges every spread within a level, so that w = 0 can be its minimiser
         and a fixed point of the procedure.
+
+        Parameters
+        ----------
+        targets : object
+            What :meth:`validate` returned.
+
+        Returns
+        -------
+        loss : OrdinalLoss
+            The initial convex loss.
+        targets : object
+            Its targets, for its ``loss_grad``.
         """
         from losses.ordinal import OrdinalLoss
 
@@ -821,6 +887,25 @@ class _StructuredRankingLoss(Loss):
         return ordinal, ordinal.validate(targets.level, targets.query_ptr)
 
     def loss_grad(self, f, targets: _Targets):
+        """Return the per-query losses and the subgradient of their sum.
+
+        See the module docstring for the formula and its conventions; both are NaN
+        everywhere when a score is NaN or infinite.
+
+        Parameters
+        ----------
+        f : ndarray of shape (n_samples,), float64
+            Scores in internal row order.
+        targets : object
+            What :meth:`validate` returned.
+
+        Returns
+        -------
+        values : ndarray of shape (n_queries,)
+            The loss of each query.
+        grad : ndarray of shape (n_samples,)
+            A subgradient of ``values.sum()`` with respect to ``f``.
+        """
         f = np.ascontiguousarray(f, dtype=np.float64)
         values = np.empty(targets.inv_norm.size)
         grad = np.empty_like(f)
@@ -909,8 +994,20 @@ class _StructuredRankingLoss(Loss):
         """Per-query 1 − measure of the ranking that sorts ``f`` descending.
 
         Documents with equal scores are ordered by increasing gain (the worst case), so the
-        loss upper-bounds the value for every tie-breaking. Degenerate queries give 0; NaN
-        everywhere when a score is NaN or infinite.
+        loss upper-bounds the value for every tie-breaking.
+
+        Parameters
+        ----------
+        f : ndarray of shape (n_samples,), float64
+            Scores in internal row order.
+        targets : object
+            What :meth:`validate` returned.
+
+        Returns
+        -------
+        ndarray of shape (n_queries,)
+            1 − the measure of each query; 0 for degenerate queries, NaN
+            everywhere when a score is NaN or infinite.
         """
         f = np.ascontiguousarray(f, dtype=np.float64)
         values = np.empty(targets.inv_norm.size)
@@ -1075,10 +1172,20 @@ class NERULoss(_StructuredRankingLoss):
         Neutral vote: a document's gain is ``max(y − d, 0)``.
     k : int or None, default=None
         Only the top k positions count (NERU@k); ``None`` counts all.
-    c, truncate_c, ties, bound, pairwise, average_precision
-        As for :class:`NDCGLoss`; ``truncate_c=True`` needs an integer ``k``; ``pairwise``
-        weighs the hinge over pairs of different gain max(y − d, 0), ``average_precision``
-        the average-precision hinge with the labels above d relevant.
+    c : {"power", "dcg"}, array-like or callable, default="power"
+        The position weights of the structured loss, as for :class:`NDCGLoss`.
+    truncate_c : bool, default=False
+        As for :class:`NDCGLoss`; ``True`` needs an integer ``k``.
+    ties : {"latent", "increasing", "pairs"}, default="latent"
+        The tie-breaking of the ideal ordering, as for :class:`NDCGLoss`.
+    bound : {"ramp", "hinge"} or None, default=None
+        As for :class:`NDCGLoss`.
+    pairwise : float, default=0
+        The weight of the hinge over pairs of different gain max(y − d, 0), as for
+        :class:`NDCGLoss`.
+    average_precision : float, default=0
+        The weight of the average-precision hinge with the labels above d relevant, as for
+        :class:`NDCGLoss`.
 
     Notes
     -----

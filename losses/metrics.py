@@ -178,13 +178,13 @@ def _gains(y: np.ndarray, gain: Gain, name: str) -> np.ndarray:
 
 
 def gain_values(y, gain: Gain = "exp") -> np.ndarray:
-    """Gain of each relevance label.
+    """Return the gain of each relevance label.
 
     Parameters
     ----------
     y : array-like of shape (n,)
         Non-negative relevance labels.
-    gain : {"exp", "linear"} or callable
+    gain : {"exp", "linear"} or callable, default="exp"
         ``"exp"``: 2^y − 1 (Burges et al. 2005; exact for integer labels); ``"linear"``: y
         (Järvelin & Kekäläinen 2002, trec_eval, scikit-learn). A callable maps the label
         array to a non-negative gain array of the same shape (e.g. ``np.exp2``).
@@ -192,18 +192,25 @@ def gain_values(y, gain: Gain = "exp") -> np.ndarray:
     Returns
     -------
     ndarray of float64, shape (n,)
+        The gains.
+
+    Examples
+    --------
+    >>> from losses.metrics import gain_values
+    >>> gain_values([0, 1, 2]).tolist()
+    [0.0, 1.0, 3.0]
     """
     return _gains(_as_scores(y, "y"), gain, "y")
 
 
 def discount_values(n: int, discount: str = "log2") -> np.ndarray:
-    """Discount of positions 1..n.
+    """Return the discount of positions 1..n.
 
     Parameters
     ----------
     n : int
         Number of positions (>= 0).
-    discount : {"log2", "original"}
+    discount : {"log2", "original"}, default="log2"
         ``"log2"``: 1 / log2(i + 1). ``"original"``: 1 at position 1 and 1 / log2(i) after
         (Järvelin & Kekäläinen 2002; positions 1 and 2 are both undiscounted, as in the
         LETOR 4.0 tool).
@@ -224,7 +231,7 @@ def discount_values(n: int, discount: str = "log2") -> np.ndarray:
 def ideal_dcg(
     y, query_ptr, *, k: int | None = None, gain: Gain = "exp", discount: str = "log2"
 ) -> np.ndarray:
-    """Ideal DCG@k of each query: the DCG of its labels sorted in decreasing order.
+    """Return the ideal DCG@k of each query: the DCG of its labels sorted decreasingly.
 
     Parameters
     ----------
@@ -232,10 +239,12 @@ def ideal_dcg(
         Non-negative labels, rows of each query contiguous.
     query_ptr : array-like of int, shape (n_queries + 1,)
         Query ``q`` holds rows ``query_ptr[q]:query_ptr[q + 1]``.
-    k : int or None
+    k : int or None, default=None
         Cutoff (None: the whole query).
-    gain, discount
-        As in :func:`gain_values` and :func:`discount_values`.
+    gain : {"exp", "linear"} or callable, default="exp"
+        As in :func:`gain_values`.
+    discount : {"log2", "original"}, default="log2"
+        As in :func:`discount_values`.
 
     Returns
     -------
@@ -406,26 +415,31 @@ def dcg_score(
         Non-negative relevance labels.
     y_score : array-like of shape (n_samples,)
         Scores; higher ranks first.
-    qid : array-like of shape (n_samples,) or None
+    qid : array-like of shape (n_samples,) or None, default=None
         Query id of each row; None makes all rows one query.
-    k : int >= 1 or None
-        Cutoff; None uses the whole list.
-    convention : {"exp", "linear", "letor"}
+    k : int or None, default=None
+        Cutoff (an integer >= 1); None uses the whole list.
+    convention : {"exp", "linear", "letor"}, default="exp"
         Presets: ``"exp"`` gain 2^r − 1 and discount 1/log2(i + 1); ``"linear"`` gain r
         and discount 1/log2(i + 1) (trec_eval, scikit-learn); ``"letor"`` the LETOR 4.0
         tool: gain 2^r − 1, discount 1 at positions 1 and 2 and 1/log2(i) after,
-        ``ties="stable"``, and DCG@k = 0 for a query with fewer than k documents.
-    gain, discount, ties
-        Override the preset (not allowed to differ from it for ``"letor"``); see
-        :func:`gain_values`, :func:`discount_values` and the module docstring. The default
-        ties rule is ``"average"``.
-    per_query : bool
+        ``ties="stable"``, and a score of 0 for a query with fewer than k documents.
+    gain : {"exp", "linear"}, callable or None, default=None
+        Overrides the preset's gain (see :func:`gain_values`); it may not differ from it
+        for ``"letor"``.
+    discount : {"log2", "original"} or None, default=None
+        Overrides the preset's discount (see :func:`discount_values`); it may not differ
+        from it for ``"letor"``.
+    ties : {"average", "stable"} or None, default=None
+        Overrides the preset's rule for equal scores (module docstring); None is
+        ``"average"``, or ``"stable"`` for ``"letor"``.
+    per_query : bool, default=False
         Return one value per query, in order of first appearance in ``qid``.
 
     Returns
     -------
     float or ndarray of shape (n_queries,)
-        Mean DCG@k over queries, or the per-query values.
+        The mean over queries, or with ``per_query=True`` the value of each query.
     """
     data, g, weight, _, short = _dcg_parts(
         y_true, y_score, qid, k, convention, gain, discount, ties, None, per_query
@@ -457,21 +471,56 @@ def ndcg_score(
 
     Parameters
     ----------
-    y_true, y_score, qid, k, convention, gain, discount, ties, per_query
-        As in :func:`dcg_score`. The default (``"exp"``) uses gain 2^r − 1 and discount
-        1/log2(i + 1); ``"linear"`` matches trec_eval's ``ndcg_cut`` (on distinct scores)
-        and scikit-learn's ``ndcg_score``.
-    empty : float, "skip" or None
-        Value of a query with no document of positive gain (IDCG = 0). None: 0 (as
+    y_true : array-like of shape (n_samples,)
+        Non-negative relevance labels.
+    y_score : array-like of shape (n_samples,)
+        Scores; higher ranks first.
+    qid : array-like of shape (n_samples,) or None, default=None
+        Query id of each row; None makes all rows one query.
+    k : int or None, default=None
+        Cutoff (an integer >= 1); None uses the whole list.
+    convention : {"exp", "linear", "letor"}, default="exp"
+        Presets: ``"exp"`` gain 2^r − 1 and discount 1/log2(i + 1); ``"linear"`` gain r
+        and discount 1/log2(i + 1) (trec_eval, scikit-learn); ``"letor"`` the LETOR 4.0
+        tool: gain 2^r − 1, discount 1 at positions 1 and 2 and 1/log2(i) after,
+        ``ties="stable"``, and a score of 0 for a query with fewer than k documents.
+    gain : {"exp", "linear"}, callable or None, default=None
+        Overrides the preset's gain (see :func:`gain_values`); it may not differ from it
+        for ``"letor"``.
+    discount : {"log2", "original"} or None, default=None
+        Overrides the preset's discount (see :func:`discount_values`); it may not differ
+        from it for ``"letor"``.
+    ties : {"average", "stable"} or None, default=None
+        Overrides the preset's rule for equal scores (module docstring); None is
+        ``"average"``, or ``"stable"`` for ``"letor"``.
+    empty : float, "skip" or None, default=None
+        Value of a query with no document of positive gain (IDCG = 0); ``"skip"`` leaves
+        the query out of the mean (its ``per_query`` value is NaN). None: 0 (as
         scikit-learn, trec_eval and the LETOR tool; ``"letor"`` allows only 0).
+    per_query : bool, default=False
+        Return one value per query, in order of first appearance in ``qid``.
 
     Returns
     -------
     float or ndarray of shape (n_queries,)
+        The mean over queries, or with ``per_query=True`` the value of each query.
 
     Notes
     -----
     Cost O(n log n) for the sorts plus O(n) (O(m·k) per tie group with ``ties="average"``).
+    With ``convention="linear"`` the value is trec_eval's ``ndcg_cut`` (on distinct scores)
+    and scikit-learn's ``ndcg_score``.
+
+    Examples
+    --------
+    Two queries; the first is ranked ideally, the second has its two documents swapped:
+
+    >>> from losses.metrics import ndcg_score
+    >>> y_true = [2, 1, 0, 1, 0]
+    >>> y_score = [0.9, 0.5, 0.1, 0.2, 0.8]
+    >>> qid = [1, 1, 1, 2, 2]
+    >>> ndcg_score(y_true, y_score, qid, per_query=True).round(4).tolist()
+    [1.0, 0.6309]
     """
     data, g, weight, empty, short = _dcg_parts(
         y_true, y_score, qid, k, convention, gain, discount, ties, empty, per_query
@@ -505,16 +554,26 @@ def precision_score(
 
     Parameters
     ----------
-    y_true, y_score, qid, k, per_query
-        As in :func:`dcg_score`.
-    threshold : float or None
+    y_true : array-like of shape (n_samples,)
+        Non-negative relevance labels.
+    y_score : array-like of shape (n_samples,)
+        Scores; higher ranks first.
+    qid : array-like of shape (n_samples,) or None, default=None
+        Query id of each row; None makes all rows one query.
+    k : int or None, default=None
+        Cutoff (an integer >= 1); None uses the whole list.
+    threshold : float or None, default=None
         Labels >= threshold are relevant; None: labels > 0.
-    ties : {"average", "stable"}
-        See the module docstring.
+    ties : {"average", "stable"}, default="average"
+        The rule for equal scores (module docstring): ``"average"`` is the expectation over
+        random orders of tied documents, ``"stable"`` keeps the row order.
+    per_query : bool, default=False
+        Return one value per query, in order of first appearance in ``qid``.
 
     Returns
     -------
     float or ndarray of shape (n_queries,)
+        The mean over queries, or with ``per_query=True`` the value of each query.
     """
     data = _Ranked(y_true, y_score, qid, k, ties, per_query)
     hits = data.linear(_relevance(data.y, threshold), np.ones(data.n_max))
@@ -536,14 +595,29 @@ def recall_score(
 
     Parameters
     ----------
-    y_true, y_score, qid, k, threshold, ties, per_query
-        As in :func:`precision_score`.
-    empty : float or "skip"
-        Value of a query with no relevant document.
+    y_true : array-like of shape (n_samples,)
+        Non-negative relevance labels.
+    y_score : array-like of shape (n_samples,)
+        Scores; higher ranks first.
+    qid : array-like of shape (n_samples,) or None, default=None
+        Query id of each row; None makes all rows one query.
+    k : int or None, default=None
+        Cutoff (an integer >= 1); None uses the whole list.
+    threshold : float or None, default=None
+        Labels >= threshold are relevant; None: labels > 0.
+    ties : {"average", "stable"}, default="average"
+        The rule for equal scores (module docstring): ``"average"`` is the expectation over
+        random orders of tied documents, ``"stable"`` keeps the row order.
+    empty : float or "skip", default=0
+        Value of a query with no relevant document; ``"skip"`` leaves the query out of the
+        mean (its ``per_query`` value is NaN).
+    per_query : bool, default=False
+        Return one value per query, in order of first appearance in ``qid``.
 
     Returns
     -------
     float or ndarray of shape (n_queries,)
+        The mean over queries, or with ``per_query=True`` the value of each query.
     """
     empty = _check_empty(empty)
     data = _Ranked(y_true, y_score, qid, k, ties, per_query)
@@ -574,15 +648,31 @@ def fbeta_score(
 
     Parameters
     ----------
-    beta : float > 0
-        Weight of recall relative to precision.
-    y_true, y_score, qid, k, threshold, ties, empty, per_query
-        As in :func:`recall_score`; ``empty`` is the value of a query with no relevant
-        document.
+    y_true : array-like of shape (n_samples,)
+        Non-negative relevance labels.
+    y_score : array-like of shape (n_samples,)
+        Scores; higher ranks first.
+    qid : array-like of shape (n_samples,) or None, default=None
+        Query id of each row; None makes all rows one query.
+    beta : float, default=1
+        Weight of recall relative to precision (> 0).
+    k : int or None, default=None
+        Cutoff (an integer >= 1); None uses the whole list.
+    threshold : float or None, default=None
+        Labels >= threshold are relevant; None: labels > 0.
+    ties : {"average", "stable"}, default="average"
+        The rule for equal scores (module docstring): ``"average"`` is the expectation over
+        random orders of tied documents, ``"stable"`` keeps the row order.
+    empty : float or "skip", default=0
+        Value of a query with no relevant document; ``"skip"`` leaves the query out of the
+        mean (its ``per_query`` value is NaN).
+    per_query : bool, default=False
+        Return one value per query, in order of first appearance in ``qid``.
 
     Returns
     -------
     float or ndarray of shape (n_queries,)
+        The mean over queries, or with ``per_query=True`` the value of each query.
     """
     beta = check_real(beta, "beta", low=0.0, strict=True)
     empty = _check_empty(empty)
@@ -605,7 +695,34 @@ def f1_score(
     empty: float | str = 0.0,
     per_query: bool = False,
 ):
-    """F1 at k = 2 P R / (P + R); :func:`fbeta_score` with β = 1."""
+    """Return F1 at k = 2 P R / (P + R); :func:`fbeta_score` with β = 1.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        Non-negative relevance labels.
+    y_score : array-like of shape (n_samples,)
+        Scores; higher ranks first.
+    qid : array-like of shape (n_samples,) or None, default=None
+        Query id of each row; None makes all rows one query.
+    k : int or None, default=None
+        Cutoff (an integer >= 1); None uses the whole list.
+    threshold : float or None, default=None
+        Labels >= threshold are relevant; None: labels > 0.
+    ties : {"average", "stable"}, default="average"
+        The rule for equal scores (module docstring): ``"average"`` is the expectation over
+        random orders of tied documents, ``"stable"`` keeps the row order.
+    empty : float or "skip", default=0
+        Value of a query with no relevant document; ``"skip"`` leaves the query out of the
+        mean (its ``per_query`` value is NaN).
+    per_query : bool, default=False
+        Return one value per query, in order of first appearance in ``qid``.
+
+    Returns
+    -------
+    float or ndarray of shape (n_queries,)
+        The mean over queries, or with ``per_query=True`` the value of each query.
+    """
     return fbeta_score(
         y_true,
         y_score,
@@ -644,18 +761,32 @@ def map_score(
 
     Parameters
     ----------
-    y_true, y_score, qid, k, threshold, per_query
-        As in :func:`precision_score`. The LETOR 4.0 tool's MAP is ``threshold=1,
-        ties="stable"`` (and ``empty=0``).
-    normalize : {"relevant", "k"}
-    ties : {"average", "stable"}
-        ``"average"`` is the exact expectation over random orders of tied documents.
-    empty : float or "skip"
-        Value of a query with no relevant document.
+    y_true : array-like of shape (n_samples,)
+        Non-negative relevance labels.
+    y_score : array-like of shape (n_samples,)
+        Scores; higher ranks first.
+    qid : array-like of shape (n_samples,) or None, default=None
+        Query id of each row; None makes all rows one query.
+    k : int or None, default=None
+        Cutoff (an integer >= 1); None uses the whole list.
+    threshold : float or None, default=None
+        Labels >= threshold are relevant; None: labels > 0. The LETOR 4.0 tool's MAP is
+        ``threshold=1, ties="stable"`` (and ``empty=0``).
+    normalize : {"relevant", "k"}, default="relevant"
+        The divisor Z above.
+    ties : {"average", "stable"}, default="average"
+        ``"average"`` is the exact expectation over random orders of tied documents;
+        ``"stable"`` keeps the row order.
+    empty : float or "skip", default=0
+        Value of a query with no relevant document; ``"skip"`` leaves the query out of the
+        mean (its ``per_query`` value is NaN).
+    per_query : bool, default=False
+        Return one value per query, in order of first appearance in ``qid``.
 
     Returns
     -------
     float or ndarray of shape (n_queries,)
+        The mean over queries, or with ``per_query=True`` the value of each query.
     """
     _choice("normalize", normalize, _NORMALIZE)
     if normalize == "k" and k is None:
@@ -687,16 +818,29 @@ def mrr_score(
 
     Parameters
     ----------
-    y_true, y_score, qid, k, threshold, per_query
-        As in :func:`precision_score`.
-    ties : {"average", "stable"}
-        ``"average"`` is the exact expectation over random orders of tied documents.
-    empty : float or "skip"
-        Value of a query with no relevant document.
+    y_true : array-like of shape (n_samples,)
+        Non-negative relevance labels.
+    y_score : array-like of shape (n_samples,)
+        Scores; higher ranks first.
+    qid : array-like of shape (n_samples,) or None, default=None
+        Query id of each row; None makes all rows one query.
+    k : int or None, default=None
+        Cutoff (an integer >= 1); None uses the whole list.
+    threshold : float or None, default=None
+        Labels >= threshold are relevant; None: labels > 0.
+    ties : {"average", "stable"}, default="average"
+        ``"average"`` is the exact expectation over random orders of tied documents;
+        ``"stable"`` keeps the row order.
+    empty : float or "skip", default=0
+        Value of a query with no relevant document; ``"skip"`` leaves the query out of the
+        mean (its ``per_query`` value is NaN).
+    per_query : bool, default=False
+        Return one value per query, in order of first appearance in ``qid``.
 
     Returns
     -------
     float or ndarray of shape (n_queries,)
+        The mean over queries, or with ``per_query=True`` the value of each query.
     """
     empty = _check_empty(empty)
     data = _Ranked(y_true, y_score, qid, k, ties, per_query)
@@ -726,20 +870,29 @@ def err_score(
 
     Parameters
     ----------
-    y_true, y_score, qid, k, per_query
-        As in :func:`dcg_score`; labels are non-negative grades.
-    g_max : float or None
+    y_true : array-like of shape (n_samples,)
+        Relevance grades (non-negative).
+    y_score : array-like of shape (n_samples,)
+        Scores; higher ranks first.
+    qid : array-like of shape (n_samples,) or None, default=None
+        Query id of each row; None makes all rows one query.
+    k : int or None, default=None
+        Cutoff (an integer >= 1); None uses the whole list.
+    g_max : float or None, default=None
         The highest grade of the scale (must be >= every label); None: the largest label
         in ``y_true`` (over all queries). Fix it (e.g. 4 on a 0–4 scale) to compare runs.
-    ties : {"average", "stable"}
+    ties : {"average", "stable"}, default="average"
         ``"average"`` is the exact expectation over random orders of tied documents, at a
         cost of O(L·m·min(m, k)) for a tie group of m documents on L label levels:
         quadratic in the size of a tie group without a cutoff, so pass ``k`` or
         ``ties="stable"`` for very long tied lists.
+    per_query : bool, default=False
+        Return one value per query, in order of first appearance in ``qid``.
 
     Returns
     -------
     float or ndarray of shape (n_queries,)
+        The mean over queries, or with ``per_query=True`` the value of each query.
     """
     data = _Ranked(y_true, y_score, qid, k, ties, per_query)
     g = _gains(data.y, "exp", "y_true")
@@ -772,20 +925,31 @@ def neru_score(
 
     Parameters
     ----------
-    y_true, y_score, qid, k, per_query
-        As in :func:`dcg_score`; labels may be any real ratings.
-    alpha : float > 1
-        Half-life of the position weights.
-    d : float
+    y_true : array-like of shape (n_samples,)
+        Ratings: any finite reals.
+    y_score : array-like of shape (n_samples,)
+        Scores; higher ranks first.
+    qid : array-like of shape (n_samples,) or None, default=None
+        Query id of each row; None makes all rows one query.
+    k : int or None, default=None
+        Cutoff (an integer >= 1); None uses the whole list.
+    alpha : float, default=5
+        Half-life of the position weights (> 1).
+    d : float, default=0
         Neutral vote: only the part of a label above d counts.
-    ties : {"average", "stable"}
-        ERU is linear in the position weights, so ``"average"`` is the expectation.
-    empty : float or "skip"
-        Value of a query with no label above d (ideal ERU = 0).
+    ties : {"average", "stable"}, default="average"
+        ERU is linear in the position weights, so ``"average"`` is the expectation over
+        random orders of tied documents; ``"stable"`` keeps the row order.
+    empty : float or "skip", default=0
+        Value of a query with no label above d (ideal ERU = 0); ``"skip"`` leaves the query
+        out of the mean (its ``per_query`` value is NaN).
+    per_query : bool, default=False
+        Return one value per query, in order of first appearance in ``qid``.
 
     Returns
     -------
     float or ndarray of shape (n_queries,)
+        The mean over queries, or with ``per_query=True`` the value of each query.
     """
     alpha = check_real(alpha, "alpha", low=1.0, strict=True)
     d = check_real(d, "d")
@@ -812,7 +976,7 @@ def kendall_tau_score(
     empty: float | str = 0.0,
     per_query: bool = False,
 ):
-    """Kendall's rank correlation between the scores and the labels of each query.
+    """Return Kendall's rank correlation between the scores and the labels of each query.
 
     ``weights=None``: tau-b = (C − D) / sqrt((n0 − n_f)(n0 − n_y)), with C / D the pairs
     ordered alike / oppositely by score and label, n0 = n(n − 1)/2 and n_f / n_y the pairs
@@ -826,21 +990,30 @@ def kendall_tau_score(
 
     Parameters
     ----------
-    y_true, y_score, qid, per_query
-        As in :func:`dcg_score`; labels may be any reals (``"gain"``: not too large).
-    weights : {None, "uniform", "label", "gain"}
-    ties : {"average", "stable"}
+    y_true : array-like of shape (n_samples,)
+        Labels: any finite reals (for ``weights="gain"``, small enough for 2^y).
+    y_score : array-like of shape (n_samples,)
+        Scores; higher ranks first.
+    qid : array-like of shape (n_samples,) or None, default=None
+        Query id of each row; None makes all rows one query.
+    weights : {None, "uniform", "label", "gain"}, default=None
+        None for tau-b, else the weights w_uv of the weighted form above.
+    ties : {"average", "stable"}, default="average"
         ``"average"``: equal scores are tied pairs (for the weighted form this is the
         expectation over random orders); ``"stable"``: equal scores are ranked in row
         order, so the ranking has no ties.
-    empty : float or "skip"
+    empty : float or "skip", default=0
         Value of a query where the measure is undefined: tau-b with a zero denominator
         (fewer than two documents, all labels equal, or all scores tied), or a weighted
-        form with Σ w_uv = 0.
+        form with Σ w_uv = 0; ``"skip"`` leaves the query out of the mean (its
+        ``per_query`` value is NaN).
+    per_query : bool, default=False
+        Return one value per query, in order of first appearance in ``qid``.
 
     Returns
     -------
     float or ndarray of shape (n_queries,)
+        The mean over queries, or with ``per_query=True`` the value of each query.
 
     Notes
     -----

@@ -111,6 +111,8 @@ class OrdinalLoss(Loss):
         Newton method for classification", Optim. Methods Softw. 17, 2002), whose products
         :attr:`hessp` computes by the same sweep.
 
+    Notes
+    -----
     Row weights: ``row_weight=`` (a data keyword of :func:`losses.prepare` and
     :func:`bmrm.fit`, one non-negative weight s_i per row) counts row i as s_i rows: each
     pair term is multiplied by s_i s_j and M becomes Σ_{y_i < y_j} s_i s_j, so integer
@@ -118,8 +120,6 @@ class OrdinalLoss(Loss):
     ``sample_weight``, whose one query holds every row). The sweep below keeps sums of
     weights where it kept counts, at the same cost.
 
-    Notes
-    -----
     Conventions: labels are non-negative integers (any gaps between levels are allowed);
     a query without comparable pairs (one row, or all labels equal) has loss 0 and
     gradient 0. At the hinge (1 + f_i − f_j = 0 exactly) a pair contributes neither loss nor
@@ -166,8 +166,30 @@ class OrdinalLoss(Loss):
     def validate(self, y, query_ptr, *, row_weight=None, **data) -> _OrdinalTargets:
         """Map labels to dense per-query level ranks and compute each query's weight.
 
-        ``row_weight`` (one non-negative weight per row, internal order; see the class
-        docstring) weighs each pair by the product of its rows' weights.
+        Costs O(n log n) once.
+
+        Parameters
+        ----------
+        y : array-like of shape (n_samples,)
+            Relevance levels (non-negative integers) in internal row order.
+        query_ptr : ndarray of shape (n_queries + 1,), int64
+            Query ``q`` is rows ``query_ptr[q]:query_ptr[q + 1]``.
+        row_weight : array-like of shape (n_samples,) or None, default=None
+            One non-negative weight per row, internal order (see the class docstring): each
+            pair is weighed by the product of its rows' weights.
+        **data
+            Other loss data keywords; this loss takes none, and any raise ``ValueError``.
+
+        Returns
+        -------
+        object
+            The prepared targets (a named tuple of arrays), for :meth:`loss_grad`.
+
+        Raises
+        ------
+        ValueError
+            For labels that are not non-negative integers, a cost matrix too small for the
+            largest label, a bad ``row_weight`` or any other data keyword.
         """
         if data:
             raise ValueError(
@@ -193,8 +215,8 @@ class OrdinalLoss(Loss):
         first[1:] = y_sorted[1:] != y_sorted[:-1]
         first[query_ptr[:-1][sizes > 0]] = True
         levels = y_sorted[first]
-        # n-sized temporaries are freed and updated in place as soon as possible: at 3.7M
-        # rows each is 30 MB, and the peak memory of a fit counts them
+        # n-sized temporaries are freed and updated in place as soon as possible: each takes
+        # up to 8 bytes per row, and the peak memory of a fit counts them
         del y, y_sorted
         level_of_sorted = np.cumsum(first)
         level_of_sorted -= 1
@@ -232,23 +254,55 @@ class OrdinalLoss(Loss):
         )
 
     def block_kernel(self, targets: _OrdinalTargets):
-        """``(kernel, args)`` with ``kernel(q_start, q_stop, f, *args, values, grad)`` the loss
-        of the queries ``q_start:q_stop`` (see :mod:`losses._base`)."""
+        """Return the block kernel of the loss (see :mod:`losses._base`).
+
+        Parameters
+        ----------
+        targets : object
+            What :meth:`validate` returned.
+
+        Returns
+        -------
+        kernel : numba function
+            ``kernel(q_start, q_stop, f, *args, values, grad)`` writes the loss and gradient
+            of the queries ``q_start:q_stop``.
+        args : tuple
+            The kernel's arguments after ``f``.
+        """
         if self.hinge == "squared":
             return _k.ordinal_squared, (*targets, *self._kernel_cost(), None, None)
         return _k.ordinal_pairs, (*targets, *self._kernel_cost(), True)
 
     @property
     def hessp(self):
-        """``hessp(f, d, targets)`` for the squared hinge (see :meth:`_squared_hessp`), None
-        for the hinge, which has no Hessian (:mod:`losses._base`)."""
+        """The Hessian product ``hessp(f, d, targets)`` of the squared hinge, or None.
+
+        For the squared hinge, H_f d with H the generalised Hessian of the summed per-query
+        losses in f: per query 2 w_q Σ C (d_i − d_j)(e_i − e_j) over the pairs with
+        1 + f_i − f_j > 0, in O(m log m + m log L) per query (O(m L) with a cost matrix).
+        None for the hinge, which has no Hessian (:mod:`losses._base`).
+        """
         return self._squared_hessp if self.hinge == "squared" else None
 
     def hessp_kernel(self, f, targets: _OrdinalTargets):
-        """``(kernel, args)`` with ``kernel(q_start, q_stop, d, *args, values, out)`` writing
-        H_f d of the queries ``q_start:q_stop`` into ``out`` (``values`` untouched), the
-        block form of :attr:`hessp` at the scores ``f`` (internal order), whose queries are
-        sorted once here for all the products; None for the hinge."""
+        """Return the block kernel of :attr:`hessp` at the scores ``f``, or None for the hinge.
+
+        The queries are sorted once here for all the products at ``f``.
+
+        Parameters
+        ----------
+        f : ndarray of shape (n_samples,), float64
+            Scores in internal row order.
+        targets : object
+            What :meth:`validate` returned.
+
+        Returns
+        -------
+        tuple or None
+            ``(kernel, args)``, ``kernel(q_start, q_stop, d, *args, values, out)`` writing
+            H_f d of the queries ``q_start:q_stop`` into ``out`` (``values`` untouched); None
+            for the hinge.
+        """
         if self.hinge != "squared":
             return None
         f = np.ascontiguousarray(f, dtype=np.float64)
@@ -280,7 +334,24 @@ class OrdinalLoss(Loss):
         return out
 
     def loss_grad(self, f, targets: _OrdinalTargets) -> tuple[np.ndarray, np.ndarray]:
-        """Per-query losses and the subgradient of their sum; see the class docstring."""
+        """Return the per-query losses and the subgradient of their sum.
+
+        See the class docstring for the formula and its conventions.
+
+        Parameters
+        ----------
+        f : ndarray of shape (n_samples,), float64
+            Scores in internal row order.
+        targets : object
+            What :meth:`validate` returned.
+
+        Returns
+        -------
+        values : ndarray of shape (n_queries,)
+            The loss of each query.
+        grad : ndarray of shape (n_samples,)
+            A subgradient of ``values.sum()`` with respect to ``f``.
+        """
         f = np.ascontiguousarray(f, dtype=np.float64)
         values = np.empty(targets.weight.shape[0])
         grad = np.empty_like(f)
@@ -293,6 +364,18 @@ class OrdinalLoss(Loss):
 
         A pair with y_i < y_j is misordered when f_i >= f_j (ties count as errors, the worst
         tie-breaking), so the hinge loss upper-bounds it.
+
+        Parameters
+        ----------
+        f : ndarray of shape (n_samples,), float64
+            Scores in internal row order.
+        targets : object
+            What :meth:`validate` returned.
+
+        Returns
+        -------
+        ndarray of shape (n_queries,)
+            The weighted count of misordered pairs of each query.
         """
         f = np.ascontiguousarray(f, dtype=np.float64)
         values = np.empty(targets.weight.shape[0])

@@ -28,6 +28,22 @@ class _Pointwise(Loss):
     _kernel = None
 
     def loss_grad(self, f, targets):
+        """Return the loss of each sample and its gradient in ``f``.
+
+        Parameters
+        ----------
+        f : ndarray of shape (n_samples,), float64
+            Scores in internal row order.
+        targets : ndarray of shape (n_samples,)
+            What :meth:`validate` returned.
+
+        Returns
+        -------
+        values : ndarray of shape (n_samples,)
+            The loss of each sample.
+        grad : ndarray of shape (n_samples,)
+            A subgradient of ``values.sum()`` with respect to ``f``.
+        """
         f = np.ascontiguousarray(f, dtype=np.float64)
         values = np.empty_like(f)
         grad = np.empty_like(f)
@@ -48,10 +64,46 @@ class SquaredLoss(_Pointwise):
     _kernel = staticmethod(_k.squared)
 
     def hessp(self, f, d, targets) -> np.ndarray:
-        """H_f d = d: the Hessian of Σ_i ½(f_i − y_i)² is the identity."""
+        """Return H_f d = d: the Hessian of Σ_i ½(f_i − y_i)² is the identity.
+
+        Parameters
+        ----------
+        f : ndarray of shape (n_samples,), float64
+            Scores in internal row order.
+        d : ndarray of shape (n_samples,), float64
+            The direction, in internal row order.
+        targets : ndarray of shape (n_samples,)
+            What :meth:`validate` returned.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            H_f d, unweighted (as :meth:`loss_grad`).
+        """
         return np.array(d, dtype=np.float64)
 
     def validate(self, y, query_ptr, **data):
+        """Check the targets: finite reals whose loss at f = 0 is finite.
+
+        Parameters
+        ----------
+        y : array-like of shape (n_samples,)
+            Targets in internal (query-contiguous) row order.
+        query_ptr : ndarray of shape (n_queries + 1,), int64
+            Query ``q`` is rows ``query_ptr[q]:query_ptr[q + 1]``.
+        **data
+            Loss data keywords; this loss takes none, and any raise ``ValueError``.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,), float64
+            The targets.
+
+        Raises
+        ------
+        ValueError
+            When ``y`` holds NaN or inf, or is too large (the message asks to scale it).
+        """
         _no_data(self.name, data)
         y = check_finite_targets(y)
         if y.size:
@@ -67,6 +119,27 @@ class SquaredLoss(_Pointwise):
 
 class _Binary(_Pointwise):
     def validate(self, y, query_ptr, **data):
+        """Check binary labels and map {0, 1} to {−1, +1}.
+
+        Parameters
+        ----------
+        y : array-like of shape (n_samples,)
+            Targets in internal (query-contiguous) row order.
+        query_ptr : ndarray of shape (n_queries + 1,), int64
+            Query ``q`` is rows ``query_ptr[q]:query_ptr[q + 1]``.
+        **data
+            Loss data keywords; this loss takes none, and any raise ``ValueError``.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,), float64
+            The labels in {−1, +1}.
+
+        Raises
+        ------
+        ValueError
+            When ``y`` holds values other than {−1, +1} or {0, 1}.
+        """
         _no_data(self.name, data)
         y = check_finite_targets(y)
         values = np.unique(y)
@@ -90,7 +163,20 @@ class HingeLoss(_Binary):
     _kernel = staticmethod(_k.hinge)
 
     def metric(self, f, targets):
-        """The zero-one loss of sign(f) (a score of exactly 0 counts as an error)."""
+        """Return the zero-one loss of sign(f) (a score of exactly 0 counts as an error).
+
+        Parameters
+        ----------
+        f : ndarray of shape (n_samples,), float64
+            Scores in internal row order.
+        targets : ndarray of shape (n_samples,)
+            What :meth:`validate` returned, labels in {−1, +1}.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,), float64
+            1 for each misclassified sample, 0 otherwise.
+        """
         return (targets * f <= 0).astype(np.float64)
 
 
@@ -106,7 +192,22 @@ class LogisticLoss(_Binary):
     _kernel = staticmethod(_k.logistic)
 
     def hessp(self, f, d, targets) -> np.ndarray:
-        """H_f d with H = diag(σ(y f) σ(−y f)), the Hessian of Σ_i log(1 + exp(−y_i f_i))."""
+        """Return H_f d, H = diag(σ(y f) σ(−y f)) the Hessian of Σ_i log(1 + exp(−y_i f_i)).
+
+        Parameters
+        ----------
+        f : ndarray of shape (n_samples,), float64
+            Scores in internal row order.
+        d : ndarray of shape (n_samples,), float64
+            The direction, in internal row order.
+        targets : ndarray of shape (n_samples,)
+            What :meth:`validate` returned.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            H_f d, unweighted (as :meth:`loss_grad`).
+        """
         f = np.ascontiguousarray(f, dtype=np.float64)
         out = np.empty_like(f)
         _k.logistic_curvature(f, targets, out)

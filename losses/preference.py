@@ -93,7 +93,33 @@ class PreferenceLoss(Loss):
         return {"normalize": self.normalize, "hinge": self.hinge}
 
     def validate(self, y, query_ptr, pairs=None, pair_costs=None, **data) -> _PreferenceTargets:
-        """Check the pairs (internal row indices) and group them per query."""
+        """Check the pairs (internal row indices) and group them per query.
+
+        Parameters
+        ----------
+        y : array-like of shape (n_samples,)
+            Targets in internal row order; only their number is used.
+        query_ptr : ndarray of shape (n_queries + 1,), int64
+            Query ``q`` is rows ``query_ptr[q]:query_ptr[q + 1]``.
+        pairs : array-like of shape (n_pairs, 2), int
+            Internal row indices (i, j), row j to rank above row i, both in one query.
+            Required; the None default only lets the error name it.
+        pair_costs : array-like of shape (n_pairs,) or None, default=None
+            Finite non-negative costs of the pairs; None costs 1 each.
+        **data
+            Other loss data keywords; this loss takes none, and any raise ``ValueError``.
+
+        Returns
+        -------
+        object
+            The prepared targets (a named tuple of arrays), for :meth:`loss_grad`.
+
+        Raises
+        ------
+        ValueError
+            When ``pairs`` is missing or malformed, joins a row to itself or rows of two
+            queries, or ``pair_costs`` is malformed.
+        """
         if data:
             raise ValueError(
                 f"the preference loss takes data keywords pairs and pair_costs; got "
@@ -172,7 +198,24 @@ class PreferenceLoss(Loss):
         )
 
     def loss_grad(self, f, targets: _PreferenceTargets) -> tuple[np.ndarray, np.ndarray]:
-        """Per-query losses and the subgradient of their sum; see the class docstring."""
+        """Return the per-query losses and the subgradient of their sum.
+
+        See the class docstring for the formula and its conventions.
+
+        Parameters
+        ----------
+        f : ndarray of shape (n_samples,), float64
+            Scores in internal row order.
+        targets : object
+            What :meth:`validate` returned.
+
+        Returns
+        -------
+        values : ndarray of shape (n_queries,)
+            The loss of each query.
+        grad : ndarray of shape (n_samples,)
+            A subgradient of ``values.sum()`` with respect to ``f``.
+        """
         f = np.ascontiguousarray(f, dtype=np.float64)
         values = np.empty(targets.weight.shape[0])
         grad = np.zeros_like(f)
@@ -185,8 +228,13 @@ class PreferenceLoss(Loss):
 
     @property
     def hessp(self):
-        """``hessp(f, d, targets)`` for the squared hinge (see :meth:`_squared_hessp`), None
-        for the hinge, which has no Hessian (:mod:`losses._base`)."""
+        """The Hessian product ``hessp(f, d, targets)`` of the squared hinge, or None.
+
+        For the squared hinge, H_f d with H the generalised Hessian of the summed per-query
+        losses in f: per query 2 w_q Σ c (d_i − d_j)(e_i − e_j) over the pairs with
+        1 + f_i − f_j > 0, in O(|P|). None for the hinge, which has no Hessian
+        (:mod:`losses._base`).
+        """
         return self._squared_hessp if self.hinge == "squared" else None
 
     def _squared_hessp(self, f, d, targets: _PreferenceTargets) -> np.ndarray:
@@ -199,7 +247,20 @@ class PreferenceLoss(Loss):
         return out
 
     def metric(self, f, targets: _PreferenceTargets) -> np.ndarray:
-        """Per-query weighted count of violated preferences (f_i >= f_j), normalised."""
+        """Return the per-query weighted count of violated preferences (f_i >= f_j).
+
+        Parameters
+        ----------
+        f : ndarray of shape (n_samples,), float64
+            Scores in internal row order.
+        targets : object
+            What :meth:`validate` returned.
+
+        Returns
+        -------
+        ndarray of shape (n_queries,)
+            The count of each query, weighted and normalised as the loss.
+        """
         f = np.ascontiguousarray(f, dtype=np.float64)
         values = np.empty(targets.weight.shape[0])
         run_queries(_k.preference_violations, targets.pref_ptr, f, *targets, values)
@@ -207,15 +268,15 @@ class PreferenceLoss(Loss):
 
 
 def pairs_from_labels(y, qid=None, *, cost: str = "zero_one") -> tuple[np.ndarray, np.ndarray]:
-    """All pairs (i, j) with y_i < y_j within each query, and their costs.
+    """Return all pairs (i, j) with y_i < y_j within each query, and their costs.
 
     Parameters
     ----------
     y : array-like of shape (n_samples,)
         Finite relevance labels.
-    qid : array-like of shape (n_samples,) or None
+    qid : array-like of shape (n_samples,) or None, default=None
         Query id per row; ``None`` is one query.
-    cost : {"zero_one", "linear", "gain_difference"}, default "zero_one"
+    cost : {"zero_one", "linear", "gain_difference"}, default="zero_one"
         The cost of pair (i, j): 1, y_j − y_i, or 2^{y_j} − 2^{y_i} (the difference of the
         exponential NDCG gains 2^y − 1).
 
@@ -231,6 +292,13 @@ def pairs_from_labels(y, qid=None, *, cost: str = "zero_one") -> tuple[np.ndarra
     -----
     There are up to m²/4 pairs per query of m rows: time and memory O(Σ_q m_q²). With
     ``cost="zero_one"`` the preference loss on these pairs equals the ordinal loss.
+
+    Examples
+    --------
+    >>> from losses import pairs_from_labels
+    >>> pairs, costs = pairs_from_labels([0, 2, 1], cost="linear")
+    >>> pairs.tolist(), costs.tolist()
+    ([[0, 1], [0, 2], [2, 1]], [2.0, 1.0, 1.0])
     """
     if cost not in PAIR_COSTS:
         raise ValueError(f"cost must be one of {list(PAIR_COSTS)}; got {cost!r}")

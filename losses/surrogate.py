@@ -134,6 +134,24 @@ class _Surrogate(Loss):
     smooth = True
 
     def loss_grad(self, f, targets):
+        """Return the per-query losses and the gradient of their sum.
+
+        See the class docstring for the formula and its conventions.
+
+        Parameters
+        ----------
+        f : ndarray of shape (n_samples,), float64
+            Scores in internal row order.
+        targets : object
+            What :meth:`validate` returned.
+
+        Returns
+        -------
+        values : ndarray of shape (n_queries,)
+            The loss of each query.
+        grad : ndarray of shape (n_samples,)
+            A subgradient of ``values.sum()`` with respect to ``f``.
+        """
         f = np.ascontiguousarray(f, dtype=np.float64)
         values = np.empty(len(targets.query_ptr) - 1)
         grad = np.empty_like(f)
@@ -151,6 +169,28 @@ class _Mapped(_Surrogate):
         return {"mapping": self.mapping}
 
     def validate(self, y, query_ptr, **data):
+        """Map the labels to the target scores ψ of the loss.
+
+        Parameters
+        ----------
+        y : array-like of shape (n_samples,)
+            Targets in internal (query-contiguous) row order.
+        query_ptr : ndarray of shape (n_queries + 1,), int64
+            Query ``q`` is rows ``query_ptr[q]:query_ptr[q + 1]``.
+        **data
+            Loss data keywords; this loss takes none, and any raise ``ValueError``.
+
+        Returns
+        -------
+        object
+            The prepared targets (a named tuple of arrays), for :meth:`loss_grad`.
+
+        Raises
+        ------
+        ValueError
+            When ``y`` holds NaN or inf or labels the mapping overflows on, or data
+            keywords are given.
+        """
         _no_data(self.name, data)
         psi = label_mapping(check_finite_targets(y), self.mapping)
         if not np.all(np.isfinite(psi)):
@@ -198,7 +238,22 @@ class ListwiseSquaredLoss(_Mapped):
         _k.listwise_squared(f, t.target, t.query_ptr, values, grad)
 
     def hessp(self, f, d, targets) -> np.ndarray:
-        """H_f d = 2 d: the Hessian of Σ_j (ψ_j − f_j)² is twice the identity."""
+        """Return H_f d = 2 d: the Hessian of Σ_j (ψ_j − f_j)² is twice the identity.
+
+        Parameters
+        ----------
+        f : ndarray of shape (n_samples,), float64
+            Scores in internal row order.
+        d : ndarray of shape (n_samples,), float64
+            The direction, in internal row order.
+        targets : object
+            What :meth:`validate` returned.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            H_f d, unweighted (as :meth:`loss_grad`).
+        """
         return 2.0 * np.asarray(d, dtype=np.float64)
 
 
@@ -234,6 +289,28 @@ class ListNetLoss(_Surrogate):
         return {"alpha": self.alpha, "mapping": self.mapping}
 
     def validate(self, y, query_ptr, **data):
+        """Map the labels to the target scores α ψ(y) of the top-one probabilities.
+
+        Parameters
+        ----------
+        y : array-like of shape (n_samples,)
+            Targets in internal (query-contiguous) row order.
+        query_ptr : ndarray of shape (n_queries + 1,), int64
+            Query ``q`` is rows ``query_ptr[q]:query_ptr[q + 1]``.
+        **data
+            Loss data keywords; this loss takes none, and any raise ``ValueError``.
+
+        Returns
+        -------
+        object
+            The prepared targets (a named tuple of arrays), for :meth:`loss_grad`.
+
+        Raises
+        ------
+        ValueError
+            When ``y`` holds NaN or inf or labels the mapping overflows on, or data
+            keywords are given.
+        """
         _no_data(self.name, data)
         s = self.alpha * label_mapping(check_finite_targets(y), self.mapping)
         if not np.all(np.isfinite(s)):
@@ -244,8 +321,25 @@ class ListNetLoss(_Surrogate):
         _k.listnet(f, t.target, t.query_ptr, values, grad)
 
     def hessp(self, f, d, targets) -> np.ndarray:
-        """H_f d = (diag(p) − p pᵀ) d per query, p = softmax(f): the Hessian of the
-        cross-entropy's log Σ exp f (the target's part is linear in f)."""
+        """Return H_f d = (diag(p) − p pᵀ) d per query, p = softmax(f).
+
+        This is the Hessian of the cross-entropy's log Σ exp f (the target's part is linear
+        in f).
+
+        Parameters
+        ----------
+        f : ndarray of shape (n_samples,), float64
+            Scores in internal row order.
+        d : ndarray of shape (n_samples,), float64
+            The direction, in internal row order.
+        targets : object
+            What :meth:`validate` returned.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            H_f d, unweighted (as :meth:`loss_grad`).
+        """
         f = np.ascontiguousarray(f, dtype=np.float64)
         out = np.empty_like(f)
         _k.listnet_hessp(f, targets.query_ptr, np.ascontiguousarray(d, dtype=np.float64), out)
@@ -277,6 +371,27 @@ class RankNetLoss(_Surrogate):
         return {"normalize": self.normalize}
 
     def validate(self, y, query_ptr, **data):
+        """Count each query's pairs of different label, the loss's normaliser M.
+
+        Parameters
+        ----------
+        y : array-like of shape (n_samples,)
+            Targets in internal (query-contiguous) row order.
+        query_ptr : ndarray of shape (n_queries + 1,), int64
+            Query ``q`` is rows ``query_ptr[q]:query_ptr[q + 1]``.
+        **data
+            Loss data keywords; this loss takes none, and any raise ``ValueError``.
+
+        Returns
+        -------
+        object
+            The prepared targets (a named tuple of arrays), for :meth:`loss_grad`.
+
+        Raises
+        ------
+        ValueError
+            When ``y`` holds NaN or inf, or data keywords are given.
+        """
         _no_data(self.name, data)
         y = check_finite_targets(y)
         query_ptr = np.asarray(query_ptr, dtype=np.int64)
@@ -304,8 +419,24 @@ class RankNetLoss(_Surrogate):
         _k.ranknet(f, t.target, t.query_ptr, t.extra, values, grad)
 
     def hessp(self, f, d, targets) -> np.ndarray:
-        """H_f d = (1/M) Σ_{y_i < y_j} σ(f_i − f_j) σ(f_j − f_i) (d_i − d_j)(e_i − e_j) per
-        query, the Hessian of the summed softplus terms; O(m²)."""
+        """Return H_f d for the Hessian H of the summed softplus terms, in O(m²) per query.
+
+        Per query H_f d = (1/M) Σ_{y_i < y_j} σ(f_i − f_j) σ(f_j − f_i) (d_i − d_j)(e_i − e_j).
+
+        Parameters
+        ----------
+        f : ndarray of shape (n_samples,), float64
+            Scores in internal row order.
+        d : ndarray of shape (n_samples,), float64
+            The direction, in internal row order.
+        targets : object
+            What :meth:`validate` returned.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            H_f d, unweighted (as :meth:`loss_grad`).
+        """
         f = np.ascontiguousarray(f, dtype=np.float64)
         out = np.empty_like(f)
         d = np.ascontiguousarray(d, dtype=np.float64)
@@ -323,6 +454,27 @@ class _Relevance(_Surrogate):
         return {"threshold": self.threshold}
 
     def validate(self, y, query_ptr, **data):
+        """Mark the relevant rows (labels at least the threshold).
+
+        Parameters
+        ----------
+        y : array-like of shape (n_samples,)
+            Targets in internal (query-contiguous) row order.
+        query_ptr : ndarray of shape (n_queries + 1,), int64
+            Query ``q`` is rows ``query_ptr[q]:query_ptr[q + 1]``.
+        **data
+            Loss data keywords; this loss takes none, and any raise ``ValueError``.
+
+        Returns
+        -------
+        object
+            The prepared targets (a named tuple of arrays), for :meth:`loss_grad`.
+
+        Raises
+        ------
+        ValueError
+            When ``y`` holds NaN or inf, or data keywords are given.
+        """
         _no_data(self.name, data)
         relevant = check_finite_targets(y) >= self.threshold
         return _Targets(np.asarray(query_ptr, dtype=np.int64), relevant, self._extra(relevant))

@@ -26,7 +26,29 @@ MAX_LEVEL = 2**53
 
 
 def check_real(value, name: str, *, low: float | None = None, strict: bool = False) -> float:
-    """A finite real number (not a bool), at least ``low`` (above it when ``strict``)."""
+    """Return ``value`` as a float after checking that it is a finite real number.
+
+    Parameters
+    ----------
+    value : object
+        The argument to check; a bool is refused.
+    name : str
+        The argument's name, for the message.
+    low : float or None, default=None
+        The smallest value allowed (excluded when ``strict``); None allows any.
+    strict : bool, default=False
+        Whether ``low`` itself is refused.
+
+    Returns
+    -------
+    float
+        ``value`` as a float.
+
+    Raises
+    ------
+    ValueError
+        When ``value`` is not a finite real number or is below ``low``.
+    """
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
         raise ValueError(f"{name} must be a finite number; got {value!r}")
     if low is not None and (value <= low if strict else value < low):
@@ -35,19 +57,79 @@ def check_real(value, name: str, *, low: float | None = None, strict: bool = Fal
 
 
 def check_positive(value, name: str, *, strict: bool = True) -> float:
-    """A finite real number > 0 (or >= 0 when ``strict`` is False)."""
+    """Return ``value`` as a float after checking that it is a finite number > 0.
+
+    Parameters
+    ----------
+    value : object
+        The argument to check.
+    name : str
+        The argument's name, for the message.
+    strict : bool, default=True
+        Whether 0 is refused; when False, ``value`` must be >= 0.
+
+    Returns
+    -------
+    float
+        ``value`` as a float.
+
+    Raises
+    ------
+    ValueError
+        When ``value`` is not a finite real number, or is not positive.
+    """
     return check_real(value, name, low=0.0, strict=strict)
 
 
 def check_bool(value, name: str) -> bool:
-    """True or False: a Python or NumPy bool, not a number or a string."""
+    """Return ``value`` as a bool after checking that it is True or False.
+
+    Parameters
+    ----------
+    value : object
+        The argument to check: a Python or NumPy bool, not a number or a string.
+    name : str
+        The argument's name, for the message.
+
+    Returns
+    -------
+    bool
+        ``value`` as a Python bool.
+
+    Raises
+    ------
+    ValueError
+        When ``value`` is not a bool.
+    """
     if not isinstance(value, bool | np.bool_):
         raise ValueError(f"{name} must be True or False; got {value!r}")
     return bool(value)
 
 
 def check_int(value, name: str, minimum: int, *, allow_none: bool = False) -> int | None:
-    """An integer (not a bool) >= ``minimum``, or None when ``allow_none``."""
+    """Return ``value`` as an int after checking that it is an integer >= ``minimum``.
+
+    Parameters
+    ----------
+    value : object
+        The argument to check; a bool is refused.
+    name : str
+        The argument's name, for the message.
+    minimum : int
+        The smallest value allowed.
+    allow_none : bool, default=False
+        Whether None is allowed (and returned).
+
+    Returns
+    -------
+    int or None
+        ``value`` as an int, or None.
+
+    Raises
+    ------
+    ValueError
+        When ``value`` is not an integer of at least ``minimum`` (or None when allowed).
+    """
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
@@ -63,8 +145,26 @@ MAX_K = 2**63 - 1
 
 
 def check_k(k, *, allow_none: bool = True) -> int | None:
-    """A cut-off: an integer in [1, 2**63 − 1] (the kernels' int64), or None (the whole list)
-    when ``allow_none``."""
+    """Return the cut-off ``k`` after checking it.
+
+    Parameters
+    ----------
+    k : object
+        The cut-off: an integer in [1, 2**63 − 1] (the kernels' int64), or None (the whole
+        list).
+    allow_none : bool, default=True
+        Whether None is allowed.
+
+    Returns
+    -------
+    int or None
+        ``k`` as an int, or None.
+
+    Raises
+    ------
+    ValueError
+        When ``k`` is not an integer in that range (or None when allowed).
+    """
     k = check_int(k, "k", 1, allow_none=allow_none)
     if k is not None and k > MAX_K:
         raise ValueError(f"k must be at most 2**63 - 1 (the kernels' int64); got {k!r}")
@@ -72,7 +172,25 @@ def check_k(k, *, allow_none: bool = True) -> int | None:
 
 
 def check_finite_targets(y, *, name: str = "y") -> np.ndarray:
-    """Return ``y`` as a float64 1-d array, rejecting NaN and inf."""
+    """Return ``y`` as a float64 1-d array, rejecting NaN and inf.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+        Targets of a bool, integer or float dtype.
+    name : str, default="y"
+        The argument's name, for the message.
+
+    Returns
+    -------
+    ndarray of shape (n_samples,), float64
+        The targets.
+
+    Raises
+    ------
+    ValueError
+        When ``y`` is not 1-d, not real, or holds NaN or inf.
+    """
     y = np.asarray(y)
     if y.ndim != 1:
         raise ValueError(f"{name} must be 1-d; got shape {y.shape}")
@@ -91,6 +209,24 @@ def check_graded_labels(y, *, name: str = "y") -> np.ndarray:
 
     Rejects negative, non-integer and too large values: levels above ``2**53`` are not exact
     integers in float64 and would wrap around in int64, changing the order of the labels.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+        Relevance levels: non-negative integers (of any real dtype).
+    name : str, default="y"
+        The argument's name, for the message.
+
+    Returns
+    -------
+    ndarray of shape (n_samples,), int64
+        The levels.
+
+    Raises
+    ------
+    ValueError
+        When ``y`` is not 1-d or holds a value that is not a non-negative integer up to
+        ``2**53``.
     """
     y = check_finite_targets(y, name=name)
     if y.size and (np.any(y < 0) or np.any(y != np.round(y))):

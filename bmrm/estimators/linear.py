@@ -267,6 +267,11 @@ class _BMRMEstimator(BaseEstimator):
         on a DataFrame, holds its column names (``feature_names_in_``), which it checks
         DataFrames against; estimator-specific attributes such as ``classes_`` or
         ``thresholds_`` are not stored, nor are ``backend`` and ``client``.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The file to write.
         """
         check_is_fitted(self)
         record = self.model_._record()
@@ -435,7 +440,8 @@ class BMRMRanker(_BMRMEstimator):
 
         Returns
         -------
-        self
+        BMRMRanker
+            This estimator, fitted.
         """
         self._validate_params()
         loss = losses.get(self.loss, **(self.loss_params or {}))
@@ -464,10 +470,19 @@ class BMRMRanker(_BMRMEstimator):
         return self
 
     def predict(self, X) -> np.ndarray:
-        """Scores X @ coef_ or the scorer's (float64); rank by decreasing score.
+        """Return the scores X @ coef_, or the scorer's; rank by decreasing score.
 
-        For a dask array or DataFrame X, a dask array of the scores (one task per row
-        block, computed when asked)."""
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            Or a dask array or DataFrame.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,), float64
+            The scores; for a dask array or DataFrame X, a dask array of them (one task per
+            row block, computed when asked).
+        """
         return self._scores(X)
 
     def score(self, X, y, qid=None, sample_weight=None) -> float:
@@ -496,6 +511,7 @@ class BMRMRanker(_BMRMEstimator):
         Returns
         -------
         float
+            The mean NDCG@score_k over queries.
         """
         f = self.predict(X)
         if _is_dask(X):  # the scores, labels, ids and weights are gathered for the metric
@@ -560,7 +576,24 @@ class BMRMRegressor(RegressorMixin, _BMRMEstimator):
         weight is regularized like the others (as in liblinear), so raise
         ``intercept_scaling`` to weaken the shrinkage of b.
     intercept_scaling : float in (0, 1e150], default=1.0
-    regularizer, l1_ratio, tol, max_iter, bundle_size, warm_start, verbose, backend, client :
+        The value of the constant feature whose weight is b.
+    regularizer : {"l2", "l1", "elastic_net"}, default="l2"
+        As in :class:`BMRMRanker`.
+    l1_ratio : float in [0, 1], default=0.5
+        As in :class:`BMRMRanker`.
+    tol : float, default=1e-3
+        As in :class:`BMRMRanker`.
+    max_iter : int, default=1000
+        As in :class:`BMRMRanker`.
+    bundle_size : int, default=200
+        As in :class:`BMRMRanker`.
+    warm_start : bool, default=False
+        As in :class:`BMRMRanker`.
+    verbose : bool, default=False
+        As in :class:`BMRMRanker`.
+    backend : {"local", "dask"}, default="local"
+        As in :class:`BMRMRanker`.
+    client : distributed.Client or None, default=None
         As in :class:`BMRMRanker`.
 
     Attributes
@@ -611,12 +644,24 @@ class BMRMRegressor(RegressorMixin, _BMRMEstimator):
         self.client = client
 
     def fit(self, X, y, sample_weight=None) -> BMRMRegressor:
-        """Fit on X (array or sparse, n_samples × n_features) and real targets y.
+        """Fit on the features X and the real targets y.
 
-        ``sample_weight`` (one non-negative weight per row, or None) makes the risk the
-        weighted mean (1/Σ s_i) Σ_i s_i l_i. With ``backend="dask"``, X may be a dask array
-        or DataFrame (``y`` and ``sample_weight`` dask arrays or Series, or column names of
-        the DataFrame)."""
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            Or, with ``backend="dask"``, a dask array or dask DataFrame.
+        y : array-like of shape (n_samples,)
+            Real targets; for dask X also a dask array or Series, or a column name of a
+            dask DataFrame X.
+        sample_weight : array-like of shape (n_samples,) or None, default=None
+            One non-negative weight per row: the risk becomes the weighted mean
+            (1/Σ s_i) Σ_i s_i l_i. For dask X like ``y``.
+
+        Returns
+        -------
+        BMRMRegressor
+            This estimator, fitted.
+        """
         self._validate_params()
         if _is_dask(X):
             self._check_dask_input(X, y, names=(y, sample_weight))
@@ -634,7 +679,18 @@ class BMRMRegressor(RegressorMixin, _BMRMEstimator):
         return self
 
     def predict(self, X) -> np.ndarray:
-        """X @ coef_ + intercept_ (a dask array for dask X)."""
+        """Return the predictions X @ coef_ + intercept_.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            Or a dask array or DataFrame.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,), float64
+            The predictions (a dask array for dask X).
+        """
         return self._scores(X)
 
 
@@ -670,18 +726,36 @@ class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
     Parameters
     ----------
     loss : {"hinge", "logistic"}, default="hinge"
+        The hinge max(0, 1 − y f) (a linear SVM) or the logistic log(1 + exp(−y f)).
     lam : float, default=1e-3
         Regularization constant, > 0.
     fit_intercept : bool, default=True
         Fit b as the weight of a constant feature of value ``intercept_scaling``,
         regularized like the other weights (as in liblinear).
     intercept_scaling : float in (0, 1e150], default=1.0
+        The value of the constant feature whose weight is b.
     class_weight : dict, "balanced" or None, default=None
         Weights of the classes, multiplied into ``sample_weight``: ``{label: weight}``
         (labels left out weigh 1), or ``"balanced"``, n / (2 n_c) for a class of n_c of the
         n training rows (scikit-learn's rule, from the unweighted counts).
-    regularizer, l1_ratio, tol, max_iter, bundle_size, warm_start, verbose, backend, client :
+    regularizer : {"l2", "l1", "elastic_net"}, default="l2"
+        As in :class:`BMRMRanker`.
+    l1_ratio : float in [0, 1], default=0.5
+        As in :class:`BMRMRanker`.
+    tol : float, default=1e-3
+        As in :class:`BMRMRanker`.
+    max_iter : int, default=1000
+        As in :class:`BMRMRanker`.
+    bundle_size : int, default=200
+        As in :class:`BMRMRanker`.
+    warm_start : bool, default=False
         As in :class:`BMRMRanker`. A warm start needs the same classes and features.
+    verbose : bool, default=False
+        As in :class:`BMRMRanker`.
+    backend : {"local", "dask"}, default="local"
+        As in :class:`BMRMRanker`.
+    client : distributed.Client or None, default=None
+        As in :class:`BMRMRanker`.
 
     Attributes
     ----------
@@ -744,14 +818,32 @@ class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
         return tags
 
     def fit(self, X, y, sample_weight=None) -> BMRMClassifier:
-        """Fit on X and binary labels y (any two values).
+        """Fit on the features X and the binary labels y (any two values).
 
-        ``sample_weight`` (one non-negative weight per row, or None) makes the risk the
-        weighted mean (1/Σ s_i) Σ_i s_i l_i, its weights multiplied by those of
-        ``class_weight``; both classes need a positive weight. With
-        ``backend="dask"``, X may be a dask array or DataFrame (``y`` and ``sample_weight``
-        dask arrays or Series, or column names of the DataFrame); the classes (and those
-        of positive weight) are computed first."""
+        With dask input the classes (and those of positive weight) are computed first.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            Or, with ``backend="dask"``, a dask array or dask DataFrame.
+        y : array-like of shape (n_samples,)
+            Labels of exactly two classes; for dask X also a dask array or Series, or a
+            column name of a dask DataFrame X.
+        sample_weight : array-like of shape (n_samples,) or None, default=None
+            One non-negative weight per row: the risk becomes the weighted mean
+            (1/Σ s_i) Σ_i s_i l_i, its weights multiplied by those of ``class_weight``;
+            both classes need a positive weight. For dask X like ``y``.
+
+        Returns
+        -------
+        BMRMClassifier
+            This estimator, fitted.
+
+        Raises
+        ------
+        ValueError
+            When y does not hold exactly two classes, or a class has no positive weight.
+        """
         self._validate_params()
         if _is_dask(X):
             self._check_dask_input(X, y, names=(y, sample_weight))
@@ -844,11 +936,33 @@ class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
         return weights[0], weights[1]
 
     def decision_function(self, X) -> np.ndarray:
-        """X @ coef_ + intercept_; positive means ``classes_[1]`` (a dask array for dask X)."""
+        """Return the decision function X @ coef_ + intercept_.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            Or a dask array or DataFrame.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,), float64
+            The decision function, positive for ``classes_[1]`` (a dask array for dask X).
+        """
         return self._scores(X)
 
     def predict(self, X) -> np.ndarray:
-        """``classes_[1]`` where the decision function is > 0, else ``classes_[0]``."""
+        """Return ``classes_[1]`` where the decision function is > 0, else ``classes_[0]``.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            Or a dask array or DataFrame.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The predicted labels (a dask array for dask X).
+        """
         f = self.decision_function(X)
         if _is_dask(f):
             return _dask_array().where(f > 0, self.classes_[1], self.classes_[0])
@@ -856,12 +970,38 @@ class BMRMClassifier(ClassifierMixin, _BMRMEstimator):
 
     @available_if(_is_logistic)
     def predict_proba(self, X) -> np.ndarray:
-        """[1 − σ(f), σ(f)] with f the decision function (logistic loss only)."""
+        """Return the class probabilities [1 − σ(f), σ(f)], f the decision function.
+
+        Available with the logistic loss only.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The features.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, 2)
+            The probabilities of ``classes_[0]`` and ``classes_[1]``.
+        """
         p = expit(self.decision_function(X))
         return np.column_stack((1.0 - p, p))
 
     @available_if(_is_logistic)
     def predict_log_proba(self, X) -> np.ndarray:
-        """[log σ(−f), log σ(f)] (logistic loss only), without overflow."""
+        """Return the log-probabilities [log σ(−f), log σ(f)], computed without overflow.
+
+        Available with the logistic loss only.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The features.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, 2)
+            The log-probabilities of ``classes_[0]`` and ``classes_[1]``.
+        """
         f = self.decision_function(X)
         return np.column_stack((log_expit(-f), log_expit(f)))

@@ -40,7 +40,19 @@ class OrdinalRegressor(_BMRMEstimator):
     threshold_method : {"mae", "zero_one"}, default="mae"
         What the thresholds minimise on the training set: the absolute error of the
         predicted label (in label units), or the number of wrong labels.
-    regularizer, l1_ratio, tol, max_iter, bundle_size, warm_start, verbose :
+    regularizer : {"l2", "l1", "elastic_net"}, default="l2"
+        As in :class:`BMRMRanker`.
+    l1_ratio : float in [0, 1], default=0.5
+        As in :class:`BMRMRanker`.
+    tol : float, default=1e-3
+        As in :class:`BMRMRanker`.
+    max_iter : int, default=1000
+        As in :class:`BMRMRanker`.
+    bundle_size : int, default=200
+        As in :class:`BMRMRanker`.
+    warm_start : bool, default=False
+        As in :class:`BMRMRanker`.
+    verbose : bool, default=False
         As in :class:`BMRMRanker`.
     backend : {"local", "dask"}, default="local"
         Only ``"local"`` fits: ``"dask"`` raises ``ValueError`` before any work. The loss of
@@ -122,13 +134,23 @@ class OrdinalRegressor(_BMRMEstimator):
     def fit(self, X, y, sample_weight=None) -> OrdinalRegressor:
         """Fit on X and integer ordinal labels y (any integers; order is numeric).
 
-        y may be of any integer dtype, float (integral values), or bool (two levels, False <
-        True), its labels within ±2**53; ``classes_`` and the predictions keep y's dtype.
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The features (NumPy or SciPy; dask input is refused, see ``backend``).
+        y : array-like of shape (n_samples,)
+            Labels of any integer dtype, float (integral values), or bool (two levels,
+            False < True), within ±2**53; ``classes_`` and the predictions keep y's dtype.
+        sample_weight : array-like of shape (n_samples,) or None, default=None
+            One non-negative weight per row, not all zero: row i counts as s_i rows. The
+            ordinal loss weighs each pair by s_i s_j (its ``row_weight``) and the thresholds
+            minimise the weighted training MAE (error count), so integer weights fit as the
+            data with rows repeated would.
 
-        ``sample_weight`` (one non-negative weight per row, not all zero, or None) counts
-        row i as s_i rows: the ordinal loss weighs each pair by s_i s_j (its ``row_weight``)
-        and the thresholds minimise the weighted training MAE (error count), so integer
-        weights fit as the data with rows repeated would.
+        Returns
+        -------
+        OrdinalRegressor
+            This estimator, fitted.
         """
         self._validate_params()
         self._check_one_machine(X, y)
@@ -191,25 +213,92 @@ class OrdinalRegressor(_BMRMEstimator):
         )
 
     def decision_function(self, X) -> np.ndarray:
-        """The ordinal scores X @ coef_ (higher means a higher level)."""
+        """Return the ordinal scores X @ coef_ (higher means a higher level).
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The features.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The scores, float64.
+        """
         return self._scores(X)
 
     def predict(self, X) -> np.ndarray:
-        """``classes_[k]`` with k the number of thresholds strictly below the score."""
+        """Return ``classes_[k]``, k the number of thresholds strictly below the score.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The features.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The predicted labels, of the dtype of ``classes_``.
+        """
         f = self.decision_function(X)
         return self.classes_[np.searchsorted(self.thresholds_, f, side="left")]
 
     def score(self, X, y, sample_weight=None) -> float:
-        """Negative mean absolute error of :meth:`predict` (higher is better)."""
+        """Return the negative mean absolute error of :meth:`predict` (higher is better).
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The features.
+        y : array-like of shape (n_samples,)
+            The true labels.
+        sample_weight : array-like of shape (n_samples,) or None, default=None
+            Row weights of the mean.
+
+        Returns
+        -------
+        float
+            −MAE.
+        """
         return -self.mae(X, y, sample_weight=sample_weight)
 
     def mae(self, X, y, sample_weight=None) -> float:
-        """Mean absolute error |predicted label − y|, in label units."""
+        """Return the mean absolute error |predicted label − y|, in label units.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The features.
+        y : array-like of shape (n_samples,)
+            The true labels.
+        sample_weight : array-like of shape (n_samples,) or None, default=None
+            Row weights of the mean.
+
+        Returns
+        -------
+        float
+            The (weighted) mean absolute error.
+        """
         y = _numeric_labels(y)
         return float(mean_absolute_error(y, self.predict(X), sample_weight=sample_weight))
 
     def accuracy(self, X, y, sample_weight=None) -> float:
-        """Fraction of rows whose predicted label equals y."""
+        """Return the fraction of rows whose predicted label equals y.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            The features.
+        y : array-like of shape (n_samples,)
+            The true labels.
+        sample_weight : array-like of shape (n_samples,) or None, default=None
+            Row weights of the mean.
+
+        Returns
+        -------
+        float
+            The (weighted) fraction of exact labels.
+        """
         y = _numeric_labels(y)
         return float(accuracy_score(y, self.predict(X), sample_weight=sample_weight))
 
@@ -225,7 +314,9 @@ def _numeric_labels(y) -> np.ndarray:
 
 
 def optimal_thresholds(f, y, levels, method: str = "mae", sample_weight=None) -> np.ndarray:
-    """Thresholds on the scores f minimising the training MAE or error count, exactly.
+    """Return the thresholds on the scores f minimising the training MAE or error count.
+
+    The minimum is exact.
 
     Parameters
     ----------
@@ -235,17 +326,18 @@ def optimal_thresholds(f, y, levels, method: str = "mae", sample_weight=None) ->
         Labels, each one of ``levels``.
     levels : ndarray of shape (K,)
         The label values, strictly increasing.
-    method : {"mae", "zero_one"}
+    method : {"mae", "zero_one"}, default="mae"
         Minimise Σ_i |levels[k_i] − y_i| or Σ_i [levels[k_i] ≠ y_i] over predictions
         k_i = #{j : θ_j < f_i}.
-    sample_weight : ndarray of shape (n,) or None
+    sample_weight : ndarray of shape (n,) or None, default=None
         Non-negative row weights s_i: the sums become Σ_i s_i |...| and Σ_i s_i [...], and
         rows of weight 0 are left out (the thresholds are those of the data without them).
 
     Returns
     -------
     ndarray of shape (K − 1,)
-        θ, non-decreasing; see :class:`OrdinalRegressor` for where each θ_j is placed.
+        The thresholds θ, non-decreasing; see :class:`OrdinalRegressor` for where each θ_j
+        is placed.
 
     Notes
     -----
@@ -255,6 +347,15 @@ def optimal_thresholds(f, y, levels, method: str = "mae", sample_weight=None) ->
     groups 0..g with group g at level k; the running minimum over k' makes each step O(K)
     and computing c costs O(n·K) in all. Among optimal maps the backtracking takes, at each
     step back, the lowest level (ties broken towards lower predictions).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bmrm.estimators import optimal_thresholds
+    >>> f = np.array([0.1, 0.4, 0.5, 0.9])
+    >>> y = np.array([0, 0, 1, 2])
+    >>> optimal_thresholds(f, y, levels=np.array([0, 1, 2])).tolist()
+    [0.45, 0.7]
     """
     f = np.asarray(f, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)

@@ -26,13 +26,20 @@ _CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def data_dir(*, existing: bool = True) -> Path | None:
-    """The shared real-data folder: ``$BMRM_DATA``, else ``../shared/data`` beside the checkout.
+    """Return the shared real-data folder: ``$BMRM_DATA``, else ``../shared/data``.
+
+    The default is relative to the checkout.
 
     Parameters
     ----------
-    existing : bool
-        When True (the default), return ``None`` unless that folder exists; when False,
-        return the path either way (for a default shown in messages).
+    existing : bool, default=True
+        When True, return ``None`` unless that folder exists; when False, return the path
+        either way (for a default shown in messages).
+
+    Returns
+    -------
+    pathlib.Path or None
+        The folder, or None.
     """
     env = os.environ.get("BMRM_DATA")
     path = Path(env) if env else _CHECKOUT.parent / "shared" / "data"
@@ -40,10 +47,27 @@ def data_dir(*, existing: bool = True) -> Path | None:
 
 
 def letor_fold_partitions(fold: int) -> dict[str, tuple[str, ...]]:
-    """Partition names of the train, validation and test sets of LETOR fold ``fold`` (1..5).
+    """Return the partition names of the train, validation and test sets of a LETOR fold.
 
     Fold k trains on S_k, S_{k+1}, S_{k+2}, validates on S_{k+3} and tests on S_{k+4}
     (indices modulo 5): Fold1 is S1 S2 S3 / S4 / S5, Fold2 is S2 S3 S4 / S5 / S1, and so on.
+
+    Parameters
+    ----------
+    fold : int
+        The fold, 1..5.
+
+    Returns
+    -------
+    dict
+        ``{"train": names, "vali": names, "test": names}``, each a tuple of partition
+        names.
+
+    Examples
+    --------
+    >>> from bmrm.io import letor_fold_partitions
+    >>> letor_fold_partitions(2)["train"]
+    ('S2', 'S3', 'S4')
     """
     if isinstance(fold, bool) or fold not in range(1, _N_PARTITIONS + 1):
         raise ValueError(f"fold must be an integer in 1..{_N_PARTITIONS}; got {fold!r}")
@@ -133,6 +157,25 @@ def letor_folds(
     dense: bool = True,
     dtype: DTypeLike = np.float64,
 ) -> Iterator[tuple[int, dict[str, tuple]]]:
-    """Yield ``(fold, splits)`` for folds 1..5, with ``splits`` as :func:`load_letor_fold`."""
+    """Yield ``(fold, splits)`` for folds 1..5, with ``splits`` as :func:`load_letor_fold`.
+
+    Parameters
+    ----------
+    root : str or path-like
+        As in :func:`load_letor_fold`.
+    dataset : str, default="MQ2008"
+        As in :func:`load_letor_fold`.
+    dense : bool, default=True
+        As in :func:`load_letor_fold`.
+    dtype : float dtype, default=float64
+        As in :func:`load_letor_fold`.
+
+    Yields
+    ------
+    fold : int
+        The fold, 1..5.
+    splits : dict
+        Its train, validation and test sets, as :func:`load_letor_fold` returns them.
+    """
     for fold in range(1, _N_PARTITIONS + 1):
         yield fold, load_letor_fold(root, fold, dataset=dataset, dense=dense, dtype=dtype)

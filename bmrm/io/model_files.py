@@ -189,11 +189,16 @@ _JSON_KINDS = {
 class ModelRecord:
     """The plain values of a model file.
 
-    Attributes
+    The parameters are kept as attributes of the same names.
+
+    Parameters
     ----------
     coef : ndarray of shape (n_features,) or (K, n_features)
+        The weights.
     intercept : float
+        The intercept (0 without one).
     lam : float
+        The regularization constant.
     regularizer : str or dict
         The regularizer's JSON spec (``"l2"``, ``"l1"``, or an object with a ``"name"``).
     loss_name : str or None
@@ -201,23 +206,26 @@ class ModelRecord:
     loss_params : dict
         JSON values, or arrays for numeric parameters read back (a cost matrix); the loss
         is ``losses.get(loss_name, **loss_params)``.
-    scorer_name, scorer_version, scorer_params :
-        The ranking function: a name of :mod:`bmrm.scorers`, the version of its
-        definition, and its JSON-serialisable parameters.
-    scorer_arrays : dict of ndarray
+    scorer_name : str, default="linear"
+        The ranking function: a name of :mod:`bmrm.scorers`.
+    scorer_version : int, default=1
+        The version of the ranking function's definition.
+    scorer_params : dict, default={}
+        Its JSON-serialisable parameters.
+    scorer_arrays : dict of ndarray, default={}
         Values the scorer derives from its parameters (``"gains"``), for checking.
-    result_type : str or None
+    result_type : str or None, default=None
         ``"BMRMResult"``, ``"OptimizeResult"``, or None for a model without a result.
-    result_fields : dict
+    result_fields : dict, default={}
         The result's scalar fields (numbers, strings, booleans, None).
-    result_arrays : dict
+    result_arrays : dict, default={}
         The result's array fields, and its dicts of arrays (``"history"``) as dicts.
-    result_omitted : list of str
+    result_omitted : list of str, default=[]
         Fields of the result that the file does not hold (objects of other kinds).
-    feature_names : list of str or None
+    feature_names : list of str or None, default=None
         The column names of the DataFrame the model was fitted on, one per feature (None:
         fitted on arrays, or read from a file of version 1 or 2).
-    loss_user : str or None
+    loss_user : str or None, default=None
         For the user's own loss (``loss_name`` None): its class and ``repr``.
     """
 
@@ -240,16 +248,34 @@ class ModelRecord:
 
 
 class UserLoss:
-    """The loss of a model fitted with the user's own loss object, as a model file keeps it:
-    only its description (class and ``repr``). A model read back with it predicts (which
-    needs only the weights); fitting with it raises a ``ValueError`` saying that refitting
-    needs the original loss object.
+    """The loss of a model fitted with the user's own loss object, as a model file keeps it.
+
+    A model file holds only the loss's description (class and ``repr``). A model read back
+    with it predicts (which needs only the weights); fitting with it raises a
+    ``ValueError`` saying that refitting needs the original loss object.
+
+    Parameters
+    ----------
+    description : str
+        The loss's class and ``repr``.
     """
 
     def __init__(self, description: str):
         self.description = description
 
     def _refuse(self, *args, **kwargs):
+        """Refuse to evaluate: the loss object itself is not in the model file.
+
+        Parameters
+        ----------
+        *args, **kwargs
+            The loss protocol's arguments, ignored.
+
+        Raises
+        ------
+        ValueError
+            Always, saying that refitting needs the original loss object.
+        """
         raise ValueError(
             f"this model was fitted with the user's own loss {self.description}, which a "
             "model file does not hold: it predicts, but refitting needs that loss object "
@@ -461,6 +487,13 @@ def _loss_entry(record: ModelRecord, arrays: dict[str, dict]) -> dict[str, Any]:
 def write_model_file(record: ModelRecord, path) -> None:
     """Write ``record`` to ``path`` as a portable model file (see the module docstring).
 
+    Parameters
+    ----------
+    record : ModelRecord
+        The values to write.
+    path : str or os.PathLike
+        The file to write, replaced whole or not at all.
+
     Raises
     ------
     ValueError
@@ -472,7 +505,17 @@ def write_model_file(record: ModelRecord, path) -> None:
 
 
 def model_file_text(record: ModelRecord) -> str:
-    """The text of the model file of ``record`` (ASCII JSON, see the module docstring).
+    """Return the text of the model file of ``record`` (ASCII JSON, see the module docstring).
+
+    Parameters
+    ----------
+    record : ModelRecord
+        The values to write.
+
+    Returns
+    -------
+    str
+        The file's text.
 
     Raises
     ------
@@ -844,10 +887,11 @@ def read_model_file(
     Parameters
     ----------
     path : str or path-like
-    n_features : int or None
+        The file to read.
+    n_features : int or None, default=None
         When given, the number of features of the data the model is meant for; a model
         with another number of features is an error.
-    data : bytes or None
+    data : bytes or None, default=None
         The file's bytes when they have been read already (a pipe can be read only once);
         ``path`` then only names the file in messages.
 

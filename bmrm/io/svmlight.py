@@ -307,7 +307,7 @@ class _Parse:
         empty_q = np.zeros(0, dtype=np.int64)
         # the unused CSR index arrays of the measuring pass and of a dense write are int32,
         # as the CSR write's (below 2**31 entries): one compilation of the kernel serves
-        # all three (another one is about 2 CPU seconds from an empty cache)
+        # all three, where another dtype would compile it again from an empty cache
         empty_i = np.zeros(0, dtype=np.int32)
         if write:
             labels, qids, X = out["labels"], out["qids"], out["X"]
@@ -845,11 +845,25 @@ def _weight(text: bytes) -> float | None:
 def load_query_file(path: PathLike) -> np.ndarray:
     """Read a LightGBM-style group file: one group size per line, in row order.
 
-    Blank lines are skipped. Returns an int64 array of sizes (each >= 1), written in decimal
-    digits (Python's digit-group underscores, as in ``1_1``, are not a size); raises
-    ValueError naming the file and line for anything else, for a file with no size, and
-    for sizes that sum to more than 2**63 - 1 rows (so that an int64 sum of the result is
-    exact, and no size overflows int64).
+    Blank lines are skipped. Sizes are written in decimal digits (Python's digit-group
+    underscores, as in ``1_1``, are not a size).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file to read.
+
+    Returns
+    -------
+    ndarray of int64
+        The group sizes, each >= 1.
+
+    Raises
+    ------
+    ValueError
+        Naming the file and line, for a line that is not a size, for a file with no size,
+        and for sizes that sum to more than 2**63 - 1 rows (so that an int64 sum of the
+        result is exact, and no size overflows int64).
     """
     return _load_group_sizes(path)
 
@@ -881,9 +895,24 @@ def _load_group_sizes(
 def load_weight_file(path: PathLike) -> np.ndarray:
     """Read a LightGBM-style weight file: one weight per line, for the data's rows in order.
 
-    Blank lines are skipped. Returns a float64 array of finite non-negative weights (decimal
-    numbers as Python's ``float`` reads them, without digit-group underscores); raises
-    ValueError naming the file and line for anything else, and for a file with no weight.
+    Blank lines are skipped. Weights are decimal numbers as Python's ``float`` reads them,
+    without digit-group underscores.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file to read.
+
+    Returns
+    -------
+    ndarray of float64
+        The weights, finite and non-negative.
+
+    Raises
+    ------
+    ValueError
+        Naming the file and line, for a line that is not such a weight, and for a file with
+        no weight.
     """
     return _read_one_per_line(
         path, _weight, "weight", "a weight (a finite number >= 0)", np.float64
@@ -895,6 +924,13 @@ def dump_query_file(path: PathLike, sizes) -> None:
 
     The file is replaced only when complete, through a temporary file in its folder, as
     :func:`dump_svmlight` does.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file to write.
+    sizes : array-like of int
+        The group sizes, in row order.
     """
     path = _file_name(path, "path")
     sizes = _check_sizes(sizes)
@@ -902,20 +938,54 @@ def dump_query_file(path: PathLike, sizes) -> None:
 
 
 def qid_from_groups(sizes) -> np.ndarray:
-    """Query ids ``0, ..., n_groups - 1``, each repeated over its group's consecutive rows.
+    """Return query ids ``0, ..., n_groups - 1``, each over its group's consecutive rows.
 
-    ``qid_from_groups([2, 3])`` is ``[0, 0, 1, 1, 1]``. Sizes must be integers >= 1.
+    Parameters
+    ----------
+    sizes : array-like of int
+        The group sizes, integers >= 1, in row order.
+
+    Returns
+    -------
+    ndarray of int64
+        One query id per row.
+
+    Examples
+    --------
+    >>> from bmrm.io import qid_from_groups
+    >>> qid_from_groups([2, 3]).tolist()
+    [0, 0, 1, 1, 1]
     """
     sizes = _check_sizes(sizes)
     return np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
 
 
 def groups_from_qid(qid) -> np.ndarray:
-    """Sizes of the runs of equal consecutive query ids, in row order (int64).
+    """Return the sizes of the runs of equal consecutive query ids, in row order.
 
-    The inverse of :func:`qid_from_groups` up to renaming the ids. Raises ValueError when a
-    query's rows are not consecutive, since group sizes cannot describe that (sort the rows
-    by ``qid``, stably, first), and for a NaN id, which is no query.
+    The inverse of :func:`qid_from_groups` up to renaming the ids.
+
+    Parameters
+    ----------
+    qid : array-like of shape (n_samples,)
+        One query id per row.
+
+    Returns
+    -------
+    ndarray of int64
+        The size of each query's run of rows.
+
+    Raises
+    ------
+    ValueError
+        When a query's rows are not consecutive, since group sizes cannot describe that
+        (sort the rows by ``qid``, stably, first), and for a NaN id, which is no query.
+
+    Examples
+    --------
+    >>> from bmrm.io import groups_from_qid
+    >>> groups_from_qid([7, 7, 3, 3, 3]).tolist()
+    [2, 3]
     """
     qid = np.asarray(qid)
     if qid.ndim != 1:

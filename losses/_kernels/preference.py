@@ -18,14 +18,13 @@ def preference_hinge(
     A pair exactly at the hinge (1 + f_i − f_j = 0) contributes subgradient 0. An empty
     ``pair_cost`` means every cost is 1 (a uniform cost is folded into ``weight``).
 
-    The loop is shaped by what it costs per pair (5,700 pairs per query of 120 documents,
-    one thread, against a plain loop over the pairs): consecutive pairs with the same row
-    i (the order :func:`fill_label_pairs` writes) add i's subgradient in a register and
-    write it once, instead of a read-modify-write of one memory cell per pair; whether a
-    pair is active enters as a 0 / 1 factor rather than a branch (unpredictable); and
-    unsigned indices (the loss passes uint32 below 2^32 rows) need no test for negative
-    indexing. Together 10.3 against 18.6 µs per query with unit costs, 13.2 against 41.5 µs
-    with costs. Any order of the pairs gives the same result up to rounding.
+    The loop is shaped by what it costs per pair (against a plain loop over the pairs; the
+    results page, "Oracles"): consecutive pairs with the same row i (the order
+    :func:`fill_label_pairs` writes) add i's subgradient in a register and write it once,
+    instead of a read-modify-write of one memory cell per pair; whether a pair is active
+    enters as a 0 / 1 factor rather than a branch (unpredictable); and unsigned indices (the
+    loss passes uint32 below 2^32 rows) need no test for negative indexing. Any order of the
+    pairs gives the same result up to rounding.
     """
     has_costs = pair_cost.shape[0] > 0
     for q in range(q_start, q_stop):

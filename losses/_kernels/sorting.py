@@ -15,9 +15,20 @@ _INSERTION_MAX = 16
 
 @njit(cache=True)
 def argsort_stable(x):
-    """Indices that sort the 1-D array ``x`` ascending; equal values keep their order.
+    """Return the indices that sort the 1-D array ``x`` ascending, equal values in order.
 
     Insertion sort on runs of 16, then bottom-up merging: O(m log m) comparisons.
+
+    Parameters
+    ----------
+    x : ndarray of shape (m,)
+        The values to sort.
+
+    Returns
+    -------
+    ndarray of shape (m,), int64
+        ``x[idx]`` is sorted ascending; equal values keep their order in ``x`` (a stable
+        sort, as ``np.argsort(x, kind="stable")``).
     """
     m = x.shape[0]
     idx = np.empty(m, dtype=np.int64)
@@ -71,7 +82,18 @@ def argsort_stable(x):
 
 @njit(cache=True)
 def sorted_copy(x):
-    """``x`` sorted ascending, as a new array."""
+    """Return ``x`` sorted ascending, as a new array.
+
+    Parameters
+    ----------
+    x : ndarray of shape (m,)
+        The values to sort.
+
+    Returns
+    -------
+    ndarray of shape (m,)
+        The sorted values, of the dtype of ``x``.
+    """
     idx = argsort_stable(x)
     out = np.empty(x.shape[0], dtype=x.dtype)
     for i in range(x.shape[0]):
