@@ -34,6 +34,27 @@ __all__ = ["LinearModel", "load", "save"]
 class LinearModel:
     """A fitted scorer: f(x) = <coef_, x> + intercept_, or ``scorer_``'s h with ``coef_``.
 
+    :func:`bmrm.fit` and :func:`bmrm.load` make these; the constructor stores what it is
+    given.
+
+    Parameters
+    ----------
+    coef : array-like of shape (n_features,) or (n_levels, n_features)
+        The weights (``coef_``).
+    intercept : float
+        The intercept (``intercept_``).
+    loss : loss object
+        The loss of the fit (a :mod:`losses` loss or the user's own).
+    lam : float
+        The regularization constant of the fit.
+    regularizer : Regularizer, str or callable
+        Ω, or what :func:`~bmrm.solver.regularizers.make_regularizer` accepts.
+    result : BMRMResult, scipy OptimizeResult or None
+        The solver's result (``result_``).
+    scorer : scorer object or None, default=None
+        A non-linear ranking function of :mod:`bmrm.scorers`; None (or a
+        :class:`~bmrm.scorers.LinearScorer`) for f = Xw.
+
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,), or (n_levels, n_features) for the
@@ -70,6 +91,7 @@ class LinearModel:
 
     @property
     def result_(self):
+        """The solver's certificate and history (a model file's, built when first read)."""
         if isinstance(self._result, _StoredResult):
             self._result = self._result.build()
         return self._result
@@ -79,11 +101,21 @@ class LinearModel:
         self._result = result
 
     def decision_function(self, X) -> np.ndarray:
-        """Scores X @ coef_ + intercept_, or the scorer's h (float64).
+        """Score the rows of X: X @ coef_ + intercept_, or the scorer's h.
 
         A model fitted on a pandas DataFrame with string column names (``feature_names_in_``)
         refuses a DataFrame whose columns are not those names in the same order; arrays and
         frames without string column names are taken by position.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The rows to score.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The scores (float64); rank the documents of a query by decreasing score.
         """
         _check_feature_names(X, getattr(self, "feature_names_in_", None))
         X = check_X(X, n_features=self.n_features_in_)
@@ -93,7 +125,18 @@ class LinearModel:
         return np.asarray(f, dtype=np.float64).ravel() + self.intercept_
 
     def predict(self, X) -> np.ndarray:
-        """The scores; rank documents of a query by decreasing score."""
+        """Score the rows of X, as :meth:`decision_function` does.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The rows to score.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The scores; rank the documents of a query by decreasing score.
+        """
         return self.decision_function(X)
 
     def save(self, path) -> None:
@@ -108,6 +151,11 @@ class LinearModel:
         :func:`bmrm.load` gives a model with the same predictions, bit for bit, that refuses
         the same DataFrames.
 
+        Parameters
+        ----------
+        path : str or path-like
+            The file to write.
+
         Raises
         ------
         ValueError
@@ -115,6 +163,8 @@ class LinearModel:
             scorer that cannot be rebuilt from its name and parameters (a user's own scorer
             object), non-finite weights, or a result that is not a scipy
             ``OptimizeResult``; nothing is written then.
+        OSError
+            When the file cannot be written; ``path`` is then left as it was.
 
         Notes
         -----
@@ -122,8 +172,6 @@ class LinearModel:
         saved by its description only (class and ``repr``): :func:`bmrm.load` gives a model
         that predicts, whose ``loss`` is a :class:`~bmrm.io.model_files.UserLoss` that
         refuses to fit, saying that refitting needs the original loss object.
-        OSError
-            When the file cannot be written; ``path`` is then left as it was.
         """
         write_model_file(self._record(), path)
 
@@ -305,16 +353,29 @@ def _result_values(result, record: ModelRecord) -> None:
 
 
 def save(model: LinearModel, path) -> None:
-    """Write ``model`` to ``path``; the same as ``model.save(path)``."""
+    """Write ``model`` to ``path``; the same as ``model.save(path)``.
+
+    Parameters
+    ----------
+    model : LinearModel
+        The model to write.
+    path : str or path-like
+        The file to write (replaced atomically).
+    """
     model.save(path)
 
 
 def load(path, *, n_features: int | None = None, data: bytes | None = None) -> LinearModel:
     """Read a model file written by :meth:`LinearModel.save`; never unpickles.
 
-    ``path``, ``n_features`` and ``data`` are as in
-    :func:`bmrm.io.model_files.read_model_file` (``n_features``, when given, must match the
-    model's; ``data``, the file's bytes when already read).
+    Parameters
+    ----------
+    path : str or path-like
+        The model file (named in error messages).
+    n_features : int or None, default=None
+        When given, the number of features the model must have.
+    data : bytes or None, default=None
+        The file's bytes, when already read; ``path`` then only names it.
 
     Returns
     -------
