@@ -56,48 +56,184 @@ class Regularizer:
     upper = None
 
     def value(self, w: np.ndarray) -> float:
+        """Return Ω(w).
+
+        Parameters
+        ----------
+        w : ndarray of shape (n_features,)
+            The weights.
+
+        Returns
+        -------
+        float
+            Ω(w).
+        """
         raise NotImplementedError
 
     def expression(self, w):
+        """Return Ω of the cvxpy variable ``w``, for the cvxpy master problem.
+
+        Parameters
+        ----------
+        w : cvxpy.Variable of shape (n_features,)
+            The weights of the master problem.
+
+        Returns
+        -------
+        cvxpy.Expression
+            A convex scalar expression of ``w``.
+        """
         raise NotImplementedError
 
     def constraints(self, w) -> list:
-        """cvxpy constraints on the variable ``w`` (the domain of Ω); none by default."""
+        """Return the cvxpy constraints on ``w`` that make the domain of Ω; none by default.
+
+        Parameters
+        ----------
+        w : cvxpy.Variable of shape (n_features,)
+            The weights of the master problem.
+
+        Returns
+        -------
+        list of cvxpy.Constraint
+            The constraints (empty without a box).
+        """
         return []
 
     def dual_term(self, v: np.ndarray, lam: float) -> float | None:
-        """min_w lam·Ω(w) + <v, w>, or None when no closed form is known."""
+        """Return min_w lam·Ω(w) + <v, w>, or None when no closed form is known.
+
+        With ``v = Aᵀα`` for the planes' weights α, ``bᵀα`` plus this term is the Lagrangian
+        dual D(α) of the master problem (Teo, Vishwanathan, Smola & Le, JMLR 2010, §4), a
+        lower bound on min_w J(w).
+
+        Parameters
+        ----------
+        v : ndarray of shape (n_features,)
+            The linear term (``Aᵀα``).
+        lam : float
+            The regularization constant (> 0).
+
+        Returns
+        -------
+        float or None
+            The minimum (possibly ``-inf``), or None without a closed form (the base
+            class's answer).
+        """
         return None
 
     def dual_scale(self, v: np.ndarray, lam: float) -> float:
-        """The largest t in (0, 1] for which ``dual_term(t·v, lam)`` is finite."""
+        """Return the largest t in (0, 1] for which ``dual_term(t·v, lam)`` is finite.
+
+        Parameters
+        ----------
+        v : ndarray of shape (n_features,)
+            The linear term (``Aᵀα``).
+        lam : float
+            The regularization constant (> 0).
+
+        Returns
+        -------
+        float
+            The scale t; 1 here (the dual term of the base class is never infinite).
+        """
         return 1.0
 
     def project(self, w: np.ndarray) -> np.ndarray:
-        """The point of the domain of Ω nearest to ``w`` (``w`` itself without constraints)."""
+        """Return the point of the domain of Ω nearest to ``w``.
+
+        Parameters
+        ----------
+        w : ndarray of shape (n_features,)
+            The point to project.
+
+        Returns
+        -------
+        ndarray of shape (n_features,)
+            The projection; ``w`` itself (not a copy) without constraints.
+        """
         return w
 
     def slope(self, w: np.ndarray, d: np.ndarray) -> float:
-        """The right derivative of Ω(w + s·d) at s = 0; a forward difference unless the
-        regularizer knows it in closed form."""
+        """Return the right derivative of Ω(w + s·d) at s = 0.
+
+        A forward difference unless the regularizer knows it in closed form.
+
+        Parameters
+        ----------
+        w : ndarray of shape (n_features,)
+            The point.
+        d : ndarray of shape (n_features,)
+            The direction.
+
+        Returns
+        -------
+        float
+            The directional derivative.
+        """
         h = 1e-7 * (1.0 + float(np.abs(w).max())) / max(float(np.abs(d).max()), 1e-300)
         return (self.value(w + h * d) - self.value(w)) / h
 
     def segment_slope(
         self, w: np.ndarray, d: np.ndarray, t: float, slope0: float, dd: float
     ) -> float:
-        """:meth:`slope` at w = w_a + t·d on a segment whose slope at t = 0 is ``slope0``
-        and ``dd`` = ‖d‖² (a quadratic Ω answers without touching w)."""
+        """Return :meth:`slope` at a point w = w_a + t·d of a segment.
+
+        A quadratic Ω answers from ``slope0`` and ``dd`` without touching ``w``; the others
+        call :meth:`slope`.
+
+        Parameters
+        ----------
+        w : ndarray of shape (n_features,)
+            The point w_a + t·d.
+        d : ndarray of shape (n_features,)
+            The direction of the segment.
+        t : float
+            The step from the segment's start w_a.
+        slope0 : float
+            The slope of Ω along ``d`` at t = 0.
+        dd : float
+            ‖d‖².
+
+        Returns
+        -------
+        float
+            The right derivative of Ω(w + s·d) at s = 0.
+        """
         return self.slope(w, d)
 
     def clean(self, w: np.ndarray, J: float, objective) -> tuple[np.ndarray, float]:
-        """The final point of a fit from its best iterate ``w`` (objective ``J``):
+        """Return the final point of a fit from its best iterate.
+
         ``(w, J)`` unchanged unless the regularizer knows a point that is no worse (L1's
-        exact zeros, :meth:`ElasticNet.clean`). ``objective(v)`` evaluates J at v."""
+        exact zeros, :meth:`ElasticNet.clean`).
+
+        Parameters
+        ----------
+        w : ndarray of shape (n_features,)
+            The best iterate.
+        J : float
+            The objective at ``w``.
+        objective : callable
+            ``objective(v)`` evaluates J at v.
+
+        Returns
+        -------
+        w : ndarray of shape (n_features,)
+            The final point.
+        J : float
+            Its objective, no higher than the given ``J``.
+        """
         return w, J
 
     def spec(self):
-        """A JSON value that :func:`from_spec` turns back into this regularizer."""
+        """Return a JSON value that :func:`from_spec` turns back into this regularizer.
+
+        Returns
+        -------
+        str or dict
+            The description written to model files.
+        """
         raise NotImplementedError
 
     def __eq__(self, other) -> bool:
@@ -125,9 +261,9 @@ class ElasticNet(Regularizer):
 
     Parameters
     ----------
-    l1_ratio : float in [0, 1] or None
-        None only for models read from files that did not record it (its value and dual
-        term are then unknown).
+    l1_ratio : float in [0, 1] or None, default=0.5
+        The weight r of the L1 part. None only for models read from files that did not
+        record it (its value and dual term are then unknown).
     """
 
     name = "elastic_net"
@@ -150,10 +286,43 @@ class ElasticNet(Regularizer):
         return self.l1_ratio
 
     def value(self, w: np.ndarray) -> float:
+        """Return Ω(w) = r·‖w‖₁ + (1 − r)·½‖w‖².
+
+        Parameters
+        ----------
+        w : ndarray of shape (n_features,)
+            The weights.
+
+        Returns
+        -------
+        float
+            Ω(w).
+
+        Raises
+        ------
+        ValueError
+            When ``l1_ratio`` was not recorded (None).
+        """
         r = self._ratio()
         return r * float(np.abs(w).sum()) + (1.0 - r) * 0.5 * float(w @ w)
 
     def slope(self, w: np.ndarray, d: np.ndarray) -> float:
+        """Return the right derivative of Ω(w + s·d) at s = 0, in closed form.
+
+        The L1 part contributes sign(w_i)·d_i where w_i ≠ 0 and |d_i| where w_i = 0.
+
+        Parameters
+        ----------
+        w : ndarray of shape (n_features,)
+            The point.
+        d : ndarray of shape (n_features,)
+            The direction.
+
+        Returns
+        -------
+        float
+            The directional derivative.
+        """
         r = self._ratio()
         if r == 0.0:
             return float(w @ d)
@@ -161,8 +330,7 @@ class ElasticNet(Regularizer):
         return r * l1 + (1.0 - r) * float(w @ d)
 
     def clean(self, w: np.ndarray, J: float, objective) -> tuple[np.ndarray, float]:
-        """Set to 0 the weights that the solution only holds as solver residue, where that
-        does not raise the objective.
+        """Set to 0 the weights held only as solver residue, where J does not rise.
 
         The L1 master problem's solutions, and the bundle iterates built from them, carry
         weights of 1e-9 to 1e-5 where the minimiser has exact zeros (an interior-point
@@ -173,6 +341,22 @@ class ElasticNet(Regularizer):
         t·‖w‖∞ zeroed for t = 0.1, 0.01, ..., 1e-12 (one risk evaluation per distinct
         support, at most 13); the first whose objective is no higher than J replaces w, so
         a certified gap J − lower bound holds for it unchanged.
+
+        Parameters
+        ----------
+        w : ndarray of shape (n_features,)
+            The best iterate.
+        J : float
+            The objective at ``w``.
+        objective : callable
+            ``objective(v)`` evaluates J at v.
+
+        Returns
+        -------
+        w : ndarray of shape (n_features,)
+            The first candidate no worse than ``w``, or ``w`` itself.
+        J : float
+            Its objective.
         """
         if self.l1_ratio in (None, 0.0):
             return w, J
@@ -198,13 +382,45 @@ class ElasticNet(Regularizer):
         return w, J
 
     def expression(self, w):
+        """Return r·‖w‖₁ + (1 − r)·½‖w‖² of the cvxpy variable ``w``.
+
+        Parameters
+        ----------
+        w : cvxpy.Variable of shape (n_features,)
+            The weights of the master problem.
+
+        Returns
+        -------
+        cvxpy.Expression
+            Ω(w).
+        """
         import cvxpy as cp
 
         r = self._ratio()
         return r * cp.norm1(w) + (1.0 - r) * 0.5 * cp.sum_squares(w)
 
     def dual_term(self, v, lam, lower=None, upper=None) -> float:
-        """min over lower <= w <= upper of lam·Ω(w) + <v, w> (bounds None: unbounded)."""
+        """Return the minimum over lower <= w <= upper of lam·Ω(w) + <v, w>.
+
+        Coordinate by coordinate, at the clip to [lower, upper] of the soft threshold (see
+        the class docstring); the Lagrangian dual of the master problem is bᵀα plus this
+        term at v = Aᵀα (Teo, Vishwanathan, Smola & Le, JMLR 2010, §4).
+
+        Parameters
+        ----------
+        v : ndarray of shape (n_features,)
+            The linear term (``Aᵀα``).
+        lam : float
+            The regularization constant (> 0).
+        lower, upper : float, ndarray of shape (n_features,) or None, default=None
+            The box; None leaves that side unbounded.
+
+        Returns
+        -------
+        float
+            The minimum; ``-inf`` when w can run off to infinity (r = 1 and |v_i| > lam on
+            an open side).
+        """
         r = self._ratio()
         lo = -np.inf if lower is None else lower
         hi = np.inf if upper is None else upper
@@ -219,6 +435,25 @@ class ElasticNet(Regularizer):
         return lam * (r * float(np.abs(x).sum()) + (1.0 - r) * 0.5 * float(x @ x)) + float(v @ x)
 
     def dual_scale(self, v, lam, lower=None, upper=None) -> float:
+        """Return the largest t in (0, 1] for which ``dual_term(t·v, lam)`` is finite.
+
+        Only L1 (r = 1) has an infinite dual term: there t brings |t·v_i| to lam on the
+        coordinates that the box leaves open in the direction of −v_i.
+
+        Parameters
+        ----------
+        v : ndarray of shape (n_features,)
+            The linear term (``Aᵀα``).
+        lam : float
+            The regularization constant (> 0).
+        lower, upper : float, ndarray of shape (n_features,) or None, default=None
+            The box; None leaves that side unbounded.
+
+        Returns
+        -------
+        float
+            The scale t.
+        """
         if self._ratio() < 1.0:
             return 1.0
         # coordinates where w can run off to ∓inf while |v| > lam
@@ -233,6 +468,13 @@ class ElasticNet(Regularizer):
         return lam / worst * (1.0 - 4 * np.finfo(float).eps)
 
     def spec(self):
+        """Return ``{"name": "elastic_net", "l1_ratio": r}``, for :func:`from_spec`.
+
+        Returns
+        -------
+        dict
+            The description written to model files.
+        """
         return {"name": self.name, "l1_ratio": self.l1_ratio}
 
     def _key(self):
@@ -252,18 +494,69 @@ class L2(ElasticNet):
         super().__init__(0.0)
 
     def value(self, w: np.ndarray) -> float:
+        """Return Ω(w) = ½‖w‖².
+
+        Parameters
+        ----------
+        w : ndarray of shape (n_features,)
+            The weights.
+
+        Returns
+        -------
+        float
+            Ω(w).
+        """
         return 0.5 * float(w @ w)
 
     def segment_slope(self, w, d, t, slope0, dd) -> float:
+        """Return <w_a + t·d, d> = slope0 + t·‖d‖², without touching ``w``.
+
+        Parameters
+        ----------
+        w : ndarray of shape (n_features,)
+            The point w_a + t·d (not read).
+        d : ndarray of shape (n_features,)
+            The direction of the segment (not read).
+        t : float
+            The step from the segment's start w_a.
+        slope0 : float
+            The slope <w_a, d> at t = 0.
+        dd : float
+            ‖d‖².
+
+        Returns
+        -------
+        float
+            The derivative of Ω along ``d`` at w.
+        """
         # ⟨w_a + t·d, d⟩, from the slope at t = 0
         return slope0 + t * dd
 
     def expression(self, w):
+        """Return ½‖w‖² of the cvxpy variable ``w``.
+
+        Parameters
+        ----------
+        w : cvxpy.Variable of shape (n_features,)
+            The weights of the master problem.
+
+        Returns
+        -------
+        cvxpy.Expression
+            Ω(w).
+        """
         import cvxpy as cp
 
         return 0.5 * cp.sum_squares(w)
 
     def spec(self):
+        """Return ``"l2"``, for :func:`from_spec`.
+
+        Returns
+        -------
+        str
+            The description written to model files.
+        """
         return self.name
 
     def __repr__(self) -> str:
@@ -279,14 +572,45 @@ class L1(ElasticNet):
         super().__init__(1.0)
 
     def value(self, w: np.ndarray) -> float:
+        """Return Ω(w) = ‖w‖₁.
+
+        Parameters
+        ----------
+        w : ndarray of shape (n_features,)
+            The weights.
+
+        Returns
+        -------
+        float
+            Ω(w).
+        """
         return float(np.abs(w).sum())
 
     def expression(self, w):
+        """Return ‖w‖₁ of the cvxpy variable ``w``.
+
+        Parameters
+        ----------
+        w : cvxpy.Variable of shape (n_features,)
+            The weights of the master problem.
+
+        Returns
+        -------
+        cvxpy.Expression
+            Ω(w).
+        """
         import cvxpy as cp
 
         return cp.norm1(w)
 
     def spec(self):
+        """Return ``"l1"``, for :func:`from_spec`.
+
+        Returns
+        -------
+        str
+            The description written to model files.
+        """
         return self.name
 
     def __repr__(self) -> str:
@@ -299,6 +623,11 @@ class Convex(Regularizer):
     It has no closed-form dual term; the cvxpy master reports the solver's optimal value as
     the lower bound instead (valid to the solver's tolerance). It cannot be stored in a
     model file.
+
+    Parameters
+    ----------
+    function : callable
+        Maps a cvxpy variable of shape (n_features,) to a convex scalar cvxpy expression.
     """
 
     name = "convex"
@@ -309,9 +638,22 @@ class Convex(Regularizer):
         self.function = function
 
     def check(self, n_features: int) -> None:
-        """Call the function once on a cvxpy variable of ``n_features`` entries and refuse
-        what the master problem cannot minimise: an exception, anything but a cvxpy
-        expression, a non-scalar, or an expression cvxpy cannot prove convex (DCP rules)."""
+        """Call the function once on a cvxpy variable and refuse what no master can minimise.
+
+        Refused: an exception, anything but a cvxpy expression, a non-scalar, or an
+        expression cvxpy cannot prove convex (DCP rules). A second call with the same
+        ``n_features`` does nothing.
+
+        Parameters
+        ----------
+        n_features : int
+            The number of entries of the variable.
+
+        Raises
+        ------
+        ValueError
+            Naming the callable and what it returned (or raised).
+        """
         if getattr(self, "_checked_for", None) == n_features:
             return  # make_regularizer is called again with the object by the solver
         import cvxpy as cp
@@ -345,14 +687,45 @@ class Convex(Regularizer):
         self._checked_for = n_features
 
     def value(self, w: np.ndarray) -> float:
+        """Return Ω(w): the function evaluated on ``w`` as a cvxpy constant.
+
+        Parameters
+        ----------
+        w : ndarray of shape (n_features,)
+            The weights.
+
+        Returns
+        -------
+        float
+            Ω(w).
+        """
         import cvxpy as cp
 
         return float(self.function(cp.Constant(w)).value)
 
     def expression(self, w):
+        """Return the function applied to the cvxpy variable ``w``.
+
+        Parameters
+        ----------
+        w : cvxpy.Variable of shape (n_features,)
+            The weights of the master problem.
+
+        Returns
+        -------
+        cvxpy.Expression
+            Ω(w).
+        """
         return self.function(w)
 
     def spec(self):
+        """Refuse: a callable cannot be stored in a model file.
+
+        Raises
+        ------
+        ValueError
+            Always, naming the callable.
+        """
         raise ValueError(
             f"cannot save a model with regularizer {self.function!r}: a callable cannot be "
             "stored in a model file"
@@ -371,8 +744,9 @@ class Box(Regularizer):
     Parameters
     ----------
     base : Regularizer
-    lower, upper : float, ndarray of shape (n_features,) or None
-        None (or ±inf entries) leaves that side open.
+        Ω, not itself a box.
+    lower, upper : float, ndarray of shape (n_features,) or None, default=None
+        The bounds; None (or ±inf entries) leaves that side open.
     """
 
     name = "box"
@@ -386,14 +760,48 @@ class Box(Regularizer):
         self.upper = None if upper is None else np.asarray(upper, dtype=np.float64)
 
     def value(self, w: np.ndarray) -> float:
-        """Ω(w) for w in the box (the solver only evaluates points of the box)."""
+        """Return Ω(w) for w in the box (the solver only evaluates points of the box).
+
+        Parameters
+        ----------
+        w : ndarray of shape (n_features,)
+            The weights, inside the box.
+
+        Returns
+        -------
+        float
+            The base's Ω(w).
+        """
         return self.base.value(w)
 
     def expression(self, w):
+        """Return the base's Ω of the cvxpy variable ``w`` (the box is in :meth:`constraints`).
+
+        Parameters
+        ----------
+        w : cvxpy.Variable of shape (n_features,)
+            The weights of the master problem.
+
+        Returns
+        -------
+        cvxpy.Expression
+            Ω(w).
+        """
         return self.base.expression(w)
 
     def constraints(self, w) -> list:
-        """``w >= lower`` and ``w <= upper`` on the coordinates where they are finite."""
+        """Return ``w >= lower`` and ``w <= upper`` on the coordinates where they are finite.
+
+        Parameters
+        ----------
+        w : cvxpy.Variable of shape (n_features,)
+            The weights of the master problem.
+
+        Returns
+        -------
+        list of cvxpy.Constraint
+            At most one constraint per side.
+        """
         out = []
         n = w.shape[0]
         for bound, sign in ((self.lower, 1.0), (self.upper, -1.0)):
@@ -408,25 +816,101 @@ class Box(Regularizer):
         return out
 
     def dual_term(self, v, lam) -> float | None:
+        """Return the minimum over the box of lam·Ω(w) + <v, w>.
+
+        Known in closed form for an elastic-net base (L2, L1 included): see
+        :meth:`ElasticNet.dual_term`.
+
+        Parameters
+        ----------
+        v : ndarray of shape (n_features,)
+            The linear term (``Aᵀα``).
+        lam : float
+            The regularization constant (> 0).
+
+        Returns
+        -------
+        float or None
+            The minimum, or None for another base.
+        """
         if not isinstance(self.base, ElasticNet):
             return None
         return self.base.dual_term(v, lam, self.lower, self.upper)
 
     def dual_scale(self, v, lam) -> float:
+        """Return the largest t in (0, 1] for which ``dual_term(t·v, lam)`` is finite.
+
+        Parameters
+        ----------
+        v : ndarray of shape (n_features,)
+            The linear term (``Aᵀα``).
+        lam : float
+            The regularization constant (> 0).
+
+        Returns
+        -------
+        float
+            The elastic-net base's scale with this box; 1 for another base.
+        """
         if not isinstance(self.base, ElasticNet):
             return 1.0
         return self.base.dual_scale(v, lam, self.lower, self.upper)
 
     def project(self, w: np.ndarray) -> np.ndarray:
+        """Return ``w`` clipped to the box.
+
+        Parameters
+        ----------
+        w : ndarray of shape (n_features,)
+            The point to project.
+
+        Returns
+        -------
+        ndarray of shape (n_features,)
+            The nearest point of the box.
+        """
         lo = -np.inf if self.lower is None else self.lower
         hi = np.inf if self.upper is None else self.upper
         return np.clip(w, lo, hi)
 
     def slope(self, w: np.ndarray, d: np.ndarray) -> float:
+        """Return the base's right derivative of Ω(w + s·d) at s = 0.
+
+        Parameters
+        ----------
+        w : ndarray of shape (n_features,)
+            The point.
+        d : ndarray of shape (n_features,)
+            The direction.
+
+        Returns
+        -------
+        float
+            The directional derivative of the base (the box is not accounted for).
+        """
         return self.base.slope(w, d)
 
     def clean(self, w: np.ndarray, J: float, objective) -> tuple[np.ndarray, float]:
-        """The base's clean-up, its candidates outside the box left out (not evaluated)."""
+        """Return the base's clean-up, its candidates outside the box left out.
+
+        A candidate outside the box is not evaluated.
+
+        Parameters
+        ----------
+        w : ndarray of shape (n_features,)
+            The best iterate.
+        J : float
+            The objective at ``w``.
+        objective : callable
+            ``objective(v)`` evaluates J at v.
+
+        Returns
+        -------
+        w : ndarray of shape (n_features,)
+            The final point.
+        J : float
+            Its objective.
+        """
 
         def inside(v):
             return objective(v) if np.array_equal(self.project(v), v) else math.inf
@@ -434,6 +918,14 @@ class Box(Regularizer):
         return self.base.clean(w, J, inside)
 
     def spec(self):
+        """Return the base's spec and the bounds, an open side of a coordinate as null.
+
+        Returns
+        -------
+        dict
+            ``{"name": "box", "base": ..., "lower": ..., "upper": ...}``.
+        """
+
         def side(bound):
             if bound is None:
                 return None
@@ -511,20 +1003,26 @@ def make_regularizer(
     nonneg: bool = False,
     n_features: int | None = None,
 ) -> Regularizer:
-    """The :class:`Regularizer` for the public arguments of :func:`bmrm.fit`.
+    """Return the :class:`Regularizer` for the public arguments of :func:`bmrm.fit`.
 
     Parameters
     ----------
-    regularizer : {"l2", "l1", "elastic_net"}, callable or Regularizer
+    regularizer : {"l2", "l1", "elastic_net"}, callable or Regularizer, default="l2"
         A name, a callable mapping a cvxpy variable to a convex expression, or an object.
-    l1_ratio : float in [0, 1]
+    l1_ratio : float in [0, 1], default=0.5
         The elastic net's mixing (used with ``"elastic_net"`` only).
-    bounds : (lower, upper) or None
+    bounds : (lower, upper) or None, default=None
         Box constraints (scalars, arrays of ``n_features`` entries, or None).
-    nonneg : bool
+    nonneg : bool, default=False
         The box (0, None).
-    n_features : int or None
-        The number of weights, to check the length of array bounds.
+    n_features : int or None, default=None
+        The number of weights, to check the length of array bounds (and to call a
+        callable regularizer once, :meth:`Convex.check`).
+
+    Returns
+    -------
+    Regularizer
+        The regularizer, wrapped in a :class:`Box` when bounds are given.
 
     Raises
     ------
@@ -573,10 +1071,20 @@ def make_regularizer(
 
 
 def from_spec(spec) -> Regularizer:
-    """The regularizer a model file's JSON ``spec`` describes (see ``Regularizer.spec``).
+    """Return the regularizer a model file's JSON ``spec`` describes.
 
     The bare name ``"elastic_net"`` (files that did not record the mixing) gives
     ``ElasticNet(l1_ratio=None)``.
+
+    Parameters
+    ----------
+    spec : str or dict
+        What :meth:`Regularizer.spec` wrote.
+
+    Returns
+    -------
+    Regularizer
+        The regularizer.
 
     Raises
     ------
