@@ -26,7 +26,13 @@ logger = logging.getLogger("bmrm")
 
 
 class Master(Protocol):
-    """The master-problem protocol."""
+    """The master-problem protocol.
+
+    Parameters
+    ----------
+    *args, **kwargs
+        A protocol is not instantiated; its implementations take their own arguments.
+    """
 
     name: str
     # a new plane costs one warm-started solve (the dual QP): cheap enough for the many
@@ -34,13 +40,37 @@ class Master(Protocol):
     incremental: bool
 
     def exact(self) -> Master:
-        """The master itself, or the one it wraps without heuristics that presume every new
-        plane cuts the last minimiser (:class:`AutoMaster`)."""
+        """Return the master without heuristics that presume every new plane cuts.
+
+        The master itself, or the one it wraps without heuristics that presume every new
+        plane cuts the last minimiser (:class:`AutoMaster`).
+
+        Returns
+        -------
+        Master
+            The master to use when planes may leave the minimiser in place.
+        """
 
     def solve(self, bundle: Bundle, accuracy: float = 0.0):
-        """``(w, lower, alpha)``: the minimiser of lam·Ω(w) + max_i ⟨a_i, w⟩ + b_i over the
-        bundle's planes, a valid lower bound on that minimum (whatever the accuracy), and
-        the planes' dual weights; ``accuracy`` is an absolute tolerance on the objective."""
+        """Minimise lam·Ω(w) + max_i ⟨a_i, w⟩ + b_i over the bundle's planes.
+
+        Parameters
+        ----------
+        bundle : Bundle
+            The planes (a_i, b_i) of the model.
+        accuracy : float, default=0.0
+            An absolute tolerance on the master's objective; 0 asks for an exact solve.
+
+        Returns
+        -------
+        w : ndarray of shape (n_features,)
+            The minimiser.
+        lower : float
+            A lower bound on the master optimum, valid whatever the accuracy (hence on
+            min_w J(w)).
+        alpha : ndarray of shape (bundle.size,)
+            The planes' dual weights, on the simplex.
+        """
 
 
 def _cvxpy():
@@ -89,8 +119,17 @@ class QPMaster:
     then usually costs a few O(k·s) cycles; otherwise the factor is rebuilt in O(s³/6).
     Should it ever stop short of the KKT tolerance, pair steps continue from its point, and
     an exact request (``accuracy = 0``) that still fails goes to an interior-point solver
-    (Clarabel) before a final polish; ``fallbacks`` counts those hand-overs (none in the
-    tests, lam from 1e-8 to 1e6) and ``misses`` those where the pair steps stopped short too.
+    (Clarabel) before a final polish; ``fallbacks`` counts those hand-overs and ``misses``
+    those where the pair steps stopped short too.
+
+    Parameters
+    ----------
+    lam : float
+        The regularization constant (> 0).
+    tol : float, default=1e-11
+        The KKT tolerance of an exact solve, relative to the problem's scale.
+    max_steps : int, default=5000
+        The most pair steps of the fallback per solve.
     """
 
     name = "qp"
@@ -98,6 +137,13 @@ class QPMaster:
     incremental = True
 
     def exact(self) -> Master:
+        """Return this master: it has no heuristics to leave out.
+
+        Returns
+        -------
+        Master
+            ``self``.
+        """
         return self
 
     def __init__(self, lam: float, tol: float = 1e-11, max_steps: int = 5_000):
@@ -114,10 +160,24 @@ class QPMaster:
         self._meta = np.zeros(2)  # τ of the factor, size of its working set
 
     def solve_offsets(self, bundle: Bundle, b: np.ndarray) -> np.ndarray:
-        """The minimiser of ``lam``/2 ‖v‖² + max_i ⟨a_i, v⟩ + b_i for the bundle's a_i with
-        other offsets ``b`` (the proximal steps of :mod:`bmrm.solver.methods.level`),
-        warm-started from the bundle's weights and this master's last factor; solved to the
-        active-set method's own tolerance."""
+        """Minimise ``lam``/2 ‖v‖² + max_i ⟨a_i, v⟩ + b_i for the bundle's a_i, other b_i.
+
+        For the proximal steps of :mod:`bmrm.solver.methods.level`; warm-started from the
+        bundle's weights and this master's last factor, solved to the active-set method's
+        own tolerance.
+
+        Parameters
+        ----------
+        bundle : Bundle
+            The planes' slopes a_i (its offsets are not read).
+        b : ndarray of shape (bundle.size,)
+            The offsets to use instead.
+
+        Returns
+        -------
+        ndarray of shape (n_features,)
+            The minimiser v.
+        """
         k = bundle.size
         if len(self._L) < len(bundle.G):
             self._L, self._S, self._S_ids = grown_factor(
@@ -139,6 +199,23 @@ class QPMaster:
 
         The QP is solved in the scale of the Gram matrix G = lam·Q (objective, gradient and
         tolerance multiplied by lam), which saves forming Q.
+
+        Parameters
+        ----------
+        bundle : Bundle
+            The planes (a_i, b_i) of the model.
+        accuracy : float, default=0.0
+            An absolute tolerance on the master's objective; 0 asks for an exact solve.
+
+        Returns
+        -------
+        w : ndarray of shape (n_features,)
+            The minimiser.
+        lower : float
+            A lower bound on the master optimum, valid whatever the accuracy (hence on
+            min_w J(w)).
+        alpha : ndarray of shape (bundle.size,)
+            The planes' dual weights, on the simplex.
         """
         k = bundle.size
         lam = self.lam
@@ -293,12 +370,19 @@ class ClarabelMaster:
     and the margin says so instead of a bound above the optimum (``rounding_limited`` records
     that the margin exceeded the accuracy asked for).
 
-    Planes of large magnitude (subgradients of features of ~1e10 and more) can make the
+    Planes of very large magnitude (subgradients of features of huge scale) can make the
     interior-point method fail. From the first such failure on, the master solves the same
     problem in u = σ·w, σ the planes' largest |entry|: min (lam/(2σ²))‖u‖² + ξ subject to
     (A/σ) u + b <= ξ 1 (``scaled``; ``sigma`` is the largest σ used). A bundle that fails
     in scaled variables too goes to ``backup`` (the dual QP the fit started with; counted
     in ``backup_solves``), or, without one, is a ``RuntimeError`` that says what to do.
+
+    Parameters
+    ----------
+    lam : float
+        The regularization constant (> 0).
+    backup : QPMaster or None, default=None
+        The master for bundles that fail in scaled variables too.
     """
 
     name = "clarabel"
@@ -306,6 +390,13 @@ class ClarabelMaster:
     incremental = False
 
     def exact(self) -> Master:
+        """Return this master: it has no heuristics to leave out.
+
+        Returns
+        -------
+        Master
+            ``self``.
+        """
         return self
 
     def __init__(self, lam: float, backup: QPMaster | None = None):
@@ -317,6 +408,34 @@ class ClarabelMaster:
         self.rounding_limited = False
 
     def solve(self, bundle: Bundle, accuracy: float = 0.0):
+        """Solve the primal problem by Clarabel and bound it by the dual at its multipliers.
+
+        The bound is D(α) at the multipliers projected onto the simplex, lowered by a bound
+        on its rounding error (:func:`_l2_dual_bound`); a bundle Clarabel cannot solve goes
+        to the scaled problem, then to ``backup``.
+
+        Parameters
+        ----------
+        bundle : Bundle
+            The planes (a_i, b_i) of the model.
+        accuracy : float, default=0.0
+            An absolute tolerance on the master's objective; 0 asks for an exact solve.
+
+        Returns
+        -------
+        w : ndarray of shape (n_features,)
+            The minimiser.
+        lower : float
+            A lower bound on the master optimum, valid whatever the accuracy (hence on
+            min_w J(w)).
+        alpha : ndarray of shape (bundle.size,)
+            The planes' dual weights, on the simplex.
+
+        Raises
+        ------
+        RuntimeError
+            When Clarabel fails in scaled variables too and there is no backup.
+        """
         k = bundle.size
         A = bundle.A[:k]
         b = bundle.b[:k]
@@ -409,11 +528,29 @@ class CvxpyMaster:
     Otherwise (a user's expression) the bound is the solver's optimal value, to the solver's
     tolerance.
 
-    Planes of large magnitude (subgradients of features of ~1e10 and more) make Clarabel and
-    SCS end "infeasible_inaccurate". From the first such failure on, the master solves the
+    Planes of very large magnitude (subgradients of features of huge scale) can make Clarabel
+    and SCS end "infeasible_inaccurate". From the first such failure on, the master solves the
     same problem in u = σ·w, σ the planes' largest |entry|: min lam·Ω(u/σ) + ξ subject to
     (A/σ) u + b <= ξ 1 (``scaled``; ``sigma`` is the largest σ used). Until then the model
     in w is solved as it is.
+
+    Parameters
+    ----------
+    n_features : int
+        The number of weights.
+    capacity : int
+        The most planes of the bundle (the model's size).
+    lam : float
+        The regularization constant (> 0).
+    regularizer : Regularizer or str, default="l2"
+        Ω, or what :func:`~bmrm.solver.regularizers.make_regularizer` accepts.
+    solver : str or None, default=None
+        The cvxpy solver tried first (None: Clarabel); SCS is tried after it.
+
+    Raises
+    ------
+    ValueError
+        When the model would not fit in the machine's memory, or Ω is not convex.
     """
 
     name = "cvxpy"
@@ -421,6 +558,13 @@ class CvxpyMaster:
     incremental = False
 
     def exact(self) -> Master:
+        """Return this master: it has no heuristics to leave out.
+
+        Returns
+        -------
+        Master
+            ``self``.
+        """
         return self
 
     def __init__(
@@ -455,8 +599,8 @@ class CvxpyMaster:
         self.w, self.cut, self.problem = self._model(None)
         if not self.problem.is_dcp():
             raise ValueError("regularizer must be a convex cvxpy expression of w")
-        # planes of large magnitude (features of ~1e10 and more), on which Clarabel and SCS
-        # end "infeasible_inaccurate", are solved from the first such failure on in
+        # planes of very large magnitude, on which Clarabel and SCS can end
+        # "infeasible_inaccurate", are solved from the first such failure on in
         # u = sigma·w, sigma the planes' largest |entry| (inv_scale = 1 / sigma), so that
         # the cuts read (A / sigma) u + b <= xi
         self.scaled = False
@@ -476,6 +620,34 @@ class CvxpyMaster:
         return w, cut, cp.Problem(objective, constraints)
 
     def solve(self, bundle: Bundle, accuracy: float = 0.0):
+        """Solve the cvxpy model with the bundle's planes, the unused slots the zero plane.
+
+        The bound is the dual :meth:`dual_value` at the solver's multipliers when Ω has a
+        closed-form dual term, else the solver's optimal value (``-inf`` for an inaccurate
+        solve). ``accuracy`` is not passed on: the solvers run to their own tolerances.
+
+        Parameters
+        ----------
+        bundle : Bundle
+            The planes (a_i, b_i) of the model.
+        accuracy : float, default=0.0
+            An absolute tolerance on the master's objective; 0 asks for an exact solve.
+
+        Returns
+        -------
+        w : ndarray of shape (n_features,)
+            The minimiser.
+        lower : float
+            A lower bound on the master optimum, valid whatever the accuracy (hence on
+            min_w J(w)).
+        alpha : ndarray of shape (bundle.size,)
+            The planes' dual weights, on the simplex.
+
+        Raises
+        ------
+        RuntimeError
+            When no solver returns a usable point, or the problem is unbounded.
+        """
         k = bundle.size
         A = np.zeros(self.A.shape)
         b = np.zeros(self.capacity)
@@ -558,10 +730,23 @@ class CvxpyMaster:
         )
 
     def dual_value(self, alpha: np.ndarray, bundle: Bundle) -> float | None:
-        """D(α) = bᵀα + min_w lam·Ω(w) + <Aᵀα, w>, a lower bound on the master optimum.
+        """Return D(α) = bᵀα + min_w lam·Ω(w) + <Aᵀα, w>, a lower bound on the master optimum.
 
-        α is first mixed with the zero plane (weight 1 − t) when D would be −inf. None when
-        the regularizer has no closed-form dual term.
+        The Lagrangian dual of the master problem (Teo, Vishwanathan, Smola & Le, JMLR 2010,
+        §4); α is first mixed with the zero plane (weight 1 − t) when D would be −inf.
+
+        Parameters
+        ----------
+        alpha : ndarray of shape (bundle.size,)
+            The planes' weights, on the simplex.
+        bundle : Bundle
+            The planes.
+
+        Returns
+        -------
+        float or None
+            D at the mixed weights, or None when the regularizer has no closed-form dual
+            term.
         """
         k = bundle.size
         v = alpha @ bundle.A[:k]
@@ -579,9 +764,36 @@ def make_master(
     capacity: int,
     cvxpy_solver: str | None,
 ) -> Master:
-    """The master ``master`` (``"auto"``, ``"qp"`` or ``"cvxpy"``) for ``regularizer``:
+    """Return the master ``master`` asks for, for ``regularizer``.
+
     ``"auto"`` is the dual QP handing over to Clarabel (:class:`AutoMaster`) for the L2
-    problem without bounds, the cvxpy model otherwise."""
+    problem without bounds, the cvxpy model otherwise.
+
+    Parameters
+    ----------
+    master : {"auto", "qp", "cvxpy"}
+        The master's name (``master=`` of :func:`bmrm.fit`).
+    regularizer : Regularizer
+        Ω.
+    lam : float
+        The regularization constant (> 0).
+    n_features : int
+        The number of weights (for the cvxpy model).
+    capacity : int
+        The most planes of the bundle (for the cvxpy model).
+    cvxpy_solver : str or None
+        The cvxpy solver tried first (None: Clarabel).
+
+    Returns
+    -------
+    Master
+        The master.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name, or ``"qp"`` with a regularizer it cannot solve.
+    """
     if master == "auto" and regularizer.qp:
         qp = QPMaster(lam)
         return AutoMaster(qp, lambda: ClarabelMaster(lam, backup=qp))
@@ -600,9 +812,11 @@ def make_master(
 
 
 class AutoMaster:
-    """The dedicated QP master, handing over to the primal problem solved by an
-    interior-point method (:class:`ClarabelMaster`) for the rest of the fit when, on
-    ``patience`` consecutive solves, the QP misses its tolerance even after its pair-step
+    """The dedicated QP master, handing over to an interior-point master when it stalls.
+
+    It hands over to the primal problem solved by an interior-point method
+    (:class:`ClarabelMaster`) for the rest of the fit when, on ``patience`` consecutive
+    solves, the QP misses its tolerance even after its pair-step
     fallback, or returns the same minimiser and bound though the model's value there went up
     (badly scaled problems, e.g. features ~1e6 with lam = 1e-3: the QP's tolerance grows
     with max ‖a_i‖²/lam and then accepts all weight on the zero plane; separable data or a
@@ -610,7 +824,18 @@ class AutoMaster:
     valid either way; the primal solver keeps them progressing.
 
     ``exact()`` is the QP itself, for a solver whose planes may legitimately leave the
-    minimiser in place (NRBM's lowered planes), where the stall test does not apply."""
+    minimiser in place (NRBM's lowered planes), where the stall test does not apply.
+
+    Parameters
+    ----------
+    qp : QPMaster
+        The dual QP master.
+    make_fallback : callable
+        Called without arguments at the hand-over; returns the master for the rest of the
+        fit.
+    patience : int, default=3
+        The number of consecutive missed or stalled solves that triggers the hand-over.
+    """
 
     name = "auto"
     incremental = True
@@ -624,10 +849,35 @@ class AutoMaster:
         self._last = None
 
     def exact(self) -> Master:
-        """The master that solves without the stall test: the QP until a hand-over."""
+        """Return the master that solves without the stall test.
+
+        Returns
+        -------
+        Master
+            The QP until a hand-over, the fallback after it.
+        """
         return self.qp if self.fallback is None else self.fallback
 
     def solve(self, bundle: Bundle, accuracy: float = 0.0):
+        """Solve by the QP (by the fallback after a hand-over), counting misses and stalls.
+
+        Parameters
+        ----------
+        bundle : Bundle
+            The planes (a_i, b_i) of the model.
+        accuracy : float, default=0.0
+            An absolute tolerance on the master's objective; 0 asks for an exact solve.
+
+        Returns
+        -------
+        w : ndarray of shape (n_features,)
+            The minimiser.
+        lower : float
+            A lower bound on the master optimum, valid whatever the accuracy (hence on
+            min_w J(w)).
+        alpha : ndarray of shape (bundle.size,)
+            The planes' dual weights, on the simplex.
+        """
         if self.fallback is not None:
             return self.fallback.solve(bundle, accuracy)
         before = self.qp.misses
