@@ -62,7 +62,7 @@ class Bundle:
     ----------
     n_features : int
         Dimension of ``w``.
-    capacity : int
+    capacity : int, default=200
         Maximal number of planes, the zero plane included (at least 3). When a plane arrives
         and the bundle is full, planes with zero dual weight are dropped; if every plane is
         active, the lighter half is replaced by its dual-weighted combination, itself a valid
@@ -70,7 +70,7 @@ class Bundle:
         bound never decreases and the O(1/ε) rate of Teo et al. (JMLR 2010, Thm. 5), which
         only needs the aggregate of the previous cuts, still holds. A full bundle is never an
         error.
-    max_idle : int
+    max_idle : int, default=50
         Iterations a plane may keep zero dual weight before it is pruned, full or not.
         Pruning copies the bundle, so it waits until a quarter of the planes (at least
         eight) are due, or until the bundle is full.
@@ -166,7 +166,20 @@ class Bundle:
         return next(_plane_numbers)
 
     def add(self, a: np.ndarray, b: float) -> None:
-        """Append the plane ``(a, b)``, making room first if the bundle is full."""
+        """Append the plane ``(a, b)``, making room first if the bundle is full.
+
+        Parameters
+        ----------
+        a : ndarray of shape (n_features,)
+            The plane's slope (a subgradient of the risk).
+        b : float
+            The plane's offset.
+
+        Raises
+        ------
+        FloatingPointError
+            When ‖a‖² or ``b`` is not finite in float64.
+        """
         with np.errstate(over="ignore", invalid="ignore"):  # reported just below
             sq = float(np.dot(a, a))
         if not (math.isfinite(sq) and math.isfinite(b)):
@@ -187,20 +200,43 @@ class Bundle:
         self.size = k + 1
 
     def model_value(self, w: np.ndarray, k: int | None = None) -> float:
-        """The cutting-plane model max_{i<k} ⟨a_i, w⟩ + b_i (all planes when k is None), by
-        einsum's own loop (a BLAS product would wake BLAS's thread pool)."""
+        """Return the cutting-plane model max_{i<k} ⟨a_i, w⟩ + b_i at ``w``.
+
+        Computed by einsum's own loop (a BLAS product would wake BLAS's thread pool).
+
+        Parameters
+        ----------
+        w : ndarray of shape (n_features,)
+            The point.
+        k : int or None, default=None
+            Use the first ``k`` planes only; None for all of them.
+
+        Returns
+        -------
+        float
+            The model's value, a lower bound on R(w).
+        """
         k = self.size if k is None else k
         return float(np.max(np.einsum("ij,j->i", self.A[:k], w) + self.b[:k]))
 
     def set_weights(self, alpha: np.ndarray) -> None:
-        """Record the master problem's dual weights and update idle counters."""
+        """Record the master problem's dual weights and update idle counters.
+
+        Parameters
+        ----------
+        alpha : ndarray of shape (size,)
+            The planes' dual weights, on the simplex.
+        """
         self._due = _record_weights(
             self.alpha, self.idle, np.asarray(alpha, dtype=np.float64), self.size, self.max_idle
         )
 
     def prune_idle(self) -> None:
-        """Drop planes that have had zero dual weight for ``max_idle`` iterations, in batches
-        (a quarter of the bundle, at least eight planes)."""
+        """Drop planes that have had zero dual weight for ``max_idle`` iterations.
+
+        In batches: nothing happens until a quarter of the bundle, at least eight planes,
+        is due.
+        """
         k = self.size
         if self._due >= max(8, k // 4):
             idle = np.flatnonzero(self.idle[1:k] >= self.max_idle) + 1

@@ -34,12 +34,26 @@ class CompileClock(event.Listener):
         self._lock = threading.Lock()
 
     def on_start(self, ev) -> None:
+        """Start the clock when the first thread enters the compiler.
+
+        Parameters
+        ----------
+        ev : numba.core.event.Event
+            The ``numba:compiler_lock`` start event (not read).
+        """
         with self._lock:
             if self._inside == 0:
                 self._since = time.perf_counter()
             self._inside += 1
 
     def on_end(self, ev) -> None:
+        """Stop the clock when the last thread leaves the compiler, adding the interval.
+
+        Parameters
+        ----------
+        ev : numba.core.event.Event
+            The ``numba:compiler_lock`` end event (not read).
+        """
         with self._lock:
             if self._inside == 0:  # entered before the clock started
                 return
@@ -48,7 +62,13 @@ class CompileClock(event.Listener):
                 self.seconds += time.perf_counter() - self._since
 
     def current(self) -> float:
-        """Seconds so far, including a compilation still in progress."""
+        """Return the compiler seconds so far, including a compilation still in progress.
+
+        Returns
+        -------
+        float
+            Wall-clock seconds.
+        """
         with self._lock:
             running = time.perf_counter() - self._since if self._inside else 0.0
             return self.seconds + running

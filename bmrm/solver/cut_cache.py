@@ -72,9 +72,9 @@ def _block_of(bounds, q0):
 
 
 # Reassociation lets LLVM vectorise the dot products ⟨a_qk, w⟩ (several partial sums instead
-# of one serial chain of additions: 4.5x faster on 8,000 queries x 4 planes x 136 features).
-# It changes their rounding only; the planes themselves (sums of cached a_qk and c_qk) are
-# not computed differently, so they stay minorants.
+# of one serial chain of additions), which shortens a cache cut severalfold. It changes
+# their rounding only; the planes themselves (sums of cached a_qk and c_qk) are not computed
+# differently, so they stay minorants.
 _FAST = {"reassoc", "contract"}
 
 
@@ -163,15 +163,14 @@ def _store(q0, q1, bounds, A, c, filled, used, stamp, w, P, r, rtol, stored):
 def _blocks(n_queries: int, work: int) -> np.ndarray:
     """Query boundaries of the blocks the cache's kernels run on: one per thread once the
     cache holds 256 · ``PARALLEL_MIN_ROWS`` numbers, else one. The kernels are bound by
-    memory bandwidth: on 8,000 queries x 4 planes x 136 features (4.4M numbers) a second
-    thread did not shorten a cut (median 5.1 ms on two threads, 3.7 ms on one, loaded
-    machine)."""
+    memory bandwidth, so a cache of a few million numbers stays on one thread (a second
+    one does not shorten its cut)."""
     ptr = np.arange(n_queries + 1, dtype=np.int64)
     return block_bounds(ptr, n_threads_for(work // 256))
 
 
 def supports_cut_cache(oracle) -> str | None:
-    """None when ``oracle`` can feed a cut cache, else the reason it cannot.
+    """Return None when ``oracle`` can feed a cut cache, else the reason it cannot.
 
     It can when it offers per-query cuts (the package's
     :class:`~bmrm.solver.oracle.RiskOracle`) for a loss with one term per query that depends
@@ -179,6 +178,16 @@ def supports_cut_cache(oracle) -> str | None:
     loss that declares ``query_decomposable = True``. Pointwise losses (one term per row) are
     left out: one plane per row and cached point would cost K copies of X, and coarser
     groups of rows lose the per-query flexibility the cache is for.
+
+    Parameters
+    ----------
+    oracle : object
+        The risk oracle of a fit.
+
+    Returns
+    -------
+    str or None
+        None, or why the oracle cannot feed a cache (for the error or log message).
     """
     prepared = getattr(oracle, "prepared", None)
     if prepared is None or not hasattr(oracle, "query_cut_at"):
@@ -204,40 +213,41 @@ class CutCache:
 
     Parameters
     ----------
-    max_points : int >= 2
+    max_points : int >= 2, default=4
         Planes kept per query, at most (K). Every cache cut reads the whole cache, so a
-        larger K costs time at each cut: on the medium set of
-        ``experiments/bench_iterations.py`` (8,000 queries, C = 1), plain BMRM reached a gap of
-        1e-3 with 26 oracle calls in 7.2 s at K = 4 and 29 calls in 12.9 s at K = 8.
-    max_fraction : float > 0
+        larger K costs time at each cut without saving oracle calls in
+        ``experiments/bench_iterations.py``: hence the small default.
+    max_fraction : float > 0, default=0.25
         The cache (K slots and the oracle's output slot) may take at most this fraction of
         X's bytes; K is lowered to fit, and the cache stays off when fewer than two slots fit.
-    violation : float >= 0
+    violation : float >= 0, default=0.1
         A cache cut is used when it lifts the bundle's model at the point by more than this
         times ``reference``; else the oracle is called.
-    reference : {"gap", "oracle"}
-        "gap": the current gap (best objective − lower bound). "oracle": how far the last
-        oracle call's risk lay above the bundle's model at its point, R(w_k) − m(w_k) (at
-        least the gap then, since the model's minimiser w_k gives the lower bound), the
-        precision estimate of the 1-slack cache of Joachims, Finley & Yu (2009), which uses a
-        cached constraint when it is violated by more than a tenth of it.
-    max_streak : int >= 1
-        Consecutive cache cuts, at most, before the oracle is called again. On the medium
-        set of ``experiments/bench_iterations.py`` at C = 100, a streak of 20 left plain BMRM
-        at a relative gap of 8.6 % after 60 s (91 oracle calls, 1,742 cache cuts, every
-        streak cut off at 20); 1,000 reached SVM^rank's objective with 28 oracle calls and
-        17,775 cache cuts.
-    floor : bool
+    max_streak : int >= 1, default=1000
+        Consecutive cache cuts, at most, before the oracle is called again. A long streak
+        is the default: with a short one, plain BMRM at small lam in
+        ``experiments/bench_iterations.py`` spent its time budget without reaching
+        SVM^rank's objective, where a streak of 1,000 did with fewer oracle calls.
+    floor : bool, default=False
         Give every query the plane R_q >= 0 as well (valid: the loss protocol of
         :mod:`losses` makes each query's loss non-negative, and the oracle checks it at
         every call), as the constraint cache of Joachims, Finley & Yu (2009) starts each
         example's list with its zero-loss labelling. A query whose cached planes all lie below
         zero at w then adds nothing to the cut instead of a negative term. Off by default:
         the cuts are higher where they are taken but flatter elsewhere, and plain BMRM needed
-        more of them (small set, C = 100, streak 20: 88 oracle calls and 1,705 cache cuts to
-        SVM^rank's objective with the floor, 75 and 1,422 without; medium, C = 100, streak
-        1,000: 36 and 20,672 with the floor and 2,000 planes in the bundle, 28 and 17,775
-        without it and 200 planes, the bundle's size changing little on its own).
+        more oracle calls and cache cuts with the floor than without it in
+        ``experiments/bench_iterations.py``.
+    reference : {"gap", "oracle"}, default="gap"
+        "gap": the current gap (best objective − lower bound). "oracle": how far the last
+        oracle call's risk lay above the bundle's model at its point, R(w_k) − m(w_k) (at
+        least the gap then, since the model's minimiser w_k gives the lower bound), the
+        precision estimate of the 1-slack cache of Joachims, Finley & Yu (2009), which uses a
+        cached constraint when it is violated by more than a tenth of it.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Naming the option, for a value of the wrong type or out of range.
     """
 
     def __init__(
@@ -289,8 +299,23 @@ class CutCache:
         )
 
     def bind(self, oracle, required: bool) -> None:
-        """Attach to ``oracle`` (a new oracle empties the cache). Raises when ``required`` and
-        the oracle cannot feed a cache; else the cache stays off."""
+        """Attach to ``oracle``, sizing the cache; a new oracle empties it.
+
+        The cache stays off (``active`` False) when the oracle cannot feed it or fewer than
+        two slots fit in ``max_fraction`` of X's bytes.
+
+        Parameters
+        ----------
+        oracle : object
+            The risk oracle of the fit (:func:`supports_cut_cache` says what it needs).
+        required : bool
+            Whether an oracle that cannot feed the cache is an error.
+
+        Raises
+        ------
+        ValueError
+            When ``required`` and the oracle cannot feed a cache.
+        """
         if oracle is self._oracle:
             return
         self._oracle = oracle
@@ -330,7 +355,22 @@ class CutCache:
         self.active = True
 
     def cut(self, w: np.ndarray) -> tuple[float, np.ndarray, float]:
-        """``(C(w), a, b)``: the cache cut's value at w and its plane R >= ⟨a, ·⟩ + b."""
+        """Return the cache cut at ``w``: its value C(w) and its plane R >= ⟨a, ·⟩ + b.
+
+        Parameters
+        ----------
+        w : ndarray of shape (n_features,)
+            The point.
+
+        Returns
+        -------
+        value : float
+            C(w) = Σ_q max_k (c_qk + ⟨a_qk, w⟩), a lower bound on R(w).
+        a : ndarray of shape (n_features,)
+            The plane's slope, the sum of the maximisers' a_qk.
+        b : float
+            The plane's offset, the sum of the maximisers' c_qk.
+        """
         self._stamp += 1
         bounds = self._bounds
         n_b = len(bounds) - 1
@@ -344,9 +384,24 @@ class CutCache:
         return float(total[0]), partial.sum(axis=0), float(total[1])
 
     def try_cut(self, state, w: np.ndarray) -> bool:
-        """Add the cache cut at ``w`` to the bundle when it lifts the model there by more than
-        ``violation`` times the reference (counted in ``state.n_cache_cuts``); False (nothing done)
-        when the oracle should be called instead."""
+        """Add the cache cut at ``w`` to the bundle when it lifts the model there enough.
+
+        Enough: by more than ``violation`` times the reference; the cut is counted in
+        ``state.n_cache_cuts``.
+
+        Parameters
+        ----------
+        state : BundleState
+            The solver's state (its bundle, gap and counters).
+        w : ndarray of shape (n_features,)
+            The point the method chose.
+
+        Returns
+        -------
+        bool
+            True when the cut was added, False (nothing done) when the oracle should be
+            called instead.
+        """
         if not self.active or self._stamp == 0 or self._streak >= self.max_streak:
             return False
         if not (math.isfinite(state.best_J) and math.isfinite(state.lower_bound)):
@@ -365,9 +420,27 @@ class CutCache:
         return True
 
     def oracle_cut(self, state, w: np.ndarray, f: np.ndarray | None = None):
-        """The oracle's ``(R, a)`` at ``w`` (scores ``f`` when given: one pass over X, else
-        two), with every query's plane offered to the cache; the cache's own seconds go to
-        ``state.cache_seconds`` (the counting oracle times the call itself)."""
+        """Call the oracle at ``w``, offering every query's plane to the cache.
+
+        The cache's own seconds go to ``state.cache_seconds`` (the counting oracle times
+        the call itself).
+
+        Parameters
+        ----------
+        state : BundleState
+            The solver's state (its oracle and bundle).
+        w : ndarray of shape (n_features,)
+            The point.
+        f : ndarray of shape (n_samples,) or None, default=None
+            The scores X w when known: one pass over X, else two.
+
+        Returns
+        -------
+        R : float
+            The risk at ``w``.
+        a : ndarray of shape (n_features,)
+            A subgradient of the risk at ``w``.
+        """
         oracle = state.oracle
         t0 = time.perf_counter()
         model = state.bundle.model_value(w)
@@ -393,8 +466,24 @@ class CutCache:
 
 
 def bound_cache(options: CutCache, oracle, required: bool) -> CutCache:
-    """A fresh cache with the options of ``options``, bound to ``oracle`` (a solver's
-    ``init``: the cache's planes are the state of one fit)."""
+    """Return a fresh cache with the options of ``options``, bound to ``oracle``.
+
+    For a solver's ``init``: the cache's planes are the state of one fit.
+
+    Parameters
+    ----------
+    options : CutCache
+        The options (not modified).
+    oracle : object
+        The risk oracle of the fit.
+    required : bool
+        Whether an oracle that cannot feed the cache is an error.
+
+    Returns
+    -------
+    CutCache
+        The bound copy.
+    """
     cache = copy.copy(options)
     cache._oracle = None
     cache.bind(oracle, required)
@@ -402,9 +491,27 @@ def bound_cache(options: CutCache, oracle, required: bool) -> CutCache:
 
 
 def make_cut_cache(cut_cache) -> tuple[CutCache | None, bool]:
-    """``(cache, required)`` from a method's ``cut_cache`` option: False or None (off), True
-    (on; an oracle that cannot feed it is an error), ``"auto"`` (on where the oracle can
-    feed it) or a :class:`CutCache` (on, with its options; required)."""
+    """Return the cache options and whether they are required, from a ``cut_cache`` option.
+
+    Parameters
+    ----------
+    cut_cache : bool, "auto", CutCache or None
+        False or None (off), True (on; an oracle that cannot feed it is an error),
+        ``"auto"`` (on where the oracle can feed it) or a :class:`CutCache` (on, with its
+        options; required).
+
+    Returns
+    -------
+    cache : CutCache or None
+        The options, None when off.
+    required : bool
+        Whether an oracle that cannot feed the cache is an error.
+
+    Raises
+    ------
+    ValueError
+        For any other value.
+    """
     if cut_cache is None or cut_cache is False:
         return None, False
     if cut_cache is True:

@@ -40,7 +40,7 @@ def _diagonal_products(start, stop, X, v, bias, h, xv, partial):
 
 
 class HessianProducts:
-    """v ↦ (Xᵀ H_R X v, X v) at fixed scores f: the risk's Hessian in w times v.
+    """The risk's Hessian in w times v at fixed scores f: v ↦ (Xᵀ H_R X v, X v).
 
     With ``fit_intercept`` X has the constant column ``intercept_scaling``. Three ways, by
     what the data and loss allow:
@@ -55,11 +55,15 @@ class HessianProducts:
     Parameters
     ----------
     X : ndarray or CSR matrix of shape (n_samples, n_features)
+        The data, as the risk oracle holds them.
     prepared : losses.Prepared
+        The loss with its targets, weights and query groups (its ``hessp`` gives H_R).
     f : ndarray of shape (n_samples,)
         The scores (caller order) at which H_R is taken.
     fit_intercept : bool
+        Whether the last weight is the intercept's.
     intercept_scaling : float
+        The value of the intercept's constant column.
     dense : bool
         X is dense, 2-d, C-ordered float32 or float64 (the oracle's own products apply).
 
@@ -100,8 +104,20 @@ class HessianProducts:
         self.passes = 1 if self._fused is not None or self._curvature is not None else 2
 
     def __call__(self, v: np.ndarray, xv: np.ndarray | None = None) -> np.ndarray:
-        """Xᵀ H_R X v (one entry per weight, the intercept's last); X v (with the
-        intercept) is written into ``xv`` when given (float64, n_samples)."""
+        """Return Xᵀ H_R X v, writing X v into ``xv`` when given.
+
+        Parameters
+        ----------
+        v : ndarray of shape (n_weights,)
+            The direction (one entry per weight, the intercept's last).
+        xv : ndarray of shape (n_samples,) or None, default=None
+            Float64 output for X v (with the intercept), or None.
+
+        Returns
+        -------
+        ndarray of shape (n_weights,)
+            Xᵀ H_R X v, one entry per weight, the intercept's last.
+        """
         X = self.X
         n, d = X.shape
         xv = np.empty(n) if xv is None else xv
