@@ -3,8 +3,8 @@
 The oracle alternates f = Xw, a loss kernel and Xᵀg. With numpy's BLAS for the products,
 two thread pools (BLAS's and the kernels') take turns on the same cores, and each spins for
 a while after its work, waiting for more: on a small machine the loss kernels then wait for
-cores held by idle BLAS threads and vice versa, which made an oracle call on 20,000 × 136
-rows several times slower than its parts. Computing the products in serial numba kernels
+cores held by idle BLAS threads and vice versa, which made an oracle call several times
+slower than its parts. Computing the products in serial numba kernels
 over blocks of rows, run by :func:`losses.parallel.run_blocks`, keeps one pool.
 
 Both kernels accumulate in float64 whatever X's dtype (float32 or float64). ``Xᵀg`` sums
@@ -70,7 +70,19 @@ def _rmatvec_blocks(start, stop, X, g, partial):
 
 
 def matvec(X, w, out, bias: float = 0.0):
-    """out = X w + bias for a C-contiguous (n, d) X (float32 or float64), float64 w and out."""
+    """Compute out = X w + bias, by blocks of ``BLOCK_ROWS`` rows on the kernels' threads.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d), float32 or float64, C-contiguous
+        The data.
+    w : ndarray of shape (d,), float64
+        The weights.
+    out : ndarray of shape (n,), float64
+        Output: X w + bias.
+    bias : float, default=0.0
+        Added to every entry.
+    """
     n = X.shape[0]
     n_blocks = (n + BLOCK_ROWS - 1) // BLOCK_ROWS
     ptr = np.minimum(np.arange(n_blocks + 1, dtype=np.int64) * BLOCK_ROWS, n)
@@ -79,7 +91,19 @@ def matvec(X, w, out, bias: float = 0.0):
 
 
 def rmatvec(X, g, out):
-    """out = Xᵀ g for a C-contiguous (n, d) X, by blocks of ``BLOCK_ROWS`` rows."""
+    """Compute out = Xᵀ g, by blocks of ``BLOCK_ROWS`` rows summed in order.
+
+    The result does not depend on the number of threads.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d), float32 or float64, C-contiguous
+        The data.
+    g : ndarray of shape (n,), float64
+        One coefficient per row.
+    out : ndarray of shape (d,), float64
+        Output: Xᵀ g.
+    """
     n, d = X.shape
     n_blocks = (n + BLOCK_ROWS - 1) // BLOCK_ROWS
     partial = np.empty((n_blocks, d))
@@ -91,8 +115,24 @@ def rmatvec(X, g, out):
 
 
 def query_blocks(query_ptr: np.ndarray, n_features: int, itemsize: int) -> np.ndarray:
-    """Query boundaries of blocks of whole queries with about ``FUSED_BLOCK_BYTES`` of X
-    each (a larger query is a block of its own): strictly increasing, from 0 to n_queries."""
+    """Return the query boundaries of blocks of whole queries of about ``FUSED_BLOCK_BYTES``.
+
+    A query larger than that is a block of its own.
+
+    Parameters
+    ----------
+    query_ptr : ndarray of shape (n_queries + 1,), int64
+        Query q is the rows ``query_ptr[q]:query_ptr[q + 1]``.
+    n_features : int
+        The number of columns of X.
+    itemsize : int
+        The bytes of one entry of X (4 or 8).
+
+    Returns
+    -------
+    ndarray, int64
+        Strictly increasing query indices, from 0 to n_queries.
+    """
     n_queries = len(query_ptr) - 1
     rows = max(1, FUSED_BLOCK_BYTES // (n_features * itemsize))
     cuts = np.searchsorted(query_ptr, np.arange(0, query_ptr[-1], rows), side="left")
@@ -123,30 +163,41 @@ def _fused_blocks(
 def fused_cut(
     X, w, bias, query_ptr, blocks, kernel, args, n_terms, f, values, g, out, weights=None
 ):
-    """One pass over X: f = X w + bias, the loss kernel, g = ∂l/∂f / n_terms, out = Xᵀ g.
-
-    Parameters
-    ----------
-    X : C-contiguous (n, d) float32 or float64 array, rows in query order
-    w : float64 (d,)
-    bias : float
-        Added to every score (the intercept's weight times its feature).
-    query_ptr : int64 (n_queries + 1,)
-    blocks : int64
-        Query boundaries of the blocks (:func:`query_blocks`).
-    kernel, args
-        The loss's block kernel, ``kernel(q_start, q_stop, f, *args, values, grad)``.
-    n_terms : int or float
-        The divisor of the risk (the number of queries, or their summed weights).
-    f, values, g, out
-        Outputs: scores (n,), per-query losses (n_queries,), ∂R/∂f (n,) and Xᵀ g (d,).
-    weights : losses._weights.TermWeights or None
-        Sample weights: each query's value and gradient are multiplied by its weight
-        before g is divided by ``n_terms`` (``values`` then holds s_q l_q).
+    """Compute in one pass over X: f = X w + bias, the loss kernel, g, and out = Xᵀ g.
 
     Blocks are spread over the threads of :mod:`losses.parallel` in contiguous runs; each
     block's X_bᵀ g_b is kept apart and the blocks are summed in order, so the result does
     not depend on the number of threads.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d), float32 or float64, C-contiguous
+        The data, rows in query order.
+    w : ndarray of shape (d,), float64
+        The weights.
+    bias : float
+        Added to every score (the intercept's weight times its feature).
+    query_ptr : ndarray of shape (n_queries + 1,), int64
+        Query q is the rows ``query_ptr[q]:query_ptr[q + 1]``.
+    blocks : ndarray, int64
+        Query boundaries of the blocks (:func:`query_blocks`).
+    kernel : callable
+        The loss's block kernel, ``kernel(q_start, q_stop, f, *args, values, grad)``.
+    args : tuple
+        The kernel's prepared targets.
+    n_terms : int or float
+        The divisor of the risk (the number of queries, or their summed weights).
+    f : ndarray of shape (n,), float64
+        Output: the scores X w + bias.
+    values : ndarray of shape (n_queries,), float64
+        Output: the per-query losses.
+    g : ndarray of shape (n,), float64
+        Output: ∂R/∂f, the loss's gradient divided by ``n_terms``.
+    out : ndarray of shape (d,), float64
+        Output: Xᵀ g.
+    weights : losses._weights.TermWeights or None, default=None
+        Sample weights: each query's value and gradient are multiplied by its weight
+        before g is divided by ``n_terms`` (``values`` then holds s_q l_q).
     """
     partial = np.empty((len(blocks) - 1, X.shape[1]))
     n = int(query_ptr[-1])
@@ -200,23 +251,26 @@ def _query_rmatvec_csr(start, stop, data, indices, indptr, d, g, query_ptr, orde
 
 
 def query_rmatvec(X, g, query_ptr, order, out, scaling: float = 1.0):
-    """Per-query products out[q] = X_qᵀ g_q: one pass over X, output (n_queries, d).
-
-    Parameters
-    ----------
-    X : (n, d) float32 or float64 array (any layout) or CSR matrix
-    g : float64 (n,)
-        In X's row order.
-    query_ptr : int64 (n_queries + 1,)
-        Query q is the internal rows ``query_ptr[q]:query_ptr[q + 1]``.
-    order : int64 array or None
-        X's row of each internal row (None: rows already in query order).
-    out : float64 (n_queries, d) or (n_queries, d + 1), C-contiguous
-        With d + 1 columns, the last one receives ``scaling`` times the per-query sum of g
-        (the intercept's column).
+    """Compute the per-query products out[q] = X_qᵀ g_q in one pass over X.
 
     Each query is summed by one thread in row order, so the result does not depend on the
     number of threads; Σ_q out[q] is Xᵀ g up to the order of the sums.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d), float32 or float64 (any layout), or CSR matrix
+        The data.
+    g : ndarray of shape (n,), float64
+        One coefficient per row, in X's row order.
+    query_ptr : ndarray of shape (n_queries + 1,), int64
+        Query q is the internal rows ``query_ptr[q]:query_ptr[q + 1]``.
+    order : ndarray of int64 or None
+        X's row of each internal row (None: rows already in query order).
+    out : ndarray of shape (n_queries, d) or (n_queries, d + 1), float64, C-contiguous
+        Output. With d + 1 columns, the last one receives ``scaling`` times the per-query
+        sum of g (the intercept's column).
+    scaling : float, default=1.0
+        The intercept's constant feature.
     """
     order = np.empty(0, dtype=np.int64) if order is None else np.asarray(order, dtype=np.int64)
     n = int(query_ptr[-1])
@@ -255,8 +309,42 @@ def fused_query_cut(
     X, w, bias, query_ptr, blocks, kernel, args, n_terms, f, values, g, out, scaling=1.0,
     weights=None,
 ):  # fmt: skip
-    """:func:`fused_cut` with per-query products: one pass over X, out[q] = X_qᵀ g_q
-    (as :func:`query_rmatvec`, the intercept's column included when ``out`` has d + 1)."""
+    """Compute :func:`fused_cut` with per-query products out[q] = X_qᵀ g_q, in one pass.
+
+    As :func:`query_rmatvec`, the intercept's column included when ``out`` has d + 1.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d), float32 or float64, C-contiguous
+        The data, rows in query order.
+    w : ndarray of shape (d,), float64
+        The weights.
+    bias : float
+        Added to every score (the intercept's weight times its feature).
+    query_ptr : ndarray of shape (n_queries + 1,), int64
+        Query q is the rows ``query_ptr[q]:query_ptr[q + 1]``.
+    blocks : ndarray, int64
+        Query boundaries of the blocks (:func:`query_blocks`).
+    kernel : callable
+        The loss's block kernel, ``kernel(q_start, q_stop, f, *args, values, grad)``.
+    args : tuple
+        The kernel's prepared targets.
+    n_terms : int or float
+        The divisor of the risk (the number of queries, or their summed weights).
+    f : ndarray of shape (n,), float64
+        Output: the scores X w + bias.
+    values : ndarray of shape (n_queries,), float64
+        Output: the per-query losses.
+    g : ndarray of shape (n,), float64
+        Output: ∂R/∂f, the loss's gradient divided by ``n_terms``.
+    out : ndarray of shape (n_queries, d) or (n_queries, d + 1), float64, C-contiguous
+        Output: X_qᵀ g_q per query, then ``scaling`` times the query's sum of g with d + 1
+        columns.
+    scaling : float, default=1.0
+        The intercept's constant feature.
+    weights : losses._weights.TermWeights or None, default=None
+        Sample weights, applied as in :func:`fused_cut`.
+    """
     n = int(query_ptr[-1])
     bounds = block_bounds(query_ptr[blocks], n_threads_for(n))
     run_blocks(

@@ -33,11 +33,13 @@ def solve_simplex_qp(Q, b, alpha, grad, tol, max_steps):
 
     Parameters
     ----------
-    Q : (k, k) float64, symmetric positive semidefinite.
-    b : (k,) float64.
-    alpha : (k,) float64
+    Q : ndarray of shape (k, k), float64
+        Symmetric positive semidefinite.
+    b : ndarray of shape (k,), float64
+        The linear term.
+    alpha : ndarray of shape (k,), float64
         A feasible starting point (warm start); overwritten by the solution.
-    grad : (k,) float64
+    grad : ndarray of shape (k,), float64
         Workspace; on return holds Qα − b.
     tol : float
         Stop when the KKT violation max_{α_i>0} grad_i − min_j grad_j is at most ``tol``.
@@ -256,11 +258,13 @@ def solve_simplex_qp_active_set(Q, b, alpha, grad, tol, max_iter):
 
     Parameters
     ----------
-    Q : (k, k) float64, symmetric positive semidefinite.
-    b : (k,) float64.
-    alpha : (k,) float64
+    Q : ndarray of shape (k, k), float64
+        Symmetric positive semidefinite.
+    b : ndarray of shape (k,), float64
+        The linear term.
+    alpha : ndarray of shape (k,), float64
         A feasible starting point (warm start); overwritten by the solution.
-    grad : (k,) float64
+    grad : ndarray of shape (k,), float64
         Workspace; on return holds Qα − b.
     tol : float
         KKT tolerance on max_{α_i>0} ∇_i − min_j ∇_j, which bounds the distance of the
@@ -271,6 +275,7 @@ def solve_simplex_qp_active_set(Q, b, alpha, grad, tol, max_iter):
     Returns
     -------
     iterations : int
+        Major plus minor cycles taken.
     violation : float
         The final KKT violation, from a freshly evaluated gradient.
 
@@ -505,7 +510,7 @@ def active_set(Q, b, alpha, grad, tol, max_iter, L, S, s_given, tau):
 
 
 def master_step(G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S_ids, meta, alpha):
-    """One L2 master solve from the bundle's buffers: the work of ``QPMaster.solve``.
+    """Solve the L2 master once from the bundle's buffers: the work of ``QPMaster.solve``.
 
     Normalises the previous weights ``alpha_prev[:k]`` into ``alpha`` as the warm start,
     solves the dual in the scale of G (objective, gradient and tolerance times lam, which
@@ -516,9 +521,44 @@ def master_step(G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S
     in the bundle (``ids[:k]``, increasing) and τ is within a factor 10⁴ of the largest
     ‖a_i‖²; otherwise a new one is built with τ = max ‖a_i‖². Both are updated on return.
 
+    When the active-set method returns a non-finite answer (lam·|b_i| and the Gram matrix
+    apart by about float64's precision), the vertex of the simplex with the largest bound
+    is returned instead, with an infinite violation.
+
+    Parameters
+    ----------
+    G : ndarray of shape (m, m), float64, m >= k
+        The bundle's Gram matrix G_ij = ⟨a_i, a_j⟩ in its leading k × k block.
+    b_all : ndarray of shape (m,), float64
+        The planes' offsets b_i in its first k entries.
+    A : ndarray of shape (m, d), float64
+        The planes' slopes a_i in its first k rows.
+    ids : ndarray of shape (m,), int64
+        The planes' numbers, increasing along the bundle, in its first k entries.
+    k : int
+        The number of planes.
+    lam : float
+        The regularization constant (> 0).
+    alpha_prev : ndarray of shape (m,), float64
+        The previous weights (the warm start, normalised; all on plane 0 if they sum to 0).
+    rel_tol : float
+        The KKT tolerance relative to the problem's scale, 1 + max |b_i| + 10⁻³·max G_ii/lam.
+    accuracy : float
+        An absolute tolerance on the objective; the tolerance used is the larger of the two.
+    L : ndarray of shape (m, m), float64
+        The Cholesky factor of the previous solve; updated in place.
+    S : ndarray of shape (m,), int64
+        Workspace for the working set's positions in the bundle.
+    S_ids : ndarray of shape (m,), int64
+        The plane numbers of the factor's working set; updated in place.
+    meta : ndarray of shape (2,), float64
+        The factor's τ and the size of its working set (0: no factor); updated in place.
+    alpha : ndarray of shape (>= k,), float64
+        Output: the final weights in its first k entries.
+
     Returns
     -------
-    w : (d,) float64
+    w : ndarray of shape (d,), float64
         −Aᵀα / lam, the master minimiser.
     lower : float
         The dual value bᵀα − αᵀGα/(2 lam) at the final α, a lower bound whatever the
