@@ -65,8 +65,21 @@ _MAX_HALVINGS = 40
 
 
 def unmet_requirements(capabilities) -> list[str]:
-    """What the risk lacks for the Newton method (empty when it qualifies): convex, smooth,
-    Hessian-vector products of its loss, evaluation on scores."""
+    """Return what the risk lacks for the Newton method (empty when it qualifies).
+
+    Required: convex, smooth, Hessian-vector products of its loss, evaluation on scores.
+
+    Parameters
+    ----------
+    capabilities : Capabilities
+        The risk's declared capabilities (``convex``, ``latent``, ``smooth``, ``has_hessp``,
+        ``on_scores``), as the problem holds them.
+
+    Returns
+    -------
+    list of str
+        The unmet requirements, worded for an error message.
+    """
     return [
         what
         for what, ok in (
@@ -80,18 +93,60 @@ def unmet_requirements(capabilities) -> list[str]:
 
 
 def strong_convexity_bound(J: float, grad_norm: float, lam: float) -> float:
-    """The lower bound J(w) − ‖∇J(w)‖² / (2λ) on min J of a λ-strongly convex J."""
+    """Return the lower bound J(w) − ‖∇J(w)‖² / (2λ) on min J of a λ-strongly convex J.
+
+    Boyd & Vandenberghe, *Convex Optimization*, 2004, eq. (9.9).
+
+    Parameters
+    ----------
+    J : float
+        J(w).
+    grad_norm : float
+        ‖∇J(w)‖.
+    lam : float
+        The strong-convexity constant λ (> 0).
+
+    Returns
+    -------
+    float
+        The lower bound on min J.
+    """
     return J - grad_norm * grad_norm / (2.0 * lam)
 
 
 def newton_direction(
     products, grad: np.ndarray, lam: float, eta: float, max_cg: int, n_samples: int
 ):
-    """Conjugate gradients on (λI + Xᵀ H X) s = −grad from s = 0, stopped when the residual
-    is at most ``eta``·‖grad‖ or after ``max_cg`` products.
+    """Solve (λI + Xᵀ H X) s = −grad approximately by conjugate gradients from s = 0.
 
-    ``products(v, xv)`` returns Xᵀ H X v and writes X v (``n_samples`` entries) into xv.
-    Returns ``(s, X s, n_products)``, X s summed from the products' X p.
+    Stopped when the residual is at most ``eta``·‖grad‖, after ``max_cg`` products, or
+    when a direction has no curvature left at float64's resolution (Nocedal & Wright,
+    *Numerical Optimization*, 2nd ed., 2006, Algorithm 7.1).
+
+    Parameters
+    ----------
+    products : callable
+        ``products(v, xv)`` returns Xᵀ H X v and writes X v into ``xv``
+        (:class:`~bmrm.solver.hessian.HessianProducts`).
+    grad : ndarray of shape (n_weights,)
+        ∇J at the iterate.
+    lam : float
+        The regularization constant λ (> 0).
+    eta : float
+        The forcing term: the relative residual to reach.
+    max_cg : int
+        The most Hessian-vector products.
+    n_samples : int
+        The number of rows of X (the length of X v).
+
+    Returns
+    -------
+    s : ndarray of shape (n_weights,)
+        The direction.
+    xs : ndarray of shape (n_samples,)
+        X s, summed from the products' X p.
+    n_products : int
+        The Hessian-vector products taken.
     """
     n = n_samples
     s = np.zeros_like(grad)
@@ -124,24 +179,44 @@ def newton_direction(
 
 @dataclass(eq=False)
 class NewtonState(State):
-    """The Newton method's state: :class:`~bmrm.solver.methods.base.State` and
+    """The Newton method's state: :class:`~bmrm.solver.methods.base.State` and its own.
 
-    Attributes
+    Parameters
     ----------
-    f : ndarray or None
+    problem : Problem
+        The oracle (counting its calls), the regularizer, lam and the risk's capabilities.
+    w0 : ndarray of shape (n_weights,)
+        The starting point.
+    best_w : ndarray or None, default=None
+        The best evaluated point.
+    best_J : float, default=inf
+        Its objective.
+    lower_bound : float, default=-inf
+        The certified lower bound on min J.
+    last_J : float, default=inf
+        The lowest objective among the points evaluated in the current iteration.
+    nit : int, default=0
+        Iterations so far.
+    n_cache_cuts : int, default=0
+        Iterations that took a plane from a cut cache instead of calling the oracle.
+    master_seconds : float, default=0.0
+        Seconds in master problems.
+    cache_seconds : float, default=0.0
+        Seconds in a cut cache.
+    f : ndarray or None, default=None
         The scores X w of the iterate ``best_w`` (J decreases at every accepted step, so the
         iterate is the best point); None until the first iteration evaluates w0.
-    grad : ndarray
+    grad : ndarray or None, default=None
         ∇J at the iterate.
-    grad0_norm : float
+    grad0_norm : float, default=nan
         ‖∇J(w₀)‖, the scale of the forcing term.
-    max_cg : int
+    max_cg : int, default=250
         Conjugate-gradient products per iteration at most.
     n_products : list of int
         Hessian-vector products of each iteration.
-    n_halvings : int
+    n_halvings : int, default=0
         Step halvings of the line searches (risk evaluations without a pass over X).
-    stalled : bool
+    stalled : bool, default=False
         No step along the Newton direction nor along −∇J decreases J: float64's resolution
         is reached and further steps do nothing.
     """
@@ -156,18 +231,25 @@ class NewtonState(State):
 
     @property
     def grad_norm(self) -> float:
+        """‖∇J‖ at the iterate."""
         return float(np.linalg.norm(self.grad))
 
 
 class NewtonCG:
-    """Line-search Newton-CG with the strong-convexity certificate (module docstring):
+    """Line-search Newton-CG with the strong-convexity certificate (module docstring).
+
     ``method="newton"`` of :func:`bmrm.fit`.
 
     Parameters
     ----------
-    max_cg : int, default 250
+    max_cg : int, default=250
         Conjugate-gradient products per iteration at most (the exact solve takes at most
         n_features of them in exact arithmetic).
+
+    Raises
+    ------
+    ValueError
+        When ``max_cg`` is not an integer of at least 1.
     """
 
     name = "newton"
@@ -179,8 +261,19 @@ class NewtonCG:
         self.max_cg = int(max_cg)
 
     def check(self, problem: Problem) -> None:
-        """Raise ``ValueError`` unless Ω = ½‖w‖² without bounds and R is convex, smooth and
-        offers Hessian-vector products on scores."""
+        """Refuse a problem the Newton method cannot solve with its certificate.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem of the fit.
+
+        Raises
+        ------
+        ValueError
+            Unless Ω = ½‖w‖² without bounds and R is convex, smooth and offers
+            Hessian-vector products on scores (:func:`unmet_requirements`).
+        """
         if not problem.regularizer.qp:
             raise ValueError(
                 f"method='newton' needs regularizer='l2' without bounds (its certificate is "
@@ -197,7 +290,23 @@ class NewtonCG:
             )
 
     def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> NewtonState:
-        """The state at w0, not yet evaluated (the first step evaluates it)."""
+        """Return the state at w0, not yet evaluated (the first step evaluates it).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem of the fit.
+        w0 : ndarray of shape (n_weights,)
+            The starting point.
+        options : SolverOptions
+            The loop's options (the Newton method stops on the loop's gap alone and reads
+            none of them).
+
+        Returns
+        -------
+        NewtonState
+            The state.
+        """
         return NewtonState(problem=problem, w0=w0, best_w=w0, max_cg=self.max_cg)
 
     def _start(self, state: NewtonState) -> None:
@@ -214,8 +323,17 @@ class NewtonCG:
         state.n_products.append(0)
 
     def step(self, state: NewtonState) -> None:
-        """One iteration: the Newton direction, the line search, the new certificate (the
-        first iteration evaluates the start)."""
+        """Take one iteration: the Newton direction, the line search, the new certificate.
+
+        The first iteration evaluates the start instead. When no step along the Newton
+        direction decreases J, −∇J is tried; when neither does, the state is ``stalled``
+        and later iterations do nothing.
+
+        Parameters
+        ----------
+        state : NewtonState
+            The state, updated in place.
+        """
         if state.f is None:
             self._start(state)
             return
@@ -270,8 +388,23 @@ class NewtonCG:
         return False
 
     def finish(self, state: NewtonState, result):
-        """Add ``n_hessp`` (Hessian-vector products), ``n_halvings`` and the history column
-        ``n_hessp`` (cumulative products at each iteration)."""
+        """Add the Newton method's counters to the result.
+
+        ``n_hessp`` (Hessian-vector products), ``n_halvings`` and the history column
+        ``n_hessp`` (cumulative products at each iteration).
+
+        Parameters
+        ----------
+        state : NewtonState
+            The final state.
+        result : BMRMResult
+            The loop's result.
+
+        Returns
+        -------
+        BMRMResult
+            ``result``, with the counters added.
+        """
         result.n_hessp = int(state.oracle.nhev)
         result.n_halvings = state.n_halvings
         result.history["n_hessp"] = np.cumsum(np.asarray(state.n_products, dtype=np.int64))
