@@ -12,11 +12,12 @@ __all__ = ["InOut"]
 
 
 class InOut:
-    """The in-out cutting-plane method (Ben-Ameur & Neto, Networks 49, 2007): cut between
-    the best point and the master's minimiser, without a line search.
+    """The in-out cutting-plane method: cut between the best point and the master minimiser.
 
-    Keeps the best evaluated point w_b (the *in* point, with the lowest J) and, after each
-    master solve, evaluates the risk with its cut at w = w_b + mu·(w_c − w_b), w_c the
+    The method of Ben-Ameur & Neto (Networks 49, 2007), without a line search.
+
+    It keeps the best evaluated point w_b (the *in* point, with the lowest J) and, after
+    each master solve, evaluates the risk with its cut at w = w_b + mu·(w_c − w_b), w_c the
     master minimiser (the *out* point); w becomes the best point when its J is lower. This
     is the cut point of OCAS (Franc & Sonnenburg, JMLR 10, 2009, Alg. 2) with the best
     point kept instead of line-searched, so an iteration costs one oracle call (two passes
@@ -33,9 +34,14 @@ class InOut:
 
     Parameters
     ----------
-    mu : float in (0, 1]
+    mu : float in (0, 1], default=0.1
         Where the cut is taken between the best point (0) and the master minimiser (1);
         ``mu = 1`` is plain BMRM.
+
+    Raises
+    ------
+    ValueError
+        When ``mu`` is not a number in (0, 1].
     """
 
     name = "inout"
@@ -45,15 +51,68 @@ class InOut:
         self.mu = check_mu(mu)
 
     def finish(self, state: BundleState, result):
+        """Return the result unchanged: the in-out method adds no figures of its own.
+
+        Parameters
+        ----------
+        state : BundleState
+            The final state.
+        result : BMRMResult
+            The loop's result.
+
+        Returns
+        -------
+        BMRMResult
+            ``result``.
+        """
         return result
 
     def check(self, problem: Problem) -> None:
+        """Accept every problem: the method needs nothing beyond the bundle's master.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem of the fit.
+        """
         pass
 
     def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> BundleState:
+        """Return the state at w0: an empty bundle and the master the options ask for.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem of the fit.
+        w0 : ndarray of shape (n_weights,)
+            The starting point (the first in point).
+        options : SolverOptions
+            The loop's master and bundle settings.
+
+        Returns
+        -------
+        BundleState
+            The state, not yet evaluated.
+        """
         return BundleState.start(problem, w0, options)
 
     def step(self, state: BundleState) -> None:
+        """Take one iteration: cut at w_b + mu·(w_c − w_b), then solve the master.
+
+        The first iteration evaluates w0 instead. The evaluation's plane is checked
+        against the risk at the best point, on which the progress argument rests.
+
+        Parameters
+        ----------
+        state : BundleState
+            The state, updated in place.
+
+        Raises
+        ------
+        ValueError
+            When the new plane lies above the risk at the best point (the oracle's gradient
+            is not a subgradient of its risk).
+        """
         if state.w_master is None:
             state.evaluate(state.w0)
         else:

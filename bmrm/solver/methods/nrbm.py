@@ -269,8 +269,9 @@ class NRBM:
     def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> NRBMState:
         """Return the state at w0: an empty bundle, the master, the loop's tolerances.
 
-        Without ``convex`` the master is the exact one (:meth:`~bmrm.solver.masters.Master.exact`): the
-        automatic master's stall test presumes planes that cut.
+        Without ``convex`` the master is the exact one
+        (:meth:`~bmrm.solver.masters.Master.exact`): the automatic master's stall test
+        presumes planes that cut.
 
         Parameters
         ----------
