@@ -333,8 +333,8 @@ class ElasticNet(Regularizer):
         """Set to 0 the weights held only as solver residue, where J does not rise.
 
         The L1 master problem's solutions, and the bundle iterates built from them, carry
-        weights of 1e-9 to 1e-5 where the minimiser has exact zeros (an interior-point
-        solver's tolerance; a step of in-out or line-search methods between two iterates).
+        tiny weights where the minimiser has exact zeros (an interior-point solver's
+        tolerance; a step of in-out or line-search methods between two iterates).
         They cost nothing in J, but they decide the ranking when the minimiser is w = 0
         (every weight a residue: a model that ranks by noise), and they hide the sparsity L1
         is chosen for. Candidates, sparsest first: w = 0, then w with the coordinates below
