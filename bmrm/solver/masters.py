@@ -816,10 +816,10 @@ class AutoMaster:
 
     It hands over to the primal problem solved by an interior-point method
     (:class:`ClarabelMaster`) for the rest of the fit when, on ``patience`` consecutive
-    solves, the QP misses its tolerance even after its pair-step
-    fallback, or returns the same minimiser and bound though the model's value there went up
-    (badly scaled problems, e.g. features ~1e6 with lam = 1e-3: the QP's tolerance grows
-    with max ‖a_i‖²/lam and then accepts all weight on the zero plane; separable data or a
+    solves, the QP misses its tolerance even after its pair-step fallback, or returns the
+    same minimiser and bound though the model's value there went up (badly scaled
+    problems, e.g. features ~1e6 with lam = 1e-3: the QP's tolerance grows with
+    max ‖a_i‖²/lam and then accepts all weight on the zero plane; separable data or a
     target the model fits exactly, where J is tiny next to that tolerance). Its bounds stay
     valid either way; the primal solver keeps them progressing.
 
