@@ -25,9 +25,13 @@ import argparse
 import contextlib
 import csv
 import functools
+import json
 import math
 import os
+import platform
 import re
+import shlex
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +42,9 @@ from bmrm._validation import MAX_LAM, MIN_LAM
 from bmrm.io import data_dir, load_letor_fold
 
 REPO = Path(__file__).resolve().parents[1]
+# the tidy result files the documentation's results page is made from (docs/make_results.py)
+RESULTS = REPO / "experiments" / "results"
+TIDY_KEYS = ("experiment", "dataset", "method", "setting", "repetition")
 
 
 # --------------------------------------------------------------------------------- options
@@ -336,3 +343,58 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- tidy results
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return out.stdout.strip()
+
+
+def write_results(
+    name: str, rows: Sequence[dict], argv: Sequence[str] | None = None, folder: Path | None = None
+) -> Path:
+    """Write the tidy result file ``<folder>/<name>.csv`` and its ``<name>.meta.json``.
+
+    One row per method × data set × setting × repetition: the columns start with
+    :data:`TIDY_KEYS` (every row must have them), then the measured columns (snake_case,
+    units in the name: ``wall_s``, ``cpu_s``, ``ndcg_at_10``). The sibling JSON file records
+    the exact command (``python experiments/<name>.py`` and ``argv``, default the process's
+    arguments), the date (UTC), the machine (cores, load average, platform, Python) and the
+    git commit. ``folder`` defaults to :data:`RESULTS`, which the documentation's results
+    page reads; quick runs pass their own output folder so as not to replace those files.
+    """
+    folder = Path(RESULTS if folder is None else folder)
+    for row in rows:
+        missing = [key for key in TIDY_KEYS if key not in row]
+        if missing:
+            raise ValueError(f"a tidy result row lacks {missing}: {row}")
+    fields = list(TIDY_KEYS)
+    for row in rows:
+        fields.extend(k for k in row if k not in fields)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_csv(folder / f"{name}.csv", rows, fields)
+    args = list(sys.argv[1:] if argv is None else argv)
+    meta = {
+        "command": shlex.join(["python", f"experiments/{name}.py", *args]),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {
+            "cores": os.cpu_count(),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
+        "git_commit": _git_commit(),
+    }
+    write_text(folder / f"{name}.meta.json", json.dumps(meta, indent=1) + "\n")
+    return folder / f"{name}.csv"
