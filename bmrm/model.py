@@ -126,6 +126,8 @@ class LinearModel:
             scorer that cannot be rebuilt from its name and parameters (a user's own scorer
             object), non-finite weights, or a result that is not a scipy
             ``OptimizeResult``; nothing is written then.
+        OSError
+            When the file cannot be written; ``path`` is then left as it was.
 
         Notes
         -----
@@ -133,8 +135,6 @@ class LinearModel:
         saved by its description only (class and ``repr``): :func:`bmrm.load` gives a model
         that predicts, whose ``loss`` is a :class:`~bmrm.io.model_files.UserLoss` that
         refuses to fit, saying that refitting needs the original loss object.
-        OSError
-            When the file cannot be written; ``path`` is then left as it was.
         """
         write_model_file(self._record(), path)
 
