@@ -25,9 +25,10 @@ ROOT = DOCS.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(DOCS))
 
+import make_results  # noqa: E402
+
 import bmrm  # noqa: E402
 import losses  # noqa: E402
-import make_results  # noqa: E402
 
 project = "bmrm"
 author = "the bmrm developers"
