@@ -518,11 +518,9 @@ def _secant_top(cost, lin_buf, n_top, n_cand, fq, order, cand_rank, c, m, match_
 # 8 bytes each, three tables) of at most LATTICE_CELLS, and their mean number of states is
 # at most LATTICE_MEAN_STATES; otherwise they take the chain flow. Queries of up to four
 # gain levels at k = 10 have at most 1,001 states. The programme's time grows with the
-# states, the flow's hardly: per query of NDCG@10 (one thread, 20–120 documents, labels
-# in five levels in three proportions, scores unrelated to the labels or following them),
-# the programme took 0.2–0.56× the flow's time with unrelated scores, and with scores
-# following the labels 0.43–0.53× at a mean of 420–610 states, 0.67–0.76× at 1,100–1,230,
-# 0.9–1.04× at 1,250–1,670 and 1.0–1.4× from 2,000 on.
+# states, the flow's hardly: the limits below are where the programme stopped being the
+# faster of the two per query of NDCG@10 (one thread, scores unrelated to the labels or
+# following them; experiments/bench_oracles.py measures the oracle).
 LATTICE_STATES = 4096
 LATTICE_CELLS = 65536
 LATTICE_MEAN_STATES = 1500
@@ -659,11 +657,10 @@ def _lattice_top(cost, n_top, n_cand, fq, order, cand, cand_rank, lq, n_lev, c, 
 # batches with a query longer than this, and sorts every query otherwise. Per query of
 # NDCG@10 with truncated c (one thread; three or five gain levels; scores unrelated to the
 # labels or following them; either tie rule, the latent one's weights given as the
-# concave-convex procedure's steps give them), sorting took 0.85–0.91× the selection's time
-# at 20 and 40 documents, 0.89–1.01× at 80, 0.97–1.16× at 120, 1.09–1.31× at 160 and
-# 1.29–1.58× at 240. Leaving the selection out of the kernel also saves compiling it: the
-# first NDCG@10 fit with truncated c on the demo's data (40 documents per query) from an
-# empty cache took 6.44–6.59 s against 7.27–7.32 s (three interleaved pairs).
+# concave-convex procedure's steps give them), sorting was as fast as the selection up to
+# about this length and slower beyond it. Leaving the selection out of the kernel also
+# saves compiling it on the first NDCG@10 fit of short queries
+# (experiments/bench_first_run.py measures first fits).
 TRUNCATED_SORT_MAX = 100
 
 
@@ -864,13 +861,11 @@ def _tight_cycle(cost, tol, iw, fw, owner):
 
 # The per-query code is written out in the query loop below rather than called: LLVM then
 # optimises it and the callees linked into it (the chain flow, the assignment, the sort)
-# once, in this kernel, instead of once in a function of its own and again here (about 2
-# CPU s of a first NDCG@10 compilation), and numba does not copy a callee's IR to inline it
-# (inline="always" did that, 0.6 s). Measured from an empty cache, six runs each,
-# interleaved: this kernel's own compilation a median of 2.5 CPU s against 2.9 with
-# inline="always", the first NDCG@10 loss call 7.65 against 8.20 CPU s. Inlining the chain
-# flow or the small helpers (heap, Fenwick tree) made the compilation slower: their bodies
-# are then typed and optimised again at every call site.
+# once, in this kernel, instead of once in a function of its own and again here, and numba
+# does not copy a callee's IR to inline it (inline="always" did that, and compiled slower
+# from an empty cache; experiments/bench_compile.py measures each kernel's compilation).
+# Inlining the chain flow or the small helpers (heap, Fenwick tree) made the compilation
+# slower: their bodies are then typed and optimised again at every call site.
 @njit(cache=True, nogil=True)
 def structured_loss(
     q_start,
@@ -1180,9 +1175,9 @@ def structured_loss(
                 # truncated (every query longer than k is short then) and chain are tested on the
                 # arguments so that a path passed None compiles nothing, not even its solver
                 if truncated is not None:
-                    # the whole matrix, without _top_assignment's column filter: that saves
-                    # about 1 µs per query of 120 documents here, and compiling it would add
-                    # 1.2–1.7 s to this path's first fit
+                    # the whole matrix, without _top_assignment's column filter: the filter
+                    # saves little per query here, and compiling it would lengthen this
+                    # path's first fit
                     solve_assignment(
                         cost,
                         col_of_row,
