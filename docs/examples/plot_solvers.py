@@ -16,17 +16,20 @@ import bmrm
 import losses
 from bmrm.demo import make_ranking_data
 
-X, y, qid = make_ranking_data(n_queries=300, docs_per_query=20, n_features=20, seed=0)
+X, y, qid = make_ranking_data(n_queries=200, docs_per_query=20, n_features=20, seed=0)
 lam = 1e-3
 
 # %%
 # The pairwise hinge (the ordinal loss) with each bundle method
 # --------------------------------------------------------------
-# Fits warm the numba kernels up first, so that the clocks below measure the solvers.
+# A first loose fit per method compiles its numba kernels, so that the clocks below
+# measure the solvers alone.
 
-bmrm.fit(X, y, "ordinal", qid, lam=lam, tol=1e-2)
+methods = ["level", "bmrm", "ocas", "ls-bmrm", "inout"]
+for method in methods:
+    bmrm.fit(X[:400], y[:400], "ordinal", qid[:400], lam=lam, tol=1e-1, method=method)
 results = {}
-for method in ["level", "bmrm", "ocas", "ls-bmrm", "inout"]:
+for method in methods:
     model = bmrm.fit(X, y, "ordinal", qid, lam=lam, tol=1e-4, method=method, max_iter=300)
     results[method] = model.result_
     res = model.result_
