@@ -147,24 +147,32 @@ def bench_newton(frame: pd.DataFrame, out: Path, name: str) -> str:
 
 
 def bench_first_run(frame: pd.DataFrame, out: Path, name: str) -> str:
-    table = medians(frame, ["method", "setting"], ["wall_s", "cpu_s", "numba_compile_s"])
-    fits = table.reset_index()
-    fits = fits[fits["method"].isin(["cold", "warm", "second"])]
+    table = medians(frame, ["method", "setting"], ["wall_s", "cpu_s"]).reset_index()
+    fits = table[table["method"].isin(["cold", "warm", "second"])]
+    others = table[~table["method"].isin(["cold", "warm", "second", "warmed up"])]
     text = (
-        "Medians over the repetitions. `cold`: the first fit of a loss in a new process "
-        "with an empty numba cache; `warm`: a new process whose cache holds the kernels; "
-        "`second`: the same fit again in the process of `cold`.\n\n" + markdown(table) + "\n"
+        "Medians over the repetitions, wall and CPU seconds (CPU seconds are the steadier "
+        "figure on a loaded machine). `cold`: the first fit of a loss in a new process with "
+        "an empty numba cache; `warm`: a new process whose cache holds the kernels; "
+        "`second`: the same fit again in the process of `cold`.\n\n"
     )
     if not fits.empty:
-        pivot = fits.pivot(index="setting", columns="method", values="wall_s")
+        pivot = fits.pivot(index="setting", columns="method", values=["wall_s", "cpu_s"])
+        pivot = pivot.reindex(fits["setting"].drop_duplicates())
+        pivot.columns = [f"{method} {unit}" for unit, method in pivot.columns]
+        pivot.index.name = "loss"
+        text += markdown(pivot) + "\n"
         fig, ax = plt.subplots(figsize=(7, 3.2))
-        pivot.plot.bar(ax=ax, rot=0)
-        ax.set_ylabel("wall seconds")
+        cpu = fits.pivot(index="setting", columns="method", values="cpu_s")
+        cpu.reindex(fits["setting"].drop_duplicates()).plot.bar(ax=ax, rot=30)
+        ax.set_ylabel("CPU seconds")
         ax.set_xlabel("loss")
         fig.tight_layout()
         fig.savefig(out / f"{name}.png", dpi=90)
         plt.close(fig)
         text += f"\n![first fit per loss]({name}.png)\n"
+    if not others.empty:
+        text += "\nWhole runs:\n\n" + markdown(others.set_index(["method", "setting"])) + "\n"
     return text
 
 
@@ -250,6 +258,9 @@ def page(results: Path, out: Path) -> str:
     for path in files:
         name = path.stem
         frame = pd.read_csv(path)
+        for key in ("dataset", "method", "setting"):  # an empty key is a value, not missing
+            if key in frame:
+                frame[key] = frame[key].fillna("").astype(str)
         meta_path = path.with_suffix(".meta.json")
         meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
         title = TITLES.get(name, f"{name}")
