@@ -336,7 +336,9 @@ def tidy(row: dict) -> dict:
         "setting": f"{row['setting']} target={row['target']}",
         "repetition": row["repetition"],
     }
-    out.update({units.get(k, k): v for k, v in row.items() if k not in ("set", "method")})
+    out.update(
+        {units.get(k, k): v for k, v in row.items() if k not in ("set", "method", "setting")}
+    )
     if row["target"] == "svmrank" and "=" in row["setting"]:
         key = (row["set"], float(row["setting"].split("=")[1]))
         out["svmrank_iterations"] = SVMRANK_ITER.get(key, "")
