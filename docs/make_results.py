@@ -177,11 +177,17 @@ def bench_first_run(frame: pd.DataFrame, out: Path, name: str) -> str:
 
 
 def bench_scale(frame: pd.DataFrame, out: Path, name: str) -> str:
-    columns = ["s_per_iter", "rows_per_s", "worker_cpu_s_per_iter", "payload_bytes_per_iter"]
-    columns += ["fit_s", "fit_cpu_s", "iterations", "peak_over_x"]
+    columns = ["s_per_iter", "rows_per_s", "rows_per_worker_cpu_s", "worker_cpu_s_per_iter"]
+    columns += ["payload_bytes_per_iter", "load_1min", "fit_s", "fit_cpu_s", "iterations"]
+    columns += ["peak_over_x"]
     table = medians(frame, ["dataset", "setting", "method"], columns)
     table = table.dropna(axis=1, how="all")
-    text = "Medians over the rounds.\n\n" + markdown(table) + "\n"
+    text = (
+        "Medians over the rounds. Rows per worker CPU-second stay put when other work loads "
+        "the machine; seconds per iteration do not (`load_1min` is the load average during "
+        "the run: with more runnable processes than cores a second worker cannot run "
+        "alongside the first).\n\n" + markdown(table) + "\n"
+    )
     if "s_per_iter" in table:
         dask = table.reset_index()
         dask = dask[dask["method"].str.startswith("dask")].dropna(subset=["s_per_iter"])
@@ -190,9 +196,13 @@ def bench_scale(frame: pd.DataFrame, out: Path, name: str) -> str:
             per = dict(zip(group["method"], group["s_per_iter"], strict=True))
             one, two = per.get("dask 1 worker(s)"), per.get("dask 2 worker(s)")
             if one and two:
-                lines.append(f"- {setting}: {one / two:.2f}× faster per iteration with two")
+                lines.append(f"- {setting}: {one / two:.2f}")
         if lines:
-            text += "\nSpeed-up from one worker to two:\n\n" + "\n".join(lines) + "\n"
+            text += (
+                "\nSeconds per iteration with one worker over those with two:\n\n"
+                + "\n".join(lines)
+                + "\n"
+            )
     return text
 
 
