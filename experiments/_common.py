@@ -162,7 +162,8 @@ def base_parser(
     name: str, description: str | None, *, data: bool = True, quick: bool = True
 ) -> ArgumentParser:
     """The parser of ``python experiments/<name>.py``, with ``--out`` (default
-    ``REPO/results/<name>``), and ``--data`` and ``--quick`` (the tiny test path) unless
+    ``REPO/results/<name>``), ``--results`` (the tidy result file's folder, default
+    ``--out``), and ``--data`` and ``--quick`` (the tiny test path) unless
     ``data`` / ``quick`` are False."""
     parser = ArgumentParser(prog=f"python experiments/{name}.py", description=description)
     if data:
@@ -177,6 +178,14 @@ def base_parser(
         type=out_folder,
         default=REPO / "results" / name,
         help=f"output folder (default: results/{name} in the checkout)",
+    )
+    parser.add_argument(
+        "--results",
+        type=out_folder,
+        default=None,
+        help="folder of the tidy result file <name>.csv and its <name>.meta.json (default: "
+        "the --out folder; experiments/results is the one the documentation's results page "
+        "reads)",
     )
     if quick:
         parser.add_argument(
@@ -362,7 +371,7 @@ def _git_commit() -> str:
 
 
 def write_results(
-    name: str, rows: Sequence[dict], argv: Sequence[str] | None = None, folder: Path | None = None
+    name: str, rows: Sequence[dict], folder: Path, argv: Sequence[str] | None = None
 ) -> Path:
     """Write the tidy result file ``<folder>/<name>.csv`` and its ``<name>.meta.json``.
 
@@ -371,10 +380,11 @@ def write_results(
     units in the name: ``wall_s``, ``cpu_s``, ``ndcg_at_10``). The sibling JSON file records
     the exact command (``python experiments/<name>.py`` and ``argv``, default the process's
     arguments), the date (UTC), the machine (cores, load average, platform, Python) and the
-    git commit. ``folder`` defaults to :data:`RESULTS`, which the documentation's results
-    page reads; quick runs pass their own output folder so as not to replace those files.
+    git commit. ``folder`` is the script's ``--results`` folder, else its ``--out`` folder:
+    only a run asked to (``--results experiments/results``, :data:`RESULTS`) replaces the
+    files the documentation's results page is made from.
     """
-    folder = Path(RESULTS if folder is None else folder)
+    folder = Path(folder)
     for row in rows:
         missing = [key for key in TIDY_KEYS if key not in row]
         if missing:

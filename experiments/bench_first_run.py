@@ -416,7 +416,7 @@ def main(argv=None) -> int:
     if kernel_rows:
         write_csv(args.out / "kernels.csv", kernel_rows)
     write_text(args.out / "results.md", "\n".join(lines) + "\n")
-    write_results("bench_first_run", [tidy(r) for r in rows])
+    write_results("bench_first_run", [tidy(r) for r in rows], args.results or args.out)
     print("\n".join(lines))
     return 0
 

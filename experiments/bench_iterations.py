@@ -494,7 +494,7 @@ def main(argv=None) -> int:
     md = markdown_table(header, table)
     make_out(args.out)
     write_csv(args.out / "results.csv", rows)
-    write_results("bench_iterations", [tidy(r) for r in rows])
+    write_results("bench_iterations", [tidy(r) for r in rows], args.results or args.out)
     write_text(
         args.out / "results.md",
         f"Warm-up (numba compilation, excluded): {warmup:.1f} s. Medians of {args.repeats} "

@@ -332,7 +332,7 @@ def main(argv=None) -> int:
         }
         for r in rows
     ]
-    write_results("bench_newton", tidy)
+    write_results("bench_newton", tidy, args.results or out)
     table = median_rows(rows)
     header = ["set", "C", "loss", "solver", "goal", "iterations", "hessp", "passes", "cpu_s",
               "wall_s", "objective"]  # fmt: skip

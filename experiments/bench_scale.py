@@ -790,7 +790,7 @@ def main(argv=None) -> int:
                 **{k.lower(): v for k, v in r.items()},
             }
         )
-    write_results("bench_scale", tidy)
+    write_results("bench_scale", tidy, args.results or args.out)
     write_text(args.out / "results.md", "\n".join(text) + "\n")
     print("\n".join(text))
     return 0

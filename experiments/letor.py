@@ -1440,7 +1440,7 @@ def write_report(
                         **{snake(meas): official_fold[name][f].get(meas) for meas in TESTED},
                     }
                 )
-        write_results("letor", tidy, folder=out if settings.get("quick") else None)
+        write_results("letor", tidy, settings.get("results") or out)
     progress(f"done in {wall_seconds:.0f} s; wrote {out}")
     print("\n".join(lines))
 
@@ -1555,7 +1555,7 @@ def main(argv=None) -> int:
         "method": given(args.method, "auto"),
         "pair_cost": args.pair_cost,
         "time_repeats": args.time_repeats,
-        "quick": quick,
+        "results": args.results,
     }
     official = {}
     if mq2008:

@@ -292,7 +292,7 @@ def main(argv=None) -> int:
         }
         for r in results
     ]
-    write_results("long_queries", tidy, folder=out if args.quick else None)
+    write_results("long_queries", tidy, args.results or out)
     print(text)
     return 0
 
