@@ -46,6 +46,7 @@ extensions = [
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = ["_build", "examples/README.rst", "**.ipynb_checkpoints"]
+# sphinx-gallery writes its timings page (sg_execution_times.rst) at the root: generated, ignored
 templates_path = ["_templates"]
 html_theme = "furo"
 html_title = f"bmrm {release}"
