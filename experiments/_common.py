@@ -25,9 +25,13 @@ import argparse
 import contextlib
 import csv
 import functools
+import json
 import math
 import os
+import platform
 import re
+import shlex
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +42,9 @@ from bmrm._validation import MAX_LAM, MIN_LAM
 from bmrm.io import data_dir, load_letor_fold
 
 REPO = Path(__file__).resolve().parents[1]
+# the tidy result files the documentation's results page is made from (docs/make_results.py)
+RESULTS = REPO / "experiments" / "results"
+TIDY_KEYS = ("experiment", "dataset", "method", "setting", "repetition")
 
 
 # --------------------------------------------------------------------------------- options
@@ -155,7 +162,8 @@ def base_parser(
     name: str, description: str | None, *, data: bool = True, quick: bool = True
 ) -> ArgumentParser:
     """The parser of ``python experiments/<name>.py``, with ``--out`` (default
-    ``REPO/results/<name>``), and ``--data`` and ``--quick`` (the tiny test path) unless
+    ``REPO/results/<name>``), ``--results`` (the tidy result file's folder, default
+    ``--out``), and ``--data`` and ``--quick`` (the tiny test path) unless
     ``data`` / ``quick`` are False."""
     parser = ArgumentParser(prog=f"python experiments/{name}.py", description=description)
     if data:
@@ -170,6 +178,14 @@ def base_parser(
         type=out_folder,
         default=REPO / "results" / name,
         help=f"output folder (default: results/{name} in the checkout)",
+    )
+    parser.add_argument(
+        "--results",
+        type=out_folder,
+        default=None,
+        help="folder of the tidy result file <name>.csv and its <name>.meta.json (default: "
+        "the --out folder; experiments/results is the one the documentation's results page "
+        "reads)",
     )
     if quick:
         parser.add_argument(
@@ -336,3 +352,59 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- tidy results
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return out.stdout.strip()
+
+
+def write_results(
+    name: str, rows: Sequence[dict], folder: Path, argv: Sequence[str] | None = None
+) -> Path:
+    """Write the tidy result file ``<folder>/<name>.csv`` and its ``<name>.meta.json``.
+
+    One row per method × data set × setting × repetition: the columns start with
+    :data:`TIDY_KEYS` (every row must have them), then the measured columns (snake_case,
+    units in the name: ``wall_s``, ``cpu_s``, ``ndcg_at_10``). The sibling JSON file records
+    the exact command (``python experiments/<name>.py`` and ``argv``, default the process's
+    arguments), the date (UTC), the machine (cores, load average, platform, Python) and the
+    git commit. ``folder`` is the script's ``--results`` folder, else its ``--out`` folder:
+    only a run asked to (``--results experiments/results``, :data:`RESULTS`) replaces the
+    files the documentation's results page is made from.
+    """
+    folder = Path(folder)
+    for row in rows:
+        missing = [key for key in TIDY_KEYS if key not in row]
+        if missing:
+            raise ValueError(f"a tidy result row lacks {missing}: {row}")
+    fields = list(TIDY_KEYS)
+    for row in rows:
+        fields.extend(k for k in row if k not in fields)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_csv(folder / f"{name}.csv", rows, fields)
+    args = list(sys.argv[1:] if argv is None else argv)
+    meta = {
+        "command": shlex.join(["python", f"experiments/{name}.py", *args]),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {
+            "cores": os.cpu_count(),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
+        "git_commit": _git_commit(),
+    }
+    write_text(folder / f"{name}.meta.json", json.dumps(meta, indent=1) + "\n")
+    return folder / f"{name}.csv"

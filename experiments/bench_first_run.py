@@ -56,6 +56,7 @@ from _common import (  # noqa: E402
     progress,
     script,
     write_csv,
+    write_results,
     write_text,
 )
 
@@ -180,6 +181,27 @@ def run(args, cache_dir, timeout=1800):
 
 
 @script
+def tidy(row: dict) -> dict:
+    """A row of ``results.csv`` as a row of the tidy result file: the measurement is the
+    method, the loss the setting, seconds renamed with their unit (``wall_s``, ``cpu_s``)."""
+    units = {"seconds": "wall_s", "cpu_seconds": "cpu_s"}
+    out = {
+        "experiment": "first_run",
+        "dataset": "demo",
+        "method": row["what"],
+        "setting": row.get("loss", ""),
+        "repetition": row["rep"],
+    }
+    for key, value in row.items():
+        if key not in ("what", "loss", "rep"):
+            out[
+                units.get(
+                    key, key.removesuffix("_seconds") + "_s" if key.endswith("_seconds") else key
+                )
+            ] = value
+    return out
+
+
 def main(argv=None) -> int:
     parser = base_parser("bench_first_run", __doc__.splitlines()[0], data=False, quick=False)
     parser.add_argument("--losses", nargs="+", default=LOSSES, choices=LOSSES)
@@ -394,6 +416,7 @@ def main(argv=None) -> int:
     if kernel_rows:
         write_csv(args.out / "kernels.csv", kernel_rows)
     write_text(args.out / "results.md", "\n".join(lines) + "\n")
+    write_results("bench_first_run", [tidy(r) for r in rows], args.results or args.out)
     print("\n".join(lines))
     return 0
 

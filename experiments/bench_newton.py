@@ -74,6 +74,7 @@ from _common import (
     progress,
     script,
     write_csv,
+    write_results,
     write_text,
 )
 
@@ -321,6 +322,17 @@ def main(argv=None) -> int:
                         method,
                     )  # fmt: skip
     write_csv(out / "results.csv", rows)
+    tidy = [
+        {
+            "experiment": "bench_newton",
+            "dataset": r["set"],
+            "method": r["solver"],
+            "setting": f"{r['loss']} C={r['C']:g} {r['goal']}",
+            **{k: v for k, v in r.items() if k not in ("set", "solver")},
+        }
+        for r in rows
+    ]
+    write_results("bench_newton", tidy, args.results or out)
     table = median_rows(rows)
     header = ["set", "C", "loss", "solver", "goal", "iterations", "hessp", "passes", "cpu_s",
               "wall_s", "objective"]  # fmt: skip

@@ -93,6 +93,7 @@ from experiments._common import (  # noqa: E402
     script,
     tolerance,
     write_csv,
+    write_results,
     write_text,
 )
 
@@ -772,6 +773,24 @@ def main(argv=None) -> int:
             )
     make_out(args.out)
     write_csv(args.out / "results.csv", rows)
+    tidy, seen = [], {}
+    for r in rows:
+        if r["backend"] == "local":
+            method, setting = f"local {r['threads']} thread(s)", r["loss"]
+        else:
+            method, setting = f"dask {r['workers']} worker(s)", f"ordinal tasks={r['tasks']}"
+        rep = seen[method, setting] = seen.get((method, setting), -1) + 1
+        tidy.append(
+            {
+                "experiment": "bench_scale",
+                "dataset": f"mslr-web30k-like scale={args.scale:g}",
+                "method": method,
+                "setting": setting,
+                "repetition": rep,
+                **{k.lower(): v for k, v in r.items()},
+            }
+        )
+    write_results("bench_scale", tidy, args.results or args.out)
     write_text(args.out / "results.md", "\n".join(text) + "\n")
     print("\n".join(text))
     return 0

@@ -193,6 +193,7 @@ from _common import (
     script,
     tolerance,
     write_csv,
+    write_results,
     write_text,
 )
 
@@ -1408,8 +1409,45 @@ def write_report(
     if merged_from:
         record["merged_from"] = [str(path) for path in merged_from]
     write_text(out / RUN_FILE, json.dumps(record, indent=1) + "\n")
+    if not merged_from:
+        tidy = []
+        for m in methods:
+            for f in folds:
+                row = {
+                    "experiment": "letor",
+                    "dataset": settings["dataset"],
+                    "method": m,
+                    "setting": f"fold{f}",
+                    "repetition": 0,
+                    "source": "bmrm",
+                    **{snake(meas): per_fold[m][f].get(meas) for meas in TESTED},
+                }
+                if m in losses_run:
+                    row["lam"] = chosen_lam[m][f]
+                    row["params"] = chosen_params[m][f]
+                    row["refit_wall_s"] = chosen_info[m][f].get("refit_seconds")
+                tidy.append(row)
+        for name in official_names:
+            for f in folds:
+                tidy.append(
+                    {
+                        "experiment": "letor",
+                        "dataset": settings["dataset"],
+                        "method": name,
+                        "setting": f"fold{f}",
+                        "repetition": 0,
+                        "source": "LETOR 4.0 official",
+                        **{snake(meas): official_fold[name][f].get(meas) for meas in TESTED},
+                    }
+                )
+        write_results("letor", tidy, settings.get("results") or out)
     progress(f"done in {wall_seconds:.0f} s; wrote {out}")
     print("\n".join(lines))
+
+
+def snake(measure: str) -> str:
+    """A measure's tidy column name: ``NDCG@10`` -> ``ndcg_at_10``."""
+    return measure.lower().replace("@", "_at_")
 
 
 # ---------------------------------------------------------------------------------- main
@@ -1517,6 +1555,7 @@ def main(argv=None) -> int:
         "method": given(args.method, "auto"),
         "pair_cost": args.pair_cost,
         "time_repeats": args.time_repeats,
+        "results": args.results,
     }
     official = {}
     if mq2008:

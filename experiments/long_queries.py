@@ -41,6 +41,7 @@ from experiments._common import (
     progress,
     script,
     write_csv,
+    write_results,
     write_text,
 )
 from losses.metrics import ndcg_score
@@ -270,6 +271,28 @@ def main(argv=None) -> int:
     write_csv(out / "chosen.csv", chosen)
     text = report(chosen, args.losses)
     write_text(out / "results.md", text + "\n")
+    chosen_ids = {id(r) for r in chosen}
+    tidy = [
+        {
+            "experiment": "long_queries",
+            "dataset": f"gen_ltr docs={r['docs']} noise={r['noise']:g}",
+            "method": r["loss"],
+            "setting": f"lam={r['lam']:g}",
+            "repetition": 0,
+            "docs": r["docs"],
+            "noise": r["noise"],
+            "lam": r["lam"],
+            "chosen": id(r) in chosen_ids,
+            "valid_ndcg_at_10": r["valid_ndcg10"],
+            "test_ndcg_at_10": r["test_ndcg10"],
+            "file_order_test_ndcg_at_10": r["file_order_test_ndcg10"],
+            "norm_w": r["norm_w"],
+            "cpu_s": r["cpu_seconds"],
+            "iterations": r["iterations"],
+        }
+        for r in results
+    ]
+    write_results("long_queries", tidy, args.results or out)
     print(text)
     return 0
 

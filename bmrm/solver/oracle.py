@@ -8,9 +8,9 @@ numpy and scipy.
 
 A call makes two passes over X (f = X w, the loss, Xᵀ g), except for large dense X whose rows
 are already in query order and whose loss offers a block kernel (``block_kernel``, see
-:mod:`losses._base`; the ordinal loss, where it saved 10–23 % of a call on 400,000 × 136
-rows, ``experiments/bench_oracles.py``; the NDCG kernel costs several passes' time and its
-one-pass call measured no faster, so it keeps two): then
+:mod:`losses._base`; the ordinal loss, where it saves time, ``experiments/bench_oracles.py``;
+the NDCG kernel costs several passes' time and its one-pass call measured no faster, so it
+keeps two): then
 :func:`bmrm.solver.products.fused_cut` goes once over X in blocks of whole queries small
 enough to stay in cache between the two products. Both give the same R and subgradient up to
 the order of the floating-point sums.

@@ -120,8 +120,8 @@ def solve_simplex_qp(Q, b, alpha, grad, tol, max_steps):
 # solver made its first compilation several times slower. Only compiled code calls them, so
 # they get no Python entry point, which saves part of their compilation. NumPy's error model
 # (a division by zero gives inf or nan instead of raising) leaves out the exception paths of
-# every division, which shortens the QP's first compilation (experiments/RESULTS.md, "First
-# run"). A non-finite answer still goes to the vertex step of master_step, and any α of the
+# every division, which shortens the QP's first compilation (experiments/bench_first_run.py).
+# A non-finite answer still goes to the vertex step of master_step, and any α of the
 # simplex gives a valid bound.
 _OUTER = {"cache": True, "error_model": "numpy"}
 _INNER = {**_OUTER, "no_cpython_wrapper": True, "no_cfunc_wrapper": True}

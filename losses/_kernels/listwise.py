@@ -517,8 +517,9 @@ def _secant_top(cost, lin_buf, n_top, n_cand, fq, order, cand_rank, c, m, match_
 # 8 bytes each, three tables) of at most LATTICE_CELLS, and their mean number of states is
 # at most LATTICE_MEAN_STATES; otherwise they take the chain flow. Queries of up to four
 # gain levels at k = 10 have at most 1,001 states. The programme's time grows with the
-# states, the flow's hardly, so the limits sit where the two took about the same time per
-# query of NDCG@10 (the results page, "Oracles").
+# states, the flow's hardly: the limits below are where the programme stopped being the
+# faster of the two per query of NDCG@10 (one thread, scores unrelated to the labels or
+# following them; experiments/bench_oracles.py measures the oracle).
 LATTICE_STATES = 4096
 LATTICE_CELLS = 65536
 LATTICE_MEAN_STATES = 1500
@@ -652,10 +653,13 @@ def _lattice_top(cost, n_top, n_cand, fq, order, cand, cand_rank, lq, n_lev, c, 
 
 
 # The truncated path selects each level's best documents (:func:`_truncated_order`) in
-# batches with a query longer than this, and sorts every query otherwise: sorting is as
-# fast as the selection up to about this length per query of NDCG@10 with truncated c, and
-# slower beyond (the results page, "Oracles"). Leaving the selection out of the kernel also
-# saves compiling it in a first fit on short queries (the results page, "First run").
+# batches with a query longer than this, and sorts every query otherwise. Per query of
+# NDCG@10 with truncated c (one thread; three or five gain levels; scores unrelated to the
+# labels or following them; either tie rule, the latent one's weights given as the
+# concave-convex procedure's steps give them), sorting was as fast as the selection up to
+# about this length and slower beyond it. Leaving the selection out of the kernel also
+# saves compiling it on the first NDCG@10 fit of short queries
+# (experiments/bench_first_run.py measures first fits).
 TRUNCATED_SORT_MAX = 100
 
 
@@ -857,10 +861,10 @@ def _tight_cycle(cost, tol, iw, fw, owner):
 # The per-query code is written out in the query loop below rather than called: LLVM then
 # optimises it and the callees linked into it (the chain flow, the assignment, the sort)
 # once, in this kernel, instead of once in a function of its own and again here, and numba
-# does not copy a callee's IR to inline it (as inline="always" does). Both shorten a first
-# NDCG@10 compilation from an empty cache (the results page, "First run"). Inlining the
-# chain flow or the small helpers (heap, Fenwick tree) made the compilation slower: their
-# bodies are then typed and optimised again at every call site.
+# does not copy a callee's IR to inline it (inline="always" did that, and compiled slower
+# from an empty cache; experiments/bench_compile.py measures each kernel's compilation).
+# Inlining the chain flow or the small helpers (heap, Fenwick tree) made the compilation
+# slower: their bodies are then typed and optimised again at every call site.
 @njit(cache=True, nogil=True)
 def structured_loss(
     q_start,
@@ -1172,7 +1176,7 @@ def structured_loss(
                 if truncated is not None:
                     # the whole matrix, without _top_assignment's column filter: the filter
                     # saves little per query here, and compiling it would lengthen this
-                    # path's first fit by more than it saves (the results page, "Oracles")
+                    # path's first fit
                     solve_assignment(
                         cost,
                         col_of_row,

@@ -163,7 +163,7 @@ def ordinal_pairs(
         # structured costs). Written out here rather than called, so that LLVM optimises
         # it once, in this kernel: with the choice of sort above also written out, the
         # first loss call from an empty cache compiles faster than with both as functions
-        # of their own (the results page, "First run").
+        # of their own (experiments/bench_compile.py).
         fs_q = fs[a:b]
         rs_q = rs[a:b]
         lev = levels[lp:lq]

@@ -53,10 +53,9 @@ is violated enough at the point the method chose, add it instead of calling the 
 constraint cache of SVM^rank's 1-slack solver; :mod:`bmrm.solver.cut_cache`). For example
 ``bmrm.fit(X, y, "ordinal", qid, lam=1e-2, method=PlainBMRM(cut_cache=True))``. Its
 planes are counted in ``n_cache_cuts``, apart from ``nfev``. :class:`PlainBMRM` (``"bmrm"``)
-uses it by default (``cut_cache="auto"``) with the QP master of the L2 problem: with the
-cache it needed 3–90× fewer oracle calls and 2.5–19× less time on every problem of
-``experiments/bench_iterations.py`` it was measured on (``experiments/RESULTS.md`` has the
-figures); ``PlainBMRM(cut_cache=False)`` is the method of Teo et al. as published.
+uses it by default (``cut_cache="auto"``) with the QP master of the L2 problem, where it
+saves oracle calls and time (``experiments/bench_iterations.py`` measures it);
+``PlainBMRM(cut_cache=False)`` is the method of Teo et al. as published.
 """
 
 from __future__ import annotations
@@ -136,19 +135,18 @@ def check_method(method, *, lbfgs: bool = True) -> None:
 
 def auto_method(regularizer, capabilities: Capabilities | None = None) -> str:
     """The method ``"auto"`` stands for: one function of the problem (its regularizer and
-    the risk's declared capabilities), as measured (``experiments/RESULTS.md``, "Solver" and
-    "L1 fits"): the level bundle method for L2 without bounds (the QP master), in-out
-    cutting planes for L1 without bounds (3.3–3.6 times less time than plain BMRM over
-    ``experiments/bench_l1.py``'s MQ2008 grid at tol 1e-6, its linear-programme master
-    dominating), plain BMRM otherwise (elastic net, bounds, callable regularizers: not
-    measured). ``capabilities`` None is a convex risk with nothing more.
+    the risk's declared capabilities), as measured (``experiments/bench_iterations.py`` and
+    ``experiments/bench_l1.py``): the level bundle method for L2 without bounds (the QP
+    master), in-out cutting planes for L1 without bounds (faster than plain BMRM on
+    ``experiments/bench_l1.py``'s MQ2008 grid, its linear-programme master dominating),
+    plain BMRM otherwise (elastic net, bounds, callable regularizers: not measured).
+    ``capabilities`` None is a convex risk with nothing more.
 
     Newton-CG for L2 without bounds when the risk is convex, smooth and offers
     Hessian-vector products (the squared, logistic, listwise squared, RankNet and ListNet
     losses, the squared pairwise hinges): on ``experiments/bench_newton.py``'s synthetic
-    sets (squared hinge, logistic and squared losses at C = 1 and 100) it reached the
-    relative gap 1e-3 in 2.1–5.4 times less CPU time than the level bundle method
-    (``experiments/RESULTS.md``, "Newton-CG against LIBLINEAR-RankSVM and scikit-learn")."""
+    sets it reaches the relative gap 1e-3 in less CPU time than the level bundle method
+    (the results page of the documentation)."""
     if regularizer.qp and capabilities is not None and not unmet_requirements(capabilities):
         return "newton"
     if regularizer.qp:

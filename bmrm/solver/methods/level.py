@@ -69,9 +69,8 @@ class LevelBundle:
     theta : float in (0, 1)
         The level's place between the lower bound (0) and the best objective (1). Their
         bound holds for every θ in (0, 1), with a constant smallest near θ = 0.3; θ = 0.7
-        took fewer iterations on every problem of ``experiments/bench_iterations.py`` we
-        tried (small C=100 to a gap of 1e-6: 156 at 0.3, 84 at 0.7; the demo's NDCG with
-        increasing ties at lam = 1e-4 to 1e-3: 81 and 45).
+        is the default because it took fewer iterations on the problems of
+        ``experiments/bench_iterations.py``.
     max_projection_steps : int
         Master solves per projection, at most (bisection on the multiplier).
     cut_cache : bool, "auto" or CutCache
