@@ -44,6 +44,7 @@ from bmrm.solver.masters import _cvxpy
 from bmrm.solver.methods import check_method
 from bmrm.solver.methods.nrbm import NRBM
 from bmrm.solver.oracle import RiskOracle
+from bmrm.solver.problem import CountingOracle
 from bmrm.solver.regularizers import Regularizer, from_spec, make_regularizer
 from bmrm.solver.scorer_oracle import check_nonconvex, fit_nonconvex
 from losses import check_sample_weight
@@ -467,20 +468,6 @@ def _warn_if_nothing_learned(result, loss) -> None:
         UserWarning,
         stacklevel=3,
     )
-
-
-def _latent_start(oracle, d, lam, regularizer, tol, max_iter, max_time):
-    """The start of NRBM on a latent loss: the minimiser of the loss's convex
-    ``initial_loss`` (as :func:`~bmrm.solver.cccp.minimize_cccp` starts) and the oracle
-    calls it took, else ``(None, 0)`` (start at 0)."""
-    init_oracle = oracle.initial()
-    if init_oracle is None:
-        return None, 0
-    res = minimize_bmrm(
-        init_oracle, d, lam, regularizer=regularizer, tol=tol, max_iter=max_iter,
-        max_time=max_time,
-    )  # fmt: skip
-    return res.x, res.nfev
 
 
 def fit(
@@ -959,16 +946,17 @@ def _minimize(oracle, d: int, regularizer: Regularizer, settings: _Settings, w0)
     kept = {} if isinstance(method, str) else {
         "smooth": method.smooth, "max_backtracks": method.max_backtracks
     }  # fmt: skip
-    start_nfev = 0
-    if latent and w0 is None:
-        w0, start_nfev = _latent_start(
-            oracle, d, settings.lam, regularizer, settings.tol, settings.max_iter,
-            settings.max_time,
-        )  # fmt: skip
-    result = minimize_bmrm(
+    # one count of oracle calls for the fit, the starting problem's included
+    oracle = CountingOracle(oracle)
+    initial = oracle.inner.initial() if latent and w0 is None else None
+    if initial is not None:
+        # the start of NRBM on a latent loss: the minimiser of the loss's convex
+        # initial_loss, as the concave-convex procedure starts
+        w0 = minimize_bmrm(
+            oracle.sharing(initial), d, settings.lam, regularizer=regularizer,
+            tol=settings.tol, max_iter=settings.max_iter, max_time=settings.max_time,
+        ).x  # fmt: skip
+    return minimize_bmrm(
         oracle, d, settings.lam, regularizer=regularizer, w0=w0,
         method=NRBM(convex=not latent, **kept), **options,
     )  # fmt: skip
-    # the oracle calls of NRBM's starting problem count, as CCCP counts those of its own
-    result.nfev += start_nfev
-    return result

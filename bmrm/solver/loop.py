@@ -295,7 +295,6 @@ def minimize(
     start = time.perf_counter()
     regularizer = problem.regularizer
     clock = CompileClock().__enter__()
-    rounding = problem.rounding
     log = verbose_log(verbose)
     log.__enter__()
     try:
@@ -331,19 +330,7 @@ def minimize(
                 state.nfev,
                 state.n_passes,
             )
-            if not math.isfinite(best_J):
-                raise FloatingPointError(
-                    f"the objective is not finite (J = {best_J}) at iteration {nit}: the "
-                    "features or targets are too large for float64; rescale them"
-                )
-            # the bound comes from a feasible dual point: above an evaluated objective by
-            # more than rounding, a plane over-estimates the risk somewhere
-            if certifies and gap < -rounding * (1.0 + abs(best_J)):
-                raise ValueError(
-                    f"the certified lower bound {lower_bound:.6g} exceeds the objective "
-                    f"{best_J:.6g} of an evaluated point (gap {gap:.3e}): the oracle's "
-                    "gradient is not a subgradient of its risk (check its sign and scale)"
-                )
+            state.check_step(certifies)
             if progress:
                 _show_progress(nit, gap, best_J, tol, atol, hist.first_gap, elapsed)
             if verbose:
@@ -351,21 +338,19 @@ def minimize(
                     f"{nit:5d} {best_J:14.8g} {lower_bound:14.8g} {gap:11.4e} "
                     f"{state.bundle_size:6d} {elapsed - clock.current():8.2f}"
                 )
-            if gap <= tol * abs(best_J):
-                status = 0
-            elif gap <= atol:
-                status = 1
-            elif max_time is not None and elapsed - clock.current() >= max_time:
+            status = state.stop_status(tol, atol)
+            if status == 2 and max_time is not None and elapsed - clock.current() >= max_time:
                 status = 3
             # after every iteration, the last one included (with its final status)
             if callback is not None:
                 try:
-                    callback(_result(state, status, hist, elapsed, certifies))
+                    callback(_result(state, status, hist, elapsed, solver))
                 except StopIteration:
                     if status == 2:
                         status = 4
             if status != 2:
                 break
+        state.settle()
         if state.best_w is not None:
             state.best_w, state.best_J = regularizer.clean(
                 state.best_w, state.best_J, lambda v: problem.objective(v, problem.oracle(v)[0])
@@ -376,17 +361,21 @@ def minimize(
         if status == 2:
             gap = state.stop_gap
             cached = f" and {state.n_cache_cuts} cache cuts" if state.n_cache_cuts else ""
-            warnings.warn(
-                f"BMRM reached max_iter={max_iter}{cached} with gap {gap:.3e} "
-                f"(relative {gap / max(abs(state.best_J), 1e-300):.3e}, tol={tol})"
-                + _scaled_note(getattr(state, "master", None))
-                + _bundle_note(regularizer, state, options),
-                exceptions.ConvergenceWarning,
-                stacklevel=3,
-            )
-        result = _result(state, status, hist, total, certifies)
+            if certifies:
+                message = (
+                    f"BMRM reached max_iter={max_iter}{cached} with gap {gap:.3e} "
+                    f"(relative {gap / max(abs(state.best_J), 1e-300):.3e}, tol={tol})"
+                    + _scaled_note(getattr(state, "master", None))
+                    + _bundle_note(regularizer, state, options)
+                )
+            else:
+                message = (
+                    f"method {solver.name!r} reached max_iter={max_iter}{cached} with its "
+                    f"stopping measure at {gap:.3e} (tol={tol}): not yet converged"
+                )
+            warnings.warn(message, exceptions.ConvergenceWarning, stacklevel=3)
+        result = _result(state, status, hist, total, solver)
         result.compile_seconds = clock.seconds
-        result.method = solver.name
         result = solver.finish(state, result)
         return (result, state) if full_output else result
     finally:
@@ -432,6 +421,8 @@ def _show_progress(nit, gap, best_J, tol, atol, first_gap, elapsed, width=30):
     target = max(tol * abs(best_J), atol, 1e-300)
     if gap <= target or first_gap <= target:
         share = 1.0
+    elif not (math.isfinite(gap) and math.isfinite(first_gap)):
+        share = 0.0  # a solver without a stopping measure yet (bmrm.solver.cccp)
     else:
         share = np.log(first_gap / gap) / np.log(first_gap / target)
     share = min(max(share, 0.0), 1.0)
@@ -443,11 +434,9 @@ def _show_progress(nit, gap, best_J, tol, atol, first_gap, elapsed, width=30):
     sys.stderr.flush()
 
 
-def _result(
-    state: State, status: int, hist: _History, total: float, certifies: bool
-) -> BMRMResult:
+def _result(state: State, status: int, hist: _History, total: float, solver) -> BMRMResult:
     J = state.best_J
-    lower_bound = state.lower_bound if certifies else math.nan
+    lower_bound = state.lower_bound if solver.certifies else math.nan
     return BMRMResult(
         x=np.array(state.best_w, copy=True),
         fun=float(J),
@@ -467,4 +456,5 @@ def _result(
         master_seconds=state.master_seconds,
         cache_seconds=state.cache_seconds,
         total_seconds=total,
+        method=solver.name,
     )

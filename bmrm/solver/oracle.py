@@ -18,8 +18,6 @@ the order of the floating-point sums.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import scipy.sparse as sp
 
@@ -76,6 +74,11 @@ class RiskOracle:
         (:data:`FUSED_MIN_BYTES` by default; :func:`bmrm.warmup` compiles it on small X).
     """
 
+    # for a latent loss, a call at w computes what the first call of ``convexified(w)`` at
+    # w computes (the same scores, latent choice and kernels): the concave-convex procedure
+    # hands it on instead of repeating it
+    latent_call_is_surrogate_call = True
+
     def __init__(
         self,
         X,
@@ -90,8 +93,9 @@ class RiskOracle:
         self.intercept_scaling = float(intercept_scaling)
         self.n_features = X.shape[1] + int(fit_intercept)
         self.dtype = X.dtype
+        # its own count of calls, against which the loop's bookkeeping is tested; timing
+        # and the counts of a fit are the problem's counting oracle's
         self.calls = 0
-        self.seconds = 0.0
         self._own_products = bool(own_products_dtype(X))
         self._buffers: dict[str, np.ndarray] = {}
         self.fused = self._fused_plan(fused_min_bytes)
@@ -191,7 +195,6 @@ class RiskOracle:
 
     def __call__(self, w: np.ndarray):
         """Return ``(R(w), a)`` with ``a`` a subgradient of R at ``w``."""
-        start = time.perf_counter()
         # every kernel (products and loss) decides from its input size whether to use the
         # thread pool: small inputs stay on the calling thread (losses._threads)
         if self.fused is not None:
@@ -199,7 +202,6 @@ class RiskOracle:
         else:
             R, a = self._cut_at(self._scores(w, self._buffer("f")))
         self.calls += 1
-        self.seconds += time.perf_counter() - start
         return R, a
 
     def _fused_cut(self, w: np.ndarray):

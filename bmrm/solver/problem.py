@@ -24,7 +24,14 @@ import numpy as np
 from bmrm.solver.cut_cache import supports_cut_cache
 from bmrm.solver.regularizers import Regularizer
 
-__all__ = ["Capabilities", "CountedProducts", "CountingOracle", "Problem", "capabilities"]
+__all__ = [
+    "Capabilities",
+    "CountedProducts",
+    "CountingOracle",
+    "Counts",
+    "Problem",
+    "capabilities",
+]
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,10 @@ class Capabilities:
         solvers.
     dtype : numpy dtype
         The precision of the oracle's products (float32 data rounds more).
+    latent_reuse : bool
+        For a latent risk: its evaluation at w is, value for value, the first evaluation of
+        its surrogate fixed at w (``oracle.latent_call_is_surrogate_call``), which the
+        concave-convex procedure then does not repeat.
     """
 
     convex: bool = True
@@ -65,6 +76,7 @@ class Capabilities:
     exact: bool = False
     has_hessp: bool = False
     dtype: np.dtype = np.dtype(np.float64)
+    latent_reuse: bool = False
 
 
 def capabilities(oracle) -> Capabilities:
@@ -84,7 +96,30 @@ def capabilities(oracle) -> Capabilities:
         has_hessp=callable(getattr(oracle, "hessp", None))
         and (loss is None or callable(getattr(loss, "hessp", None))),
         dtype=np.dtype(getattr(oracle, "dtype", np.float64)),
+        latent_reuse=bool(getattr(oracle, "latent_call_is_surrogate_call", False)),
     )
+
+
+@dataclass
+class Counts:
+    """The bookkeeping of the oracle calls of one fit (:class:`CountingOracle`).
+
+    Attributes
+    ----------
+    nfev : int
+        Risk evaluations, with or without a subgradient.
+    n_passes : int
+        Products with X (X w or Xᵀ g).
+    nhev : int
+        Hessian-vector products.
+    seconds : float
+        Wall-clock seconds inside the oracle.
+    """
+
+    nfev: int = 0
+    n_passes: int = 0
+    nhev: int = 0
+    seconds: float = 0.0
 
 
 class CountingOracle:
@@ -95,26 +130,71 @@ class CountingOracle:
     ``cut_at`` one; ``risk_at`` none; a Hessian-vector product one or two), ``nhev``
     Hessian-vector products and ``seconds`` the wall-clock time inside the oracle. Other
     attributes are the wrapped oracle's.
+
+    Parameters
+    ----------
+    oracle : callable
+        The risk oracle, ``oracle(w) -> (R, a)``.
+    counts : Counts or None
+        Counts shared with other oracles of the same fit (the concave-convex procedure's
+        surrogates count into the latent risk's counts, :meth:`sharing`); new ones when
+        None.
     """
 
-    def __init__(self, oracle):
+    def __init__(self, oracle, counts: Counts | None = None):
         self.inner = oracle
-        self.nfev = 0
-        self.n_passes = 0
-        self.nhev = 0
-        self.seconds = 0.0
+        self.counts = Counts() if counts is None else counts
+        self._primed = None
+
+    def sharing(self, oracle) -> CountingOracle:
+        """A counting oracle for ``oracle`` whose calls count into these counts.
+
+        Parameters
+        ----------
+        oracle : callable
+            Another risk oracle of the same fit.
+
+        Returns
+        -------
+        CountingOracle
+        """
+        return CountingOracle(oracle, self.counts)
+
+    def prime(self, w: np.ndarray, R: float, a: np.ndarray) -> None:
+        """Answer the next call, if it is at ``w``, with ``(R, a)`` already evaluated (the
+        same computation made by another oracle, :mod:`bmrm.solver.cccp`), uncounted.
+
+        Parameters
+        ----------
+        w : ndarray
+            The point of the evaluation.
+        R : float
+            The risk at ``w``.
+        a : ndarray
+            Its subgradient at ``w``.
+        """
+        self._primed = (w, R, a)
+
+    nfev = property(lambda self: self.counts.nfev, doc="Risk evaluations (:class:`Counts`).")
+    n_passes = property(lambda self: self.counts.n_passes, doc="Products with X.")
+    nhev = property(lambda self: self.counts.nhev, doc="Hessian-vector products.")
+    seconds = property(lambda self: self.counts.seconds, doc="Seconds inside the oracle.")
 
     def _timed(self, function, args, nfev: int, passes: int):
+        counts = self.counts
         t0 = time.perf_counter()
         try:
             return function(*args)
         finally:
-            self.seconds += time.perf_counter() - t0
-            self.nfev += nfev
-            self.n_passes += passes
+            counts.seconds += time.perf_counter() - t0
+            counts.nfev += nfev
+            counts.n_passes += passes
 
     def __call__(self, w: np.ndarray):
         """``(R(w), a)``, a a subgradient of R at w."""
+        primed, self._primed = self._primed, None
+        if primed is not None and np.array_equal(primed[0], w):
+            return primed[1], primed[2].copy()
         return self._timed(self.inner, (w,), 1, 2)
 
     def scores(self, w: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -148,7 +228,7 @@ class CountingOracle:
         return self.hessian(self.scores(w))(v)
 
     def __getattr__(self, name: str):
-        if name == "inner":  # not set yet (a copy being made): no recursion
+        if name in ("inner", "counts", "_primed"):  # not set yet (a copy being made): no recursion
             raise AttributeError(name)
         return getattr(self.inner, name)
 
@@ -164,14 +244,14 @@ class CountedProducts:
 
     def __call__(self, v: np.ndarray, xv: np.ndarray | None = None) -> np.ndarray:
         """Xᵀ H_R X v, X v written into ``xv`` when given."""
-        counting = self.counting
+        counts = self.counting.counts
         t0 = time.perf_counter()
         try:
             return self.products(v, xv)
         finally:
-            counting.seconds += time.perf_counter() - t0
-            counting.nhev += 1
-            counting.n_passes += self.passes
+            counts.seconds += time.perf_counter() - t0
+            counts.nhev += 1
+            counts.n_passes += self.passes
 
 
 @dataclass(eq=False)

@@ -163,6 +163,36 @@ class State:
         if J < self.best_J:
             self.best_J, self.best_w = J, w
 
+    def check_step(self, certifies: bool) -> None:
+        """Raise after a step whose best objective is not finite (``FloatingPointError``) or,
+        for a certifying solver, whose lower bound exceeds an evaluated objective by more
+        than rounding (``ValueError``: the bound comes from planes, so one of them
+        over-estimates the risk somewhere and the oracle's gradient is not a subgradient)."""
+        best_J, gap = self.best_J, self.stop_gap
+        if not math.isfinite(best_J):
+            raise FloatingPointError(
+                f"the objective is not finite (J = {best_J}) at iteration {self.nit}: the "
+                "features or targets are too large for float64; rescale them"
+            )
+        if certifies and gap < -self.problem.rounding * (1.0 + abs(best_J)):
+            raise ValueError(
+                f"the certified lower bound {self.lower_bound:.6g} exceeds the objective "
+                f"{best_J:.6g} of an evaluated point (gap {gap:.3e}): the oracle's "
+                "gradient is not a subgradient of its risk (check its sign and scale)"
+            )
+
+    def stop_status(self, tol: float, atol: float) -> int:
+        """The loop's status after a step: 0 when ``stop_gap`` <= tol·|J(best)|, 1 when it is
+        <= atol, else 2 (go on). A solver with another stopping rule overrides it."""
+        gap = self.stop_gap
+        if gap <= tol * abs(self.best_J):
+            return 0
+        return 1 if gap <= atol else 2
+
+    def settle(self) -> None:
+        """Bring ``best_w`` and ``best_J`` up to date when the loop stops (a solver whose
+        iterates are settled by a last evaluation overrides it; by default nothing)."""
+
 
 @dataclass(eq=False)
 class BundleState(State):
