@@ -5,7 +5,7 @@ replaced by a scorer (:mod:`bmrm.scorers`): R(θ) = (1/n_terms) Σ_q l(h_θ(X_q)
 sample weights, their weighted mean) and its gradient, the scorer's vector-Jacobian product
 of ∂l/∂f. With a scorer that is not linear, or with a loss that is not convex, R is not
 convex and the bundle method's cutting planes are not lower bounds. :func:`fit_nonconvex`
-then minimises lam/2‖θ‖² + R(θ) either with scipy's L-BFGS-B (:func:`minimize_lbfgs`, a
+then minimises lam/2‖θ‖² + R(θ) either with L-BFGS (:func:`minimize_lbfgs`, a
 differentiable R) or with the non-convex regularized bundle method
 (:mod:`bmrm.solver.methods.nrbm`, smooth or not). Both find a stationary point (a local minimum in
 practice), certifying nothing about the global one.
@@ -13,17 +13,19 @@ practice), certifying nothing about the global one.
 
 from __future__ import annotations
 
-import time
 import warnings
 
 import numpy as np
-from scipy.optimize import OptimizeResult, minimize
 
 from bmrm import exceptions
-from bmrm.scorers import LinearScorer
-from bmrm.solver.loop import minimize_bmrm
+from bmrm.solver.loop import BMRMResult, minimize, minimize_bmrm
+from bmrm.solver.methods.base import SolverOptions
+from bmrm.solver.methods.lbfgs import LBFGS
 from bmrm.solver.methods.nrbm import NRBM
 from bmrm.solver.oracle import RiskOracle
+from bmrm.solver.problem import Problem
+from bmrm.solver.regularizers import make_regularizer
+from bmrm.solver.scorers import LinearScorer
 from losses.validation import check_graded_labels
 
 __all__ = ["ScorerOracle", "check_nonconvex", "fit_nonconvex", "minimize_lbfgs"]
@@ -50,14 +52,11 @@ class ScorerOracle:
         self.scorer = scorer
         self.n_features = scorer.n_params(X.shape[1])
         self.calls = 0
-        self.seconds = 0.0
 
     def __call__(self, theta: np.ndarray):
         """Return ``(R(θ), ∂R/∂θ)``."""
-        start = time.perf_counter()
         R, a = self._risk(np.asarray(theta, dtype=np.float64))
         self.calls += 1
-        self.seconds += time.perf_counter() - start
         return R, a
 
     def _risk(self, theta):
@@ -87,73 +86,43 @@ def minimize_lbfgs(
     max_iter: int = 1000,
     max_time: float | None = None,
     callback=None,
-) -> OptimizeResult:
-    """Minimise J(θ) = lam/2 ‖θ‖² + R(θ) with scipy's L-BFGS-B from ``theta0``.
+) -> BMRMResult:
+    """Minimise J(θ) = lam/2 ‖θ‖² + R(θ) by L-BFGS (:mod:`bmrm.solver.methods.lbfgs`) from
+    ``theta0``, in the loop of every solver (:func:`~bmrm.solver.loop.minimize`).
 
     Parameters
     ----------
     oracle : callable
         ``oracle(theta) -> (R, ∂R/∂θ)``, R differentiable.
-    lam : float >= 0
+    lam : float
+        The L2 constant, >= 0.
     theta0 : ndarray
         Starting point (the warm start).
     tol : float
-        scipy's ``gtol`` (largest gradient entry); ``ftol`` (relative decrease) is tol².
+        The largest gradient entry at which it stops (and tol² the relative decrease of J,
+        as scipy's L-BFGS-B with ``gtol = tol`` and ``ftol = tol²``).
     max_iter : int
         Iteration cap.
     max_time : float or None
-        Seconds; the run stops after the first iteration past the budget.
+        Seconds, numba's compilation excluded.
     callback : callable or None
-        Called after each iteration with an ``OptimizeResult`` of the current state (``x``,
-        θ; ``fun``, J there; ``nit``; ``elapsed`` seconds; ``method``), as the bundle
-        methods pass their ``BMRMResult``; raise ``StopIteration`` to stop.
+        ``callback(intermediate_result)`` after each iteration, as for the bundle methods;
+        raise ``StopIteration`` to stop.
 
     Returns
     -------
-    OptimizeResult
-        scipy's result (``x``, ``fun``, ``jac``, ``success``, ``status``, ``message``,
-        ``nit``, ``nfev``) plus ``method = "L-BFGS-B"``, ``risk`` (R at x), ``fun0`` (J at
-        the start), ``elapsed`` and ``oracle_seconds``. No gap: the objective is not convex.
+    BMRMResult
+        ``method = "lbfgs"``, ``gap`` the largest gradient entry at ``x`` (no lower bound:
+        the objective is not convex), ``risk`` (R at x), ``jac`` (∇J at x), ``fun0`` (J at
+        the start).
     """
     theta0 = np.asarray(theta0, dtype=np.float64).copy()
-    start = time.perf_counter()
-
-    def objective(theta):
-        R, a = oracle(theta)
-        return lam * 0.5 * float(theta @ theta) + R, lam * theta + a
-
-    nit = 0
-
-    def on_iteration(intermediate_result):  # scipy passes an OptimizeResult by this name
-        nonlocal nit
-        nit += 1
-        if callback is not None:
-            callback(
-                OptimizeResult(
-                    x=intermediate_result.x.copy(),
-                    fun=float(intermediate_result.fun),
-                    nit=nit,
-                    elapsed=time.perf_counter() - start,
-                    method="L-BFGS-B",
-                )
-            )
-        if max_time is not None and time.perf_counter() - start > max_time:
-            raise StopIteration
-
-    fun0 = objective(theta0)[0]
+    n = theta0.size
+    problem = Problem.of(oracle, make_regularizer("l2", n_features=n), float(lam), n)
     res = minimize(
-        objective,
-        theta0,
-        jac=True,
-        method="L-BFGS-B",
-        callback=on_iteration,
-        options={"maxiter": max_iter, "gtol": tol, "ftol": tol * tol},
-    )
-    res.risk = oracle(res.x)[0]
-    res.method = "L-BFGS-B"
-    res.fun0 = fun0
-    res.elapsed = time.perf_counter() - start
-    res.oracle_seconds = getattr(oracle, "seconds", float("nan"))
+        problem, LBFGS(), w0=theta0, options=SolverOptions(tol=tol), max_iter=max_iter,
+        max_time=max_time, callback=callback,
+    )  # fmt: skip
     return res
 
 

@@ -42,6 +42,17 @@ Methods
     that are not convex: serious and null steps, planes lowered where they conflict with
     the serious point, and a stationary point (not a certified optimum) at the end. Kept
     out of :data:`METHODS`, the methods with a certified gap on convex risks.
+``"lbfgs"`` (:class:`~bmrm.solver.methods.lbfgs.LBFGS`)
+    Limited-memory BFGS with a strong Wolfe line search (Nocedal & Wright, 2006) for
+    smooth objectives that are not convex (a non-linear ranking function, a smooth loss
+    declaring ``convex = False``): a stationary point, no certificate. :func:`bmrm.fit`
+    takes it for such objectives only (:func:`~bmrm.solver.scorer_oracle.fit_nonconvex`).
+
+Wrappers
+--------
+:class:`CarriedPlanes` starts a solver from the planes of an earlier solve (``bmrm.path``,
+the concave-convex procedure); :class:`bmrm.solver.cccp.CCCP` runs an inner solver on the
+convex surrogates of a latent loss, one subproblem after another, in the same loop.
 
 Per-query cut cache
 -------------------
@@ -65,6 +76,7 @@ from bmrm.solver.methods.base import BundleState, Solver, SolverOptions
 from bmrm.solver.methods.bmrm import PlainBMRM
 from bmrm.solver.methods.carried import CarriedPlanes
 from bmrm.solver.methods.inout import InOut
+from bmrm.solver.methods.lbfgs import LBFGS
 from bmrm.solver.methods.level import LevelBundle
 from bmrm.solver.methods.ls_bmrm import LineSearchBMRM
 from bmrm.solver.methods.newton import NewtonCG, unmet_requirements
@@ -78,6 +90,7 @@ __all__ = [
     "BundleState",
     "CarriedPlanes",
     "InOut",
+    "LBFGS",
     "LevelBundle",
     "LineSearchBMRM",
     "NRBM",
