@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from numba import njit
 
 from bmrm.solver import products as _products
-from losses._threads import block_bounds, n_threads_for, run_blocks
+from losses.parallel import block_bounds, n_threads_for, run_blocks
 
 __all__ = ["HessianProducts"]
 
