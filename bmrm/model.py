@@ -44,9 +44,9 @@ from bmrm.solver.masters import _cvxpy
 from bmrm.solver.methods import check_method
 from bmrm.solver.methods.nrbm import NRBM
 from bmrm.solver.oracle import RiskOracle
-from bmrm.solver.problem import CountingOracle
+from bmrm.solver.problem import CountingOracle, capabilities
 from bmrm.solver.regularizers import Regularizer, from_spec, make_regularizer
-from bmrm.solver.scorer_oracle import check_nonconvex, fit_nonconvex
+from bmrm.solver.scorer_oracle import NonconvexOptions, check_nonconvex, fit_nonconvex
 from losses import check_sample_weight
 from losses.validation import check_int, check_positive
 
@@ -693,7 +693,7 @@ def fit(
                 with clock:  # the L-BFGS result has no compile_seconds of its own
                     theta, result = fit_nonconvex(
                         data.X, data.y, prepared, ranking_function, settings.lam,
-                        solver=settings.method, w0=w0, **settings.nonconvex_options(),
+                        solver=settings.method, w0=w0, options=settings.nonconvex_options(),
                     )  # fmt: skip
                 # every compilation of this fit, its starting fits' and preparation's too
                 result.compile_seconds = clock.seconds
@@ -858,12 +858,12 @@ class _Settings:
             callback, verbose, progress,
         )  # fmt: skip
 
-    def nonconvex_options(self) -> dict:
+    def nonconvex_options(self) -> NonconvexOptions:
         """The options :func:`~bmrm.solver.scorer_oracle.fit_nonconvex` takes."""
-        return {
-            "tol": self.tol, "max_iter": self.max_iter, "max_time": self.max_time,
-            "callback": self.callback, "bundle_size": self.bundle_size, "verbose": self.verbose,
-        }  # fmt: skip
+        return NonconvexOptions(
+            tol=self.tol, max_iter=self.max_iter, max_time=self.max_time,
+            callback=self.callback, bundle_size=self.bundle_size, verbose=self.verbose,
+        )  # fmt: skip
 
     def bundle_options(self) -> dict:
         """The options of :func:`~bmrm.solver.loop.minimize_bmrm` and
@@ -935,13 +935,19 @@ def _minimize(oracle, d: int, regularizer: Regularizer, settings: _Settings, w0)
     minimiser of the loss's convex ``initial_loss``. On a convex loss NRBM lowers no plane
     and keeps the certified gap.
     """
-    latent = getattr(oracle.loss, "latent", False)
+    latent = capabilities(oracle).latent
     method = settings.method
     options = settings.bundle_options()
-    if not ((isinstance(method, str) and method == "nrbm") or isinstance(method, NRBM)):
-        solve = minimize_cccp if latent else minimize_bmrm
-        return solve(oracle, d, settings.lam, regularizer=regularizer, w0=w0, method=method,
-                     **options)  # fmt: skip
+    by_nrbm = (isinstance(method, str) and method == "nrbm") or isinstance(method, NRBM)
+    if not by_nrbm:
+        # "auto" on a latent loss is the concave-convex procedure (auto_method), whose
+        # subproblems choose their own solver; a named method is its inner solver
+        inner = None if isinstance(method, str) and method == "auto" else method
+        if latent:
+            return minimize_cccp(oracle, d, settings.lam, regularizer=regularizer, w0=w0,
+                                 method=inner, **options)  # fmt: skip
+        return minimize_bmrm(oracle, d, settings.lam, regularizer=regularizer, w0=w0,
+                             method=method, **options)  # fmt: skip
     # a given NRBM object keeps its own options
     kept = {} if isinstance(method, str) else {
         "smooth": method.smooth, "max_backtracks": method.max_backtracks

@@ -148,20 +148,46 @@ def check_method(method, *, lbfgs: bool = True) -> None:
 
 
 def auto_method(regularizer, capabilities: Capabilities | None = None) -> str:
-    """The method ``"auto"`` stands for: one function of the problem (its regularizer and
-    the risk's declared capabilities), as measured (``experiments/RESULTS.md``, "Solver" and
-    "L1 fits"): the level bundle method for L2 without bounds (the QP master), in-out
-    cutting planes for L1 without bounds (3.3–3.6 times less time than plain BMRM over
-    ``experiments/bench_l1.py``'s MQ2008 grid at tol 1e-6, its linear-programme master
-    dominating), plain BMRM otherwise (elastic net, bounds, callable regularizers: not
-    measured). ``capabilities`` None is a convex risk with nothing more.
+    """The method ``"auto"`` stands for: one function of the problem, its regularizer and
+    the risk's declared capabilities (``None``: a convex risk with nothing more).
 
-    Newton-CG for L2 without bounds when the risk is convex, smooth and offers
-    Hessian-vector products (the squared, logistic, listwise squared, RankNet and ListNet
-    losses, the squared pairwise hinges): on ``experiments/bench_newton.py``'s synthetic
-    sets (squared hinge, logistic and squared losses at C = 1 and 100) it reached the
-    relative gap 1e-3 in 2.1–5.4 times less CPU time than the level bundle method
-    (``experiments/RESULTS.md``, "Newton-CG against LIBLINEAR-RankSVM and scikit-learn")."""
+    Parameters
+    ----------
+    regularizer : Regularizer
+        The problem's regularizer (:mod:`bmrm.solver.regularizers`).
+    capabilities : Capabilities or None
+        The risk's (:func:`bmrm.solver.problem.capabilities`).
+
+    Returns
+    -------
+    str
+        In this order:
+
+        * ``"cccp"`` for a latent risk (a difference of convex functions,
+          ``capabilities.latent``): the concave-convex procedure
+          (:class:`bmrm.solver.cccp.CCCP`), whose subproblems are convex and take this
+          function's choice in turn;
+        * for a risk that is not convex (a non-linear ranking function, a loss declaring
+          ``convex = False``): ``"lbfgs"`` where it is smooth (fewer oracle calls and seconds
+          than NRBM in ``experiments/bench_nonconvex.py``), ``"nrbm"`` otherwise; both find
+          a stationary point without a certificate;
+        * ``"newton"`` for L2 without bounds when the risk is convex, smooth and offers
+          Hessian-vector products (the squared, logistic, listwise squared, RankNet and
+          ListNet losses, the squared pairwise hinges): on ``experiments/bench_newton.py``'s
+          synthetic sets it reached the relative gap 1e-3 in 2.1–5.4 times less CPU time
+          than the level bundle method (``experiments/RESULTS.md``, "Newton-CG against
+          LIBLINEAR-RankSVM and scikit-learn");
+        * ``"level"`` for L2 without bounds otherwise (the QP master);
+        * ``"inout"`` for L1 without bounds (3.3–3.6 times less time than plain BMRM over
+          ``experiments/bench_l1.py``'s MQ2008 grid at tol 1e-6, its linear-programme
+          master dominating);
+        * ``"bmrm"`` otherwise (elastic net, bounds, callable regularizers: not measured).
+    """
+    caps = Capabilities() if capabilities is None else capabilities
+    if caps.latent:
+        return "cccp"
+    if not caps.convex:
+        return "lbfgs" if caps.smooth else "nrbm"
     if regularizer.qp and capabilities is not None and not unmet_requirements(capabilities):
         return "newton"
     if regularizer.qp:
@@ -181,6 +207,12 @@ def get_method(method) -> Solver:
     if isinstance(method, str):
         if method in NONCONVEX_METHODS:
             return NONCONVEX_METHODS[method]()
+        if method == "cccp":
+            raise ValueError(
+                "the concave-convex procedure trains a latent loss: use bmrm.fit or "
+                "bmrm.solver.cccp.minimize_cccp (or pass bmrm.solver.cccp.CCCP(...) as the "
+                "method)"
+            )
         if method == "lbfgs":
             raise ValueError(
                 "method='lbfgs' fits smooth non-convex objectives only (a non-linear scorer "
