@@ -13,22 +13,32 @@ practice), certifying nothing about the global one.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from bmrm import exceptions
 from bmrm.solver.loop import BMRMResult, minimize, minimize_bmrm
+from bmrm.solver.methods import auto_method
 from bmrm.solver.methods.base import SolverOptions
 from bmrm.solver.methods.lbfgs import LBFGS
 from bmrm.solver.methods.nrbm import NRBM
 from bmrm.solver.oracle import RiskOracle
-from bmrm.solver.problem import Problem
+from bmrm.solver.problem import Capabilities, Problem
 from bmrm.solver.regularizers import make_regularizer
 from bmrm.solver.scorers import LinearScorer
 from losses.validation import check_graded_labels
 
-__all__ = ["ScorerOracle", "check_nonconvex", "fit_nonconvex", "minimize_lbfgs"]
+__all__ = [
+    "NonconvexOptions",
+    "ScorerOracle",
+    "check_nonconvex",
+    "fit_nonconvex",
+    "minimize_lbfgs",
+]
 
 
 class ScorerOracle:
@@ -145,6 +155,37 @@ def _smooth(loss, scorer) -> bool:
     return bool(getattr(loss, "smooth", False)) and not clipped
 
 
+@dataclass(frozen=True)
+class NonconvexOptions:
+    """The tolerances and limits of :func:`fit_nonconvex`.
+
+    Attributes
+    ----------
+    tol : float
+        L-BFGS's largest gradient entry, or NRBM's relative stationarity gap.
+    max_iter : int
+        Iteration cap of each solve.
+    max_time : float or None
+        Seconds of the final solve, numba's compilation excluded.
+    callback : callable or None
+        Called after each iteration of the final solve.
+    linear_tol : float
+        Relative gap of the linear model fitted first for the warm start.
+    bundle_size : int
+        NRBM's bundle capacity.
+    verbose : bool
+        Log the final solve's iterations.
+    """
+
+    tol: float = 1e-6
+    max_iter: int = 1000
+    max_time: float | None = None
+    callback: Callable | None = None
+    linear_tol: float = 1e-3
+    bundle_size: int = 200
+    verbose: bool = False
+
+
 def fit_nonconvex(
     X,
     y,
@@ -154,20 +195,15 @@ def fit_nonconvex(
     *,
     solver: str = "lbfgs",
     w0=None,
-    tol: float = 1e-6,
-    max_iter: int = 1000,
-    max_time: float | None = None,
-    callback=None,
-    linear_tol: float = 1e-3,
-    bundle_size: int = 200,
-    verbose: bool = False,
+    options: NonconvexOptions | None = None,
 ):
     """Train ``scorer`` on a non-convex objective from a warm start; return ``(theta, res)``.
 
-    ``solver`` is ``"lbfgs"`` (:func:`minimize_lbfgs`; smooth objectives only) or
-    ``"nrbm"`` (the non-convex regularized bundle method, :mod:`bmrm.solver.methods.nrbm`, for
-    smooth and non-smooth risks; ``tol`` is then its relative model gap and ``res`` a
-    :class:`~bmrm.solver.loop.BMRMResult` with status 5 at a stationary point).
+    ``options`` (:class:`NonconvexOptions`) holds the tolerances and limits. ``solver`` is
+    ``"lbfgs"`` (:func:`minimize_lbfgs`; smooth objectives only) or ``"nrbm"`` (the
+    non-convex regularized bundle method, :mod:`bmrm.solver.methods.nrbm`, for smooth and
+    non-smooth risks; ``tol`` is then its relative model gap and ``res`` has status 5 at a
+    stationary point); ``res`` is a :class:`~bmrm.solver.loop.BMRMResult` either way.
 
     The start is, in order: ``w0`` when it has one entry per parameter; the warm start of a
     linear ``w0`` (``scorer.from_linear``); else the linear model fitted first with the same
@@ -186,6 +222,8 @@ def fit_nonconvex(
     Raises ``ValueError`` for ``solver="lbfgs"`` with an objective that is not smooth.
     """
     loss = prepared.loss
+    options = NonconvexOptions() if options is None else options
+    tol, max_iter, max_time = options.tol, options.max_iter, options.max_time
     if solver not in ("lbfgs", "nrbm"):
         raise ValueError(f"solver must be 'lbfgs' or 'nrbm'; got {solver!r}")
     if solver == "lbfgs" and not _smooth(loss, scorer):
@@ -217,14 +255,17 @@ def fit_nonconvex(
     else:
         if getattr(loss, "convex", True):
             linear_start = minimize_bmrm(
-                RiskOracle(X, prepared), d, lam, tol=linear_tol, max_iter=max_iter
+                RiskOracle(X, prepared), d, lam, tol=options.linear_tol, max_iter=max_iter
             ).x
         else:
             linear_start = ridge_start(X, y, lam)
             if scorer.name != "linear":
+                linear_options = dataclasses.replace(
+                    options, max_time=None, callback=None, verbose=False
+                )
                 linear_start = fit_nonconvex(
                     X, y, prepared, LinearScorer(), lam, solver=solver, w0=linear_start,
-                    tol=tol, max_iter=max_iter, bundle_size=bundle_size,
+                    options=linear_options,
                 )[0]  # fmt: skip
         theta0 = linear_start if scorer.name == "linear" else scorer.from_linear(linear_start)
     if solver == "nrbm":
@@ -237,8 +278,8 @@ def fit_nonconvex(
             warnings.simplefilter("ignore", exceptions.ConvergenceWarning)
             res = minimize_bmrm(
                 oracle, n_params, lam, w0=theta0, method=NRBM(smooth=_smooth(loss, scorer)),
-                tol=tol, max_iter=max_iter, max_time=max_time, callback=callback,
-                bundle_size=bundle_size, verbose=verbose,
+                tol=tol, max_iter=max_iter, max_time=max_time, callback=options.callback,
+                bundle_size=options.bundle_size, verbose=options.verbose,
             )  # fmt: skip
         if res.status == 2:
             warnings.warn(
@@ -258,7 +299,7 @@ def fit_nonconvex(
         tol=tol,
         max_iter=max_iter,
         max_time=max_time,
-        callback=callback,
+        callback=options.callback,
     )
     if invariant and np.any(res.x):
         res.x = res.x / np.linalg.norm(res.x)
@@ -267,16 +308,12 @@ def fit_nonconvex(
     return res.x, res
 
 
-# "auto" for a non-convex objective: L-BFGS where smooth (fewer oracle calls and seconds
-# than NRBM in experiments/bench_nonconvex.py), NRBM otherwise
-_AUTO_SMOOTH = "lbfgs"
-
-
 def check_nonconvex(scorer, loss, y, regularizer, bounds, nonneg, fit_intercept, method):
     """``(scorer, solver)`` for a non-convex fit (levels set from y; solver "lbfgs" or
     "nrbm"), or a ValueError naming the option.
 
-    ``method`` None or "auto" picks L-BFGS for a smooth objective and NRBM otherwise;
+    ``method`` None or "auto" is :func:`~bmrm.solver.methods.auto_method` of the
+    non-convex objective (L-BFGS where smooth, NRBM otherwise);
     "lbfgs" and "nrbm" (or an :class:`~bmrm.solver.methods.nrbm.NRBM` object) are taken as given;
     the convex methods ("bmrm", "ls-bmrm", "ocas", other method objects) are refused: their
     certificate assumes a convex risk.
@@ -289,7 +326,8 @@ def check_nonconvex(scorer, loss, y, regularizer, bounds, nonneg, fit_intercept,
     if isinstance(method, NRBM):
         method = "nrbm"
     if method is None or method == "auto":
-        solver = _AUTO_SMOOTH if _smooth(loss, scorer) else "nrbm"
+        objective = Capabilities(convex=False, smooth=_smooth(loss, scorer))
+        solver = auto_method(regularizer, objective)
     elif method in ("lbfgs", "nrbm"):
         solver = method
     else:
