@@ -58,9 +58,11 @@ Per-query cut cache
 -------------------
 :class:`PlainBMRM`, :class:`OCAS`, :class:`LineSearchBMRM` and
 :class:`~bmrm.solver.methods.level.LevelBundle` take ``cut_cache=True`` (or ``"auto"``, or a
-:class:`~bmrm.solver.cut_cache.CutCache` with its options): for per-query losses they keep
-each query's planes from earlier oracle calls and, where the per-query maximum of those planes
-is violated enough at the point the method chose, add it instead of calling the oracle (the
+:class:`~bmrm.solver.cut_cache.CutCache` with its options), which :func:`get_method` turns
+into the wrapper :class:`CutCached` around them (``"auto"``: with an incremental master
+only): for per-query losses it keeps each query's planes from earlier oracle calls and,
+where the per-query maximum of those planes is violated enough at the point the method
+proposes, adds it instead of the method's step and oracle call (the
 constraint cache of SVM^rank's 1-slack solver; :mod:`bmrm.solver.cut_cache`). For example
 ``bmrm.fit(X, y, "ordinal", qid, lam=1e-2, method=PlainBMRM(cut_cache=True))``. Its
 planes are counted in ``n_cache_cuts``, apart from ``nfev``. :class:`PlainBMRM` (``"bmrm"``)
@@ -74,6 +76,7 @@ from __future__ import annotations
 
 from bmrm.solver.methods.base import BundleState, Solver, SolverOptions
 from bmrm.solver.methods.bmrm import PlainBMRM
+from bmrm.solver.methods.cached import CutCached
 from bmrm.solver.methods.carried import CarriedPlanes
 from bmrm.solver.methods.inout import InOut
 from bmrm.solver.methods.lbfgs import LBFGS
@@ -89,6 +92,7 @@ __all__ = [
     "NONCONVEX_METHODS",
     "BundleState",
     "CarriedPlanes",
+    "CutCached",
     "InOut",
     "LBFGS",
     "LevelBundle",
@@ -102,6 +106,7 @@ __all__ = [
     "auto_method",
     "check_method",
     "get_method",
+    "with_cut_cache",
 ]
 
 METHODS = {
@@ -224,11 +229,32 @@ def get_method(method) -> Solver:
                 f"method must be one of {names} or an object with a step(state) method; "
                 f"got {method!r}"
             )
-        return METHODS[method]()
+        return with_cut_cache(METHODS[method]())
     check_method(method, lbfgs=False)
     if not callable(getattr(method, "init", None)):
         return StepOnly(method)
-    return method
+    return with_cut_cache(method)
+
+
+def with_cut_cache(solver: Solver) -> Solver:
+    """``solver`` wrapped in :class:`CutCached` when it is one of the package's bundle
+    methods with its ``cut_cache`` option on, else ``solver`` itself.
+
+    Parameters
+    ----------
+    solver : Solver
+        A solver.
+
+    Returns
+    -------
+    Solver
+    """
+    if isinstance(solver, PlainBMRM | OCAS | LevelBundle) and solver.cut_cache not in (
+        None,
+        False,
+    ):
+        return CutCached(solver, solver.cut_cache)
+    return solver
 
 
 class StepOnly:

@@ -206,7 +206,11 @@ class BundleState(State):
     w_master : ndarray or None
         The last master minimiser.
     cache : CutCache or None
-        The per-query cut cache bound to this fit's oracle (:mod:`bmrm.solver.cut_cache`).
+        The per-query cut cache bound to this fit's oracle (:mod:`bmrm.solver.cut_cache`),
+        set by :class:`~bmrm.solver.methods.cached.CutCached`.
+    proposed : ndarray or None
+        The point the next step evaluates, when its ``proposal`` computed it already (the
+        level method's projection); a cache cut taken instead clears it.
     master_rtol : float
         The master problem is solved to within this fraction of the current gap (its
         objective's absolute tolerance; 0: to the solver's own precision). Its optimum's
@@ -223,6 +227,7 @@ class BundleState(State):
     master: Master | None = None
     w_master: np.ndarray | None = None
     cache: Any = None
+    proposed: np.ndarray | None = None
     master_rtol: float = 1e-3
     zero_checked: bool = False
     slope_checked: bool = False
@@ -279,10 +284,11 @@ class BundleState(State):
                 "of its risk (check its sign and scale)"
             )
 
-    def evaluate(self, w: np.ndarray, cut: bool = True, cache=None):
+    def evaluate(self, w: np.ndarray, cut: bool = True):
         """One oracle call at ``w`` (two passes over X); adds its plane to the bundle when
-        ``cut``, and its per-query planes to ``cache`` (a bound, active
-        :class:`~bmrm.solver.cut_cache.CutCache`) when given. Returns ``(J, R, a)``."""
+        ``cut``, and its per-query planes to the state's cut cache when one is active
+        (:class:`~bmrm.solver.methods.cached.CutCached`). Returns ``(J, R, a)``."""
+        cache = self.cache
         if cache is not None and cache.active:
             R, a = cache.oracle_cut(self, w)
         else:
@@ -294,6 +300,15 @@ class BundleState(State):
         if cut:
             self.bundle.add(a, R - float(a @ w))
         return J, R, a
+
+    def cut_at(self, w: np.ndarray, f: np.ndarray):
+        """The oracle's ``(R, a)`` at ``w`` from its scores ``f`` (one pass over X), its
+        per-query planes offered to the state's cut cache when one is active; the caller
+        checks and records it."""
+        cache = self.cache
+        if cache is not None and cache.active:
+            return cache.oracle_cut(self, w, f)
+        return self.oracle.cut_at(f)
 
     def check_subgradient(self, w: np.ndarray, R: float, a: np.ndarray) -> None:
         """A user's subgradient at an evaluated point, probed once per fit against its risk

@@ -8,7 +8,7 @@ import numbers
 
 import numpy as np
 
-from bmrm.solver.cut_cache import bound_cache, make_cut_cache
+from bmrm.solver.cut_cache import make_cut_cache
 from bmrm.solver.methods.base import BundleState, SolverOptions
 from bmrm.solver.problem import Problem
 
@@ -44,12 +44,12 @@ class PlainBMRM:
     name = "bmrm"
     certifies = True
     # subclasses that do not call __init__ run without a cache, at the loop's master accuracy
-    cache = None
-    _cache_required = False
+    cut_cache = False
     master_rtol = None
 
     def __init__(self, cut_cache="auto", master_rtol: float | None = None):
-        self.cache, self._cache_required = make_cut_cache(cut_cache)
+        make_cut_cache(cut_cache)  # checked now, used by CutCached (get_method)
+        self.cut_cache = cut_cache
         if master_rtol is not None and not (
             isinstance(master_rtol, numbers.Real)
             and not isinstance(master_rtol, bool)
@@ -66,19 +66,14 @@ class PlainBMRM:
 
     def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> BundleState:
         state = BundleState.start(problem, w0, options)
-        # "auto": with a master whose solves are incremental only (the dual QP; measured
-        # there: every cache cut costs a master solve)
-        auto = not self._cache_required
-        if self.cache is not None and not (auto and not state.master.incremental):
-            state.cache = bound_cache(self.cache, state.oracle, self._cache_required)
         if self.master_rtol is not None:
             state.master_rtol = self.master_rtol
         return state
 
+    def proposal(self, state: BundleState) -> np.ndarray:
+        """The point the next step evaluates: the master minimiser (``w0`` first)."""
+        return state.w0 if state.w_master is None else state.w_master
+
     def step(self, state: BundleState) -> None:
-        w = state.w0 if state.w_master is None else state.w_master
-        if state.cache is not None and state.cache.try_cut(state, w):
-            state.solve_master()
-            return
-        state.evaluate(w, cache=state.cache)
+        state.evaluate(self.proposal(state))
         state.solve_master()

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bmrm.solver.cut_cache import bound_cache, make_cut_cache
+from bmrm.solver.cut_cache import make_cut_cache
 from bmrm.solver.masters import QPMaster
 from bmrm.solver.methods.base import BundleState, SolverOptions
 from bmrm.solver.problem import Problem
@@ -87,13 +87,15 @@ class LevelBundle:
 
     name = "level"
     certifies = True
+    cut_cache = False
 
     def __init__(self, theta: float = 0.7, max_projection_steps: int = 40, cut_cache=False):
         if isinstance(theta, bool) or not isinstance(theta, numbers.Real) or not 0 < theta < 1:
             raise ValueError(f"theta must lie in (0, 1); got {theta!r}")
         self.theta = float(theta)
         self.max_projection_steps = check_int(max_projection_steps, "max_projection_steps", 1)
-        self.cache, self._cache_required = make_cut_cache(cut_cache)
+        make_cut_cache(cut_cache)  # checked now, used by CutCached (get_method)
+        self.cut_cache = cut_cache
 
     def finish(self, state: LevelState, result):
         return result
@@ -106,12 +108,11 @@ class LevelBundle:
             )
 
     def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> LevelState:
-        cache = None
-        if self.cache is not None:
-            cache = bound_cache(self.cache, problem.oracle, self._cache_required)
-        return LevelState.start(problem, w0, options, cache=cache)
+        return LevelState.start(problem, w0, options)
 
-    def step(self, state: LevelState) -> None:
+    def proposal(self, state: LevelState) -> np.ndarray:
+        """The point the next step evaluates: ``w0`` first, then the last iterate projected
+        onto the level set (kept in ``state.proposed`` for the step)."""
         if state.x is None or state.w_master is None:
             w = state.w0
         else:
@@ -119,11 +120,13 @@ class LevelBundle:
             t0 = time.perf_counter()
             w = self._project(state, state.x, level)
             state.master_seconds += time.perf_counter() - t0
-        cache = state.cache
-        if cache is not None and cache.try_cut(state, w):
-            state.solve_master()
-            return
-        state.evaluate(w, cache=cache)
+        state.proposed = w
+        return w
+
+    def step(self, state: LevelState) -> None:
+        w = state.proposed if state.proposed is not None else self.proposal(state)
+        state.proposed = None
+        state.evaluate(w)
         state.solve_master()
         state.x = w
 

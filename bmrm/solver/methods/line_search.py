@@ -68,16 +68,13 @@ class ScoreSegment:
         slope_reg = state.regularizer.segment_slope(w, self.d, t, self.slope_reg0, self.dd)
         return J, state.lam * slope_reg + slope_R, g
 
-    def cut(self, t: float, cache=None):
+    def cut(self, t: float):
         """An oracle call with its plane at w(t) (one pass, Xᵀg), its per-query planes
-        offered to ``cache`` when active. Returns ``(w, f, J, g)``."""
+        offered to the state's cut cache when active. Returns ``(w, f, J, g)``."""
         state = self.state
         f = self.scores(t)
         w = self.w_a + t * self.d
-        if cache is not None and cache.active:
-            R, a = cache.oracle_cut(state, w, f)
-        else:
-            R, a = state.oracle.cut_at(f)
+        R, a = state.cut_at(w, f)
         g = state.oracle.last_gradient.copy()
         state.check_risk(w, R)
         state.check_subgradient(w, R, a)
@@ -112,9 +109,9 @@ class PointSegment:
             a_a @ self.d
         )
 
-    def cut(self, t: float, cache=None):
+    def cut(self, t: float):
         w = self.w_a + t * self.d
-        J, _, a = self.state.evaluate(w, cut=True, cache=cache)
+        J, _, a = self.state.evaluate(w, cut=True)
         return w, None, J, a
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bmrm.solver.cut_cache import bound_cache, make_cut_cache
+from bmrm.solver.cut_cache import make_cut_cache
 from bmrm.solver.methods.base import BundleState, SolverOptions
 from bmrm.solver.methods.line_search import line_search, segment
 from bmrm.solver.problem import Problem
@@ -57,8 +57,7 @@ class OCAS:
 
     name = "ocas"
     certifies = True
-    cache = None
-    _cache_required = False
+    cut_cache = False
 
     def __init__(
         self,
@@ -74,7 +73,8 @@ class OCAS:
         """The options OCAS shares with :class:`LineSearchBMRM`, checked before any work."""
         self.line_search_tol = check_positive(line_search_tol, "line_search_tol", strict=False)
         self.max_evals = check_int(max_evals, "max_evals", 1)
-        self.cache, self._cache_required = make_cut_cache(cut_cache)
+        make_cut_cache(cut_cache)  # checked now, used by CutCached (get_method)
+        self.cut_cache = cut_cache
 
     def finish(self, state: OCASState, result):
         return result
@@ -83,21 +83,19 @@ class OCAS:
         pass
 
     def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> OCASState:
-        cache = None
-        if self.cache is not None:
-            cache = bound_cache(self.cache, problem.oracle, self._cache_required)
-        return OCASState.start(problem, w0, options, cache=cache)
+        return OCASState.start(problem, w0, options)
+
+    def proposal(self, state: OCASState) -> np.ndarray | None:
+        """Where a cut cache may cut instead of the step: the master minimiser (None before
+        the first step, which evaluates ``w0``)."""
+        return state.w_master
 
     def step(self, state: OCASState) -> None:
-        cache = state.cache
         if state.w_master is None:
             self._start(state)
             state.solve_master()
             return
         w_c = state.w_master
-        if cache is not None and cache.try_cut(state, w_c):
-            state.solve_master()
-            return
         seg = segment(state, state.w_b, w_c, state.f_b)
         slope0 = seg.start_slope(state.g_b)
         t_max = 1.0 if state.regularizer.bounded else math.inf
@@ -110,7 +108,7 @@ class OCAS:
             state.g_b = g_t
             state.J_b = J_t
         t_cut = t + self._cut_fraction(t) * (1.0 - t)
-        w, f, J, g = seg.cut(t_cut, cache)
+        w, f, J, g = seg.cut(t_cut)
         if J < state.J_b:
             state.w_b, state.f_b, state.g_b, state.J_b = w, f, g, J
         state.solve_master()
@@ -120,13 +118,9 @@ class OCAS:
 
     def _start(self, state: OCASState) -> None:
         w = state.w0
-        cache = state.cache
         if state.problem.capabilities.on_scores:
             f = state.oracle.scores(w)
-            if cache is not None and cache.active:
-                R, a = cache.oracle_cut(state, w, f)
-            else:
-                R, a = state.oracle.cut_at(f)
+            R, a = state.cut_at(w, f)
             state.g_b = state.oracle.last_gradient.copy()
             state.check_subgradient(w, R, a)
             J = state.J_of(w, R)
@@ -134,7 +128,7 @@ class OCAS:
             state.bundle.add(a, R - float(a @ w))
             state.f_b = f
         else:
-            J, _, state.g_b = state.evaluate(w, cache=cache)
+            J, _, state.g_b = state.evaluate(w)
         state.w_b, state.J_b = w, J
 
 
