@@ -116,12 +116,18 @@ def _shifted_bundle(
 
 @dataclass(eq=False)
 class CCCPState(State):
-    """The state of the concave-convex procedure: :class:`~bmrm.solver.methods.base.State`
-    (``best_w``, ``best_J``: the last accepted outer iterate and its objective J, or during
-    the starting problem that problem's best point and objective) and
+    """The state of the concave-convex procedure.
 
-    Attributes
+    :class:`~bmrm.solver.methods.base.State`, whose ``best_w`` and ``best_J`` are the last
+    accepted outer iterate and its objective J (during the starting problem, that problem's
+    best point and objective), and the procedure's own.
+
+    Parameters
     ----------
+    problem, w0, best_w, best_J, lower_bound, last_J, nit, n_cache_cuts : see State
+        As for :class:`~bmrm.solver.methods.base.State`.
+    master_seconds, cache_seconds : float
+        As for :class:`~bmrm.solver.methods.base.State` (all subproblems together).
     options : SolverOptions
         The loop's options (the inner solves take them with their own ``tol``).
     phase : int
@@ -189,20 +195,35 @@ class CCCPState(State):
 
     @property
     def stop_gap(self) -> float:
+        """The procedure's stopping measure, ``outer_gap``."""
         return self.outer_gap
 
     @property
     def bundle_size(self) -> int:
+        """Planes held by the running subproblem."""
         return 0 if self.inner is None else self.inner.bundle_size
 
     @property
     def n_aggregations(self) -> int:
+        """Plane aggregations of all subproblems."""
         running = 0 if self.inner is None else self.inner.n_aggregations
         return self.finished["aggregations"] + running
 
     def latent_objective(self, w: np.ndarray) -> float:
-        """J(w) with the latent loss (one oracle call); its evaluation is kept for the
-        next surrogate where the oracle declares it the same computation."""
+        """The objective J(w) with the latent loss (one oracle call).
+
+        The evaluation is kept for the next surrogate where the oracle declares it the same
+        computation (``latent_reuse``).
+
+        Parameters
+        ----------
+        w : ndarray
+            The point.
+
+        Returns
+        -------
+        float
+        """
         oracle = self.problem.oracle
         R, a = oracle(w)
         self.evaluated = (w, R, a) if self.problem.capabilities.latent_reuse else None
@@ -211,9 +232,11 @@ class CCCPState(State):
         return self.problem.objective(w, R)
 
     def settle(self) -> None:
-        """The loop stops: a subproblem cut short (time budget, callback, max_iter) ends
-        as a finished one would, and w = 0 replaces the procedure's point where its
-        objective is lower."""
+        """Settle the procedure's point when the loop stops.
+
+        A subproblem cut short (time budget, callback, max_iter) ends as a finished one
+        would, and w = 0 replaces the procedure's point where its objective is lower.
+        """
         if self.inner is not None:
             w, _ = self.end_subproblem()
             if self.phase == 0:
@@ -239,15 +262,28 @@ class CCCPState(State):
         self.best_w, self.best_J = w, J
 
     def start_at(self, w: np.ndarray) -> None:
-        """The procedure's start w_0 and J(w_0)."""
+        """Start the procedure at w_0 = ``w``, evaluating J(w_0).
+
+        Parameters
+        ----------
+        w : ndarray
+            The start.
+        """
         self.w, self.J = w, self.latent_objective(w)
         self.outer_objective.append(self.J)
         self.best_w, self.best_J = self.w, self.J
 
     def end_subproblem(self) -> tuple[np.ndarray, float]:
-        """The running subproblem's final point (its best iterate after the regularizer's
-        clean-up) and objective; its figures are added to ``finished`` and it is dropped,
-        its bundle kept in ``carried``."""
+        """End the running subproblem.
+
+        Its figures are added to ``finished`` and it is dropped, its bundle kept in
+        ``carried``.
+
+        Returns
+        -------
+        tuple
+            ``(w, J)``: its best iterate after the regularizer's clean-up, and its objective.
+        """
         inner, sub = self.inner, self.sub
         w, J = self.regularizer.clean(
             inner.best_w, inner.best_J, lambda v: sub.objective(v, sub.oracle(v)[0])
@@ -340,8 +376,7 @@ class CCCP:
             )
 
     def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> CCCPState:
-        """The procedure at its start: the starting problem to solve, or the first
-        surrogate at ``w0``.
+        """The procedure at its start: the starting problem, or the first surrogate at w0.
 
         Parameters
         ----------
@@ -425,8 +460,10 @@ class CCCP:
             state.inner.bundle = planes
 
     def step(self, state: CCCPState) -> None:
-        """One step of the inner solver on the running subproblem; when that subproblem
-        meets its tolerance, the outer step (module docstring) and the next subproblem.
+        """One step of the inner solver on the running subproblem.
+
+        When that subproblem meets its tolerance, the outer step (module docstring) and the
+        next subproblem follow.
 
         Parameters
         ----------
@@ -491,9 +528,11 @@ class CCCP:
         self._next_surrogate(state)
 
     def finish(self, state: CCCPState, result: BMRMResult) -> BMRMResult:
-        """Add the procedure's figures: ``n_outer``, ``outer_objective``,
-        ``outer_converged``, the history's ``outer`` and ``inner_gap`` columns, the
-        message's last step, and as ``method`` the inner solver's name.
+        """Add the procedure's figures to the result.
+
+        ``n_outer``, ``outer_objective``, ``outer_converged``, the history's ``outer`` and
+        ``inner_gap`` columns, the message's last step, and as ``method`` the inner solver's
+        name.
 
         Parameters
         ----------

@@ -97,8 +97,10 @@ def minimize_lbfgs(
     max_time: float | None = None,
     callback=None,
 ) -> BMRMResult:
-    """Minimise J(θ) = lam/2 ‖θ‖² + R(θ) by L-BFGS (:mod:`bmrm.solver.methods.lbfgs`) from
-    ``theta0``, in the loop of every solver (:func:`~bmrm.solver.loop.minimize`).
+    """Minimise J(θ) = lam/2 ‖θ‖² + R(θ) by L-BFGS from ``theta0``.
+
+    :mod:`bmrm.solver.methods.lbfgs` in the loop of every solver
+    (:func:`~bmrm.solver.loop.minimize`).
 
     Parameters
     ----------
@@ -159,7 +161,7 @@ def _smooth(loss, scorer) -> bool:
 class NonconvexOptions:
     """The tolerances and limits of :func:`fit_nonconvex`.
 
-    Attributes
+    Parameters
     ----------
     tol : float
         L-BFGS's largest gradient entry, or NRBM's relative stationarity gap.
@@ -219,7 +221,37 @@ def fit_nonconvex(
     alone by L-BFGS (lam is ignored) and returns that direction with ‖w‖ = 1; ``res.fun``
     is R there. ``solver="nrbm"`` is refused for it (its master needs lam > 0).
 
-    Raises ``ValueError`` for ``solver="lbfgs"`` with an objective that is not smooth.
+    Parameters
+    ----------
+    X : ndarray or CSR matrix of shape (n_samples, n_features)
+        The data.
+    y : ndarray
+        The targets (for the ridge start of a non-convex loss).
+    prepared : losses.Prepared
+        The loss bound to its validated targets.
+    scorer : scorer object
+        The ranking function (:mod:`bmrm.scorers`).
+    lam : float
+        The L2 constant.
+    solver : {"lbfgs", "nrbm"}
+        The solver.
+    w0 : ndarray or None
+        The start: the scorer's parameters, or linear weights to warm-start from.
+    options : NonconvexOptions or None
+        Tolerances and limits (the defaults when None).
+
+    Returns
+    -------
+    theta : ndarray
+        The trained parameters.
+    res : BMRMResult
+        The final solve's result.
+
+    Raises
+    ------
+    ValueError
+        For ``solver="lbfgs"`` with an objective that is not smooth, or ``"nrbm"`` with a
+        scale-invariant loss.
     """
     loss = prepared.loss
     options = NonconvexOptions() if options is None else options

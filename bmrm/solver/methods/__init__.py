@@ -153,8 +153,10 @@ def check_method(method, *, lbfgs: bool = True) -> None:
 
 
 def auto_method(regularizer, capabilities: Capabilities | None = None) -> str:
-    """The method ``"auto"`` stands for: one function of the problem, its regularizer and
-    the risk's declared capabilities (``None``: a convex risk with nothing more).
+    """The method ``"auto"`` stands for: one function of the problem.
+
+    It reads the problem's regularizer and the risk's declared capabilities (``None``: a
+    convex risk with nothing more).
 
     Parameters
     ----------
@@ -237,8 +239,10 @@ def get_method(method) -> Solver:
 
 
 def with_cut_cache(solver: Solver) -> Solver:
-    """``solver`` wrapped in :class:`CutCached` when it is one of the package's bundle
-    methods with its ``cut_cache`` option on, else ``solver`` itself.
+    """The solver wrapped in :class:`CutCached` where its ``cut_cache`` option asks.
+
+    One of the package's bundle methods with its ``cut_cache`` option on is wrapped; any
+    other solver is returned as it is.
 
     Parameters
     ----------

@@ -77,8 +77,9 @@ class CutCached:
         return state
 
     def step(self, state: BundleState) -> None:
-        """A cache cut at the method's proposal when it is violated enough, else the
-        method's step.
+        """One iteration: a cache cut at the method's proposal, or the method's step.
+
+        The cache cut is taken when it is violated enough there.
 
         Parameters
         ----------

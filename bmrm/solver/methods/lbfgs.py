@@ -40,11 +40,17 @@ _C1, _C2 = 1e-4, 0.9
 
 @dataclass(eq=False)
 class LBFGSState(State):
-    """The state of L-BFGS: :class:`~bmrm.solver.methods.base.State` (``best_w`` is the
-    iterate: J decreases at every accepted step) and
+    """The state of L-BFGS.
 
-    Attributes
+    :class:`~bmrm.solver.methods.base.State`, whose ``best_w`` is the iterate (J decreases
+    at every accepted step), and L-BFGS's own.
+
+    Parameters
     ----------
+    problem, w0, best_w, best_J, lower_bound, last_J, nit, n_cache_cuts : see State
+        As for :class:`~bmrm.solver.methods.base.State`.
+    master_seconds, cache_seconds : float
+        As for :class:`~bmrm.solver.methods.base.State` (zero).
     tol, atol : float
         The stopping tolerances (module docstring).
     R : float
@@ -79,7 +85,9 @@ class LBFGSState(State):
         return float(np.max(np.abs(self.grad))) if self.grad.size else 0.0
 
     def stop_status(self, tol: float, atol: float) -> int:
-        """0 when the largest gradient entry is at most ``tol``, J decreased by at most
+        """The loop's status after a step, by L-BFGS's stopping rule.
+
+        0 when the largest gradient entry is at most ``tol``, J decreased by at most
         tol²·max(|J|, 1) in the last iteration, or the search stalled; 1 when the largest
         gradient entry is at most ``atol``; else 2.
 
@@ -103,7 +111,8 @@ class LBFGSState(State):
 
 
 class LBFGS:
-    """Limited-memory BFGS with a strong Wolfe line search (module docstring):
+    """Limited-memory BFGS with a strong Wolfe line search (module docstring).
+
     ``method="lbfgs"`` of :func:`bmrm.fit` for smooth objectives that are not convex.
 
     Parameters
@@ -125,8 +134,10 @@ class LBFGS:
         self.max_trials = int(max_trials)
 
     def check(self, problem: Problem) -> None:
-        """Refuse a regularizer other than ½‖θ‖² without bounds (the objective must be
-        differentiable; the risk's smoothness is its caller's to check).
+        """Refuse a regularizer other than ½‖θ‖² without bounds.
+
+        The objective must be differentiable; the risk's smoothness is its caller's to
+        check.
 
         Parameters
         ----------
@@ -237,8 +248,10 @@ class LBFGS:
         return True
 
     def finish(self, state: LBFGSState, result):
-        """Add ``risk`` (R at x), ``jac`` (∇J at x), ``fun0`` (J at the start) and
-        ``n_trials`` (line-search calls).
+        """Add L-BFGS's figures to the result.
+
+        ``risk`` (R at x), ``jac`` (∇J at x), ``fun0`` (J at the start) and ``n_trials``
+        (line-search calls).
 
         Parameters
         ----------
