@@ -56,48 +56,168 @@ class Regularizer:
     upper = None
 
     def value(self, w: np.ndarray) -> float:
+        """The value Ω(w).
+
+        Parameters
+        ----------
+        w : ndarray
+            The weights.
+
+        Returns
+        -------
+        float
+        """
         raise NotImplementedError
 
     def expression(self, w):
+        """Ω as a cvxpy expression of the variable ``w``.
+
+        Parameters
+        ----------
+        w : cvxpy.Variable
+            The weights.
+
+        Returns
+        -------
+        cvxpy.Expression
+        """
         raise NotImplementedError
 
     def constraints(self, w) -> list:
-        """cvxpy constraints on the variable ``w`` (the domain of Ω); none by default."""
+        """The cvxpy constraints on the variable ``w`` (the domain of Ω); none by default.
+
+        Parameters
+        ----------
+        w : cvxpy.Variable
+            The weights.
+
+        Returns
+        -------
+        list
+        """
         return []
 
     def dual_term(self, v: np.ndarray, lam: float) -> float | None:
-        """min_w lam·Ω(w) + <v, w>, or None when no closed form is known."""
+        """The dual term min_w lam·Ω(w) + ⟨v, w⟩, or None when no closed form is known.
+
+        Parameters
+        ----------
+        v : ndarray
+            The linear term.
+        lam : float
+            The regularization constant.
+
+        Returns
+        -------
+        float or None
+        """
         return None
 
     def dual_scale(self, v: np.ndarray, lam: float) -> float:
-        """The largest t in (0, 1] for which ``dual_term(t·v, lam)`` is finite."""
+        """The largest t in (0, 1] for which ``dual_term(t·v, lam)`` is finite.
+
+        Parameters
+        ----------
+        v : ndarray
+            The linear term.
+        lam : float
+            The regularization constant.
+
+        Returns
+        -------
+        float
+        """
         return 1.0
 
     def project(self, w: np.ndarray) -> np.ndarray:
-        """The point of the domain of Ω nearest to ``w`` (``w`` itself without constraints)."""
+        """The point of the domain of Ω nearest to ``w`` (``w`` itself without constraints).
+
+        Parameters
+        ----------
+        w : ndarray
+            The weights.
+
+        Returns
+        -------
+        ndarray
+        """
         return w
 
     def slope(self, w: np.ndarray, d: np.ndarray) -> float:
-        """The right derivative of Ω(w + s·d) at s = 0; a forward difference unless the
-        regularizer knows it in closed form."""
+        """The right derivative of Ω(w + s·d) at s = 0.
+
+        A forward difference unless the regularizer knows it in closed form.
+
+        Parameters
+        ----------
+        w : ndarray
+            The point.
+        d : ndarray
+            The direction.
+
+        Returns
+        -------
+        float
+        """
         h = 1e-7 * (1.0 + float(np.abs(w).max())) / max(float(np.abs(d).max()), 1e-300)
         return (self.value(w + h * d) - self.value(w)) / h
 
     def segment_slope(
         self, w: np.ndarray, d: np.ndarray, t: float, slope0: float, dd: float
     ) -> float:
-        """:meth:`slope` at w = w_a + t·d on a segment whose slope at t = 0 is ``slope0``
-        and ``dd`` = ‖d‖² (a quadratic Ω answers without touching w)."""
+        """The slope of Ω along a segment, at w = w_a + t·d.
+
+        :meth:`slope` there, for a segment whose slope at t = 0 is ``slope0`` and ``dd`` = ‖d‖²
+        (a quadratic Ω answers without touching w).
+
+        Parameters
+        ----------
+        w : ndarray
+            The point w_a + t·d.
+        d : ndarray
+            The direction.
+        t : float
+            The step.
+        slope0 : float
+            The slope at t = 0.
+        dd : float
+            ‖d‖².
+
+        Returns
+        -------
+        float
+        """
         return self.slope(w, d)
 
     def clean(self, w: np.ndarray, J: float, objective) -> tuple[np.ndarray, float]:
-        """The final point of a fit from its best iterate ``w`` (objective ``J``):
-        ``(w, J)`` unchanged unless the regularizer knows a point that is no worse (L1's
-        exact zeros, :meth:`ElasticNet.clean`). ``objective(v)`` evaluates J at v."""
+        """The final point of a fit from its best iterate ``w`` (objective ``J``).
+
+        ``(w, J)`` unchanged unless the regularizer knows a point that is no worse (L1's exact
+        zeros, :meth:`ElasticNet.clean`).
+
+        Parameters
+        ----------
+        w : ndarray
+            The best iterate.
+        J : float
+            Its objective.
+        objective : callable
+            ``objective(v)`` evaluates J at v.
+
+        Returns
+        -------
+        tuple
+            ``(w, J)``, the final point and its objective.
+        """
         return w, J
 
     def spec(self):
-        """A JSON value that :func:`from_spec` turns back into this regularizer."""
+        """A JSON value that :func:`from_spec` turns back into this regularizer.
+
+        Returns
+        -------
+        object
+        """
         raise NotImplementedError
 
     def __eq__(self, other) -> bool:
@@ -150,10 +270,36 @@ class ElasticNet(Regularizer):
         return self.l1_ratio
 
     def value(self, w: np.ndarray) -> float:
+        """The value Ω(w).
+
+        Parameters
+        ----------
+        w : ndarray
+            The weights.
+
+        Returns
+        -------
+        float
+        """
         r = self._ratio()
         return r * float(np.abs(w).sum()) + (1.0 - r) * 0.5 * float(w @ w)
 
     def slope(self, w: np.ndarray, d: np.ndarray) -> float:
+        """The right derivative of Ω(w + s·d) at s = 0.
+
+        A forward difference unless the regularizer knows it in closed form.
+
+        Parameters
+        ----------
+        w : ndarray
+            The point.
+        d : ndarray
+            The direction.
+
+        Returns
+        -------
+        float
+        """
         r = self._ratio()
         if r == 0.0:
             return float(w @ d)
@@ -161,18 +307,32 @@ class ElasticNet(Regularizer):
         return r * l1 + (1.0 - r) * float(w @ d)
 
     def clean(self, w: np.ndarray, J: float, objective) -> tuple[np.ndarray, float]:
-        """Set to 0 the weights that the solution only holds as solver residue, where that
-        does not raise the objective.
+        """Set to 0 the weights that the solution only holds as solver residue.
 
-        The L1 master problem's solutions, and the bundle iterates built from them, carry
-        weights of 1e-9 to 1e-5 where the minimiser has exact zeros (an interior-point
-        solver's tolerance; a step of in-out or line-search methods between two iterates).
-        They cost nothing in J, but they decide the ranking when the minimiser is w = 0
-        (every weight a residue: a model that ranks by noise), and they hide the sparsity L1
-        is chosen for. Candidates, sparsest first: w = 0, then w with the coordinates below
-        t·‖w‖∞ zeroed for t = 0.1, 0.01, ..., 1e-12 (one risk evaluation per distinct
-        support, at most 13); the first whose objective is no higher than J replaces w, so
-        a certified gap J − lower bound holds for it unchanged.
+        Only where that does not raise the objective. The L1 master problem's solutions, and
+        the bundle iterates built from them, carry weights of 1e-9 to 1e-5 where the
+        minimiser has exact zeros (an interior-point solver's tolerance; a step of in-out or
+        line-search methods between two iterates). They cost nothing in J, but they decide
+        the ranking when the minimiser is w = 0 (every weight a residue: a model that ranks
+        by noise), and they hide the sparsity L1 is chosen for. Candidates, sparsest first:
+        w = 0, then w with the coordinates below t·‖w‖∞ zeroed for t = 0.1, 0.01, ..., 1e-12
+        (one risk evaluation per distinct support, at most 13); the first whose objective is
+        no higher than J replaces w, so a certified gap J − lower bound holds for it
+        unchanged.
+
+        Parameters
+        ----------
+        w : ndarray
+            The best iterate.
+        J : float
+            Its objective.
+        objective : callable
+            ``objective(v)`` evaluates J at v.
+
+        Returns
+        -------
+        tuple
+            ``(w, J)``, the final point and its objective.
         """
         if self.l1_ratio in (None, 0.0):
             return w, J
@@ -198,13 +358,38 @@ class ElasticNet(Regularizer):
         return w, J
 
     def expression(self, w):
+        """Ω as a cvxpy expression of the variable ``w``.
+
+        Parameters
+        ----------
+        w : cvxpy.Variable
+            The weights.
+
+        Returns
+        -------
+        cvxpy.Expression
+        """
         import cvxpy as cp
 
         r = self._ratio()
         return r * cp.norm1(w) + (1.0 - r) * 0.5 * cp.sum_squares(w)
 
     def dual_term(self, v, lam, lower=None, upper=None) -> float:
-        """min over lower <= w <= upper of lam·Ω(w) + <v, w> (bounds None: unbounded)."""
+        """The dual term min over lower <= w <= upper of lam·Ω(w) + ⟨v, w⟩.
+
+        Parameters
+        ----------
+        v : ndarray
+            The linear term.
+        lam : float
+            The regularization constant.
+        lower, upper : ndarray, float or None
+            The box (None: unbounded).
+
+        Returns
+        -------
+        float
+        """
         r = self._ratio()
         lo = -np.inf if lower is None else lower
         hi = np.inf if upper is None else upper
@@ -219,6 +404,21 @@ class ElasticNet(Regularizer):
         return lam * (r * float(np.abs(x).sum()) + (1.0 - r) * 0.5 * float(x @ x)) + float(v @ x)
 
     def dual_scale(self, v, lam, lower=None, upper=None) -> float:
+        """The largest t in (0, 1] for which ``dual_term(t·v, lam, lower, upper)`` is finite.
+
+        Parameters
+        ----------
+        v : ndarray
+            The linear term.
+        lam : float
+            The regularization constant.
+        lower, upper : ndarray, float or None
+            The box (None: unbounded).
+
+        Returns
+        -------
+        float
+        """
         if self._ratio() < 1.0:
             return 1.0
         # coordinates where w can run off to ∓inf while |v| > lam
@@ -233,6 +433,12 @@ class ElasticNet(Regularizer):
         return lam / worst * (1.0 - 4 * np.finfo(float).eps)
 
     def spec(self):
+        """A JSON value that :func:`from_spec` turns back into this regularizer.
+
+        Returns
+        -------
+        object
+        """
         return {"name": self.name, "l1_ratio": self.l1_ratio}
 
     def _key(self):
@@ -252,18 +458,68 @@ class L2(ElasticNet):
         super().__init__(0.0)
 
     def value(self, w: np.ndarray) -> float:
+        """The value Ω(w).
+
+        Parameters
+        ----------
+        w : ndarray
+            The weights.
+
+        Returns
+        -------
+        float
+        """
         return 0.5 * float(w @ w)
 
     def segment_slope(self, w, d, t, slope0, dd) -> float:
         # ⟨w_a + t·d, d⟩, from the slope at t = 0
+        """The slope of Ω along a segment, at w = w_a + t·d.
+
+        :meth:`slope` there, for a segment whose slope at t = 0 is ``slope0`` and ``dd`` = ‖d‖²
+        (a quadratic Ω answers without touching w).
+
+        Parameters
+        ----------
+        w : ndarray
+            The point w_a + t·d.
+        d : ndarray
+            The direction.
+        t : float
+            The step.
+        slope0 : float
+            The slope at t = 0.
+        dd : float
+            ‖d‖².
+
+        Returns
+        -------
+        float
+        """
         return slope0 + t * dd
 
     def expression(self, w):
+        """Ω as a cvxpy expression of the variable ``w``.
+
+        Parameters
+        ----------
+        w : cvxpy.Variable
+            The weights.
+
+        Returns
+        -------
+        cvxpy.Expression
+        """
         import cvxpy as cp
 
         return 0.5 * cp.sum_squares(w)
 
     def spec(self):
+        """A JSON value that :func:`from_spec` turns back into this regularizer.
+
+        Returns
+        -------
+        object
+        """
         return self.name
 
     def __repr__(self) -> str:
@@ -279,14 +535,42 @@ class L1(ElasticNet):
         super().__init__(1.0)
 
     def value(self, w: np.ndarray) -> float:
+        """The value Ω(w).
+
+        Parameters
+        ----------
+        w : ndarray
+            The weights.
+
+        Returns
+        -------
+        float
+        """
         return float(np.abs(w).sum())
 
     def expression(self, w):
+        """Ω as a cvxpy expression of the variable ``w``.
+
+        Parameters
+        ----------
+        w : cvxpy.Variable
+            The weights.
+
+        Returns
+        -------
+        cvxpy.Expression
+        """
         import cvxpy as cp
 
         return cp.norm1(w)
 
     def spec(self):
+        """A JSON value that :func:`from_spec` turns back into this regularizer.
+
+        Returns
+        -------
+        object
+        """
         return self.name
 
     def __repr__(self) -> str:
@@ -299,6 +583,11 @@ class Convex(Regularizer):
     It has no closed-form dual term; the cvxpy master reports the solver's optimal value as
     the lower bound instead (valid to the solver's tolerance). It cannot be stored in a
     model file.
+
+    Parameters
+    ----------
+    function : callable
+        Maps a cvxpy variable to a convex scalar expression.
     """
 
     name = "convex"
@@ -309,9 +598,17 @@ class Convex(Regularizer):
         self.function = function
 
     def check(self, n_features: int) -> None:
-        """Call the function once on a cvxpy variable of ``n_features`` entries and refuse
-        what the master problem cannot minimise: an exception, anything but a cvxpy
-        expression, a non-scalar, or an expression cvxpy cannot prove convex (DCP rules)."""
+        """Refuse a function the master problem cannot minimise.
+
+        The function is called once on a cvxpy variable of ``n_features`` entries: an exception,
+        anything but a cvxpy expression, a non-scalar, or an expression cvxpy cannot prove convex
+        (DCP rules) raises ``ValueError``.
+
+        Parameters
+        ----------
+        n_features : int
+            The number of weights.
+        """
         if getattr(self, "_checked_for", None) == n_features:
             return  # make_regularizer is called again with the object by the solver
         import cvxpy as cp
@@ -345,14 +642,42 @@ class Convex(Regularizer):
         self._checked_for = n_features
 
     def value(self, w: np.ndarray) -> float:
+        """The value Ω(w).
+
+        Parameters
+        ----------
+        w : ndarray
+            The weights.
+
+        Returns
+        -------
+        float
+        """
         import cvxpy as cp
 
         return float(self.function(cp.Constant(w)).value)
 
     def expression(self, w):
+        """Ω as a cvxpy expression of the variable ``w``.
+
+        Parameters
+        ----------
+        w : cvxpy.Variable
+            The weights.
+
+        Returns
+        -------
+        cvxpy.Expression
+        """
         return self.function(w)
 
     def spec(self):
+        """A JSON value that :func:`from_spec` turns back into this regularizer.
+
+        Returns
+        -------
+        object
+        """
         raise ValueError(
             f"cannot save a model with regularizer {self.function!r}: a callable cannot be "
             "stored in a model file"
@@ -386,14 +711,45 @@ class Box(Regularizer):
         self.upper = None if upper is None else np.asarray(upper, dtype=np.float64)
 
     def value(self, w: np.ndarray) -> float:
-        """Ω(w) for w in the box (the solver only evaluates points of the box)."""
+        """The value Ω(w) for w in the box (the solver only evaluates points of the box).
+
+        Parameters
+        ----------
+        w : ndarray
+            The weights.
+
+        Returns
+        -------
+        float
+        """
         return self.base.value(w)
 
     def expression(self, w):
+        """Ω as a cvxpy expression of the variable ``w``.
+
+        Parameters
+        ----------
+        w : cvxpy.Variable
+            The weights.
+
+        Returns
+        -------
+        cvxpy.Expression
+        """
         return self.base.expression(w)
 
     def constraints(self, w) -> list:
-        """``w >= lower`` and ``w <= upper`` on the coordinates where they are finite."""
+        """The cvxpy constraints ``w >= lower`` and ``w <= upper`` where finite.
+
+        Parameters
+        ----------
+        w : cvxpy.Variable
+            The weights.
+
+        Returns
+        -------
+        list
+        """
         out = []
         n = w.shape[0]
         for bound, sign in ((self.lower, 1.0), (self.upper, -1.0)):
@@ -408,25 +764,92 @@ class Box(Regularizer):
         return out
 
     def dual_term(self, v, lam) -> float | None:
+        """The dual term min_w lam·Ω(w) + ⟨v, w⟩, or None when no closed form is known.
+
+        Parameters
+        ----------
+        v : ndarray
+            The linear term.
+        lam : float
+            The regularization constant.
+
+        Returns
+        -------
+        float or None
+        """
         if not isinstance(self.base, ElasticNet):
             return None
         return self.base.dual_term(v, lam, self.lower, self.upper)
 
     def dual_scale(self, v, lam) -> float:
+        """The largest t in (0, 1] for which ``dual_term(t·v, lam)`` is finite.
+
+        Parameters
+        ----------
+        v : ndarray
+            The linear term.
+        lam : float
+            The regularization constant.
+
+        Returns
+        -------
+        float
+        """
         if not isinstance(self.base, ElasticNet):
             return 1.0
         return self.base.dual_scale(v, lam, self.lower, self.upper)
 
     def project(self, w: np.ndarray) -> np.ndarray:
+        """The point of the domain of Ω nearest to ``w`` (``w`` itself without constraints).
+
+        Parameters
+        ----------
+        w : ndarray
+            The weights.
+
+        Returns
+        -------
+        ndarray
+        """
         lo = -np.inf if self.lower is None else self.lower
         hi = np.inf if self.upper is None else self.upper
         return np.clip(w, lo, hi)
 
     def slope(self, w: np.ndarray, d: np.ndarray) -> float:
+        """The right derivative of Ω(w + s·d) at s = 0.
+
+        A forward difference unless the regularizer knows it in closed form.
+
+        Parameters
+        ----------
+        w : ndarray
+            The point.
+        d : ndarray
+            The direction.
+
+        Returns
+        -------
+        float
+        """
         return self.base.slope(w, d)
 
     def clean(self, w: np.ndarray, J: float, objective) -> tuple[np.ndarray, float]:
-        """The base's clean-up, its candidates outside the box left out (not evaluated)."""
+        """The base's clean-up, its candidates outside the box left out (not evaluated).
+
+        Parameters
+        ----------
+        w : ndarray
+            The best iterate.
+        J : float
+            Its objective.
+        objective : callable
+            ``objective(v)`` evaluates J at v.
+
+        Returns
+        -------
+        tuple
+            ``(w, J)``, the final point and its objective.
+        """
 
         def inside(v):
             return objective(v) if np.array_equal(self.project(v), v) else math.inf
@@ -434,6 +857,13 @@ class Box(Regularizer):
         return self.base.clean(w, J, inside)
 
     def spec(self):
+        """A JSON value that :func:`from_spec` turns back into this regularizer.
+
+        Returns
+        -------
+        object
+        """
+
         def side(bound):
             if bound is None:
                 return None
@@ -526,6 +956,10 @@ def make_regularizer(
     n_features : int or None
         The number of weights, to check the length of array bounds.
 
+    Returns
+    -------
+    Regularizer
+
     Raises
     ------
     ValueError
@@ -577,6 +1011,15 @@ def from_spec(spec) -> Regularizer:
 
     The bare name ``"elastic_net"`` (files that did not record the mixing) gives
     ``ElasticNet(l1_ratio=None)``.
+
+    Parameters
+    ----------
+    spec : str or dict
+        The JSON value.
+
+    Returns
+    -------
+    Regularizer
 
     Raises
     ------
