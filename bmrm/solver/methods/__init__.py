@@ -122,13 +122,27 @@ NONCONVEX_METHODS = {"nrbm": NRBM}
 
 
 def check_method(method, *, lbfgs: bool = True) -> None:
-    """Raise unless ``method`` is None, a method name (``"auto"``, one of :data:`METHODS`
-    or :data:`NONCONVEX_METHODS`, and ``"lbfgs"`` when ``lbfgs``) or an object with a
-    ``step(state)`` method; :func:`bmrm.fit` calls it with its other argument checks.
+    """Refuse a ``method`` that names no solver, before any work.
 
-    A method class (``PlainBMRM`` for ``PlainBMRM()``) is refused with a ``TypeError`` that
-    asks for an instance: its ``step`` is a function of two arguments, which the loop would
-    call with one.
+    ``method`` must be None, a method name (``"auto"``, one of :data:`METHODS` or
+    :data:`NONCONVEX_METHODS`, and ``"lbfgs"`` when ``lbfgs``) or an object with a
+    ``step(state)`` method; :func:`bmrm.fit` calls it with its other argument checks. A method
+    class (``PlainBMRM`` for ``PlainBMRM()``) is refused with a ``TypeError`` that asks for an
+    instance: its ``step`` is a function of two arguments, which the loop would call with one.
+
+    Parameters
+    ----------
+    method : str, object or None
+        The ``method`` argument.
+    lbfgs : bool
+        Whether ``"lbfgs"`` is a valid name here.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name.
+    TypeError
+        For an object without ``step``, or a class.
     """
     names = ["auto"] + sorted(METHODS) + sorted(NONCONVEX_METHODS) + (["lbfgs"] if lbfgs else [])
     if method is None:
@@ -205,9 +219,23 @@ def auto_method(regularizer, capabilities: Capabilities | None = None) -> str:
 
 
 def get_method(method) -> Solver:
-    """A solver from a name in :data:`METHODS` or :data:`NONCONVEX_METHODS`, an object with
-    ``step``, or None (plain BMRM; :func:`~bmrm.solver.loop.minimize_bmrm` resolves its
-    default ``"auto"`` before calling this)."""
+    """The solver for a ``method`` argument.
+
+    A name in :data:`METHODS` or :data:`NONCONVEX_METHODS`, an object following the protocol,
+    an object with only ``step`` (run as a certifying bundle method), or None (plain BMRM;
+    :func:`~bmrm.solver.loop.minimize_bmrm` resolves its default ``"auto"`` before calling
+    this). A built-in bundle method with its ``cut_cache`` option on comes wrapped in
+    :class:`CutCached` (:func:`with_cut_cache`).
+
+    Parameters
+    ----------
+    method : str, object or None
+        The ``method`` argument.
+
+    Returns
+    -------
+    Solver
+    """
     if method is None:
         return PlainBMRM()
     names = ["auto"] + sorted(METHODS) + sorted(NONCONVEX_METHODS)

@@ -16,7 +16,9 @@ __all__ = ["PlainBMRM"]
 
 
 class PlainBMRM:
-    """Plain BMRM: evaluate the risk at the master problem's minimiser (Teo et al., JMLR
+    """Plain BMRM: evaluate the risk at the master problem's minimiser.
+
+    Plain BMRM: evaluate the risk at the master problem's minimiser (Teo et al., JMLR
     2010, Algorithm 1). One oracle call (two passes over X) per iteration.
 
     Parameters
@@ -59,21 +61,73 @@ class PlainBMRM:
         self.master_rtol = None if master_rtol is None else float(master_rtol)
 
     def finish(self, state: BundleState, result):
+        """The loop's result as it is: no figures of its own.
+
+        Parameters
+        ----------
+        state : BundleState
+            The final state.
+        result : BMRMResult
+            The loop's result.
+
+        Returns
+        -------
+        BMRMResult
+        """
         return result
 
     def check(self, problem: Problem) -> None:
+        """Accept every problem (the regularizer answers the method's questions).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem to solve.
+        """
         pass
 
     def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> BundleState:
+        """The state at ``w0``, with an empty bundle.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem to solve.
+        w0 : ndarray
+            The starting point.
+        options : SolverOptions
+            The loop's options.
+
+        Returns
+        -------
+        BundleState
+        """
         state = BundleState.start(problem, w0, options)
         if self.master_rtol is not None:
             state.master_rtol = self.master_rtol
         return state
 
     def proposal(self, state: BundleState) -> np.ndarray:
-        """The point the next step evaluates: the master minimiser (``w0`` first)."""
+        """The point the next step evaluates: the master minimiser (``w0`` first).
+
+        Parameters
+        ----------
+        state : BundleState
+            The current state.
+
+        Returns
+        -------
+        ndarray
+        """
         return state.w0 if state.w_master is None else state.w_master
 
     def step(self, state: BundleState) -> None:
+        """One iteration (class docstring).
+
+        Parameters
+        ----------
+        state : BundleState
+            Updated in place.
+        """
         state.evaluate(self.proposal(state))
         state.solve_master()

@@ -12,14 +12,22 @@ __all__ = ["CarriedPlanes"]
 
 
 class CarriedPlanes:
-    """A solver that runs ``method`` (a solver) from a bundle carried in from an earlier
-    solve, or an empty one; after a solve, ``bundle`` is that solve's final bundle, for the
-    next to carry on.
+    """A solver run from a bundle carried in from an earlier solve.
+
+    It runs ``method`` from that bundle, or an empty one; after a solve, ``bundle`` is that
+    solve's final bundle, for the next to carry on.
 
     Valid wherever the planes a_i, b_i under-estimate the next solve's risk: the same risk
     at another lam (R(w) >= <a_i, w> + b_i is a property of R alone, ``bmrm.path``), or the
     next concave-convex surrogate once the planes are shifted to it
     (:mod:`bmrm.solver.cccp`).
+
+    Parameters
+    ----------
+    method : Solver
+        The solver to run.
+    bundle : Bundle or None
+        The planes to start from.
     """
 
     def __init__(self, method: Solver, bundle: Bundle | None):
@@ -29,17 +37,59 @@ class CarriedPlanes:
         self.certifies = method.certifies
 
     def check(self, problem: Problem) -> None:
+        """The wrapped solver's check.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem to solve.
+        """
         self.method.check(problem)
 
     def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions):
+        """The state at ``w0``, with the carried bundle.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem to solve.
+        w0 : ndarray
+            The starting point.
+        options : SolverOptions
+            The loop's options.
+
+        Returns
+        -------
+        BundleState
+        """
         state = self.method.init(problem, w0, options)
         if self.bundle is not None:
             state.bundle = self.bundle
         return state
 
     def step(self, state) -> None:
+        """One iteration of the wrapped solver.
+
+        Parameters
+        ----------
+        state : BundleState
+            Updated in place.
+        """
         self.method.step(state)
 
     def finish(self, state, result):
+        """Keep the final bundle for the next solve; the wrapped solver's figures.
+
+        Parameters
+        ----------
+        state : BundleState
+            The final state.
+        result : BMRMResult
+            The loop's result.
+
+        Returns
+        -------
+        BMRMResult
+        """
         self.bundle = state.bundle
         return self.method.finish(state, result)

@@ -12,7 +12,9 @@ __all__ = ["InOut"]
 
 
 class InOut:
-    """The in-out cutting-plane method (Ben-Ameur & Neto, Networks 49, 2007): cut between
+    """The in-out cutting-plane method (Ben-Ameur & Neto, Networks 49, 2007).
+
+    The in-out cutting-plane method (Ben-Ameur & Neto, Networks 49, 2007): cut between
     the best point and the master's minimiser, without a line search.
 
     Keeps the best evaluated point w_b (the *in* point, with the lowest J) and, after each
@@ -45,15 +47,57 @@ class InOut:
         self.mu = check_mu(mu)
 
     def finish(self, state: BundleState, result):
+        """The loop's result as it is: no figures of its own.
+
+        Parameters
+        ----------
+        state : BundleState
+            The final state.
+        result : BMRMResult
+            The loop's result.
+
+        Returns
+        -------
+        BMRMResult
+        """
         return result
 
     def check(self, problem: Problem) -> None:
+        """Accept every problem (the regularizer answers the method's questions).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem to solve.
+        """
         pass
 
     def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> BundleState:
+        """The state at ``w0``, with an empty bundle.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem to solve.
+        w0 : ndarray
+            The starting point.
+        options : SolverOptions
+            The loop's options.
+
+        Returns
+        -------
+        BundleState
+        """
         return BundleState.start(problem, w0, options)
 
     def step(self, state: BundleState) -> None:
+        """One iteration (class docstring).
+
+        Parameters
+        ----------
+        state : BundleState
+            Updated in place.
+        """
         if state.w_master is None:
             state.evaluate(state.w0)
         else:

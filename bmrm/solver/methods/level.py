@@ -50,9 +50,29 @@ __all__ = ["LevelBundle", "LevelState"]
 
 @dataclass(eq=False)
 class LevelState(BundleState):
-    """:class:`BundleState` and the level method's own: the last iterate ``x`` (None
-    before the first), the last multiplier ``s`` of the projection, the QP master that
-    solves the projections (its own active-set factor), and their count."""
+    """The level method's state: :class:`BundleState` and the level method's own.
+
+    Parameters
+    ----------
+    problem, w0, best_w, best_J, lower_bound, last_J, nit, n_cache_cuts : see State
+        As for :class:`~bmrm.solver.methods.base.State`.
+    master_seconds, cache_seconds : float
+        As for :class:`~bmrm.solver.methods.base.State`.
+    bundle, master, w_master, cache, proposed, master_rtol : see BundleState
+        As for :class:`~bmrm.solver.methods.base.BundleState`.
+    zero_checked, slope_checked : bool
+        As for :class:`~bmrm.solver.methods.base.BundleState`.
+    buffers : dict
+        As for :class:`~bmrm.solver.methods.base.BundleState`.
+    x : ndarray or None
+        The last iterate (None before the first).
+    s : float
+        The last multiplier of the projection.
+    projector : QPMaster or None
+        The QP master that solves the projections (its own active-set factor).
+    projection_solves : int
+        Their count.
+    """
 
     x: np.ndarray | None = None
     s: float = 1.0
@@ -61,7 +81,9 @@ class LevelState(BundleState):
 
 
 class LevelBundle:
-    """The level bundle method of Lemaréchal, Nemirovskii & Nesterov (1995) for the L2
+    """The level bundle method (Lemaréchal, Nemirovskii & Nesterov, 1995).
+
+    The level bundle method of Lemaréchal, Nemirovskii & Nesterov (1995) for the L2
     regularizer without bounds (module docstring).
 
     Parameters
@@ -98,9 +120,29 @@ class LevelBundle:
         self.cut_cache = cut_cache
 
     def finish(self, state: LevelState, result):
+        """The loop's result as it is: no figures of its own.
+
+        Parameters
+        ----------
+        state : LevelState
+            The final state.
+        result : BMRMResult
+            The loop's result.
+
+        Returns
+        -------
+        BMRMResult
+        """
         return result
 
     def check(self, problem: Problem) -> None:
+        """Raise ``ValueError`` unless ``problem`` has L2 without bounds.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem to solve.
+        """
         if not problem.regularizer.qp:
             raise ValueError(
                 f"method='level' needs regularizer='l2' without bounds; got "
@@ -108,11 +150,38 @@ class LevelBundle:
             )
 
     def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> LevelState:
+        """The state at ``w0``, with an empty bundle.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem to solve.
+        w0 : ndarray
+            The starting point.
+        options : SolverOptions
+            The loop's options.
+
+        Returns
+        -------
+        LevelState
+        """
         return LevelState.start(problem, w0, options)
 
     def proposal(self, state: LevelState) -> np.ndarray:
-        """The point the next step evaluates: ``w0`` first, then the last iterate projected
-        onto the level set (kept in ``state.proposed`` for the step)."""
+        """The point the next step evaluates.
+
+        ``w0`` first, then the last iterate projected onto the level set (kept in
+        ``state.proposed`` for the step).
+
+        Parameters
+        ----------
+        state : LevelState
+            The current state.
+
+        Returns
+        -------
+        ndarray
+        """
         if state.x is None or state.w_master is None:
             w = state.w0
         else:
@@ -124,6 +193,13 @@ class LevelBundle:
         return w
 
     def step(self, state: LevelState) -> None:
+        """One iteration (class docstring).
+
+        Parameters
+        ----------
+        state : LevelState
+            Updated in place.
+        """
         w = state.proposed if state.proposed is not None else self.proposal(state)
         state.proposed = None
         state.evaluate(w)

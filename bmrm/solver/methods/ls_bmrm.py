@@ -8,11 +8,22 @@ __all__ = ["LineSearchBMRM"]
 
 
 class LineSearchBMRM(OCAS):
-    """Line-search BMRM (Teo et al., JMLR 2010, Section 5): the line search of
+    """Line-search BMRM (Teo et al., JMLR 2010, Section 5).
+
+    Line-search BMRM (Teo et al., JMLR 2010, Section 5): the line search of
     :class:`OCAS`, with the cut taken at the line-search point itself.
 
     When the line search makes no progress (t = 0) the cut is taken at the master minimiser
     instead, as plain BMRM would, so the method cannot stall on a repeated plane.
+
+    Parameters
+    ----------
+    line_search_tol : float
+        The line search stops within this fraction of the gap of its optimum.
+    max_evals : int
+        Points per line search, at most.
+    cut_cache : bool, "auto" or CutCache
+        As for :class:`~bmrm.solver.methods.PlainBMRM`.
     """
 
     name = "ls-bmrm"

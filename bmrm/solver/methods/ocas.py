@@ -19,9 +19,29 @@ __all__ = ["OCAS", "OCASState", "check_mu"]
 
 @dataclass(eq=False)
 class OCASState(BundleState):
-    """:class:`BundleState` and OCAS's best point: w_b, its scores f_b (None for an oracle
-    without scores), g_b = ∂R/∂f there (a subgradient of R for an oracle without scores),
-    and J_b = J(w_b)."""
+    """OCAS's state: :class:`BundleState` and OCAS's best point.
+
+    Parameters
+    ----------
+    problem, w0, best_w, best_J, lower_bound, last_J, nit, n_cache_cuts : see State
+        As for :class:`~bmrm.solver.methods.base.State`.
+    master_seconds, cache_seconds : float
+        As for :class:`~bmrm.solver.methods.base.State`.
+    bundle, master, w_master, cache, proposed, master_rtol : see BundleState
+        As for :class:`~bmrm.solver.methods.base.BundleState`.
+    zero_checked, slope_checked : bool
+        As for :class:`~bmrm.solver.methods.base.BundleState`.
+    buffers : dict
+        As for :class:`~bmrm.solver.methods.base.BundleState`.
+    w_b : ndarray or None
+        The best point.
+    f_b : ndarray or None
+        Its scores (None for an oracle without scores).
+    g_b : ndarray or None
+        ∂R/∂f there (a subgradient of R for an oracle without scores).
+    J_b : float
+        J(w_b).
+    """
 
     w_b: np.ndarray | None = None
     f_b: np.ndarray | None = None
@@ -77,20 +97,73 @@ class OCAS:
         self.cut_cache = cut_cache
 
     def finish(self, state: OCASState, result):
+        """The loop's result as it is: no figures of its own.
+
+        Parameters
+        ----------
+        state : OCASState
+            The final state.
+        result : BMRMResult
+            The loop's result.
+
+        Returns
+        -------
+        BMRMResult
+        """
         return result
 
     def check(self, problem: Problem) -> None:
+        """Accept every problem (the regularizer answers the method's questions).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem to solve.
+        """
         pass
 
     def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> OCASState:
+        """The state at ``w0``, with an empty bundle.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem to solve.
+        w0 : ndarray
+            The starting point.
+        options : SolverOptions
+            The loop's options.
+
+        Returns
+        -------
+        OCASState
+        """
         return OCASState.start(problem, w0, options)
 
     def proposal(self, state: OCASState) -> np.ndarray | None:
-        """Where a cut cache may cut instead of the step: the master minimiser (None before
-        the first step, which evaluates ``w0``)."""
+        """Where a cut cache may cut instead of the step.
+
+        The master minimiser; None before the first step, which evaluates ``w0``.
+
+        Parameters
+        ----------
+        state : OCASState
+            The current state.
+
+        Returns
+        -------
+        ndarray or None
+        """
         return state.w_master
 
     def step(self, state: OCASState) -> None:
+        """One iteration (class docstring).
+
+        Parameters
+        ----------
+        state : OCASState
+            Updated in place.
+        """
         if state.w_master is None:
             self._start(state)
             state.solve_master()
@@ -133,9 +206,20 @@ class OCAS:
 
 
 def check_mu(mu) -> float:
-    """The cut's fraction of the way from the best point to the master minimiser (OCAS,
-    InOut): a real number in (0, 1]. At 0 the cut is taken at the best point, whose plane
-    the bundle may hold already, and the method stalls."""
+    """The cut's fraction of the way from the best point to the master minimiser, checked.
+
+    For OCAS and InOut: a real number in (0, 1]. At 0 the cut is taken at the best point, whose
+    plane the bundle may hold already, and the method stalls.
+
+    Parameters
+    ----------
+    mu : float
+        The fraction.
+
+    Returns
+    -------
+    float
+    """
     if isinstance(mu, bool) or not isinstance(mu, numbers.Real) or not 0.0 < mu <= 1.0:
         raise ValueError(f"mu must lie in (0, 1]; got {mu!r}")
     return float(mu)
