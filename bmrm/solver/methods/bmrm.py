@@ -18,8 +18,7 @@ __all__ = ["PlainBMRM"]
 class PlainBMRM:
     """Plain BMRM: evaluate the risk at the master problem's minimiser.
 
-    Plain BMRM: evaluate the risk at the master problem's minimiser (Teo et al., JMLR
-    2010, Algorithm 1). One oracle call (two passes over X) per iteration.
+    Teo et al., JMLR 2010, Algorithm 1. One oracle call (two passes over X) per iteration.
 
     Parameters
     ----------

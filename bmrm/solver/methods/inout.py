@@ -14,8 +14,7 @@ __all__ = ["InOut"]
 class InOut:
     """The in-out cutting-plane method (Ben-Ameur & Neto, Networks 49, 2007).
 
-    The in-out cutting-plane method (Ben-Ameur & Neto, Networks 49, 2007): cut between
-    the best point and the master's minimiser, without a line search.
+    It cuts between the best point and the master's minimiser, without a line search.
 
     Keeps the best evaluated point w_b (the *in* point, with the lowest J) and, after each
     master solve, evaluates the risk with its cut at w = w_b + mu·(w_c − w_b), w_c the

@@ -83,8 +83,7 @@ class LevelState(BundleState):
 class LevelBundle:
     """The level bundle method (Lemaréchal, Nemirovskii & Nesterov, 1995).
 
-    The level bundle method of Lemaréchal, Nemirovskii & Nesterov (1995) for the L2
-    regularizer without bounds (module docstring).
+    For the L2 regularizer without bounds (module docstring).
 
     Parameters
     ----------

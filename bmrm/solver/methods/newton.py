@@ -65,8 +65,19 @@ _MAX_HALVINGS = 40
 
 
 def unmet_requirements(capabilities) -> list[str]:
-    """What the risk lacks for the Newton method (empty when it qualifies): convex, smooth,
-    Hessian-vector products of its loss, evaluation on scores."""
+    """What the risk lacks for the Newton method (empty when it qualifies).
+
+    Convex, smooth, Hessian-vector products of its loss, evaluation on scores.
+
+    Parameters
+    ----------
+    capabilities : Capabilities
+        The risk's.
+
+    Returns
+    -------
+    list of str
+    """
     return [
         what
         for what, ok in (
@@ -80,18 +91,50 @@ def unmet_requirements(capabilities) -> list[str]:
 
 
 def strong_convexity_bound(J: float, grad_norm: float, lam: float) -> float:
-    """The lower bound J(w) − ‖∇J(w)‖² / (2λ) on min J of a λ-strongly convex J."""
+    """The lower bound J(w) − ‖∇J(w)‖² / (2λ) on min J of a λ-strongly convex J.
+
+    Parameters
+    ----------
+    J : float
+        J(w).
+    grad_norm : float
+        ‖∇J(w)‖.
+    lam : float
+        λ.
+
+    Returns
+    -------
+    float
+    """
     return J - grad_norm * grad_norm / (2.0 * lam)
 
 
 def newton_direction(
     products, grad: np.ndarray, lam: float, eta: float, max_cg: int, n_samples: int
 ):
-    """Conjugate gradients on (λI + Xᵀ H X) s = −grad from s = 0, stopped when the residual
-    is at most ``eta``·‖grad‖ or after ``max_cg`` products.
+    """Conjugate gradients on (λI + Xᵀ H X) s = −grad from s = 0.
 
-    ``products(v, xv)`` returns Xᵀ H X v and writes X v (``n_samples`` entries) into xv.
-    Returns ``(s, X s, n_products)``, X s summed from the products' X p.
+    Stopped when the residual is at most ``eta``·‖grad‖ or after ``max_cg`` products.
+
+    Parameters
+    ----------
+    products : callable
+        ``products(v, xv)`` returns Xᵀ H X v and writes X v (``n_samples`` entries) into xv.
+    grad : ndarray
+        ∇J.
+    lam : float
+        λ.
+    eta : float
+        The forcing term.
+    max_cg : int
+        Products at most.
+    n_samples : int
+        The rows of X.
+
+    Returns
+    -------
+    tuple
+        ``(s, X s, n_products)``, X s summed from the products' X p.
     """
     n = n_samples
     s = np.zeros_like(grad)
@@ -124,10 +167,14 @@ def newton_direction(
 
 @dataclass(eq=False)
 class NewtonState(State):
-    """The Newton method's state: :class:`~bmrm.solver.methods.base.State` and
+    """The Newton method's state: :class:`~bmrm.solver.methods.base.State` and its own.
 
-    Attributes
+    Parameters
     ----------
+    problem, w0, best_w, best_J, lower_bound, last_J, nit, n_cache_cuts : see State
+        As for :class:`~bmrm.solver.methods.base.State`.
+    master_seconds, cache_seconds : float
+        As for :class:`~bmrm.solver.methods.base.State`.
     f : ndarray or None
         The scores X w of the iterate ``best_w`` (J decreases at every accepted step, so the
         iterate is the best point); None until the first iteration evaluates w0.
@@ -156,11 +203,13 @@ class NewtonState(State):
 
     @property
     def grad_norm(self) -> float:
+        """The norm ‖∇J‖ at the iterate."""
         return float(np.linalg.norm(self.grad))
 
 
 class NewtonCG:
-    """Line-search Newton-CG with the strong-convexity certificate (module docstring):
+    """Line-search Newton-CG with the strong-convexity certificate (module docstring).
+
     ``method="newton"`` of :func:`bmrm.fit`.
 
     Parameters
@@ -179,8 +228,16 @@ class NewtonCG:
         self.max_cg = int(max_cg)
 
     def check(self, problem: Problem) -> None:
-        """Raise ``ValueError`` unless Ω = ½‖w‖² without bounds and R is convex, smooth and
-        offers Hessian-vector products on scores."""
+        """Raise ``ValueError`` unless the Newton method applies to ``problem``.
+
+        Ω = ½‖w‖² without bounds, and R convex, smooth and offering Hessian-vector products on
+        scores.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem to solve.
+        """
         if not problem.regularizer.qp:
             raise ValueError(
                 f"method='newton' needs regularizer='l2' without bounds (its certificate is "
@@ -197,7 +254,21 @@ class NewtonCG:
             )
 
     def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> NewtonState:
-        """The state at w0, not yet evaluated (the first step evaluates it)."""
+        """The state at w0, not yet evaluated (the first step evaluates it).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem to solve.
+        w0 : ndarray
+            The starting point.
+        options : SolverOptions
+            The loop's options.
+
+        Returns
+        -------
+        NewtonState
+        """
         return NewtonState(problem=problem, w0=w0, best_w=w0, max_cg=self.max_cg)
 
     def _start(self, state: NewtonState) -> None:
@@ -214,8 +285,15 @@ class NewtonCG:
         state.n_products.append(0)
 
     def step(self, state: NewtonState) -> None:
-        """One iteration: the Newton direction, the line search, the new certificate (the
-        first iteration evaluates the start)."""
+        """One iteration: the Newton direction, the line search, the new certificate.
+
+        The first iteration evaluates the start.
+
+        Parameters
+        ----------
+        state : NewtonState
+            Updated in place.
+        """
         if state.f is None:
             self._start(state)
             return
@@ -270,8 +348,22 @@ class NewtonCG:
         return False
 
     def finish(self, state: NewtonState, result):
-        """Add ``n_hessp`` (Hessian-vector products), ``n_halvings`` and the history column
-        ``n_hessp`` (cumulative products at each iteration)."""
+        """Add ``n_hessp``, ``n_halvings`` and the history column ``n_hessp``.
+
+        ``n_hessp`` counts Hessian-vector products (the column: cumulative products at each
+        iteration), ``n_halvings`` the step halvings.
+
+        Parameters
+        ----------
+        state : NewtonState
+            The final state.
+        result : BMRMResult
+            The loop's result.
+
+        Returns
+        -------
+        BMRMResult
+        """
         result.n_hessp = int(state.oracle.nhev)
         result.n_halvings = state.n_halvings
         result.history["n_hessp"] = np.cumsum(np.asarray(state.n_products, dtype=np.int64))

@@ -88,9 +88,37 @@ STATIONARY_MESSAGE = (
 
 @dataclass(eq=False)
 class NRBMState(BundleState):
-    """:class:`BundleState` and NRBM's own: the serious point w_b with its R, J and
-    (sub)gradient a_b, the model and stationarity gaps, the stopping tolerances, and the
-    counters the result reports (module docstring)."""
+    """NRBM's state: :class:`BundleState` and NRBM's own (module docstring).
+
+    Parameters
+    ----------
+    problem, w0, best_w, best_J, lower_bound, last_J, nit, n_cache_cuts : see State
+        As for :class:`~bmrm.solver.methods.base.State`.
+    master_seconds, cache_seconds : float
+        As for :class:`~bmrm.solver.methods.base.State`.
+    bundle, master, w_master, cache, proposed, master_rtol : see BundleState
+        As for :class:`~bmrm.solver.methods.base.BundleState`.
+    zero_checked, slope_checked : bool
+        As for :class:`~bmrm.solver.methods.base.BundleState`.
+    buffers : dict
+        As for :class:`~bmrm.solver.methods.base.BundleState`.
+    tol, atol : float
+        The stopping tolerances.
+    w_b, a_b : ndarray or None
+        The serious point and the (sub)gradient of R there.
+    R_b, J_b : float
+        R and J there.
+    model_gap, stationarity_gap : float
+        The model and stationarity gaps.
+    restarted : int
+        The serious step of the last restart.
+    n_serious, n_null, n_lowered, n_backtracks, n_restarts : int
+        The counters the result reports.
+    serious_objective : list of float
+        J at each serious point.
+    certified : bool
+        Whether the risk is declared convex (the gap certified).
+    """
 
     tol: float = 1e-3
     atol: float = 0.0
@@ -138,6 +166,8 @@ class NRBM:
         5 took 2,860 calls (8.7 s) to 1.37401, none 500 calls (1.6 s) to 1.37403; a few
         are kept for piecewise-smooth risks, where a lowered plane may stop cutting.
 
+    Notes
+    -----
     The result reports ``n_serious`` and ``n_null`` (serious (descent) and null steps; the
     first evaluation counts as serious), ``n_lowered`` (planes whose offset was lowered by
     more than rounding) and ``serious_objective`` (J at each serious point, in order).
@@ -169,6 +199,13 @@ class NRBM:
         return self.convex
 
     def check(self, problem: Problem) -> None:
+        """Raise ``ValueError`` unless ``problem`` has L2 without bounds.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem to solve.
+        """
         if not problem.regularizer.qp:
             raise ValueError(
                 f"method='nrbm' supports regularizer='l2' without bounds only; got "
@@ -176,6 +213,21 @@ class NRBM:
             )
 
     def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> NRBMState:
+        """The state at ``w0``, with an empty bundle.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem to solve.
+        w0 : ndarray
+            The starting point.
+        options : SolverOptions
+            The loop's options.
+
+        Returns
+        -------
+        NRBMState
+        """
         state = NRBMState.start(
             problem, w0, options, tol=options.tol, atol=options.atol, certified=self.convex
         )
@@ -268,6 +320,13 @@ class NRBM:
         return self.convex or after - before >= 0.5 * (R - before)
 
     def step(self, state: NRBMState) -> None:
+        """One iteration (module docstring).
+
+        Parameters
+        ----------
+        state : NRBMState
+            Updated in place.
+        """
         if state.w_b is None:
             w = state.w0
             J, R, a = self._evaluate(state, w)
@@ -323,6 +382,17 @@ class NRBM:
         ``lower_bound`` is 0 (J >= 0) and ``gap`` is ``fun``; a stop on the stationarity gap
         gets status 5 (stationary point), and the history's ``gap`` / ``lower_bound``
         columns hold those trivial figures, with ``stationarity_gap`` added.
+
+        Parameters
+        ----------
+        state : NRBMState
+            The final state.
+        result : BMRMResult
+            The loop's result.
+
+        Returns
+        -------
+        BMRMResult
         """
         result.model_gap = float(result.gap) if self.convex else state.model_gap
         result.n_serious = state.n_serious
