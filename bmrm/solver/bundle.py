@@ -166,7 +166,15 @@ class Bundle:
         return next(_plane_numbers)
 
     def add(self, a: np.ndarray, b: float) -> None:
-        """Append the plane ``(a, b)``, making room first if the bundle is full."""
+        """Append the plane ``(a, b)``, making room first if the bundle is full.
+
+        Parameters
+        ----------
+        a : ndarray
+            The plane's slope (a subgradient).
+        b : float
+            Its offset: the plane is R(w) >= ⟨a, w⟩ + b.
+        """
         with np.errstate(over="ignore", invalid="ignore"):  # reported just below
             sq = float(np.dot(a, a))
         if not (math.isfinite(sq) and math.isfinite(b)):
@@ -187,20 +195,41 @@ class Bundle:
         self.size = k + 1
 
     def model_value(self, w: np.ndarray, k: int | None = None) -> float:
-        """The cutting-plane model max_{i<k} ⟨a_i, w⟩ + b_i (all planes when k is None), by
-        einsum's own loop (a BLAS product would wake BLAS's thread pool)."""
+        """The cutting-plane model max_{i<k} ⟨a_i, w⟩ + b_i.
+
+        By einsum's own loop (a BLAS product would wake BLAS's thread pool).
+
+        Parameters
+        ----------
+        w : ndarray
+            The point.
+        k : int or None
+            The first k planes only (all when None).
+
+        Returns
+        -------
+        float
+        """
         k = self.size if k is None else k
         return float(np.max(np.einsum("ij,j->i", self.A[:k], w) + self.b[:k]))
 
     def set_weights(self, alpha: np.ndarray) -> None:
-        """Record the master problem's dual weights and update idle counters."""
+        """Record the master problem's dual weights and update idle counters.
+
+        Parameters
+        ----------
+        alpha : ndarray
+            The dual weights of the planes.
+        """
         self._due = _record_weights(
             self.alpha, self.idle, np.asarray(alpha, dtype=np.float64), self.size, self.max_idle
         )
 
     def prune_idle(self) -> None:
-        """Drop planes that have had zero dual weight for ``max_idle`` iterations, in batches
-        (a quarter of the bundle, at least eight planes)."""
+        """Drop planes that have had zero dual weight for ``max_idle`` iterations.
+
+        In batches: a quarter of the bundle, at least eight planes.
+        """
         k = self.size
         if self._due >= max(8, k // 4):
             idle = np.flatnonzero(self.idle[1:k] >= self.max_idle) + 1

@@ -34,12 +34,26 @@ class CompileClock(event.Listener):
         self._lock = threading.Lock()
 
     def on_start(self, ev) -> None:
+        """Start the clock at the outermost compilation's start (numba's event).
+
+        Parameters
+        ----------
+        ev : numba.core.event.Event
+            The compile event.
+        """
         with self._lock:
             if self._inside == 0:
                 self._since = time.perf_counter()
             self._inside += 1
 
     def on_end(self, ev) -> None:
+        """Stop the clock at the outermost compilation's end (numba's event).
+
+        Parameters
+        ----------
+        ev : numba.core.event.Event
+            The compile event.
+        """
         with self._lock:
             if self._inside == 0:  # entered before the clock started
                 return
@@ -48,7 +62,12 @@ class CompileClock(event.Listener):
                 self.seconds += time.perf_counter() - self._since
 
     def current(self) -> float:
-        """Seconds so far, including a compilation still in progress."""
+        """Return the seconds so far, including a compilation still in progress.
+
+        Returns
+        -------
+        float
+        """
         with self._lock:
             running = time.perf_counter() - self._since if self._inside else 0.0
             return self.seconds + running

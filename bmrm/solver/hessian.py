@@ -40,7 +40,9 @@ def _diagonal_products(start, stop, X, v, bias, h, xv, partial):
 
 
 class HessianProducts:
-    """v ↦ (Xᵀ H_R X v, X v) at fixed scores f: the risk's Hessian in w times v.
+    """The products of the risk's Hessian in w with vectors, at fixed scores f.
+
+    v ↦ (Xᵀ H_R X v, X v) at fixed scores f: the risk's Hessian in w times v.
 
     With ``fit_intercept`` X has the constant column ``intercept_scaling``. Three ways, by
     what the data and loss allow:

@@ -26,7 +26,13 @@ logger = logging.getLogger("bmrm")
 
 
 class Master(Protocol):
-    """The master-problem protocol."""
+    """The master-problem protocol.
+
+    Parameters
+    ----------
+    *args, **kwargs
+        A master's own options.
+    """
 
     name: str
     # a new plane costs one warm-started solve (the dual QP): cheap enough for the many
@@ -34,13 +40,31 @@ class Master(Protocol):
     incremental: bool
 
     def exact(self) -> Master:
-        """The master itself, or the one it wraps without heuristics that presume every new
-        plane cuts the last minimiser (:class:`AutoMaster`)."""
+        """The master without heuristics that presume every new plane cuts the last minimiser.
+
+        The master itself, or the one it wraps (:class:`AutoMaster`).
+
+        Returns
+        -------
+        Master
+        """
 
     def solve(self, bundle: Bundle, accuracy: float = 0.0):
-        """``(w, lower, alpha)``: the minimiser of lam·Ω(w) + max_i ⟨a_i, w⟩ + b_i over the
-        bundle's planes, a valid lower bound on that minimum (whatever the accuracy), and
-        the planes' dual weights; ``accuracy`` is an absolute tolerance on the objective."""
+        """Minimise lam·Ω(w) + max_i ⟨a_i, w⟩ + b_i over the bundle's planes.
+
+        Parameters
+        ----------
+        bundle : Bundle
+            The planes.
+        accuracy : float
+            An absolute tolerance on the objective (0: the solver's own precision).
+
+        Returns
+        -------
+        tuple
+            ``(w, lower, alpha)``: the minimiser, a valid lower bound on that minimum (whatever
+            the accuracy), and the planes' dual weights.
+        """
 
 
 def _cvxpy():
@@ -91,6 +115,15 @@ class QPMaster:
     an exact request (``accuracy = 0``) that still fails goes to an interior-point solver
     (Clarabel) before a final polish; ``fallbacks`` counts those hand-overs (none in the
     tests, lam from 1e-8 to 1e6) and ``misses`` those where the pair steps stopped short too.
+
+    Parameters
+    ----------
+    lam : float
+        The regularization constant.
+    tol : float
+        The KKT tolerance, relative to the problem's scale.
+    max_steps : int
+        Pair steps of the fallback, at most.
     """
 
     name = "qp"
@@ -98,6 +131,14 @@ class QPMaster:
     incremental = True
 
     def exact(self) -> Master:
+        """The master without heuristics that presume every new plane cuts the last minimiser.
+
+        The QP master itself.
+
+        Returns
+        -------
+        Master
+        """
         return self
 
     def __init__(self, lam: float, tol: float = 1e-11, max_steps: int = 5_000):
@@ -114,10 +155,23 @@ class QPMaster:
         self._meta = np.zeros(2)  # τ of the factor, size of its working set
 
     def solve_offsets(self, bundle: Bundle, b: np.ndarray) -> np.ndarray:
-        """The minimiser of ``lam``/2 ‖v‖² + max_i ⟨a_i, v⟩ + b_i for the bundle's a_i with
-        other offsets ``b`` (the proximal steps of :mod:`bmrm.solver.methods.level`),
+        """The minimiser of ``lam``/2 ‖v‖² + max_i ⟨a_i, v⟩ + b_i with other offsets ``b``.
+
+        For the bundle's a_i (the proximal steps of :mod:`bmrm.solver.methods.level`),
         warm-started from the bundle's weights and this master's last factor; solved to the
-        active-set method's own tolerance."""
+        active-set method's own tolerance.
+
+        Parameters
+        ----------
+        bundle : Bundle
+            The planes' slopes a_i.
+        b : ndarray
+            The offsets.
+
+        Returns
+        -------
+        ndarray
+        """
         k = bundle.size
         if len(self._L) < len(bundle.G):
             self._L, self._S, self._S_ids = grown_factor(
@@ -139,6 +193,19 @@ class QPMaster:
 
         The QP is solved in the scale of the Gram matrix G = lam·Q (objective, gradient and
         tolerance multiplied by lam), which saves forming Q.
+
+        Parameters
+        ----------
+        bundle : Bundle
+            The planes.
+        accuracy : float
+            An absolute tolerance on the dual objective (>= 0).
+
+        Returns
+        -------
+        tuple
+            ``(w, lower, alpha)``: the minimiser, the dual objective at α (a valid lower
+            bound) and the planes' weights α.
         """
         k = bundle.size
         lam = self.lam
@@ -299,6 +366,13 @@ class ClarabelMaster:
     (A/σ) u + b <= ξ 1 (``scaled``; ``sigma`` is the largest σ used). A bundle that fails
     in scaled variables too goes to ``backup`` (the dual QP the fit started with; counted
     in ``backup_solves``), or, without one, is a ``RuntimeError`` that says what to do.
+
+    Parameters
+    ----------
+    lam : float
+        The regularization constant.
+    backup : QPMaster or None
+        The master for bundles that fail in scaled variables too.
     """
 
     name = "clarabel"
@@ -306,6 +380,14 @@ class ClarabelMaster:
     incremental = False
 
     def exact(self) -> Master:
+        """The master without heuristics that presume every new plane cuts the last minimiser.
+
+        The Clarabel master itself.
+
+        Returns
+        -------
+        Master
+        """
         return self
 
     def __init__(self, lam: float, backup: QPMaster | None = None):
@@ -317,6 +399,21 @@ class ClarabelMaster:
         self.rounding_limited = False
 
     def solve(self, bundle: Bundle, accuracy: float = 0.0):
+        """Minimise lam·Ω(w) + max_i ⟨a_i, w⟩ + b_i over the bundle's planes.
+
+        Parameters
+        ----------
+        bundle : Bundle
+            The planes.
+        accuracy : float
+            An absolute tolerance on the objective (0: the solver's own precision).
+
+        Returns
+        -------
+        tuple
+            ``(w, lower, alpha)``: the minimiser, a valid lower bound on that minimum (whatever
+            the accuracy), and the planes' dual weights.
+        """
         k = bundle.size
         A = bundle.A[:k]
         b = bundle.b[:k]
@@ -414,6 +511,19 @@ class CvxpyMaster:
     same problem in u = σ·w, σ the planes' largest |entry|: min lam·Ω(u/σ) + ξ subject to
     (A/σ) u + b <= ξ 1 (``scaled``; ``sigma`` is the largest σ used). Until then the model
     in w is solved as it is.
+
+    Parameters
+    ----------
+    n_features : int
+        The length of w.
+    capacity : int
+        The bundle's capacity.
+    lam : float
+        The regularization constant.
+    regularizer : Regularizer or str
+        Ω (or what :func:`~bmrm.solver.regularizers.make_regularizer` accepts).
+    solver : str or None
+        The cvxpy solver (cvxpy's choice when None).
     """
 
     name = "cvxpy"
@@ -421,6 +531,14 @@ class CvxpyMaster:
     incremental = False
 
     def exact(self) -> Master:
+        """The master without heuristics that presume every new plane cuts the last minimiser.
+
+        The cvxpy master itself.
+
+        Returns
+        -------
+        Master
+        """
         return self
 
     def __init__(
@@ -476,6 +594,21 @@ class CvxpyMaster:
         return w, cut, cp.Problem(objective, constraints)
 
     def solve(self, bundle: Bundle, accuracy: float = 0.0):
+        """Minimise lam·Ω(w) + max_i ⟨a_i, w⟩ + b_i over the bundle's planes.
+
+        Parameters
+        ----------
+        bundle : Bundle
+            The planes.
+        accuracy : float
+            An absolute tolerance on the objective (0: the solver's own precision).
+
+        Returns
+        -------
+        tuple
+            ``(w, lower, alpha)``: the minimiser, a valid lower bound on that minimum (whatever
+            the accuracy), and the planes' dual weights.
+        """
         k = bundle.size
         A = np.zeros(self.A.shape)
         b = np.zeros(self.capacity)
@@ -558,10 +691,21 @@ class CvxpyMaster:
         )
 
     def dual_value(self, alpha: np.ndarray, bundle: Bundle) -> float | None:
-        """D(α) = bᵀα + min_w lam·Ω(w) + <Aᵀα, w>, a lower bound on the master optimum.
+        """The dual D(α) = bᵀα + min_w lam·Ω(w) + ⟨Aᵀα, w⟩, a lower bound on the optimum.
 
-        α is first mixed with the zero plane (weight 1 − t) when D would be −inf. None when
-        the regularizer has no closed-form dual term.
+        α is first mixed with the zero plane (weight 1 − t) when D would be −inf.
+
+        Parameters
+        ----------
+        alpha : ndarray
+            The planes' weights.
+        bundle : Bundle
+            The planes.
+
+        Returns
+        -------
+        float or None
+            None when the regularizer has no closed-form dual term.
         """
         k = bundle.size
         v = alpha @ bundle.A[:k]
@@ -579,9 +723,30 @@ def make_master(
     capacity: int,
     cvxpy_solver: str | None,
 ) -> Master:
-    """The master ``master`` (``"auto"``, ``"qp"`` or ``"cvxpy"``) for ``regularizer``:
+    """The master problem ``master`` for ``regularizer``.
+
     ``"auto"`` is the dual QP handing over to Clarabel (:class:`AutoMaster`) for the L2
-    problem without bounds, the cvxpy model otherwise."""
+    problem without bounds, the cvxpy model otherwise.
+
+    Parameters
+    ----------
+    master : {"auto", "qp", "cvxpy"}
+        The master's name.
+    regularizer : Regularizer
+        Ω.
+    lam : float
+        The regularization constant.
+    n_features : int
+        The length of w.
+    capacity : int
+        The bundle's capacity.
+    cvxpy_solver : str or None
+        The cvxpy master's solver.
+
+    Returns
+    -------
+    Master
+    """
     if master == "auto" and regularizer.qp:
         qp = QPMaster(lam)
         return AutoMaster(qp, lambda: ClarabelMaster(lam, backup=qp))
@@ -600,8 +765,10 @@ def make_master(
 
 
 class AutoMaster:
-    """The dedicated QP master, handing over to the primal problem solved by an
-    interior-point method (:class:`ClarabelMaster`) for the rest of the fit when, on
+    """The dedicated QP master, handing over to an interior-point method when it stalls.
+
+    It hands over to the primal problem solved by an interior-point method
+    (:class:`ClarabelMaster`) for the rest of the fit when, on
     ``patience`` consecutive solves, the QP misses its tolerance even after its pair-step
     fallback, or returns the same minimiser and bound though the model's value there went up
     (badly scaled problems, e.g. features ~1e6 with lam = 1e-3: the QP's tolerance grows
@@ -610,7 +777,17 @@ class AutoMaster:
     valid either way; the primal solver keeps them progressing.
 
     ``exact()`` is the QP itself, for a solver whose planes may legitimately leave the
-    minimiser in place (NRBM's lowered planes), where the stall test does not apply."""
+    minimiser in place (NRBM's lowered planes), where the stall test does not apply.
+
+    Parameters
+    ----------
+    qp : QPMaster
+        The QP master.
+    make_fallback : callable
+        Makes the master handed over to (:class:`ClarabelMaster`).
+    patience : int
+        Consecutive missed or stalled solves before the hand-over.
+    """
 
     name = "auto"
     incremental = True
@@ -624,10 +801,32 @@ class AutoMaster:
         self._last = None
 
     def exact(self) -> Master:
-        """The master that solves without the stall test: the QP until a hand-over."""
+        """The master that solves without the stall test: the QP until a hand-over.
+
+        Returns
+        -------
+        Master
+        """
         return self.qp if self.fallback is None else self.fallback
 
     def solve(self, bundle: Bundle, accuracy: float = 0.0):
+        """Minimise lam·Ω(w) + max_i ⟨a_i, w⟩ + b_i over the bundle's planes.
+
+        By the QP, or by the fallback after a hand-over (class docstring).
+
+        Parameters
+        ----------
+        bundle : Bundle
+            The planes.
+        accuracy : float
+            An absolute tolerance on the objective (0: the solver's own precision).
+
+        Returns
+        -------
+        tuple
+            ``(w, lower, alpha)``: the minimiser, a valid lower bound on that minimum (whatever
+            the accuracy), and the planes' dual weights.
+        """
         if self.fallback is not None:
             return self.fallback.solve(bundle, accuracy)
         before = self.qp.misses
