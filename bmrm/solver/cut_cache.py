@@ -179,6 +179,15 @@ def supports_cut_cache(oracle) -> str | None:
     loss that declares ``query_decomposable = True``. Pointwise losses (one term per row) are
     left out: one plane per row and cached point would cost K copies of X, and coarser
     groups of rows lose the per-query flexibility the cache is for.
+
+    Parameters
+    ----------
+    oracle : callable
+        The risk oracle.
+
+    Returns
+    -------
+    str or None
     """
     prepared = getattr(oracle, "prepared", None)
     if prepared is None or not hasattr(oracle, "query_cut_at"):
@@ -289,8 +298,18 @@ class CutCache:
         )
 
     def bind(self, oracle, required: bool) -> None:
-        """Attach to ``oracle`` (a new oracle empties the cache). Raises when ``required`` and
-        the oracle cannot feed a cache; else the cache stays off."""
+        """Attach to ``oracle`` (a new oracle empties the cache).
+
+        Raises ``ValueError`` when ``required`` and the oracle cannot feed a cache; else the cache
+        stays off.
+
+        Parameters
+        ----------
+        oracle : RiskOracle or CountingOracle
+            The fit's oracle.
+        required : bool
+            Whether a cache that cannot be fed is an error.
+        """
         if oracle is self._oracle:
             return
         self._oracle = oracle
@@ -330,7 +349,18 @@ class CutCache:
         self.active = True
 
     def cut(self, w: np.ndarray) -> tuple[float, np.ndarray, float]:
-        """``(C(w), a, b)``: the cache cut's value at w and its plane R >= ⟨a, ·⟩ + b."""
+        """The cache cut at w: its value C(w) and its plane R >= ⟨a, ·⟩ + b.
+
+        Parameters
+        ----------
+        w : ndarray
+            The point.
+
+        Returns
+        -------
+        tuple
+            ``(C(w), a, b)``.
+        """
         self._stamp += 1
         bounds = self._bounds
         n_b = len(bounds) - 1
@@ -344,9 +374,24 @@ class CutCache:
         return float(total[0]), partial.sum(axis=0), float(total[1])
 
     def try_cut(self, state, w: np.ndarray) -> bool:
-        """Add the cache cut at ``w`` to the bundle when it lifts the model there by more than
-        ``violation`` times the reference (counted in ``state.n_cache_cuts``); False (nothing done)
-        when the oracle should be called instead."""
+        """Add the cache cut at ``w`` to the bundle when it lifts the model there enough.
+
+        Enough: by more than ``violation`` times the reference; counted in
+        ``state.n_cache_cuts``.
+
+        Parameters
+        ----------
+        state : BundleState
+            The bundle method's state.
+        w : ndarray
+            The point the method proposes.
+
+        Returns
+        -------
+        bool
+            Whether the cut was added; False (nothing done) when the oracle should be called
+            instead.
+        """
         if not self.active or self._stamp == 0 or self._streak >= self.max_streak:
             return False
         if not (math.isfinite(state.best_J) and math.isfinite(state.lower_bound)):
@@ -365,9 +410,25 @@ class CutCache:
         return True
 
     def oracle_cut(self, state, w: np.ndarray, f: np.ndarray | None = None):
-        """The oracle's ``(R, a)`` at ``w`` (scores ``f`` when given: one pass over X, else
-        two), with every query's plane offered to the cache; the cache's own seconds go to
-        ``state.cache_seconds`` (the counting oracle times the call itself)."""
+        """The oracle's risk and subgradient at ``w``, every query's plane offered to the cache.
+
+        One pass over X with the scores ``f``, else two. The cache's own seconds go to
+        ``state.cache_seconds`` (the counting oracle times the call itself).
+
+        Parameters
+        ----------
+        state : BundleState
+            The bundle method's state (its oracle and bundle).
+        w : ndarray
+            The point.
+        f : ndarray or None
+            Its scores X w.
+
+        Returns
+        -------
+        tuple
+            ``(R, a)``.
+        """
         oracle = state.oracle
         t0 = time.perf_counter()
         model = state.bundle.model_value(w)
@@ -393,8 +454,23 @@ class CutCache:
 
 
 def bound_cache(options: CutCache, oracle, required: bool) -> CutCache:
-    """A fresh cache with the options of ``options``, bound to ``oracle`` (a solver's
-    ``init``: the cache's planes are the state of one fit)."""
+    """A fresh cache with the options of ``options``, bound to ``oracle``.
+
+    For a solver's ``init``: the cache's planes are the state of one fit.
+
+    Parameters
+    ----------
+    options : CutCache
+        The options.
+    oracle : RiskOracle or CountingOracle
+        The fit's oracle.
+    required : bool
+        Whether a cache that cannot be fed is an error.
+
+    Returns
+    -------
+    CutCache
+    """
     cache = copy.copy(options)
     cache._oracle = None
     cache.bind(oracle, required)
@@ -402,9 +478,21 @@ def bound_cache(options: CutCache, oracle, required: bool) -> CutCache:
 
 
 def make_cut_cache(cut_cache) -> tuple[CutCache | None, bool]:
-    """``(cache, required)`` from a method's ``cut_cache`` option: False or None (off), True
-    (on; an oracle that cannot feed it is an error), ``"auto"`` (on where the oracle can
-    feed it) or a :class:`CutCache` (on, with its options; required)."""
+    """The cache and whether it is required, from a method's ``cut_cache`` option.
+
+    False or None (off), True (on; an oracle that cannot feed it is an error), ``"auto"`` (on
+    where the oracle can feed it) or a :class:`CutCache` (on, with its options; required).
+
+    Parameters
+    ----------
+    cut_cache : bool, "auto", CutCache or None
+        The option.
+
+    Returns
+    -------
+    tuple
+        ``(cache, required)``, cache None when off.
+    """
     if cut_cache is None or cut_cache is False:
         return None, False
     if cut_cache is True:

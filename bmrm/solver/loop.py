@@ -221,6 +221,20 @@ def minimize_bmrm(
         state (its history columns are read-only views, so a call costs O(n_features), not
         O(iterations)); raise ``StopIteration`` to stop.
 
+    verbose : bool
+        Log one line per iteration to stderr (iteration, J, lower bound, gap, bundle size,
+        seconds since the start without numba's compilation, ``compile_seconds``).
+    progress : bool
+        Show a one-line progress bar on stderr: the share of the way, on a log scale, from
+        the first gap to the requested one.
+    full_output : bool
+        Return ``(result, state)``, the solver's final state too (see :func:`minimize`).
+
+    Returns
+    -------
+    BMRMResult
+        Or ``(BMRMResult, state)`` with ``full_output``.
+
     Raises
     ------
     ValueError
@@ -230,14 +244,6 @@ def minimize_bmrm(
         gradient is then not a subgradient of its risk.
     FloatingPointError
         If the objective overflows.
-    verbose : bool
-        Log one line per iteration to stderr (iteration, J, lower bound, gap, bundle size,
-        seconds since the start without numba's compilation, ``compile_seconds``).
-    progress : bool
-        Show a one-line progress bar on stderr: the share of the way, on a log scale, from
-        the first gap to the requested one.
-    full_output : bool
-        Return ``(result, state)``, the solver's final state too (see :func:`minimize`).
     """
     # bad arguments and a user's oracle's malformed answers raise ValueError naming them
     oracle, lam, tol, atol, max_iter, max_time, w0 = check_minimize_args(
@@ -272,8 +278,9 @@ def minimize(
     progress: bool = False,
     full_output: bool = False,
 ):
-    """Minimise ``problem``'s J(w) = lam·Ω(w) + R(w) by ``solver``: the one loop of every
-    solver (:mod:`bmrm.solver.methods`), with arguments already checked.
+    """Minimise ``problem``'s J(w) = lam·Ω(w) + R(w) by ``solver``, arguments already checked.
+
+    The one loop of every solver (:mod:`bmrm.solver.methods`).
 
     The solver's ``check`` runs first, then ``init`` at ``w0`` (zero by default, projected
     onto the regularizer's domain) and one ``step`` per iteration until the solver's
@@ -284,10 +291,32 @@ def minimize(
     subgradient). The regularizer's clean-up (:meth:`~bmrm.solver.regularizers.Regularizer.clean`)
     then gives the final point, and the solver's ``finish`` its own figures.
 
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    solver : Solver
+        The solver (:mod:`bmrm.solver.methods.base`).
+    w0 : ndarray or None
+        The start (zero by default).
+    options : SolverOptions or None
+        Tolerances and the bundle methods' options (the defaults when None).
+    max_iter : int
+        Iterations at most, cut-cache iterations not counted.
+    max_time : float or None
+        Seconds, numba's compilation excluded.
+    callback : callable or None
+        As for :func:`minimize_bmrm`.
+    verbose, progress : bool
+        As for :func:`minimize_bmrm`.
+    full_output : bool
+        Return the final state too.
+
     Returns
     -------
-    BMRMResult, or ``(BMRMResult, state)`` with ``full_output`` (the solver's final state,
-    for example the bundle that :class:`~bmrm.solver.methods.CarriedPlanes` carries on).
+    BMRMResult
+        Or ``(BMRMResult, state)`` with ``full_output`` (the solver's final state, for
+        example the bundle that :class:`~bmrm.solver.methods.CarriedPlanes` carries on).
     """
     options = SolverOptions() if options is None else options
     tol, atol = options.tol, options.atol

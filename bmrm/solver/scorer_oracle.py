@@ -341,14 +341,32 @@ def fit_nonconvex(
 
 
 def check_nonconvex(scorer, loss, y, regularizer, bounds, nonneg, fit_intercept, method):
-    """``(scorer, solver)`` for a non-convex fit (levels set from y; solver "lbfgs" or
-    "nrbm"), or a ValueError naming the option.
+    """The ranking function and the solver of a non-convex fit, or a ValueError naming the option.
 
-    ``method`` None or "auto" is :func:`~bmrm.solver.methods.auto_method` of the
-    non-convex objective (L-BFGS where smooth, NRBM otherwise);
-    "lbfgs" and "nrbm" (or an :class:`~bmrm.solver.methods.nrbm.NRBM` object) are taken as given;
-    the convex methods ("bmrm", "ls-bmrm", "ocas", other method objects) are refused: their
-    certificate assumes a convex risk.
+    ``method`` None or "auto" is :func:`~bmrm.solver.methods.auto_method` of the non-convex
+    objective (L-BFGS where smooth, NRBM otherwise); "lbfgs" and "nrbm" (or an
+    :class:`~bmrm.solver.methods.nrbm.NRBM` object) are taken as given; the convex methods
+    ("bmrm", "ls-bmrm", "ocas", other method objects) are refused: their certificate
+    assumes a convex risk.
+
+    Parameters
+    ----------
+    scorer : scorer object or None
+        The ranking function (None: linear); an expected-gain scorer without ``n_levels``
+        gets them from ``y``.
+    loss : loss object
+        The loss.
+    y : ndarray
+        The targets.
+    regularizer, bounds, nonneg, fit_intercept :
+        :func:`bmrm.fit`'s arguments, which must keep their defaults.
+    method : str, object or None
+        :func:`bmrm.fit`'s ``method``.
+
+    Returns
+    -------
+    tuple
+        ``(scorer, solver)``, solver "lbfgs" or "nrbm".
     """
     if scorer is None:
         scorer = LinearScorer()
