@@ -71,29 +71,90 @@ def _rmatvec(X, g: np.ndarray) -> np.ndarray:
 
 
 class LinearScorer:
-    """f = X w; the VJP is Xᵀ g. θ = w has one entry per feature.
+    """The linear ranking function f = X w; its VJP is Xᵀ g, and θ = w.
 
-    Uses the same products as :class:`bmrm.solver.oracle.RiskOracle` (numba kernels for
-    dense C-ordered X, scipy for CSR), so it costs what the linear oracle costs.
+    θ has one entry per feature. It uses the same products as
+    :class:`bmrm.solver.oracle.RiskOracle` (numba kernels for dense C-ordered X, scipy for CSR),
+    so it costs what the linear oracle costs.
     """
 
     name = "linear"
     version = 1
 
     def n_params(self, n_features: int) -> int:
+        """The length of the flat parameter vector θ.
+
+        Parameters
+        ----------
+        n_features : int
+            The columns of X.
+
+        Returns
+        -------
+        int
+        """
         return int(n_features)
 
     def scores(self, X, theta) -> np.ndarray:
+        """The scores f = X w.
+
+        Parameters
+        ----------
+        X : ndarray or CSR matrix of shape (n_samples, n_features)
+            The data.
+        theta : ndarray
+            The parameters θ.
+
+        Returns
+        -------
+        ndarray
+        """
         return _matvec(X, np.asarray(theta, dtype=np.float64))
 
     def linearize(self, X, theta):
+        """The scores the training objective sees and their vector-Jacobian product at θ.
+
+        Parameters
+        ----------
+        X : ndarray or CSR matrix of shape (n_samples, n_features)
+            The data.
+        theta : ndarray
+            The parameters θ.
+
+        Returns
+        -------
+        tuple
+            ``(f, vjp)``, ``vjp(g) = (∂f/∂θ)ᵀ g``.
+        """
         f = self.scores(X, theta)
         return f, lambda g: _rmatvec(X, np.asarray(g, dtype=np.float64))
 
     def get_params(self, deep: bool = True) -> dict:
+        """The parameters, as scikit-learn's ``get_params``.
+
+        Parameters
+        ----------
+        deep : bool
+            Unused (no nested parameters).
+
+        Returns
+        -------
+        dict
+        """
         return {}
 
     def set_params(self, **params) -> LinearScorer:
+        """Refuse any parameter: the linear scorer has none.
+
+        Parameters
+        ----------
+        **params
+            Must be empty.
+
+        Returns
+        -------
+        LinearScorer
+        """
         if params:
             raise ValueError(f"LinearScorer has no parameters; got {sorted(params)}")
         return self
@@ -188,6 +249,17 @@ class ExpectedGainScorer:
         self.clip_training = clip_training
 
     def get_params(self, deep: bool = True) -> dict:
+        """The parameters, as scikit-learn's ``get_params``.
+
+        Parameters
+        ----------
+        deep : bool
+            Unused (no nested parameters).
+
+        Returns
+        -------
+        dict
+        """
         return {
             "n_levels": self.n_levels,
             "gain": self.gain,
@@ -196,7 +268,17 @@ class ExpectedGainScorer:
         }
 
     def with_params(self, **params) -> ExpectedGainScorer:
-        """A copy with ``params`` changed (for example ``eps`` chosen after training)."""
+        """A copy with ``params`` changed (for example ``eps`` chosen after training).
+
+        Parameters
+        ----------
+        **params
+            Any of ``n_levels``, ``gain``, ``eps``, ``clip_training``.
+
+        Returns
+        -------
+        ExpectedGainScorer
+        """
         unknown = sorted(set(params) - set(self.get_params()))
         if unknown:
             raise ValueError(
@@ -206,7 +288,18 @@ class ExpectedGainScorer:
         return type(self)(**{**self.get_params(), **params})
 
     def set_params(self, **params) -> ExpectedGainScorer:
-        """Change parameters in place (scikit-learn's protocol; :meth:`with_params` copies)."""
+        """Change parameters in place (scikit-learn's protocol; :meth:`with_params` copies).
+
+        Parameters
+        ----------
+        **params
+            Any of ``n_levels``, ``gain``, ``eps``, ``clip_training``.
+
+        Returns
+        -------
+        ExpectedGainScorer
+            The scorer itself.
+        """
         self.__dict__.update(self.with_params(**params).__dict__)
         return self
 
@@ -223,8 +316,13 @@ class ExpectedGainScorer:
     def check_labels(self, y) -> None:
         """Refuse training labels the scorer cannot represent, before any work.
 
-        ``y`` must hold relevance levels 0..n_levels − 1 (0..511 when ``n_levels`` is None
-        and :func:`bmrm.fit` sets it to the largest label + 1).
+        ``y`` must hold relevance levels 0..n_levels − 1 (0..511 when ``n_levels`` is None and
+        :func:`bmrm.fit` sets it to the largest label + 1).
+
+        Parameters
+        ----------
+        y : array-like
+            The training labels.
         """
         levels = check_graded_labels(y)
         if not levels.size:
@@ -248,6 +346,17 @@ class ExpectedGainScorer:
         return self.n_levels
 
     def n_params(self, n_features: int) -> int:
+        """The length of the flat parameter vector θ.
+
+        Parameters
+        ----------
+        n_features : int
+            The columns of X.
+
+        Returns
+        -------
+        int
+        """
         return self._levels() * int(n_features)
 
     def _weights(self, X, theta) -> np.ndarray:
@@ -280,14 +389,56 @@ class ExpectedGainScorer:
         return P, h
 
     def probabilities(self, X, theta, *, clip: bool = True) -> np.ndarray:
-        """P_W(r = j | x) for every row (n × K), clipped at ``eps`` when ``clip``."""
+        """The probabilities P_W(r = j | x) for every row (n × K).
+
+        Parameters
+        ----------
+        X : ndarray or CSR matrix of shape (n_samples, n_features)
+            The data.
+        theta : ndarray
+            The parameters θ.
+        clip : bool
+            Clip at ``eps``.
+
+        Returns
+        -------
+        ndarray
+        """
         return self._forward(X, theta, clip)[0]
 
     def scores(self, X, theta) -> np.ndarray:
-        """h_W(x) per row, clipped at ``eps`` (the scores to rank by)."""
+        """The expected gains h_W(x) per row, clipped at ``eps`` (the scores to rank by).
+
+        Parameters
+        ----------
+        X : ndarray or CSR matrix of shape (n_samples, n_features)
+            The data.
+        theta : ndarray
+            The parameters θ.
+
+        Returns
+        -------
+        ndarray
+        """
         return self._forward(X, theta, True)[1]
 
     def linearize(self, X, theta):
+        """The scores the training objective sees and their vector-Jacobian product at θ.
+
+        The scores are clipped at ``eps`` when ``clip_training``.
+
+        Parameters
+        ----------
+        X : ndarray or CSR matrix of shape (n_samples, n_features)
+            The data.
+        theta : ndarray
+            The parameters θ.
+
+        Returns
+        -------
+        tuple
+            ``(f, vjp)``, ``vjp(g) = (∂f/∂θ)ᵀ g``.
+        """
         P, h = self._forward(X, theta, self.clip_training)
         G = self.gains
         K, d = P.shape[1], X.shape[1]
@@ -308,7 +459,17 @@ class ExpectedGainScorer:
         return h, vjp
 
     def from_linear(self, w) -> np.ndarray:
-        """θ of the warm start W_j = (j − (K − 1)/2) w (same ranking as w; see above)."""
+        """The θ of the warm start W_j = (j − (K − 1)/2) w (the same ranking as w).
+
+        Parameters
+        ----------
+        w : ndarray
+            Linear weights.
+
+        Returns
+        -------
+        ndarray
+        """
         w = np.asarray(w, dtype=np.float64).ravel()
         K = self._levels()
         return np.outer(np.arange(K) - (K - 1) / 2.0, w).ravel()
@@ -318,7 +479,17 @@ _SCORERS = {"linear": LinearScorer, "expected_gain": ExpectedGainScorer}
 
 
 def get_scorer(scorer):
-    """A scorer from a name (``"linear"``, ``"expected_gain"``) or a scorer object (a copy)."""
+    """A scorer from a name (``"linear"``, ``"expected_gain"``) or a scorer object (a copy).
+
+    Parameters
+    ----------
+    scorer : str or scorer object
+        The name or object.
+
+    Returns
+    -------
+    scorer object
+    """
     if isinstance(scorer, str):
         if scorer not in _SCORERS:
             raise ValueError(f"scorer must be one of {sorted(_SCORERS)} or a scorer object; "
