@@ -56,6 +56,23 @@ __all__ = ["LinearModel", "fit", "load", "save"]
 class LinearModel:
     """A fitted scorer: f(x) = <coef_, x> + intercept_, or ``scorer_``'s h with ``coef_``.
 
+    Parameters
+    ----------
+    coef : array-like
+        The weights (``coef_``).
+    intercept : float
+        The intercept (``intercept_``).
+    loss : loss object
+        The loss trained.
+    lam : float
+        The regularization constant.
+    regularizer : Regularizer, str or callable
+        Ω (what :func:`~bmrm.solver.regularizers.make_regularizer` accepts).
+    result : BMRMResult
+        The solver's result (``result_``).
+    scorer : scorer object or None
+        The ranking function (``scorer_``).
+
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,), or (n_levels, n_features) for the
@@ -69,7 +86,8 @@ class LinearModel:
         constructor also takes what :func:`~bmrm.solver.regularizers.make_regularizer`
         accepts (a name or a callable).
     result_ : BMRMResult or scipy OptimizeResult
-        The solver's certificate and history (an L-BFGS result for non-convex objectives).
+        The solver's certificate and history (a scipy result only in model files written
+        before L-BFGS ran in the package's loop).
     scorer_ : scorer object or None
         A non-linear scorer of :mod:`bmrm.scorers`; None for f = Xw (a
         :class:`~bmrm.scorers.LinearScorer` given to the constructor is stored as None).
@@ -91,11 +109,20 @@ class LinearModel:
         self.n_features_in_ = self.coef_.shape[-1]
 
     def decision_function(self, X) -> np.ndarray:
-        """Scores X @ coef_ + intercept_, or the scorer's h (float64).
+        """Return the scores X @ coef_ + intercept_, or the scorer's h (float64).
 
         A model fitted on a pandas DataFrame with string column names (``feature_names_in_``)
         refuses a DataFrame whose columns are not those names in the same order; arrays and
         frames without string column names are taken by position.
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            The data.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
         """
         _check_feature_names(X, getattr(self, "feature_names_in_", None))
         X = check_X(X, n_features=self.n_features_in_)
@@ -105,7 +132,17 @@ class LinearModel:
         return np.asarray(f, dtype=np.float64).ravel() + self.intercept_
 
     def predict(self, X) -> np.ndarray:
-        """The scores; rank documents of a query by decreasing score."""
+        """The scores; rank documents of a query by decreasing score.
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            The data.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
         return self.decision_function(X)
 
     def save(self, path) -> None:
@@ -115,10 +152,15 @@ class LinearModel:
         file holds the weights (K × d for the expected-gain scorer), the intercept, the
         loss, lam, the regularizer, the scorer (name, version, parameters, and its gains)
         and the solver's result whatever the method that made it (a :class:`BMRMResult`, or
-        scipy's result of L-BFGS or of another method, with its ``method`` field), and the
+        a scipy result read from an older file, with its ``method`` field), and the
         DataFrame column names of the fit (``feature_names_in_``), so that
         :func:`bmrm.load` gives a model with the same predictions, bit for bit, that refuses
         the same DataFrames.
+
+        Parameters
+        ----------
+        path : str or path-like
+            The file.
 
         Raises
         ------
@@ -313,16 +355,29 @@ def _result_values(result, record: ModelRecord) -> None:
 
 
 def save(model: LinearModel, path) -> None:
-    """Write ``model`` to ``path``; the same as ``model.save(path)``."""
+    """Write ``model`` to ``path``; the same as ``model.save(path)``.
+
+    Parameters
+    ----------
+    model : LinearModel
+        The model.
+    path : str or path-like
+        The file.
+    """
     model.save(path)
 
 
 def load(path, *, n_features: int | None = None, data: bytes | None = None) -> LinearModel:
     """Read a model file written by :meth:`LinearModel.save`; never unpickles.
 
-    ``path``, ``n_features`` and ``data`` are as in
-    :func:`bmrm.io.model_files.read_model_file` (``n_features``, when given, must match the
-    model's; ``data``, the file's bytes when already read).
+    Parameters
+    ----------
+    path : str or path-like
+        The file (as in :func:`bmrm.io.model_files.read_model_file`).
+    n_features : int or None
+        When given, must match the model's.
+    data : bytes or None
+        The file's bytes when already read.
 
     Returns
     -------
@@ -530,8 +585,12 @@ def fit(
         Ω(w) = ½‖w‖², ‖w‖₁, or l1_ratio·‖w‖₁ + (1 − l1_ratio)·½‖w‖²; a callable maps a
         cvxpy variable to a convex expression (solved with the cvxpy master); or an object
         of :mod:`bmrm.solver.regularizers` (``L2()``, ``L1()``, ``ElasticNet(0.3)``, ...).
+    l1_ratio : float in [0, 1]
+        The elastic net's mixing (with ``regularizer="elastic_net"``).
     bounds : (lower, upper) or None
         Box constraints on w (scalars, arrays or None); ``nonneg=True`` is (0, None).
+    nonneg : bool
+        The box (0, None): every weight non-negative.
     fit_intercept : bool
         Fit an intercept as the weight of a constant feature ``intercept_scaling``,
         regularized with the rest.
@@ -587,6 +646,8 @@ def fit(
         One line per iteration on stderr.
     progress : bool
         A one-line progress bar on stderr (log-scale share of the way to the requested gap).
+    cvxpy_solver : str or None
+        The solver of the cvxpy master problem (cvxpy's choice when None).
     loss_params : dict or None
         Parameters for a loss given by name, as ``losses.get(loss, **loss_params)``.
     ranking_function : None, "linear", "expected_gain" or a scorer object
@@ -595,10 +656,10 @@ def fit(
         lam/2‖θ‖² + R(θ) is not convex: it is minimised by L-BFGS or NRBM (see ``method``;
         :func:`bmrm.solver.scorer_oracle.fit_nonconvex`, ``regularizer="l2"``, no bounds or
         intercept), warm-started from the linear model of the same loss. ``result_`` is
-        then scipy's result (L-BFGS; ``tol`` its gradient tolerance) or a
-        :class:`BMRMResult` with status 5 at a stationary point (NRBM; ``tol`` its relative
-        model gap, reported as ``model_gap``; ``lower_bound`` is the trivial 0): neither
-        certifies a global optimum.
+        then a :class:`BMRMResult` of L-BFGS (``tol`` its largest gradient entry, reported
+        as ``gap``; no lower bound) or one with status 5 at a stationary point (NRBM;
+        ``tol`` its relative model gap, reported as ``model_gap``; ``lower_bound`` is the
+        trivial 0): neither certifies a global optimum.
     backend : {"local", "dask"}
         "dask" evaluates the risk on the workers of ``client`` (see
         :class:`bmrm.distributed.DaskRiskOracle`): X may then also be a dask array or dask
@@ -627,9 +688,10 @@ def fit(
     LinearModel
         With ``coef_``, ``intercept_``, ``predict`` and ``result_`` (a :class:`BMRMResult`).
         A loss with a latent part (``loss.latent``, the "ndcg" and "neru" losses with
-        ``ties="latent"``) is trained by the concave-convex procedure of
-        :func:`bmrm.solver.cccp.minimize_cccp`, whose result adds ``n_outer`` and
-        ``outer_objective``.
+        ``ties="latent"``) is trained by the concave-convex procedure
+        (:class:`bmrm.solver.cccp.CCCP`), whose result adds ``n_outer``,
+        ``outer_objective`` and the history's ``outer`` and ``inner_gap`` columns, and
+        certifies no lower bound (NaN).
     """
     ranking_function = _renamed(ranking_function, scorer)
     data = _check_data(X, y, qid, sample_weight, backend, client)
