@@ -82,7 +82,7 @@ from bmrm.solver.bundle import Bundle
 from bmrm.solver.loop import BMRMResult, minimize_bmrm
 from bmrm.solver.methods import auto_method, get_method
 from bmrm.solver.methods.base import SolverOptions, State
-from bmrm.solver.problem import Problem, capabilities
+from bmrm.solver.problem import Capabilities, Problem, capabilities
 from losses.validation import check_bool
 
 __all__ = ["CCCP", "CCCPState", "minimize_cccp"]
@@ -411,7 +411,7 @@ class CCCP:
         logger.info(f"starting problem: the convex {name} that starts the procedure")
         sub = problem.oracle.sharing(initial)
         self._start(state, Problem(sub, problem.regularizer, problem.lam, problem.n_features,
-                                   capabilities(initial)), w0, tol)  # fmt: skip
+                                   _convex(initial)), w0, tol)  # fmt: skip
         return state
 
     def _start(self, state: CCCPState, sub: Problem, w: np.ndarray, tol: float) -> None:
@@ -452,9 +452,7 @@ class CCCP:
             f"cccp step {state.phase}: the convex surrogate with the ties fixed at the "
             f"current scores (J {state.J:.8g}, tol {state.step_tol:.3g})"
         )
-        sub = Problem(
-            surrogate, problem.regularizer, problem.lam, n, capabilities(surrogate.inner)
-        )
+        sub = Problem(surrogate, problem.regularizer, problem.lam, n, _convex(surrogate.inner))
         self._start(state, sub, state.w, state.step_tol)
         if planes is not None:
             state.inner.bundle = planes
@@ -617,6 +615,13 @@ def minimize_cccp(
         inner_scale=inner_scale, carry_planes=carry_planes,
     )  # fmt: skip
     return minimize_bmrm(oracle, n_features, lam, w0=w0, method=solver, **options)
+
+
+def _convex(oracle) -> Capabilities:
+    """The capabilities of a subproblem's oracle, convex by construction (the starting loss
+    and the surrogates), whatever loss the oracle names (a Dask oracle's surrogate keeps the
+    latent loss's name)."""
+    return dataclasses.replace(capabilities(oracle), convex=True, latent=False)
 
 
 def _outer_message(message: str, n_outer: int) -> str:
