@@ -212,9 +212,10 @@ def minimize_bmrm(
         protocol of :mod:`bmrm.solver.methods.base` (its ``init`` receives the tolerances in
         its options), or an object with only a ``step(state)`` method (run as a certifying
         bundle method; an optional ``finish(result)`` may rename the result's figures).
-        ``"auto"`` is ``"level"`` (:mod:`bmrm.solver.methods.level`) for the L2 regularizer
-        without bounds, ``"inout"`` for L1 without bounds, else ``"bmrm"``
-        (:func:`bmrm.solver.methods.auto_method`).
+        ``"auto"`` is :func:`bmrm.solver.methods.auto_method` of the problem (Newton-CG or
+        the level method for L2 without bounds, in-out for L1 without bounds, else plain
+        BMRM); a latent risk needs :func:`bmrm.solver.cccp.minimize_cccp` (or
+        ``method=bmrm.solver.cccp.CCCP(...)``).
     callback : callable or None
         ``callback(intermediate_result)`` after every iteration, the last included (its
         ``status`` then says why the loop stops), with an :class:`BMRMResult` of the current
