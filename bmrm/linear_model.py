@@ -68,7 +68,8 @@ class LinearModel:
         constructor also takes what :func:`~bmrm.solver.regularizers.make_regularizer`
         accepts (a name or a callable).
     result_ : BMRMResult or scipy OptimizeResult
-        The solver's certificate and history (an L-BFGS result for non-convex objectives).
+        The solver's certificate and history (a scipy result only in model files written
+        before L-BFGS ran in the package's loop).
     scorer_ : scorer object or None
         A non-linear scorer of :mod:`bmrm.scorers`; None for f = Xw (a
         :class:`~bmrm.scorers.LinearScorer` given to the constructor is stored as None).
@@ -146,7 +147,7 @@ class LinearModel:
         file holds the weights (K × d for the expected-gain scorer), the intercept, the
         loss, lam, the regularizer, the scorer (name, version, parameters, and its gains)
         and the solver's result whatever the method that made it (a :class:`BMRMResult`, or
-        scipy's result of L-BFGS or of another method, with its ``method`` field), and the
+        a scipy result read from an older file, with its ``method`` field), and the
         DataFrame column names of the fit (``feature_names_in_``), so that
         :func:`bmrm.load` gives a model with the same predictions, bit for bit, that refuses
         the same DataFrames.

@@ -35,8 +35,9 @@ from bmrm.solver.masters import _cvxpy
 from bmrm.solver.methods import check_method
 from bmrm.solver.methods.nrbm import NRBM
 from bmrm.solver.oracle import RiskOracle
+from bmrm.solver.problem import CountingOracle, capabilities
 from bmrm.solver.regularizers import Regularizer, make_regularizer
-from bmrm.solver.scorer_oracle import check_nonconvex, fit_nonconvex
+from bmrm.solver.scorer_oracle import NonconvexOptions, check_nonconvex, fit_nonconvex
 from losses import check_sample_weight
 from losses.validation import check_int, check_positive
 
@@ -72,20 +73,6 @@ def _warn_if_nothing_learned(result, loss) -> None:
         UserWarning,
         stacklevel=3,
     )
-
-
-def _latent_start(oracle, d, lam, regularizer, tol, max_iter, max_time):
-    """The start of NRBM on a latent loss: the minimiser of the loss's convex
-    ``initial_loss`` (as :func:`~bmrm.solver.cccp.minimize_cccp` starts) and the oracle
-    calls it took, else ``(None, 0)`` (start at 0)."""
-    init_oracle = oracle.initial()
-    if init_oracle is None:
-        return None, 0
-    res = minimize_bmrm(
-        init_oracle, d, lam, regularizer=regularizer, tol=tol, max_iter=max_iter,
-        max_time=max_time,
-    )  # fmt: skip
-    return res.x, res.nfev
 
 
 @raises_interrupts
@@ -149,8 +136,12 @@ def fit(
         Ω(w) = ½‖w‖², ‖w‖₁, or l1_ratio·‖w‖₁ + (1 − l1_ratio)·½‖w‖²; a callable maps a
         cvxpy variable to a convex expression (solved with the cvxpy master); or an object
         of :mod:`bmrm.solver.regularizers` (``L2()``, ``L1()``, ``ElasticNet(0.3)``, ...).
+    l1_ratio : float in [0, 1]
+        The elastic net's mixing (with ``regularizer="elastic_net"``).
     bounds : (lower, upper) or None
         Box constraints on w (scalars, arrays or None); ``nonneg=True`` is (0, None).
+    nonneg : bool
+        The box (0, None): every weight non-negative.
     fit_intercept : bool
         Fit an intercept as the weight of a constant feature ``intercept_scaling``,
         regularized with the rest.
@@ -206,6 +197,8 @@ def fit(
         One line per iteration on stderr.
     progress : bool
         A one-line progress bar on stderr (log-scale share of the way to the requested gap).
+    cvxpy_solver : str or None
+        The solver of the cvxpy master problem (cvxpy's choice when None).
     loss_params : dict or None
         Parameters for a loss given by name, as ``losses.get(loss, **loss_params)``.
     ranking_function : None, "linear", "expected_gain" or a scorer object
@@ -214,10 +207,10 @@ def fit(
         lam/2‖θ‖² + R(θ) is not convex: it is minimised by L-BFGS or NRBM (see ``method``;
         :func:`bmrm.solver.scorer_oracle.fit_nonconvex`, ``regularizer="l2"``, no bounds or
         intercept), warm-started from the linear model of the same loss. ``result_`` is
-        then scipy's result (L-BFGS; ``tol`` its gradient tolerance) or a
-        :class:`BMRMResult` with status 5 at a stationary point (NRBM; ``tol`` its relative
-        model gap, reported as ``model_gap``; ``lower_bound`` is the trivial 0): neither
-        certifies a global optimum.
+        then a :class:`BMRMResult` of L-BFGS (``tol`` its largest gradient entry, reported
+        as ``gap``; no lower bound) or one with status 5 at a stationary point (NRBM;
+        ``tol`` its relative model gap, reported as ``model_gap``; ``lower_bound`` is the
+        trivial 0): neither certifies a global optimum.
     backend : {"local", "dask"}
         "dask" evaluates the risk on the workers of ``client`` (see
         :class:`bmrm.distributed.DaskRiskOracle`): X may then also be a dask array or dask
@@ -246,9 +239,10 @@ def fit(
     LinearModel
         With ``coef_``, ``intercept_``, ``predict`` and ``result_`` (a :class:`BMRMResult`).
         A loss with a latent part (``loss.latent``, the "ndcg" and "neru" losses with
-        ``ties="latent"``) is trained by the concave-convex procedure of
-        :func:`bmrm.solver.cccp.minimize_cccp`, whose result adds ``n_outer`` and
-        ``outer_objective``.
+        ``ties="latent"``) is trained by the concave-convex procedure
+        (:class:`bmrm.solver.cccp.CCCP`), whose result adds ``n_outer``,
+        ``outer_objective`` and the history's ``outer`` and ``inner_gap`` columns, and
+        certifies no lower bound (NaN).
     """
     ranking_function = _renamed(ranking_function, scorer)
     data = _check_data(X, y, qid, sample_weight, backend, client)
@@ -312,7 +306,7 @@ def fit(
                 with clock:  # the L-BFGS result has no compile_seconds of its own
                     theta, result = fit_nonconvex(
                         data.X, data.y, prepared, ranking_function, settings.lam,
-                        solver=settings.method, w0=w0, **settings.nonconvex_options(),
+                        solver=settings.method, w0=w0, options=settings.nonconvex_options(),
                     )  # fmt: skip
                 # every compilation of this fit, its starting fits' and preparation's too
                 result.compile_seconds = clock.seconds
@@ -477,12 +471,12 @@ class _Settings:
             callback, verbose, progress,
         )  # fmt: skip
 
-    def nonconvex_options(self) -> dict:
+    def nonconvex_options(self) -> NonconvexOptions:
         """The options :func:`~bmrm.solver.scorer_oracle.fit_nonconvex` takes."""
-        return {
-            "tol": self.tol, "max_iter": self.max_iter, "max_time": self.max_time,
-            "callback": self.callback, "bundle_size": self.bundle_size, "verbose": self.verbose,
-        }  # fmt: skip
+        return NonconvexOptions(
+            tol=self.tol, max_iter=self.max_iter, max_time=self.max_time,
+            callback=self.callback, bundle_size=self.bundle_size, verbose=self.verbose,
+        )  # fmt: skip
 
     def bundle_options(self) -> dict:
         """The options of :func:`~bmrm.solver.loop.minimize_bmrm` and
@@ -554,27 +548,34 @@ def _minimize(oracle, d: int, regularizer: Regularizer, settings: _Settings, w0)
     minimiser of the loss's convex ``initial_loss``. On a convex loss NRBM lowers no plane
     and keeps the certified gap.
     """
-    latent = getattr(oracle.loss, "latent", False)
+    latent = capabilities(oracle).latent
     method = settings.method
     options = settings.bundle_options()
-    if not ((isinstance(method, str) and method == "nrbm") or isinstance(method, NRBM)):
-        solve = minimize_cccp if latent else minimize_bmrm
-        return solve(oracle, d, settings.lam, regularizer=regularizer, w0=w0, method=method,
-                     **options)  # fmt: skip
+    by_nrbm = (isinstance(method, str) and method == "nrbm") or isinstance(method, NRBM)
+    if not by_nrbm:
+        # "auto" on a latent loss is the concave-convex procedure (auto_method), whose
+        # subproblems choose their own solver; a named method is its inner solver
+        inner = None if isinstance(method, str) and method == "auto" else method
+        if latent:
+            return minimize_cccp(oracle, d, settings.lam, regularizer=regularizer, w0=w0,
+                                 method=inner, **options)  # fmt: skip
+        return minimize_bmrm(oracle, d, settings.lam, regularizer=regularizer, w0=w0,
+                             method=method, **options)  # fmt: skip
     # a given NRBM object keeps its own options
     kept = {} if isinstance(method, str) else {
         "smooth": method.smooth, "max_backtracks": method.max_backtracks
     }  # fmt: skip
-    start_nfev = 0
-    if latent and w0 is None:
-        w0, start_nfev = _latent_start(
-            oracle, d, settings.lam, regularizer, settings.tol, settings.max_iter,
-            settings.max_time,
-        )  # fmt: skip
-    result = minimize_bmrm(
+    # one count of oracle calls for the fit, the starting problem's included
+    oracle = CountingOracle(oracle)
+    initial = oracle.inner.initial() if latent and w0 is None else None
+    if initial is not None:
+        # the start of NRBM on a latent loss: the minimiser of the loss's convex
+        # initial_loss, as the concave-convex procedure starts
+        w0 = minimize_bmrm(
+            oracle.sharing(initial), d, settings.lam, regularizer=regularizer,
+            tol=settings.tol, max_iter=settings.max_iter, max_time=settings.max_time,
+        ).x  # fmt: skip
+    return minimize_bmrm(
         oracle, d, settings.lam, regularizer=regularizer, w0=w0,
         method=NRBM(convex=not latent, **kept), **options,
     )  # fmt: skip
-    # the oracle calls of NRBM's starting problem count, as CCCP counts those of its own
-    result.nfev += start_nfev
-    return result

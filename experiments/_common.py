@@ -39,12 +39,20 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from bmrm._validation import MAX_LAM, MIN_LAM
-from bmrm.io import data_dir, load_letor_fold
+from bmrm.io import load_letor_fold
 
 REPO = Path(__file__).resolve().parents[1]
 # the tidy result files the documentation's results page is made from (docs/make_results.py)
 RESULTS = REPO / "experiments" / "results"
 TIDY_KEYS = ("experiment", "dataset", "method", "setting", "repetition")
+
+
+def data_dir(*, existing: bool = True) -> Path | None:
+    """The shared real-data folder: ``$BMRM_DATA``, else ``../shared/data`` beside the
+    checkout; None when ``existing`` and that folder does not exist."""
+    env = os.environ.get("BMRM_DATA")
+    path = Path(env) if env else REPO.parent / "shared" / "data"
+    return path if not existing or path.is_dir() else None
 
 
 # --------------------------------------------------------------------------------- options

@@ -55,7 +55,7 @@ from bmrm.demo import make_ranking_data  # noqa: E402
 from bmrm.solver.cccp import minimize_cccp  # noqa: E402
 from bmrm.solver.cut_cache import CutCache  # noqa: E402
 from bmrm.solver.loop import minimize_bmrm  # noqa: E402
-from bmrm.solver.methods import METHODS  # noqa: E402
+from bmrm.solver.methods import METHODS, with_cut_cache  # noqa: E402
 from bmrm.solver.oracle import RiskOracle  # noqa: E402
 from experiments._common import (  # noqa: E402
     base_parser,
@@ -194,6 +194,8 @@ def make_method(spec: str, cache_fraction: float | None = None):
         method = METHODS[name]()
     else:
         return name
+    # the method's cut_cache option is applied by its wrapper (what get_method does)
+    method = with_cut_cache(method)
     if "master_rtol" in fit_opts:
         return _MasterAccuracy(method, fit_opts["master_rtol"])
     return method
@@ -236,10 +238,7 @@ def run_cccp(oracle, d, lam, method, max_time, max_iter, cache_fraction=None):
             method=make_method(method, cache_fraction),
         )
     elapsed = time.perf_counter() - start
-    h = res.history
-    # n_passes is cumulative within each subproblem: add up the last value of each
-    passes = sum(int(h["n_passes"][h["outer"] == o][-1]) for o in np.unique(h["outer"]))
-    res.n_passes = passes
+    passes = int(res.n_passes)  # all subproblems', counted by the one counting oracle
     res.total_seconds = elapsed
     hits = {}
     if res.success and res.outer_converged:

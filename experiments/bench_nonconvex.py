@@ -16,8 +16,8 @@ Objectives J(θ) = lam/2‖θ‖² + R(θ) (all non-convex):
 
 Solvers, both from the same θ0 with ``max_iter`` iterations at most:
 
-* ``lbfgs``: :func:`bmrm.solver.scorer_oracle.minimize_lbfgs` (scipy L-BFGS-B, gtol
-  ``--tol``);
+* ``lbfgs``: :func:`bmrm.solver.scorer_oracle.minimize_lbfgs` (L-BFGS,
+  :mod:`bmrm.solver.methods.lbfgs`; largest gradient entry ``--tol``);
 * ``nrbm``: :func:`bmrm.solver.loop.minimize_bmrm` with :class:`bmrm.solver.methods.nrbm.NRBM`
   (``smooth`` as the objective is), stationarity gap ``--tol`` relative.
 

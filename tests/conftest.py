@@ -1,7 +1,6 @@
 import pytest
 
-from bmrm.io import data_dir
-from tests._data import missing_data_reason
+from tests._data import data_dir, missing_data_reason
 
 
 @pytest.fixture

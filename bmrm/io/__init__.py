@@ -8,7 +8,6 @@ that this package does not import the model layer.
 
 from bmrm.io.letor import (
     LETOR_DATASETS,
-    data_dir,
     letor_fold_partitions,
     letor_folds,
     load_letor_fold,
@@ -25,7 +24,6 @@ from bmrm.io.svmlight import (
 
 __all__ = [
     "LETOR_DATASETS",
-    "data_dir",
     "dump_query_file",
     "dump_svmlight",
     "groups_from_qid",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,37 +12,12 @@ from numpy.typing import DTypeLike
 
 from bmrm.io.svmlight import PathLike, load_svmlight
 
-__all__ = ["LETOR_DATASETS", "data_dir", "letor_fold_partitions", "letor_folds", "load_letor_fold"]
+__all__ = ["LETOR_DATASETS", "letor_fold_partitions", "letor_folds", "load_letor_fold"]
 
 LETOR_DATASETS = {"MQ2007": 46, "MQ2008": 46}
 """LETOR 4.0 data sets split into partitions ``S1.txt`` .. ``S5.txt``, and their feature count."""
 
 _N_PARTITIONS = 5
-
-
-# the folder holding the package's source checkout (where ``bmrm/`` lives)
-_CHECKOUT = Path(__file__).resolve().parents[2]
-
-
-def data_dir(*, existing: bool = True) -> Path | None:
-    """Return the shared real-data folder: ``$BMRM_DATA``, else ``../shared/data``.
-
-    The default is relative to the checkout.
-
-    Parameters
-    ----------
-    existing : bool, default=True
-        When True, return ``None`` unless that folder exists; when False, return the path
-        either way (for a default shown in messages).
-
-    Returns
-    -------
-    pathlib.Path or None
-        The folder, or None.
-    """
-    env = os.environ.get("BMRM_DATA")
-    path = Path(env) if env else _CHECKOUT.parent / "shared" / "data"
-    return path if not existing or path.is_dir() else None
 
 
 def letor_fold_partitions(fold: int) -> dict[str, tuple[str, ...]]:

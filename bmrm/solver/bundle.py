@@ -170,15 +170,10 @@ class Bundle:
 
         Parameters
         ----------
-        a : ndarray of shape (n_features,)
-            The plane's slope (a subgradient of the risk).
+        a : ndarray
+            The plane's slope (a subgradient).
         b : float
-            The plane's offset.
-
-        Raises
-        ------
-        FloatingPointError
-            When ‖a‖² or ``b`` is not finite in float64.
+            Its offset: the plane is R(w) >= ⟨a, w⟩ + b.
         """
         with np.errstate(over="ignore", invalid="ignore"):  # reported just below
             sq = float(np.dot(a, a))
@@ -200,21 +195,20 @@ class Bundle:
         self.size = k + 1
 
     def model_value(self, w: np.ndarray, k: int | None = None) -> float:
-        """Return the cutting-plane model max_{i<k} ⟨a_i, w⟩ + b_i at ``w``.
+        """The cutting-plane model max_{i<k} ⟨a_i, w⟩ + b_i.
 
-        Computed by einsum's own loop (a BLAS product would wake BLAS's thread pool).
+        By einsum's own loop (a BLAS product would wake BLAS's thread pool).
 
         Parameters
         ----------
-        w : ndarray of shape (n_features,)
+        w : ndarray
             The point.
-        k : int or None, default=None
-            Use the first ``k`` planes only; None for all of them.
+        k : int or None
+            The first k planes only (all when None).
 
         Returns
         -------
         float
-            The model's value, a lower bound on R(w).
         """
         k = self.size if k is None else k
         return float(np.max(np.einsum("ij,j->i", self.A[:k], w) + self.b[:k]))
@@ -224,8 +218,8 @@ class Bundle:
 
         Parameters
         ----------
-        alpha : ndarray of shape (size,)
-            The planes' dual weights, on the simplex.
+        alpha : ndarray
+            The dual weights of the planes.
         """
         self._due = _record_weights(
             self.alpha, self.idle, np.asarray(alpha, dtype=np.float64), self.size, self.max_idle
@@ -234,8 +228,7 @@ class Bundle:
     def prune_idle(self) -> None:
         """Drop planes that have had zero dual weight for ``max_idle`` iterations.
 
-        In batches: nothing happens until a quarter of the bundle, at least eight planes,
-        is due.
+        In batches: a quarter of the bundle, at least eight planes.
         """
         k = self.size
         if self._due >= max(8, k // 4):

@@ -17,8 +17,8 @@ The procedure, for J(w) = lam·Ω(w) + R(w) with R the mean latent loss:
    can be a fixed point of the procedure);
 1. fix the latent part at the scores of the current w_t: J_t(w) = lam·Ω(w) + R_t(w), R_t
    the mean surrogate, a convex function with J_t >= J and J_t(w_t) = J(w_t);
-2. minimise J_t with the bundle method started at w_t; the bundle method evaluates w_t
-   first and returns its best iterate w_{t+1}, so J_t(w_{t+1}) <= J_t(w_t);
+2. minimise J_t with the inner solver started at w_t (a bundle method, which evaluates w_t
+   first); its best iterate is w_{t+1}, so J_t(w_{t+1}) <= J_t(w_t);
 3. hence J(w_{t+1}) <= J_t(w_{t+1}) <= J_t(w_t) = J(w_t): the objective never increases.
    Stop when it decreases by at most ``tol``·J(w_{t+1}) (or ``atol``) after a subproblem
    solved to ``tol``, or after ``max_outer`` steps.
@@ -54,8 +54,13 @@ Two evaluations are reused rather than repeated, which changes no number of the 
 * The shift of step t + 1 needs surrogate t + 1 at w = 0, which the shift of step t + 2
   needs again as its ``previous`` value: it is kept (an n_features vector), not recomputed.
 
-The result is a stationary point in the CCCP sense, not a certified global minimum: the
-problem is not convex. The returned gap is that of the last convex subproblem.
+The procedure is a solver (:class:`CCCP`) that wraps an inner one: every iteration of
+:func:`~bmrm.solver.loop.minimize` is one step of the inner solver on the current convex
+problem (the starting one, then the surrogates), and the outer steps happen between them. It
+certifies no lower bound: the problem is not convex, and the result is a stationary point in
+the CCCP sense. Its stopping measure (``gap``) is the decrease of J in the last outer step
+solved to ``tol`` (inf before one); the history adds each iteration's subproblem
+(``outer``) and that subproblem's certified gap (``inner_gap``).
 
 References
 ----------
@@ -65,45 +70,24 @@ A. L. Yuille and A. Rangarajan, "The concave-convex procedure", Neural Computati
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-import time
+import math
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from bmrm.solver.bundle import Bundle
-from bmrm.solver.compile_clock import CompileClock
-from bmrm.solver.loop import BMRMResult, minimize_bmrm, verbose_log
-from bmrm.solver.methods import CarriedPlanes, auto_method, get_method
-from bmrm.solver.oracle import RiskOracle
-from bmrm.solver.regularizers import make_regularizer
+from bmrm.solver.loop import BMRMResult, minimize_bmrm
+from bmrm.solver.methods import auto_method, get_method
+from bmrm.solver.methods.base import SolverOptions, State
+from bmrm.solver.problem import Capabilities, Problem, capabilities
 from losses.validation import check_bool
 
-__all__ = ["minimize_cccp"]
+__all__ = ["CCCP", "CCCPState", "minimize_cccp"]
 
 logger = logging.getLogger("bmrm")
-
-
-class _Evaluated:
-    """An oracle whose first call, at the point ``w``, returns ``(R, a)`` evaluated before
-    (by the latent oracle at ``w``, the same computation: module docstring) instead of
-    evaluating again; any other call goes to ``oracle``, as do its other attributes."""
-
-    def __init__(self, oracle, w: np.ndarray, R: float, a: np.ndarray):
-        self.oracle = oracle
-        self._evaluated = (w, R, a)
-        self.reused = 0
-
-    def __call__(self, w: np.ndarray):
-        evaluated, self._evaluated = self._evaluated, None
-        if evaluated is not None and np.array_equal(evaluated[0], w):
-            self.reused += 1
-            return evaluated[1], evaluated[2].copy()
-        return self.oracle(w)
-
-    def __getattr__(self, name: str):
-        if name == "oracle":  # not set yet (a copy being made): no recursion
-            raise AttributeError(name)
-        return getattr(self.oracle, name)
 
 
 def _shifted_bundle(
@@ -130,27 +114,462 @@ def _shifted_bundle(
     return shifted
 
 
+@dataclass(eq=False)
+class CCCPState(State):
+    """The state of the concave-convex procedure.
+
+    :class:`~bmrm.solver.methods.base.State`, whose ``best_w`` and ``best_J`` are the last
+    accepted outer iterate and its objective J (during the starting problem, that problem's
+    best point and objective), and the procedure's own.
+
+    Parameters
+    ----------
+    problem, w0, best_w, best_J, lower_bound, last_J, nit, n_cache_cuts : see State
+        As for :class:`~bmrm.solver.methods.base.State`.
+    master_seconds, cache_seconds : float
+        As for :class:`~bmrm.solver.methods.base.State` (all subproblems together).
+    options : SolverOptions
+        The loop's options (the inner solves take them with their own ``tol``).
+    phase : int
+        The running subproblem: 0 the starting problem (``loss.initial_loss``), t >= 1 the
+        t-th surrogate.
+    sub : Problem or None
+        The running subproblem (its oracle counts into the procedure's counts).
+    inner_solver, inner :
+        The inner solver of the running subproblem and its state.
+    inner_name : str
+        The name of the last inner solver (the result's ``method``).
+    sub_tol : float
+        The relative-gap tolerance of the running subproblem.
+    step_tol : float
+        The tolerance of the next surrogate (module docstring, "inexact early
+        subproblems").
+    w, J :
+        The current outer iterate w_t and J(w_t) (None and inf before the start).
+    outer_objective : list of float
+        J at the start and after each subproblem.
+    outer_gap : float
+        The stopping measure (module docstring).
+    converged : bool
+        Whether the outer loop met its tolerance.
+    carried : Bundle or None
+        The finished subproblem's planes.
+    finished_oracle : CountingOracle or None
+        The finished surrogate's oracle, until the next surrogate is made.
+    surrogate_at_zero : tuple or None
+        The running surrogate's ``(R, a)`` at w = 0, once evaluated.
+    evaluated : tuple or None
+        ``(w, R, a)`` of the last latent evaluation, when it is the next surrogate's first.
+    finished : dict
+        Figures of the finished subproblems (master and cache seconds, cache cuts,
+        aggregations).
+    phases, inner_gaps : list
+        Per loop iteration: its subproblem and that subproblem's gap.
+    note : str
+        Added to the result's message (w = 0 returned).
+    """
+
+    options: SolverOptions = field(default_factory=SolverOptions)
+    phase: int = 0
+    sub: Problem | None = None
+    inner_solver: Any = None
+    inner: Any = None
+    sub_tol: float = 0.0
+    step_tol: float = 0.0
+    w: np.ndarray | None = None
+    J: float = math.inf
+    outer_objective: list = field(default_factory=list)
+    outer_gap: float = math.inf
+    converged: bool = False
+    carried: Bundle | None = None
+    finished_oracle: Any = None
+    inner_name: str = ""
+    surrogate_at_zero: tuple | None = None
+    evaluated: tuple | None = None
+    finished: dict = field(
+        default_factory=lambda: {"master": 0.0, "cache": 0.0, "cuts": 0, "aggregations": 0}
+    )
+    phases: list = field(default_factory=list)
+    inner_gaps: list = field(default_factory=list)
+    note: str = ""
+
+    @property
+    def stop_gap(self) -> float:
+        """The procedure's stopping measure, ``outer_gap``."""
+        return self.outer_gap
+
+    @property
+    def bundle_size(self) -> int:
+        """Planes held by the running subproblem."""
+        return 0 if self.inner is None else self.inner.bundle_size
+
+    @property
+    def n_aggregations(self) -> int:
+        """Plane aggregations of all subproblems."""
+        running = 0 if self.inner is None else self.inner.n_aggregations
+        return self.finished["aggregations"] + running
+
+    def latent_objective(self, w: np.ndarray) -> float:
+        """The objective J(w) with the latent loss (one oracle call).
+
+        The evaluation is kept for the next surrogate where the oracle declares it the same
+        computation (``latent_reuse``).
+
+        Parameters
+        ----------
+        w : ndarray
+            The point.
+
+        Returns
+        -------
+        float
+        """
+        oracle = self.problem.oracle
+        R, a = oracle(w)
+        self.evaluated = (w, R, a) if self.problem.capabilities.latent_reuse else None
+        # the latent oracle is called once per step: its work arrays need not stay
+        oracle.release()
+        return self.problem.objective(w, R)
+
+    def settle(self) -> None:
+        """Settle the procedure's point when the loop stops.
+
+        A subproblem cut short (time budget, callback, max_iter) ends as a finished one
+        would, and w = 0 replaces the procedure's point where its objective is lower.
+        """
+        if self.inner is not None:
+            w, _ = self.end_subproblem()
+            if self.phase == 0:
+                self.start_at(w)
+            else:
+                J_new = self.latent_objective(w)
+                self.outer_objective.append(J_new)
+                if J_new <= self.J:
+                    self.w, self.J = w, J_new
+        w, J = self.w, self.J
+        # The procedure only decreases J from its start, a stationary point of a non-convex
+        # objective; w = 0 (where every query's scores tie) can still be better, as on one
+        # very long noisy query: return the better of the two.
+        zero = np.zeros(self.problem.n_features)
+        if np.any(w) and np.array_equal(self.regularizer.project(zero), zero):
+            J_zero = self.latent_objective(zero)
+            if J_zero < J:
+                self.note = (
+                    f"; w = 0 has a lower objective ({J_zero:.8g}) than the stationary point "
+                    f"the procedure reached from its start ({J:.8g}), so w = 0 is returned"
+                )
+                w, J = zero, J_zero
+        self.best_w, self.best_J = w, J
+
+    def start_at(self, w: np.ndarray) -> None:
+        """Start the procedure at w_0 = ``w``, evaluating J(w_0).
+
+        Parameters
+        ----------
+        w : ndarray
+            The start.
+        """
+        self.w, self.J = w, self.latent_objective(w)
+        self.outer_objective.append(self.J)
+        self.best_w, self.best_J = self.w, self.J
+
+    def end_subproblem(self) -> tuple[np.ndarray, float]:
+        """End the running subproblem.
+
+        Its figures are added to ``finished`` and it is dropped, its bundle kept in
+        ``carried``.
+
+        Returns
+        -------
+        tuple
+            ``(w, J)``: its best iterate after the regularizer's clean-up, and its objective.
+        """
+        inner, sub = self.inner, self.sub
+        w, J = self.regularizer.clean(
+            inner.best_w, inner.best_J, lambda v: sub.objective(v, sub.oracle(v)[0])
+        )
+        done = self.finished
+        done["master"] += inner.master_seconds
+        done["cache"] += inner.cache_seconds
+        done["cuts"] += inner.n_cache_cuts
+        done["aggregations"] += inner.n_aggregations
+        self.carried = getattr(inner, "bundle", None)
+        # called again only once, at 0, for the next shift
+        sub.oracle.release()
+        self.finished_oracle = sub.oracle
+        self.inner = self.inner_solver = self.sub = None
+        return w, J
+
+
+class CCCP:
+    """The concave-convex procedure (module docstring) around an inner solver.
+
+    Parameters
+    ----------
+    method : str, solver or None
+        The inner solver of every convex subproblem: a name of
+        :data:`~bmrm.solver.methods.METHODS`, a solver object, or None / ``"auto"``
+        (:func:`~bmrm.solver.methods.auto_method` of each subproblem).
+    initial_loss : bool
+        Start from the minimiser of the loss's convex ``initial_loss`` (solved to ``tol``
+        by the same inner solver) when the loss offers one; False: start at the loop's
+        ``w0``.
+    max_outer : int
+        Largest number of convex surrogates.
+    inner_tol : "adaptive" or float
+        Relative-gap tolerance of the surrogates (not of the starting problem, always
+        solved to ``tol``): ``"adaptive"`` (module docstring) or a fixed value >= ``tol``
+        and below 1. Either way the procedure stops only after a surrogate solved to
+        ``tol``.
+    inner_scale : float
+        κ of the adaptive schedule tol_t = max(tol, min(0.1, κ·d_{t−1})), > 0.
+    carry_planes : bool
+        Start each surrogate's bundle from the previous one's planes, shifted to the new
+        latent choice (module docstring).
+    """
+
+    name = "cccp"
+    certifies = False
+
+    def __init__(
+        self,
+        method=None,
+        *,
+        initial_loss: bool = True,
+        max_outer: int = 50,
+        inner_tol="adaptive",
+        inner_scale: float = 0.1,
+        carry_planes: bool = True,
+    ):
+        self.adaptive = isinstance(inner_tol, str) and inner_tol == "adaptive"
+        if not self.adaptive:
+            try:
+                fixed = float(inner_tol)
+            except (TypeError, ValueError):
+                fixed = math.nan
+            if not (0 < fixed < 1):
+                raise ValueError(
+                    f"inner_tol must be 'adaptive' or a number >= tol and below 1; "
+                    f"got {inner_tol!r}"
+                )
+        if not (np.isfinite(inner_scale) and inner_scale > 0):
+            raise ValueError(f"inner_scale must be a finite number > 0; got {inner_scale!r}")
+        self.method = method
+        self.initial_loss = check_bool(initial_loss, "initial_loss")
+        self.max_outer = max_outer
+        self.inner_tol = inner_tol
+        self.inner_scale = float(inner_scale)
+        self.carry_planes = check_bool(carry_planes, "carry_planes")
+
+    def check(self, problem: Problem) -> None:
+        """Refuse a risk without a latent part.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem of the latent loss.
+        """
+        if not problem.capabilities.latent:
+            raise ValueError(
+                "the concave-convex procedure needs a loss with a latent part (loss.latent "
+                "True, with convexify)"
+            )
+
+    def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> CCCPState:
+        """The procedure at its start: the starting problem, or the first surrogate at w0.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem of the latent loss.
+        w0 : ndarray
+            The start when ``initial_loss`` is False or the loss offers no starting loss.
+        options : SolverOptions
+            The loop's options.
+
+        Returns
+        -------
+        CCCPState
+        """
+        tol = options.tol
+        if not self.adaptive and not float(self.inner_tol) >= tol:
+            raise ValueError(
+                f"inner_tol must be 'adaptive' or a number >= tol ({tol:g}) and below 1; "
+                f"got {self.inner_tol!r}"
+            )
+        if self.adaptive:
+            step_tol = max(tol, min(0.1, 0.1 * self.inner_scale))
+        else:
+            step_tol = float(self.inner_tol)
+        state = CCCPState(problem=problem, w0=w0, best_w=w0, options=options, step_tol=step_tol)
+        initial = problem.oracle.inner.initial() if self.initial_loss else None
+        if initial is None:
+            state.start_at(w0)
+            self._next_surrogate(state)
+            return state
+        name = type(getattr(initial, "loss", initial)).__name__
+        logger.info(f"starting problem: the convex {name} that starts the procedure")
+        sub = problem.oracle.sharing(initial)
+        self._start(state, Problem(sub, problem.regularizer, problem.lam, problem.n_features,
+                                   _convex(initial)), w0, tol)  # fmt: skip
+        return state
+
+    def _start(self, state: CCCPState, sub: Problem, w: np.ndarray, tol: float) -> None:
+        method = self.method
+        if method is None or (isinstance(method, str) and method == "auto"):
+            # the surrogates as measured with the bundle methods: no second-order solver
+            method = auto_method(sub.regularizer, sub.capabilities if state.phase == 0 else None)
+        solver = get_method(method)
+        solver.check(sub)
+        state.sub, state.inner_solver, state.sub_tol = sub, solver, tol
+        state.inner_name = solver.name
+        state.inner = solver.init(sub, w, dataclasses.replace(state.options, tol=tol))
+
+    def _next_surrogate(self, state: CCCPState) -> None:
+        """Fix the latent part at the current iterate and start the next surrogate."""
+        problem = state.problem
+        n = problem.n_features
+        carry = self.carry_planes and state.carried is not None
+        previous_at_zero = None
+        if carry:
+            previous_at_zero = state.surrogate_at_zero
+            if previous_at_zero is None:
+                previous_at_zero = state.finished_oracle(np.zeros(n))
+        # the finished surrogate is dropped before the next one is made: two surrogates'
+        # targets and work arrays are never held at once
+        state.finished_oracle, state.surrogate_at_zero = None, None
+        state.phase += 1
+        surrogate = problem.oracle.sharing(problem.oracle.inner.convexified(state.w))
+        planes = None
+        if carry:
+            state.surrogate_at_zero = surrogate(np.zeros(n))
+            planes = _shifted_bundle(state.carried, previous_at_zero, state.surrogate_at_zero, n)
+        state.carried = None
+        if state.evaluated is not None and state.evaluated[0] is state.w:
+            surrogate.prime(*state.evaluated)
+        state.evaluated = None
+        logger.info(
+            f"cccp step {state.phase}: the convex surrogate with the ties fixed at the "
+            f"current scores (J {state.J:.8g}, tol {state.step_tol:.3g})"
+        )
+        sub = Problem(surrogate, problem.regularizer, problem.lam, n, _convex(surrogate.inner))
+        self._start(state, sub, state.w, state.step_tol)
+        if planes is not None:
+            state.inner.bundle = planes
+
+    def step(self, state: CCCPState) -> None:
+        """One step of the inner solver on the running subproblem.
+
+        When that subproblem meets its tolerance, the outer step (module docstring) and the
+        next subproblem follow.
+
+        Parameters
+        ----------
+        state : CCCPState
+            The procedure's state, updated in place.
+        """
+        inner, solver = state.inner, state.inner_solver
+        inner.nit += 1
+        inner.last_J = math.inf
+        solver.step(inner)
+        inner.check_step(solver.certifies)
+        state.last_J = inner.last_J
+        done = state.finished
+        state.master_seconds = done["master"] + inner.master_seconds
+        state.cache_seconds = done["cache"] + inner.cache_seconds
+        state.n_cache_cuts = done["cuts"] + inner.n_cache_cuts
+        state.phases.append(state.phase)
+        state.inner_gaps.append(inner.stop_gap)
+        if state.phase == 0:
+            state.best_w, state.best_J = inner.best_w, inner.best_J
+        gap, atol = inner.stop_gap, state.options.atol
+        if gap <= state.sub_tol * abs(inner.best_J) or gap <= atol:
+            self._outer_step(state)
+
+    def _outer_step(self, state: CCCPState) -> None:
+        phase, nit = state.phase, state.inner.nit
+        w_new, _ = state.end_subproblem()
+        if phase == 0:
+            state.start_at(w_new)
+            state.carried = None  # the starting problem's planes bound another risk
+            self._next_surrogate(state)
+            return
+        tol, atol = state.options.tol, state.options.atol
+        J, J_new = state.J, state.latent_objective(w_new)
+        logger.info(f"cccp step {phase}: J {J:.8g} -> {J_new:.8g} ({nit} iterations)")
+        state.outer_objective.append(J_new)
+        solved_to_tol = state.step_tol <= tol
+        decrease = J - J_new
+        if J_new > J:
+            # Only rounding can make a step go up (J_new <= J_t(x) <= J_t(w) = J): keep w.
+            if solved_to_tol:
+                state.converged = True
+            state.step_tol = tol
+        else:
+            state.w, state.J = w_new, J_new
+            state.best_w, state.best_J = w_new, J_new
+            if decrease <= tol * abs(J_new) or decrease <= atol:
+                if solved_to_tol:
+                    state.converged = True
+                # a small decrease of a loosely solved step certifies nothing: solve to tol
+                state.step_tol = tol
+            elif self.adaptive:
+                relative = decrease / max(abs(J_new), 1e-300)
+                state.step_tol = max(tol, min(0.1, self.inner_scale * relative))
+        if state.converged:
+            state.outer_gap = max(decrease, 0.0)
+            return
+        if phase >= self.max_outer:
+            # the procedure's step budget: it stops as its last subproblem did
+            state.outer_gap = 0.0
+            return
+        self._next_surrogate(state)
+
+    def finish(self, state: CCCPState, result: BMRMResult) -> BMRMResult:
+        """Add the procedure's figures to the result.
+
+        ``n_outer``, ``outer_objective``, ``outer_converged``, the history's ``outer`` and
+        ``inner_gap`` columns, the message's last step, and as ``method`` the inner solver's
+        name.
+
+        Parameters
+        ----------
+        state : CCCPState
+            The final state.
+        result : BMRMResult
+            The loop's result.
+
+        Returns
+        -------
+        BMRMResult
+        """
+        n_outer = state.phase
+        result.n_outer = n_outer
+        result.outer_objective = np.asarray(state.outer_objective)
+        result.outer_converged = state.converged
+        result.history["outer"] = np.asarray(state.phases, dtype=np.int64)
+        result.history["inner_gap"] = np.asarray(state.inner_gaps, dtype=np.float64)
+        result.message = _outer_message(result.message, n_outer) + state.note
+        result.method = state.inner_name
+        return result
+
+
 def minimize_cccp(
-    oracle: RiskOracle,
+    oracle,
     n_features: int,
     lam: float,
     *,
-    regularizer="l2",
-    l1_ratio: float = 0.5,
-    lower=None,
-    upper=None,
-    tol: float = 1e-3,
-    atol: float = 0.0,
-    max_time: float | None = None,
     w0: np.ndarray | None = None,
+    method=None,
     max_outer: int = 50,
     inner_tol="adaptive",
     inner_scale: float = 0.1,
     carry_planes: bool = True,
-    verbose: bool = False,
-    **bmrm_options,
+    **options,
 ) -> BMRMResult:
     """Minimise lam·Ω(w) + R(w) for a latent loss by the concave-convex procedure.
+
+    :func:`~bmrm.solver.loop.minimize_bmrm` with the solver :class:`CCCP`.
 
     Parameters
     ----------
@@ -160,240 +579,54 @@ def minimize_cccp(
         partition fixes the latent part from its own scores. Oracles called rarely (the
         latent one, a finished surrogate) drop their work arrays by ``release()``, and
         only one surrogate is held at a time, for the peak memory of large fits.
-    n_features, lam, regularizer, l1_ratio, lower, upper, tol, atol, w0, verbose
-        As for :func:`bmrm.solver.loop.minimize_bmrm`; ``tol`` and ``atol`` also end the
-        outer loop (objective decrease at most ``tol``·J or ``atol``).
-        Without ``w0`` the procedure starts at the minimiser of ``loss.initial_loss`` (a
-        convex loss, solved with the same options) when the loss offers one, else at 0.
-    max_time : float or None
-        Budget in seconds for the whole procedure, numba's compilation excluded (reported
-        as ``compile_seconds``); when it runs out, or a callback raises
-        ``StopIteration``, the procedure stops after the current subproblem (status 3 or
-        4, as the bundle method reports them).
-    max_outer : int
-        Largest number of convex subproblems.
-    inner_tol : "adaptive" or float
-        Relative-gap tolerance of the concave-convex subproblems (not of the starting
-        convex problem, always solved to ``tol``): ``"adaptive"`` (module docstring) or a
-        fixed value >= ``tol`` for every subproblem. Either way the procedure stops only
-        after a subproblem solved to ``tol``.
-    inner_scale : float
-        κ of the adaptive schedule tol_t = max(tol, min(0.1, κ·d_{t−1})), > 0.
-    carry_planes : bool
-        Start each subproblem's bundle from the previous one's planes, shifted to the new
-        latent choice (module docstring).
-    **bmrm_options
-        Passed to every :func:`minimize_bmrm` call (master, max_iter, bundle_size, ...).
+    n_features : int
+        The length of w.
+    lam : float
+        The regularization constant.
+    w0 : ndarray or None
+        The start; without it the procedure starts at the minimiser of
+        ``loss.initial_loss`` (a convex loss, solved with the same options) when the loss
+        offers one, else at 0.
+    method : str, solver or None
+        The inner solver (:class:`CCCP`).
+    max_outer, inner_tol, inner_scale, carry_planes :
+        See :class:`CCCP`.
+    **options
+        The options of :func:`~bmrm.solver.loop.minimize_bmrm` (regularizer, tol, atol,
+        max_iter, max_time, master, bundle_size, callback, verbose, ...). ``tol`` and
+        ``atol`` also end the outer loop (objective decrease at most ``tol``·J or
+        ``atol``); ``max_iter`` bounds the iterations of all subproblems together;
+        ``max_time`` the whole procedure (the running subproblem's best point is then
+        taken as a finished one's).
 
     Returns
     -------
     BMRMResult
         ``x`` the last accepted iterate (the best: J never increases), or w = 0 when its
-        objective is lower (``message`` then says so), ``fun`` J(x) with
-        the latent loss, ``nit`` summed over the subproblems (the starting one included),
-        ``nfev`` the oracle calls made (the subproblems', the latent objective's and the
-        shifts', a reused evaluation counted once), ``lower_bound`` / ``gap`` (of the last
-        convex subproblem, not a bound for the non-convex problem), ``status``, ``success``
-        and ``message`` from the last subproblem, and
-        ``n_outer``, ``outer_objective`` (J at w0 and at each subproblem's solution),
-        ``outer_converged`` (the decrease fell below the tolerance) and ``history`` of
-        every bundle iteration, with a column ``outer`` numbering the subproblem.
+        objective is lower (``message`` then says so), ``fun`` J(x) with the latent loss,
+        ``nit`` the iterations of all subproblems (the starting one included), ``nfev`` the
+        oracle calls made (a reused evaluation counted once), no ``lower_bound`` (NaN),
+        ``gap`` the stopping measure (:class:`CCCP`), ``n_outer``, ``outer_objective`` (J
+        at the start and after each subproblem), ``outer_converged`` and ``history`` with
+        the columns ``outer`` (0 the starting problem) and ``inner_gap``.
     """
-    if not getattr(oracle.loss, "latent", False):
-        raise ValueError("minimize_cccp needs a loss with a latent part (loss.latent True)")
-    adaptive = isinstance(inner_tol, str) and inner_tol == "adaptive"
-    if not adaptive:
-        try:
-            fixed_tol = float(inner_tol)
-        except (TypeError, ValueError):
-            fixed_tol = float("nan")
-        if not (tol <= fixed_tol < 1):
-            raise ValueError(
-                f"inner_tol must be 'adaptive' or a number >= tol ({tol:g}) and below 1; "
-                f"got {inner_tol!r}"
-            )
-    if not (np.isfinite(inner_scale) and inner_scale > 0):
-        raise ValueError(f"inner_scale must be a finite number > 0; got {inner_scale!r}")
-    check_bool(carry_planes, "carry_planes")
-    start = time.perf_counter()
-    # compilation is excluded from the time budget and reported, as in minimize_bmrm
-    with CompileClock() as clock, verbose_log(verbose):
-        bounds = None if lower is None and upper is None else (lower, upper)
-        regularizer = make_regularizer(
-            regularizer, l1_ratio=l1_ratio, bounds=bounds, n_features=n_features
-        )
-        results = []
-        initial = oracle.initial() if w0 is None else None
-        if initial is not None:
-            if verbose:
-                name = type(getattr(initial, "loss", initial)).__name__
-                logger.info(f"starting problem: the convex {name} that starts the procedure")
-            res = minimize_bmrm(
-                initial,
-                n_features,
-                lam,
-                regularizer=regularizer,
-                tol=tol,
-                atol=atol,
-                max_time=max_time,
-                verbose=verbose,
-                **bmrm_options,
-            )
-            results.append(res)
-            w0 = res.x
-        initial = None  # its targets are not needed again
-        w = np.zeros(n_features) if w0 is None else np.array(w0, dtype=np.float64)
-        w = regularizer.project(w)
+    solver = CCCP(
+        method, initial_loss=w0 is None, max_outer=max_outer, inner_tol=inner_tol,
+        inner_scale=inner_scale, carry_planes=carry_planes,
+    )  # fmt: skip
+    return minimize_bmrm(oracle, n_features, lam, w0=w0, method=solver, **options)
 
-        # a RiskOracle's latent evaluation at w is the next surrogate's first (docstring)
-        reuse = isinstance(oracle, RiskOracle)
-        evaluated = None  # (w, R, a) of the last latent evaluation, kept when reusable
 
-        def objective(w):
-            nonlocal evaluated
-            R, a = oracle(w)
-            evaluated = (w, R, a) if reuse else None
-            # the latent oracle is called once per step: its work arrays need not stay
-            oracle.release()
-            return lam * regularizer.value(w) + R
-
-        J = objective(w)
-        outer_objective = [J]
-        n_init = len(results)
-        converged = False
-        # a callback's StopIteration (status 4) or the time budget (status 3) ends the procedure
-        stopped = bool(results) and results[-1].status in (3, 4)
-        method = bmrm_options.pop("method", None)
-        if method is None or (isinstance(method, str) and method == "auto"):
-            method = auto_method(regularizer)  # as minimize_bmrm's "auto"
-        step_tol = max(tol, min(0.1, 0.1 * inner_scale)) if adaptive else fixed_tol
-        surrogate, carried = None, None
-        surrogate_at_zero = None  # the current surrogate's (R, a) at w = 0, once evaluated
-        extra_calls = 0  # oracle calls at w = 0 for the shifts, counted in nfev
-        reused = 0  # evaluations reused, counted in the subproblems' nfev but not made
-        for outer in range(1, max_outer + 1):
-            if stopped:
-                break
-            budget = None
-            if max_time is not None:
-                budget = max_time - (time.perf_counter() - start - clock.current())
-                if budget <= 0 and results:
-                    break
-                budget = max(budget, 1e-9)
-            carry = carry_planes and carried is not None
-            # the finished surrogate is evaluated at 0 for the shift and dropped before the
-            # next one is made: two surrogates' targets and work arrays are never held at once
-            previous_at_zero = None
-            if carry:
-                previous_at_zero = surrogate_at_zero
-                if previous_at_zero is None:
-                    previous_at_zero = surrogate(np.zeros(n_features))
-                    extra_calls += 1
-            surrogate, surrogate_at_zero = None, None
-            surrogate = oracle.convexified(w)
-            planes = None
-            if carry:
-                surrogate_at_zero = surrogate(np.zeros(n_features))
-                extra_calls += 1
-                planes = _shifted_bundle(carried, previous_at_zero, surrogate_at_zero, n_features)
-            carrier = CarriedPlanes(get_method(method), planes)
-            first = surrogate
-            if evaluated is not None and evaluated[0] is w:
-                first = _Evaluated(surrogate, *evaluated)
-            evaluated = None
-            if verbose:
-                logger.info(
-                    f"cccp step {outer}: the convex surrogate with the ties fixed at the "
-                    f"current scores (J {J:.8g}, tol {step_tol:.3g})"
-                )
-            res, final = minimize_bmrm(
-                first,
-                n_features,
-                lam,
-                regularizer=regularizer,
-                tol=step_tol,
-                atol=atol,
-                max_time=budget,
-                w0=w,
-                method=carrier,
-                verbose=verbose,
-                full_output=True,
-                **bmrm_options,
-            )
-            carried = getattr(final, "bundle", None)
-            results.append(res)
-            reused += getattr(first, "reused", 0)
-            first = None
-            surrogate.release()  # called again only once, at 0, for the next shift
-            stopped = res.status in (3, 4)
-            J_new = objective(res.x)
-            if verbose:
-                logger.info(f"cccp step {outer}: J {J:.8g} -> {J_new:.8g} ({res.nit} iterations)")
-            outer_objective.append(J_new)
-            if J_new > J:
-                # Only rounding can make a step go up (J_new <= J_t(x) <= J_t(w) = J): keep w.
-                if step_tol <= tol:
-                    converged = True
-                    break
-                step_tol = tol
-                continue
-            decrease = J - J_new
-            w, J = res.x, J_new
-            if decrease <= tol * abs(J) or decrease <= atol:
-                if step_tol <= tol:
-                    converged = True
-                    break
-                # a small decrease of a loosely solved step certifies nothing: solve to tol
-                step_tol = tol
-            elif adaptive:
-                step_tol = max(tol, min(0.1, inner_scale * decrease / max(abs(J), 1e-300)))
-        # The procedure only decreases J from its start, a stationary point of a non-convex
-        # objective; w = 0 (where every query's scores tie) can still be better, as on one
-        # very long noisy query: return the better of the two.
-        zero = np.zeros(n_features)
-        message_zero = ""
-        if np.any(w) and np.array_equal(regularizer.project(zero), zero):
-            J_zero = objective(zero)
-            extra_calls += 1
-            if J_zero < J:
-                message_zero = (
-                    f"; w = 0 has a lower objective ({J_zero:.8g}) than the stationary point "
-                    f"the procedure reached from its start ({J:.8g}), so w = 0 is returned"
-                )
-                w, J = zero, J_zero
-        last = results[-1]
-        history = {key: np.concatenate([r.history[key] for r in results]) for key in last.history}
-        # 0 numbers the iterations of the starting problem (``initial_loss``), if any
-        history["outer"] = np.concatenate(
-            [np.full(len(r.history["objective"]), i + 1 - n_init) for i, r in enumerate(results)]
-        )
-        return BMRMResult(
-            x=np.array(w, copy=True),
-            fun=float(J),
-            lower_bound=last.lower_bound,
-            gap=last.gap,
-            nit=sum(r.nit for r in results),
-            nfev=sum(r.nfev for r in results) + len(outer_objective) + extra_calls - reused,
-            status=last.status,
-            success=last.success,
-            message=_outer_message(last.message, len(results) - n_init) + message_zero,
-            bundle_size=last.bundle_size,
-            n_aggregations=sum(r.n_aggregations for r in results),
-            history=history,
-            oracle_seconds=sum(r.oracle_seconds for r in results),
-            master_seconds=sum(r.master_seconds for r in results),
-            total_seconds=time.perf_counter() - start,
-            compile_seconds=clock.current(),
-            n_outer=len(results) - n_init,
-            method=last.get("method"),
-            outer_objective=np.asarray(outer_objective),
-            outer_converged=converged,
-        )
+def _convex(oracle) -> Capabilities:
+    """The capabilities of a subproblem's oracle, convex by construction (the starting loss
+    and the surrogates), whatever loss the oracle names (a Dask oracle's surrogate keeps the
+    latent loss's name)."""
+    return dataclasses.replace(capabilities(oracle), convex=True, latent=False)
 
 
 def _outer_message(message: str, n_outer: int) -> str:
-    """The last solve's message, said of the procedure's steps: no step ran when the
-    budget ran out in the starting problem (``initial_loss``)."""
+    """The loop's message, said of the procedure's steps: no step ran when the budget ran
+    out in the starting problem (``initial_loss``)."""
     if n_outer == 0:
         return f"{message} (in the starting problem, before the first concave-convex step)"
     if n_outer == 1:

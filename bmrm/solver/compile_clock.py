@@ -34,12 +34,12 @@ class CompileClock(event.Listener):
         self._lock = threading.Lock()
 
     def on_start(self, ev) -> None:
-        """Start the clock when the first thread enters the compiler.
+        """Start the clock at the outermost compilation's start (numba's event).
 
         Parameters
         ----------
         ev : numba.core.event.Event
-            The ``numba:compiler_lock`` start event (not read).
+            The compile event.
         """
         with self._lock:
             if self._inside == 0:
@@ -47,12 +47,12 @@ class CompileClock(event.Listener):
             self._inside += 1
 
     def on_end(self, ev) -> None:
-        """Stop the clock when the last thread leaves the compiler, adding the interval.
+        """Stop the clock at the outermost compilation's end (numba's event).
 
         Parameters
         ----------
         ev : numba.core.event.Event
-            The ``numba:compiler_lock`` end event (not read).
+            The compile event.
         """
         with self._lock:
             if self._inside == 0:  # entered before the clock started
@@ -62,12 +62,11 @@ class CompileClock(event.Listener):
                 self.seconds += time.perf_counter() - self._since
 
     def current(self) -> float:
-        """Return the compiler seconds so far, including a compilation still in progress.
+        """Return the seconds so far, including a compilation still in progress.
 
         Returns
         -------
         float
-            Wall-clock seconds.
         """
         with self._lock:
             running = time.perf_counter() - self._since if self._inside else 0.0

@@ -181,13 +181,12 @@ def supports_cut_cache(oracle) -> str | None:
 
     Parameters
     ----------
-    oracle : object
-        The risk oracle of a fit.
+    oracle : callable
+        The risk oracle.
 
     Returns
     -------
     str or None
-        None, or why the oracle cannot feed a cache (for the error or log message).
     """
     prepared = getattr(oracle, "prepared", None)
     if prepared is None or not hasattr(oracle, "query_cut_at"):
@@ -299,22 +298,17 @@ class CutCache:
         )
 
     def bind(self, oracle, required: bool) -> None:
-        """Attach to ``oracle``, sizing the cache; a new oracle empties it.
+        """Attach to ``oracle`` (a new oracle empties the cache).
 
-        The cache stays off (``active`` False) when the oracle cannot feed it or fewer than
-        two slots fit in ``max_fraction`` of X's bytes.
+        Raises ``ValueError`` when ``required`` and the oracle cannot feed a cache; else the cache
+        stays off.
 
         Parameters
         ----------
-        oracle : object
-            The risk oracle of the fit (:func:`supports_cut_cache` says what it needs).
+        oracle : RiskOracle or CountingOracle
+            The fit's oracle.
         required : bool
-            Whether an oracle that cannot feed the cache is an error.
-
-        Raises
-        ------
-        ValueError
-            When ``required`` and the oracle cannot feed a cache.
+            Whether a cache that cannot be fed is an error.
         """
         if oracle is self._oracle:
             return
@@ -355,21 +349,17 @@ class CutCache:
         self.active = True
 
     def cut(self, w: np.ndarray) -> tuple[float, np.ndarray, float]:
-        """Return the cache cut at ``w``: its value C(w) and its plane R >= ⟨a, ·⟩ + b.
+        """The cache cut at w: its value C(w) and its plane R >= ⟨a, ·⟩ + b.
 
         Parameters
         ----------
-        w : ndarray of shape (n_features,)
+        w : ndarray
             The point.
 
         Returns
         -------
-        value : float
-            C(w) = Σ_q max_k (c_qk + ⟨a_qk, w⟩), a lower bound on R(w).
-        a : ndarray of shape (n_features,)
-            The plane's slope, the sum of the maximisers' a_qk.
-        b : float
-            The plane's offset, the sum of the maximisers' c_qk.
+        tuple
+            ``(C(w), a, b)``.
         """
         self._stamp += 1
         bounds = self._bounds
@@ -386,21 +376,21 @@ class CutCache:
     def try_cut(self, state, w: np.ndarray) -> bool:
         """Add the cache cut at ``w`` to the bundle when it lifts the model there enough.
 
-        Enough: by more than ``violation`` times the reference; the cut is counted in
+        Enough: by more than ``violation`` times the reference; counted in
         ``state.n_cache_cuts``.
 
         Parameters
         ----------
         state : BundleState
-            The solver's state (its bundle, gap and counters).
-        w : ndarray of shape (n_features,)
-            The point the method chose.
+            The bundle method's state.
+        w : ndarray
+            The point the method proposes.
 
         Returns
         -------
         bool
-            True when the cut was added, False (nothing done) when the oracle should be
-            called instead.
+            Whether the cut was added; False (nothing done) when the oracle should be called
+            instead.
         """
         if not self.active or self._stamp == 0 or self._streak >= self.max_streak:
             return False
@@ -420,26 +410,24 @@ class CutCache:
         return True
 
     def oracle_cut(self, state, w: np.ndarray, f: np.ndarray | None = None):
-        """Call the oracle at ``w``, offering every query's plane to the cache.
+        """The oracle's risk and subgradient at ``w``, every query's plane offered to the cache.
 
-        The cache's own seconds go to ``state.cache_seconds`` (the counting oracle times
-        the call itself).
+        One pass over X with the scores ``f``, else two. The cache's own seconds go to
+        ``state.cache_seconds`` (the counting oracle times the call itself).
 
         Parameters
         ----------
         state : BundleState
-            The solver's state (its oracle and bundle).
-        w : ndarray of shape (n_features,)
+            The bundle method's state (its oracle and bundle).
+        w : ndarray
             The point.
-        f : ndarray of shape (n_samples,) or None, default=None
-            The scores X w when known: one pass over X, else two.
+        f : ndarray or None
+            Its scores X w.
 
         Returns
         -------
-        R : float
-            The risk at ``w``.
-        a : ndarray of shape (n_features,)
-            A subgradient of the risk at ``w``.
+        tuple
+            ``(R, a)``.
         """
         oracle = state.oracle
         t0 = time.perf_counter()
@@ -466,23 +454,22 @@ class CutCache:
 
 
 def bound_cache(options: CutCache, oracle, required: bool) -> CutCache:
-    """Return a fresh cache with the options of ``options``, bound to ``oracle``.
+    """A fresh cache with the options of ``options``, bound to ``oracle``.
 
     For a solver's ``init``: the cache's planes are the state of one fit.
 
     Parameters
     ----------
     options : CutCache
-        The options (not modified).
-    oracle : object
-        The risk oracle of the fit.
+        The options.
+    oracle : RiskOracle or CountingOracle
+        The fit's oracle.
     required : bool
-        Whether an oracle that cannot feed the cache is an error.
+        Whether a cache that cannot be fed is an error.
 
     Returns
     -------
     CutCache
-        The bound copy.
     """
     cache = copy.copy(options)
     cache._oracle = None
@@ -491,26 +478,20 @@ def bound_cache(options: CutCache, oracle, required: bool) -> CutCache:
 
 
 def make_cut_cache(cut_cache) -> tuple[CutCache | None, bool]:
-    """Return the cache options and whether they are required, from a ``cut_cache`` option.
+    """The cache and whether it is required, from a method's ``cut_cache`` option.
+
+    False or None (off), True (on; an oracle that cannot feed it is an error), ``"auto"`` (on
+    where the oracle can feed it) or a :class:`CutCache` (on, with its options; required).
 
     Parameters
     ----------
     cut_cache : bool, "auto", CutCache or None
-        False or None (off), True (on; an oracle that cannot feed it is an error),
-        ``"auto"`` (on where the oracle can feed it) or a :class:`CutCache` (on, with its
-        options; required).
+        The option.
 
     Returns
     -------
-    cache : CutCache or None
-        The options, None when off.
-    required : bool
-        Whether an oracle that cannot feed the cache is an error.
-
-    Raises
-    ------
-    ValueError
-        For any other value.
+    tuple
+        ``(cache, required)``, cache None when off.
     """
     if cut_cache is None or cut_cache is False:
         return None, False

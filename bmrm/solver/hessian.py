@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from numba import njit
 
 from bmrm.solver import products as _products
-from losses._threads import block_bounds, n_threads_for, run_blocks
+from losses.parallel import block_bounds, n_threads_for, run_blocks
 
 __all__ = ["HessianProducts"]
 
@@ -40,7 +40,9 @@ def _diagonal_products(start, stop, X, v, bias, h, xv, partial):
 
 
 class HessianProducts:
-    """The risk's Hessian in w times v at fixed scores f: v ↦ (Xᵀ H_R X v, X v).
+    """The products of the risk's Hessian in w with vectors, at fixed scores f.
+
+    v ↦ (Xᵀ H_R X v, X v) at fixed scores f: the risk's Hessian in w times v.
 
     With ``fit_intercept`` X has the constant column ``intercept_scaling``. Three ways, by
     what the data and loss allow:

@@ -203,14 +203,29 @@ def minimize_bmrm(
         protocol of :mod:`bmrm.solver.methods.base` (its ``init`` receives the tolerances in
         its options), or an object with only a ``step(state)`` method (run as a certifying
         bundle method; an optional ``finish(result)`` may rename the result's figures).
-        ``"auto"`` is ``"level"`` (:mod:`bmrm.solver.methods.level`) for the L2 regularizer
-        without bounds, ``"inout"`` for L1 without bounds, else ``"bmrm"``
-        (:func:`bmrm.solver.methods.auto_method`).
+        ``"auto"`` is :func:`bmrm.solver.methods.auto_method` of the problem (Newton-CG or
+        the level method for L2 without bounds, in-out for L1 without bounds, else plain
+        BMRM); a latent risk needs :func:`bmrm.solver.cccp.minimize_cccp` (or
+        ``method=bmrm.solver.cccp.CCCP(...)``).
     callback : callable or None
         ``callback(intermediate_result)`` after every iteration, the last included (its
         ``status`` then says why the loop stops), with an :class:`BMRMResult` of the current
         state (its history columns are read-only views, so a call costs O(n_features), not
         O(iterations)); raise ``StopIteration`` to stop.
+
+    verbose : bool
+        Log one line per iteration to stderr (iteration, J, lower bound, gap, bundle size,
+        seconds since the start without numba's compilation, ``compile_seconds``).
+    progress : bool
+        Show a one-line progress bar on stderr: the share of the way, on a log scale, from
+        the first gap to the requested one.
+    full_output : bool
+        Return ``(result, state)``, the solver's final state too (see :func:`minimize`).
+
+    Returns
+    -------
+    BMRMResult
+        Or ``(BMRMResult, state)`` with ``full_output``.
 
     Raises
     ------
@@ -221,14 +236,6 @@ def minimize_bmrm(
         gradient is then not a subgradient of its risk.
     FloatingPointError
         If the objective overflows.
-    verbose : bool
-        Log one line per iteration to stderr (iteration, J, lower bound, gap, bundle size,
-        seconds since the start without numba's compilation, ``compile_seconds``).
-    progress : bool
-        Show a one-line progress bar on stderr: the share of the way, on a log scale, from
-        the first gap to the requested one.
-    full_output : bool
-        Return ``(result, state)``, the solver's final state too (see :func:`minimize`).
     """
     # bad arguments and a user's oracle's malformed answers raise ValueError naming them
     oracle, lam, tol, atol, max_iter, max_time, w0 = check_minimize_args(
@@ -263,8 +270,9 @@ def minimize(
     progress: bool = False,
     full_output: bool = False,
 ):
-    """Minimise ``problem``'s J(w) = lam·Ω(w) + R(w) by ``solver``: the one loop of every
-    solver (:mod:`bmrm.solver.methods`), with arguments already checked.
+    """Minimise ``problem``'s J(w) = lam·Ω(w) + R(w) by ``solver``, arguments already checked.
+
+    The one loop of every solver (:mod:`bmrm.solver.methods`).
 
     The solver's ``check`` runs first, then ``init`` at ``w0`` (zero by default, projected
     onto the regularizer's domain) and one ``step`` per iteration until the solver's
@@ -275,10 +283,32 @@ def minimize(
     subgradient). The regularizer's clean-up (:meth:`~bmrm.solver.regularizers.Regularizer.clean`)
     then gives the final point, and the solver's ``finish`` its own figures.
 
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    solver : Solver
+        The solver (:mod:`bmrm.solver.methods.base`).
+    w0 : ndarray or None
+        The start (zero by default).
+    options : SolverOptions or None
+        Tolerances and the bundle methods' options (the defaults when None).
+    max_iter : int
+        Iterations at most, cut-cache iterations not counted.
+    max_time : float or None
+        Seconds, numba's compilation excluded.
+    callback : callable or None
+        As for :func:`minimize_bmrm`.
+    verbose, progress : bool
+        As for :func:`minimize_bmrm`.
+    full_output : bool
+        Return the final state too.
+
     Returns
     -------
-    BMRMResult, or ``(BMRMResult, state)`` with ``full_output`` (the solver's final state,
-    for example the bundle that :class:`~bmrm.solver.methods.CarriedPlanes` carries on).
+    BMRMResult
+        Or ``(BMRMResult, state)`` with ``full_output`` (the solver's final state, for
+        example the bundle that :class:`~bmrm.solver.methods.CarriedPlanes` carries on).
     """
     options = SolverOptions() if options is None else options
     tol, atol = options.tol, options.atol
@@ -286,7 +316,6 @@ def minimize(
     start = time.perf_counter()
     regularizer = problem.regularizer
     clock = CompileClock().__enter__()
-    rounding = problem.rounding
     log = verbose_log(verbose)
     log.__enter__()
     try:
@@ -322,19 +351,7 @@ def minimize(
                 state.nfev,
                 state.n_passes,
             )
-            if not math.isfinite(best_J):
-                raise FloatingPointError(
-                    f"the objective is not finite (J = {best_J}) at iteration {nit}: the "
-                    "features or targets are too large for float64; rescale them"
-                )
-            # the bound comes from a feasible dual point: above an evaluated objective by
-            # more than rounding, a plane over-estimates the risk somewhere
-            if certifies and gap < -rounding * (1.0 + abs(best_J)):
-                raise ValueError(
-                    f"the certified lower bound {lower_bound:.6g} exceeds the objective "
-                    f"{best_J:.6g} of an evaluated point (gap {gap:.3e}): the oracle's "
-                    "gradient is not a subgradient of its risk (check its sign and scale)"
-                )
+            state.check_step(certifies)
             if progress:
                 _show_progress(nit, gap, best_J, tol, atol, hist.first_gap, elapsed)
             if verbose:
@@ -342,21 +359,19 @@ def minimize(
                     f"{nit:5d} {best_J:14.8g} {lower_bound:14.8g} {gap:11.4e} "
                     f"{state.bundle_size:6d} {elapsed - clock.current():8.2f}"
                 )
-            if gap <= tol * abs(best_J):
-                status = 0
-            elif gap <= atol:
-                status = 1
-            elif max_time is not None and elapsed - clock.current() >= max_time:
+            status = state.stop_status(tol, atol)
+            if status == 2 and max_time is not None and elapsed - clock.current() >= max_time:
                 status = 3
             # after every iteration, the last one included (with its final status)
             if callback is not None:
                 try:
-                    callback(_result(state, status, hist, elapsed, certifies))
+                    callback(_result(state, status, hist, elapsed, solver))
                 except StopIteration:
                     if status == 2:
                         status = 4
             if status != 2:
                 break
+        state.settle()
         if state.best_w is not None:
             state.best_w, state.best_J = regularizer.clean(
                 state.best_w, state.best_J, lambda v: problem.objective(v, problem.oracle(v)[0])
@@ -367,17 +382,21 @@ def minimize(
         if status == 2:
             gap = state.stop_gap
             cached = f" and {state.n_cache_cuts} cache cuts" if state.n_cache_cuts else ""
-            warnings.warn(
-                f"BMRM reached max_iter={max_iter}{cached} with gap {gap:.3e} "
-                f"(relative {gap / max(abs(state.best_J), 1e-300):.3e}, tol={tol})"
-                + _scaled_note(getattr(state, "master", None))
-                + _bundle_note(regularizer, state, options),
-                exceptions.ConvergenceWarning,
-                stacklevel=3,
-            )
-        result = _result(state, status, hist, total, certifies)
+            if certifies:
+                message = (
+                    f"BMRM reached max_iter={max_iter}{cached} with gap {gap:.3e} "
+                    f"(relative {gap / max(abs(state.best_J), 1e-300):.3e}, tol={tol})"
+                    + _scaled_note(getattr(state, "master", None))
+                    + _bundle_note(regularizer, state, options)
+                )
+            else:
+                message = (
+                    f"method {solver.name!r} reached max_iter={max_iter}{cached} with its "
+                    f"stopping measure at {gap:.3e} (tol={tol}): not yet converged"
+                )
+            warnings.warn(message, exceptions.ConvergenceWarning, stacklevel=3)
+        result = _result(state, status, hist, total, solver)
         result.compile_seconds = clock.seconds
-        result.method = solver.name
         result = solver.finish(state, result)
         return (result, state) if full_output else result
     finally:
@@ -423,6 +442,8 @@ def _show_progress(nit, gap, best_J, tol, atol, first_gap, elapsed, width=30):
     target = max(tol * abs(best_J), atol, 1e-300)
     if gap <= target or first_gap <= target:
         share = 1.0
+    elif not (math.isfinite(gap) and math.isfinite(first_gap)):
+        share = 0.0  # a solver without a stopping measure yet (bmrm.solver.cccp)
     else:
         share = np.log(first_gap / gap) / np.log(first_gap / target)
     share = min(max(share, 0.0), 1.0)
@@ -434,11 +455,9 @@ def _show_progress(nit, gap, best_J, tol, atol, first_gap, elapsed, width=30):
     sys.stderr.flush()
 
 
-def _result(
-    state: State, status: int, hist: _History, total: float, certifies: bool
-) -> BMRMResult:
+def _result(state: State, status: int, hist: _History, total: float, solver) -> BMRMResult:
     J = state.best_J
-    lower_bound = state.lower_bound if certifies else math.nan
+    lower_bound = state.lower_bound if solver.certifies else math.nan
     return BMRMResult(
         x=np.array(state.best_w, copy=True),
         fun=float(J),
@@ -458,4 +477,5 @@ def _result(
         master_seconds=state.master_seconds,
         cache_seconds=state.cache_seconds,
         total_seconds=total,
+        method=solver.name,
     )

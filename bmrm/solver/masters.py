@@ -31,7 +31,7 @@ class Master(Protocol):
     Parameters
     ----------
     *args, **kwargs
-        A protocol is not instantiated; its implementations take their own arguments.
+        A master's own options.
     """
 
     name: str
@@ -40,15 +40,13 @@ class Master(Protocol):
     incremental: bool
 
     def exact(self) -> Master:
-        """Return the master without heuristics that presume every new plane cuts.
+        """The master without heuristics that presume every new plane cuts the last minimiser.
 
-        The master itself, or the one it wraps without heuristics that presume every new
-        plane cuts the last minimiser (:class:`AutoMaster`).
+        The master itself, or the one it wraps (:class:`AutoMaster`).
 
         Returns
         -------
         Master
-            The master to use when planes may leave the minimiser in place.
         """
 
     def solve(self, bundle: Bundle, accuracy: float = 0.0):
@@ -57,19 +55,15 @@ class Master(Protocol):
         Parameters
         ----------
         bundle : Bundle
-            The planes (a_i, b_i) of the model.
-        accuracy : float, default=0.0
-            An absolute tolerance on the master's objective; 0 asks for an exact solve.
+            The planes.
+        accuracy : float
+            An absolute tolerance on the objective (0: the solver's own precision).
 
         Returns
         -------
-        w : ndarray of shape (n_features,)
-            The minimiser.
-        lower : float
-            A lower bound on the master optimum, valid whatever the accuracy (hence on
-            min_w J(w)).
-        alpha : ndarray of shape (bundle.size,)
-            The planes' dual weights, on the simplex.
+        tuple
+            ``(w, lower, alpha)``: the minimiser, a valid lower bound on that minimum (whatever
+            the accuracy), and the planes' dual weights.
         """
 
 
@@ -119,17 +113,17 @@ class QPMaster:
     then usually costs a few O(k·s) cycles; otherwise the factor is rebuilt in O(s³/6).
     Should it ever stop short of the KKT tolerance, pair steps continue from its point, and
     an exact request (``accuracy = 0``) that still fails goes to an interior-point solver
-    (Clarabel) before a final polish; ``fallbacks`` counts those hand-overs and ``misses``
-    those where the pair steps stopped short too.
+    (Clarabel) before a final polish; ``fallbacks`` counts those hand-overs (none in the
+    tests, lam from 1e-8 to 1e6) and ``misses`` those where the pair steps stopped short too.
 
     Parameters
     ----------
     lam : float
-        The regularization constant (> 0).
-    tol : float, default=1e-11
-        The KKT tolerance of an exact solve, relative to the problem's scale.
-    max_steps : int, default=5000
-        The most pair steps of the fallback per solve.
+        The regularization constant.
+    tol : float
+        The KKT tolerance, relative to the problem's scale.
+    max_steps : int
+        Pair steps of the fallback, at most.
     """
 
     name = "qp"
@@ -137,12 +131,13 @@ class QPMaster:
     incremental = True
 
     def exact(self) -> Master:
-        """Return this master: it has no heuristics to leave out.
+        """The master without heuristics that presume every new plane cuts the last minimiser.
+
+        The QP master itself.
 
         Returns
         -------
         Master
-            ``self``.
         """
         return self
 
@@ -160,23 +155,22 @@ class QPMaster:
         self._meta = np.zeros(2)  # τ of the factor, size of its working set
 
     def solve_offsets(self, bundle: Bundle, b: np.ndarray) -> np.ndarray:
-        """Minimise ``lam``/2 ‖v‖² + max_i ⟨a_i, v⟩ + b_i for the bundle's a_i, other b_i.
+        """The minimiser of ``lam``/2 ‖v‖² + max_i ⟨a_i, v⟩ + b_i with other offsets ``b``.
 
-        For the proximal steps of :mod:`bmrm.solver.methods.level`; warm-started from the
-        bundle's weights and this master's last factor, solved to the active-set method's
-        own tolerance.
+        For the bundle's a_i (the proximal steps of :mod:`bmrm.solver.methods.level`),
+        warm-started from the bundle's weights and this master's last factor; solved to the
+        active-set method's own tolerance.
 
         Parameters
         ----------
         bundle : Bundle
-            The planes' slopes a_i (its offsets are not read).
-        b : ndarray of shape (bundle.size,)
-            The offsets to use instead.
+            The planes' slopes a_i.
+        b : ndarray
+            The offsets.
 
         Returns
         -------
-        ndarray of shape (n_features,)
-            The minimiser v.
+        ndarray
         """
         k = bundle.size
         if len(self._L) < len(bundle.G):
@@ -203,19 +197,15 @@ class QPMaster:
         Parameters
         ----------
         bundle : Bundle
-            The planes (a_i, b_i) of the model.
-        accuracy : float, default=0.0
-            An absolute tolerance on the master's objective; 0 asks for an exact solve.
+            The planes.
+        accuracy : float
+            An absolute tolerance on the dual objective (>= 0).
 
         Returns
         -------
-        w : ndarray of shape (n_features,)
-            The minimiser.
-        lower : float
-            A lower bound on the master optimum, valid whatever the accuracy (hence on
-            min_w J(w)).
-        alpha : ndarray of shape (bundle.size,)
-            The planes' dual weights, on the simplex.
+        tuple
+            ``(w, lower, alpha)``: the minimiser, the dual objective at α (a valid lower
+            bound) and the planes' weights α.
         """
         k = bundle.size
         lam = self.lam
@@ -380,8 +370,8 @@ class ClarabelMaster:
     Parameters
     ----------
     lam : float
-        The regularization constant (> 0).
-    backup : QPMaster or None, default=None
+        The regularization constant.
+    backup : QPMaster or None
         The master for bundles that fail in scaled variables too.
     """
 
@@ -390,12 +380,13 @@ class ClarabelMaster:
     incremental = False
 
     def exact(self) -> Master:
-        """Return this master: it has no heuristics to leave out.
+        """The master without heuristics that presume every new plane cuts the last minimiser.
+
+        The Clarabel master itself.
 
         Returns
         -------
         Master
-            ``self``.
         """
         return self
 
@@ -408,33 +399,20 @@ class ClarabelMaster:
         self.rounding_limited = False
 
     def solve(self, bundle: Bundle, accuracy: float = 0.0):
-        """Solve the primal problem by Clarabel and bound it by the dual at its multipliers.
-
-        The bound is D(α) at the multipliers projected onto the simplex, lowered by a bound
-        on its rounding error (:func:`_l2_dual_bound`); a bundle Clarabel cannot solve goes
-        to the scaled problem, then to ``backup``.
+        """Minimise lam·Ω(w) + max_i ⟨a_i, w⟩ + b_i over the bundle's planes.
 
         Parameters
         ----------
         bundle : Bundle
-            The planes (a_i, b_i) of the model.
-        accuracy : float, default=0.0
-            An absolute tolerance on the master's objective; 0 asks for an exact solve.
+            The planes.
+        accuracy : float
+            An absolute tolerance on the objective (0: the solver's own precision).
 
         Returns
         -------
-        w : ndarray of shape (n_features,)
-            The minimiser.
-        lower : float
-            A lower bound on the master optimum, valid whatever the accuracy (hence on
-            min_w J(w)).
-        alpha : ndarray of shape (bundle.size,)
-            The planes' dual weights, on the simplex.
-
-        Raises
-        ------
-        RuntimeError
-            When Clarabel fails in scaled variables too and there is no backup.
+        tuple
+            ``(w, lower, alpha)``: the minimiser, a valid lower bound on that minimum (whatever
+            the accuracy), and the planes' dual weights.
         """
         k = bundle.size
         A = bundle.A[:k]
@@ -537,20 +515,15 @@ class CvxpyMaster:
     Parameters
     ----------
     n_features : int
-        The number of weights.
+        The length of w.
     capacity : int
-        The most planes of the bundle (the model's size).
+        The bundle's capacity.
     lam : float
-        The regularization constant (> 0).
-    regularizer : Regularizer or str, default="l2"
-        Ω, or what :func:`~bmrm.solver.regularizers.make_regularizer` accepts.
-    solver : str or None, default=None
-        The cvxpy solver tried first (None: Clarabel); SCS is tried after it.
-
-    Raises
-    ------
-    ValueError
-        When the model would not fit in the machine's memory, or Ω is not convex.
+        The regularization constant.
+    regularizer : Regularizer or str
+        Ω (or what :func:`~bmrm.solver.regularizers.make_regularizer` accepts).
+    solver : str or None
+        The cvxpy solver (cvxpy's choice when None).
     """
 
     name = "cvxpy"
@@ -558,12 +531,13 @@ class CvxpyMaster:
     incremental = False
 
     def exact(self) -> Master:
-        """Return this master: it has no heuristics to leave out.
+        """The master without heuristics that presume every new plane cuts the last minimiser.
+
+        The cvxpy master itself.
 
         Returns
         -------
         Master
-            ``self``.
         """
         return self
 
@@ -620,33 +594,20 @@ class CvxpyMaster:
         return w, cut, cp.Problem(objective, constraints)
 
     def solve(self, bundle: Bundle, accuracy: float = 0.0):
-        """Solve the cvxpy model with the bundle's planes, the unused slots the zero plane.
-
-        The bound is the dual :meth:`dual_value` at the solver's multipliers when Ω has a
-        closed-form dual term, else the solver's optimal value (``-inf`` for an inaccurate
-        solve). ``accuracy`` is not passed on: the solvers run to their own tolerances.
+        """Minimise lam·Ω(w) + max_i ⟨a_i, w⟩ + b_i over the bundle's planes.
 
         Parameters
         ----------
         bundle : Bundle
-            The planes (a_i, b_i) of the model.
-        accuracy : float, default=0.0
-            An absolute tolerance on the master's objective; 0 asks for an exact solve.
+            The planes.
+        accuracy : float
+            An absolute tolerance on the objective (0: the solver's own precision).
 
         Returns
         -------
-        w : ndarray of shape (n_features,)
-            The minimiser.
-        lower : float
-            A lower bound on the master optimum, valid whatever the accuracy (hence on
-            min_w J(w)).
-        alpha : ndarray of shape (bundle.size,)
-            The planes' dual weights, on the simplex.
-
-        Raises
-        ------
-        RuntimeError
-            When no solver returns a usable point, or the problem is unbounded.
+        tuple
+            ``(w, lower, alpha)``: the minimiser, a valid lower bound on that minimum (whatever
+            the accuracy), and the planes' dual weights.
         """
         k = bundle.size
         A = np.zeros(self.A.shape)
@@ -730,23 +691,21 @@ class CvxpyMaster:
         )
 
     def dual_value(self, alpha: np.ndarray, bundle: Bundle) -> float | None:
-        """Return D(α) = bᵀα + min_w lam·Ω(w) + <Aᵀα, w>, a lower bound on the master optimum.
+        """The dual D(α) = bᵀα + min_w lam·Ω(w) + ⟨Aᵀα, w⟩, a lower bound on the optimum.
 
-        The Lagrangian dual of the master problem (Teo, Vishwanathan, Smola & Le, JMLR 2010,
-        §4); α is first mixed with the zero plane (weight 1 − t) when D would be −inf.
+        α is first mixed with the zero plane (weight 1 − t) when D would be −inf.
 
         Parameters
         ----------
-        alpha : ndarray of shape (bundle.size,)
-            The planes' weights, on the simplex.
+        alpha : ndarray
+            The planes' weights.
         bundle : Bundle
             The planes.
 
         Returns
         -------
         float or None
-            D at the mixed weights, or None when the regularizer has no closed-form dual
-            term.
+            None when the regularizer has no closed-form dual term.
         """
         k = bundle.size
         v = alpha @ bundle.A[:k]
@@ -764,7 +723,7 @@ def make_master(
     capacity: int,
     cvxpy_solver: str | None,
 ) -> Master:
-    """Return the master ``master`` asks for, for ``regularizer``.
+    """The master problem ``master`` for ``regularizer``.
 
     ``"auto"`` is the dual QP handing over to Clarabel (:class:`AutoMaster`) for the L2
     problem without bounds, the cvxpy model otherwise.
@@ -772,27 +731,21 @@ def make_master(
     Parameters
     ----------
     master : {"auto", "qp", "cvxpy"}
-        The master's name (``master=`` of :func:`bmrm.fit`).
+        The master's name.
     regularizer : Regularizer
         Ω.
     lam : float
-        The regularization constant (> 0).
+        The regularization constant.
     n_features : int
-        The number of weights (for the cvxpy model).
+        The length of w.
     capacity : int
-        The most planes of the bundle (for the cvxpy model).
+        The bundle's capacity.
     cvxpy_solver : str or None
-        The cvxpy solver tried first (None: Clarabel).
+        The cvxpy master's solver.
 
     Returns
     -------
     Master
-        The master.
-
-    Raises
-    ------
-    ValueError
-        For an unknown name, or ``"qp"`` with a regularizer it cannot solve.
     """
     if master == "auto" and regularizer.qp:
         qp = QPMaster(lam)
@@ -812,14 +765,14 @@ def make_master(
 
 
 class AutoMaster:
-    """The dedicated QP master, handing over to an interior-point master when it stalls.
+    """The dedicated QP master, handing over to an interior-point method when it stalls.
 
     It hands over to the primal problem solved by an interior-point method
-    (:class:`ClarabelMaster`) for the rest of the fit when, on ``patience`` consecutive
-    solves, the QP misses its tolerance even after its pair-step fallback, or returns the
-    same minimiser and bound though the model's value there went up (badly scaled
-    problems, e.g. features ~1e6 with lam = 1e-3: the QP's tolerance grows with
-    max ‖a_i‖²/lam and then accepts all weight on the zero plane; separable data or a
+    (:class:`ClarabelMaster`) for the rest of the fit when, on
+    ``patience`` consecutive solves, the QP misses its tolerance even after its pair-step
+    fallback, or returns the same minimiser and bound though the model's value there went up
+    (badly scaled problems, e.g. features ~1e6 with lam = 1e-3: the QP's tolerance grows
+    with max ‖a_i‖²/lam and then accepts all weight on the zero plane; separable data or a
     target the model fits exactly, where J is tiny next to that tolerance). Its bounds stay
     valid either way; the primal solver keeps them progressing.
 
@@ -829,12 +782,11 @@ class AutoMaster:
     Parameters
     ----------
     qp : QPMaster
-        The dual QP master.
+        The QP master.
     make_fallback : callable
-        Called without arguments at the hand-over; returns the master for the rest of the
-        fit.
-    patience : int, default=3
-        The number of consecutive missed or stalled solves that triggers the hand-over.
+        Makes the master handed over to (:class:`ClarabelMaster`).
+    patience : int
+        Consecutive missed or stalled solves before the hand-over.
     """
 
     name = "auto"
@@ -849,34 +801,31 @@ class AutoMaster:
         self._last = None
 
     def exact(self) -> Master:
-        """Return the master that solves without the stall test.
+        """The master that solves without the stall test: the QP until a hand-over.
 
         Returns
         -------
         Master
-            The QP until a hand-over, the fallback after it.
         """
         return self.qp if self.fallback is None else self.fallback
 
     def solve(self, bundle: Bundle, accuracy: float = 0.0):
-        """Solve by the QP (by the fallback after a hand-over), counting misses and stalls.
+        """Minimise lam·Ω(w) + max_i ⟨a_i, w⟩ + b_i over the bundle's planes.
+
+        By the QP, or by the fallback after a hand-over (class docstring).
 
         Parameters
         ----------
         bundle : Bundle
-            The planes (a_i, b_i) of the model.
-        accuracy : float, default=0.0
-            An absolute tolerance on the master's objective; 0 asks for an exact solve.
+            The planes.
+        accuracy : float
+            An absolute tolerance on the objective (0: the solver's own precision).
 
         Returns
         -------
-        w : ndarray of shape (n_features,)
-            The minimiser.
-        lower : float
-            A lower bound on the master optimum, valid whatever the accuracy (hence on
-            min_w J(w)).
-        alpha : ndarray of shape (bundle.size,)
-            The planes' dual weights, on the simplex.
+        tuple
+            ``(w, lower, alpha)``: the minimiser, a valid lower bound on that minimum (whatever
+            the accuracy), and the planes' dual weights.
         """
         if self.fallback is not None:
             return self.fallback.solve(bundle, accuracy)

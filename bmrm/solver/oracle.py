@@ -18,8 +18,6 @@ the order of the floating-point sums.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import scipy.sparse as sp
 
@@ -71,10 +69,17 @@ class RiskOracle:
     fit_intercept : bool
         Append a constant feature of value ``intercept_scaling`` (its weight is regularized
         like the others).
+    intercept_scaling : float
+        The value of that feature.
     fused_min_bytes : int
         X of at least this many bytes takes the one-pass call where it applies
         (:data:`FUSED_MIN_BYTES` by default; :func:`bmrm.warmup` compiles it on small X).
     """
+
+    # for a latent loss, a call at w computes what the first call of ``convexified(w)`` at
+    # w computes (the same scores, latent choice and kernels): the concave-convex procedure
+    # hands it on instead of repeating it
+    latent_call_is_surrogate_call = True
 
     def __init__(
         self,
@@ -90,8 +95,9 @@ class RiskOracle:
         self.intercept_scaling = float(intercept_scaling)
         self.n_features = X.shape[1] + int(fit_intercept)
         self.dtype = X.dtype
+        # its own count of calls, against which the loop's bookkeeping is tested; timing
+        # and the counts of a fit are the problem's counting oracle's
         self.calls = 0
-        self.seconds = 0.0
         self._own_products = bool(own_products_dtype(X))
         self._buffers: dict[str, np.ndarray] = {}
         self.fused = self._fused_plan(fused_min_bytes)
@@ -137,8 +143,19 @@ class RiskOracle:
         return RiskOracle(self.X, prepared, self.fit_intercept, self.intercept_scaling)
 
     def convexified(self, w: np.ndarray) -> RiskOracle:
-        """The oracle of the convex surrogate of a latent loss with its latent part fixed at
-        the scores X w (``loss.convexify``, :mod:`bmrm.solver.cccp`); X is shared."""
+        """The oracle of a latent loss's convex surrogate, its latent part fixed at X w.
+
+        ``loss.convexify`` at the scores X w (:mod:`bmrm.solver.cccp`); X is shared.
+
+        Parameters
+        ----------
+        w : ndarray
+            The weights whose scores fix the latent part.
+
+        Returns
+        -------
+        RiskOracle
+        """
         prepared = self.prepared
         f_int = np.ascontiguousarray(prepared.groups.to_internal(self.scores(w)))
         oracle = self._with_targets(
@@ -149,28 +166,67 @@ class RiskOracle:
         return oracle
 
     def initial(self) -> RiskOracle | None:
-        """The oracle of the convex loss that starts the concave-convex procedure
-        (``loss.initial_loss``), or None when the loss offers none; X is shared."""
+        """The oracle of the convex loss that starts the concave-convex procedure.
+
+        ``loss.initial_loss``; X is shared.
+
+        Returns
+        -------
+        RiskOracle or None
+            None when the loss offers no starting loss.
+        """
         if not hasattr(self.prepared.loss, "initial_loss"):
             return None
         return self._with_targets(*self.prepared.loss.initial_loss(self.prepared.targets))
 
     def hessian(self, f: np.ndarray) -> HessianProducts:
-        """The Hessian-vector products v ↦ Xᵀ H_R X v of the risk at the scores ``f`` (caller
-        order), from the loss's ``hessp`` (:mod:`bmrm.solver.hessian`); no pass over X."""
+        """The Hessian-vector products v ↦ Xᵀ H_R X v of the risk at the scores ``f``.
+
+        From the loss's ``hessp`` (:mod:`bmrm.solver.hessian`); no pass over X.
+
+        Parameters
+        ----------
+        f : ndarray
+            The scores, in the caller's row order.
+
+        Returns
+        -------
+        HessianProducts
+        """
         return HessianProducts(
             self.X, self.prepared, f, self.fit_intercept, self.intercept_scaling,
             self._own_products,
         )  # fmt: skip
 
     def hessp(self, w: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """∇²R(w) v: the scores X w, then one product of :meth:`hessian` at them."""
+        """The product ∇²R(w) v: the scores X w, then one product of :meth:`hessian`.
+
+        Parameters
+        ----------
+        w : ndarray
+            The point.
+        v : ndarray
+            The vector.
+
+        Returns
+        -------
+        ndarray
+        """
         return self.hessian(self.scores(w))(v)
 
     def scores(self, w: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """f = X w (plus the intercept), float64, in the caller's row order.
+        """The scores f = X w (plus the intercept), float64, in the caller's row order.
 
-        Written into ``out`` (float64, n_samples) when given, else into a new array.
+        Parameters
+        ----------
+        w : ndarray
+            The weights (the intercept's last when fitted).
+        out : ndarray or None
+            Where to write f.
+
+        Returns
+        -------
+        ndarray
         """
         return self._scores(w, out)
 
@@ -191,7 +247,6 @@ class RiskOracle:
 
     def __call__(self, w: np.ndarray):
         """Return ``(R(w), a)`` with ``a`` a subgradient of R at ``w``."""
-        start = time.perf_counter()
         # every kernel (products and loss) decides from its input size whether to use the
         # thread pool: small inputs stay on the calling thread (losses._threads)
         if self.fused is not None:
@@ -199,7 +254,6 @@ class RiskOracle:
         else:
             R, a = self._cut_at(self._scores(w, self._buffer("f")))
         self.calls += 1
-        self.seconds += time.perf_counter() - start
         return R, a
 
     def _fused_cut(self, w: np.ndarray):
@@ -244,10 +298,22 @@ class RiskOracle:
         self.__dict__.pop("last_gradient", None)
 
     def risk_at(self, f: np.ndarray):
-        """``(R, g)`` at scores ``f`` (caller order) without a pass over X: the risk and
-        g = ∂R/∂f (caller order, already divided by the risk's divisor), so that along a segment
-        f(t) = f_a + t·Δf the slope of R is <g, Δf>. ``g`` is a work array overwritten by
-        the next call."""
+        """The risk and g = ∂R/∂f at the scores ``f``, without a pass over X.
+
+        g is in the caller's row order, already divided by the risk's divisor, so that along a
+        segment f(t) = f_a + t·Δf the slope of R is ⟨g, Δf⟩; it is a work array overwritten by the
+        next call.
+
+        Parameters
+        ----------
+        f : ndarray
+            The scores, in the caller's row order.
+
+        Returns
+        -------
+        tuple
+            ``(R, g)``.
+        """
         return self._risk_at(f)
 
     def _check_scores(self, f: np.ndarray) -> None:
@@ -265,9 +331,19 @@ class RiskOracle:
         return self.prepared.risk(f, work=work, out=self._buffer("g"))
 
     def cut_at(self, f: np.ndarray):
-        """``(R, a)`` at scores ``f``: the risk and its subgradient a = Xᵀ g (one pass).
+        """The risk and its subgradient a = Xᵀ g at the scores ``f`` (one pass).
 
         ``last_gradient`` then holds g = ∂R/∂f (a work array, overwritten by the next call).
+
+        Parameters
+        ----------
+        f : ndarray
+            The scores, in the caller's row order.
+
+        Returns
+        -------
+        tuple
+            ``(R, a)``.
         """
         return self._cut_at(f)
 
@@ -288,8 +364,23 @@ class RiskOracle:
         return R, a
 
     def query_cut(self, w: np.ndarray, out: np.ndarray):
-        """:meth:`query_cut_at` at the scores X w: two passes over X, or one where the
-        oracle's call takes one (:func:`bmrm.solver.products.fused_query_cut`)."""
+        """The per-query cut of :meth:`query_cut_at` at the scores X w.
+
+        Two passes over X, or one where the oracle's call takes one
+        (:func:`bmrm.solver.products.fused_query_cut`).
+
+        Parameters
+        ----------
+        w : ndarray
+            The weights.
+        out : ndarray
+            Receives each query's subgradient, as for :meth:`query_cut_at`.
+
+        Returns
+        -------
+        tuple
+            ``(R, a, r)``.
+        """
         if self.fused is None:
             return self.query_cut_at(self._scores(w, self._buffer("f")), out)
         kernel, args, blocks = self.fused
@@ -311,14 +402,25 @@ class RiskOracle:
         return R, a, values / n_terms
 
     def query_cut_at(self, f: np.ndarray, out: np.ndarray):
-        """``(R, a, r)`` at scores ``f`` with the risk's per-query parts (one pass over X).
+        """The risk, its subgradient and its per-query parts at the scores ``f``.
 
-        For a per-query loss, R = Σ_q r[q] with r[q] = s_q l_q(f_q) / Σ s (unweighted:
-        s_q = 1, Σ s = n_terms), and out[q] =
-        X_qᵀ g_q (``out``: float64, (n_queries, n_features), C-contiguous; the intercept's
-        column gets ``intercept_scaling`` Σ g_q) is a subgradient of r[q] as a function of
-        w; a = Σ_q out[q]. Used by the cut cache (:mod:`bmrm.solver.cut_cache`).
-        ``last_gradient`` then holds g = ∂R/∂f (caller order, a work array).
+        One pass over X. For a per-query loss, R = Σ_q r[q] with r[q] = s_q l_q(f_q) / Σ s
+        (unweighted: s_q = 1, Σ s = n_terms), and out[q] = X_qᵀ g_q (the intercept's column gets
+        ``intercept_scaling`` Σ g_q) is a subgradient of r[q] as a function of w; a = Σ_q out[q].
+        Used by the cut cache (:mod:`bmrm.solver.cut_cache`). ``last_gradient`` then holds
+        g = ∂R/∂f (caller order, a work array).
+
+        Parameters
+        ----------
+        f : ndarray
+            The scores, in the caller's row order.
+        out : ndarray of shape (n_queries, n_features)
+            float64, C-contiguous; receives the per-query subgradients.
+
+        Returns
+        -------
+        tuple
+            ``(R, a, r)``.
         """
         self._check_scores(f)
         prepared = self.prepared

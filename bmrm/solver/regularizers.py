@@ -56,120 +56,108 @@ class Regularizer:
     upper = None
 
     def value(self, w: np.ndarray) -> float:
-        """Return Ω(w).
+        """The value Ω(w).
 
         Parameters
         ----------
-        w : ndarray of shape (n_features,)
+        w : ndarray
             The weights.
 
         Returns
         -------
         float
-            Ω(w).
         """
         raise NotImplementedError
 
     def expression(self, w):
-        """Return Ω of the cvxpy variable ``w``, for the cvxpy master problem.
+        """Ω as a cvxpy expression of the variable ``w``.
 
         Parameters
         ----------
-        w : cvxpy.Variable of shape (n_features,)
-            The weights of the master problem.
+        w : cvxpy.Variable
+            The weights.
 
         Returns
         -------
         cvxpy.Expression
-            A convex scalar expression of ``w``.
         """
         raise NotImplementedError
 
     def constraints(self, w) -> list:
-        """Return the cvxpy constraints on ``w`` that make the domain of Ω; none by default.
+        """The cvxpy constraints on the variable ``w`` (the domain of Ω); none by default.
 
         Parameters
         ----------
-        w : cvxpy.Variable of shape (n_features,)
-            The weights of the master problem.
+        w : cvxpy.Variable
+            The weights.
 
         Returns
         -------
-        list of cvxpy.Constraint
-            The constraints (empty without a box).
+        list
         """
         return []
 
     def dual_term(self, v: np.ndarray, lam: float) -> float | None:
-        """Return min_w lam·Ω(w) + <v, w>, or None when no closed form is known.
-
-        With ``v = Aᵀα`` for the planes' weights α, ``bᵀα`` plus this term is the Lagrangian
-        dual D(α) of the master problem (Teo, Vishwanathan, Smola & Le, JMLR 2010, §4), a
-        lower bound on min_w J(w).
+        """The dual term min_w lam·Ω(w) + ⟨v, w⟩, or None when no closed form is known.
 
         Parameters
         ----------
-        v : ndarray of shape (n_features,)
-            The linear term (``Aᵀα``).
+        v : ndarray
+            The linear term.
         lam : float
-            The regularization constant (> 0).
+            The regularization constant.
 
         Returns
         -------
         float or None
-            The minimum (possibly ``-inf``), or None without a closed form (the base
-            class's answer).
         """
         return None
 
     def dual_scale(self, v: np.ndarray, lam: float) -> float:
-        """Return the largest t in (0, 1] for which ``dual_term(t·v, lam)`` is finite.
+        """The largest t in (0, 1] for which ``dual_term(t·v, lam)`` is finite.
 
         Parameters
         ----------
-        v : ndarray of shape (n_features,)
-            The linear term (``Aᵀα``).
+        v : ndarray
+            The linear term.
         lam : float
-            The regularization constant (> 0).
+            The regularization constant.
 
         Returns
         -------
         float
-            The scale t; 1 here (the dual term of the base class is never infinite).
         """
         return 1.0
 
     def project(self, w: np.ndarray) -> np.ndarray:
-        """Return the point of the domain of Ω nearest to ``w``.
+        """The point of the domain of Ω nearest to ``w`` (``w`` itself without constraints).
 
         Parameters
         ----------
-        w : ndarray of shape (n_features,)
-            The point to project.
+        w : ndarray
+            The weights.
 
         Returns
         -------
-        ndarray of shape (n_features,)
-            The projection; ``w`` itself (not a copy) without constraints.
+        ndarray
         """
         return w
 
     def slope(self, w: np.ndarray, d: np.ndarray) -> float:
-        """Return the right derivative of Ω(w + s·d) at s = 0.
+        """The right derivative of Ω(w + s·d) at s = 0.
 
         A forward difference unless the regularizer knows it in closed form.
 
         Parameters
         ----------
-        w : ndarray of shape (n_features,)
+        w : ndarray
             The point.
-        d : ndarray of shape (n_features,)
+        d : ndarray
             The direction.
 
         Returns
         -------
         float
-            The directional derivative.
         """
         h = 1e-7 * (1.0 + float(np.abs(w).max())) / max(float(np.abs(d).max()), 1e-300)
         return (self.value(w + h * d) - self.value(w)) / h
@@ -177,62 +165,58 @@ class Regularizer:
     def segment_slope(
         self, w: np.ndarray, d: np.ndarray, t: float, slope0: float, dd: float
     ) -> float:
-        """Return :meth:`slope` at a point w = w_a + t·d of a segment.
+        """The slope of Ω along a segment, at w = w_a + t·d.
 
-        A quadratic Ω answers from ``slope0`` and ``dd`` without touching ``w``; the others
-        call :meth:`slope`.
+        :meth:`slope` there, for a segment whose slope at t = 0 is ``slope0`` and ``dd`` = ‖d‖²
+        (a quadratic Ω answers without touching w).
 
         Parameters
         ----------
-        w : ndarray of shape (n_features,)
+        w : ndarray
             The point w_a + t·d.
-        d : ndarray of shape (n_features,)
-            The direction of the segment.
+        d : ndarray
+            The direction.
         t : float
-            The step from the segment's start w_a.
+            The step.
         slope0 : float
-            The slope of Ω along ``d`` at t = 0.
+            The slope at t = 0.
         dd : float
             ‖d‖².
 
         Returns
         -------
         float
-            The right derivative of Ω(w + s·d) at s = 0.
         """
         return self.slope(w, d)
 
     def clean(self, w: np.ndarray, J: float, objective) -> tuple[np.ndarray, float]:
-        """Return the final point of a fit from its best iterate.
+        """The final point of a fit from its best iterate ``w`` (objective ``J``).
 
-        ``(w, J)`` unchanged unless the regularizer knows a point that is no worse (L1's
-        exact zeros, :meth:`ElasticNet.clean`).
+        ``(w, J)`` unchanged unless the regularizer knows a point that is no worse (L1's exact
+        zeros, :meth:`ElasticNet.clean`).
 
         Parameters
         ----------
-        w : ndarray of shape (n_features,)
+        w : ndarray
             The best iterate.
         J : float
-            The objective at ``w``.
+            Its objective.
         objective : callable
             ``objective(v)`` evaluates J at v.
 
         Returns
         -------
-        w : ndarray of shape (n_features,)
-            The final point.
-        J : float
-            Its objective, no higher than the given ``J``.
+        tuple
+            ``(w, J)``, the final point and its objective.
         """
         return w, J
 
     def spec(self):
-        """Return a JSON value that :func:`from_spec` turns back into this regularizer.
+        """A JSON value that :func:`from_spec` turns back into this regularizer.
 
         Returns
         -------
-        str or dict
-            The description written to model files.
+        object
         """
         raise NotImplementedError
 
@@ -286,42 +270,35 @@ class ElasticNet(Regularizer):
         return self.l1_ratio
 
     def value(self, w: np.ndarray) -> float:
-        """Return Ω(w) = r·‖w‖₁ + (1 − r)·½‖w‖².
+        """The value Ω(w).
 
         Parameters
         ----------
-        w : ndarray of shape (n_features,)
+        w : ndarray
             The weights.
 
         Returns
         -------
         float
-            Ω(w).
-
-        Raises
-        ------
-        ValueError
-            When ``l1_ratio`` was not recorded (None).
         """
         r = self._ratio()
         return r * float(np.abs(w).sum()) + (1.0 - r) * 0.5 * float(w @ w)
 
     def slope(self, w: np.ndarray, d: np.ndarray) -> float:
-        """Return the right derivative of Ω(w + s·d) at s = 0, in closed form.
+        """The right derivative of Ω(w + s·d) at s = 0.
 
-        The L1 part contributes sign(w_i)·d_i where w_i ≠ 0 and |d_i| where w_i = 0.
+        A forward difference unless the regularizer knows it in closed form.
 
         Parameters
         ----------
-        w : ndarray of shape (n_features,)
+        w : ndarray
             The point.
-        d : ndarray of shape (n_features,)
+        d : ndarray
             The direction.
 
         Returns
         -------
         float
-            The directional derivative.
         """
         r = self._ratio()
         if r == 0.0:
@@ -330,33 +307,32 @@ class ElasticNet(Regularizer):
         return r * l1 + (1.0 - r) * float(w @ d)
 
     def clean(self, w: np.ndarray, J: float, objective) -> tuple[np.ndarray, float]:
-        """Set to 0 the weights held only as solver residue, where J does not rise.
+        """Set to 0 the weights that the solution only holds as solver residue.
 
-        The L1 master problem's solutions, and the bundle iterates built from them, carry
-        tiny weights where the minimiser has exact zeros (an interior-point solver's
-        tolerance; a step of in-out or line-search methods between two iterates).
-        They cost nothing in J, but they decide the ranking when the minimiser is w = 0
-        (every weight a residue: a model that ranks by noise), and they hide the sparsity L1
-        is chosen for. Candidates, sparsest first: w = 0, then w with the coordinates below
-        t·‖w‖∞ zeroed for t = 0.1, 0.01, ..., 1e-12 (one risk evaluation per distinct
-        support, at most 13); the first whose objective is no higher than J replaces w, so
-        a certified gap J − lower bound holds for it unchanged.
+        Only where that does not raise the objective. The L1 master problem's solutions, and
+        the bundle iterates built from them, carry weights of 1e-9 to 1e-5 where the
+        minimiser has exact zeros (an interior-point solver's tolerance; a step of in-out or
+        line-search methods between two iterates). They cost nothing in J, but they decide
+        the ranking when the minimiser is w = 0 (every weight a residue: a model that ranks
+        by noise), and they hide the sparsity L1 is chosen for. Candidates, sparsest first:
+        w = 0, then w with the coordinates below t·‖w‖∞ zeroed for t = 0.1, 0.01, ..., 1e-12
+        (one risk evaluation per distinct support, at most 13); the first whose objective is
+        no higher than J replaces w, so a certified gap J − lower bound holds for it
+        unchanged.
 
         Parameters
         ----------
-        w : ndarray of shape (n_features,)
+        w : ndarray
             The best iterate.
         J : float
-            The objective at ``w``.
+            Its objective.
         objective : callable
             ``objective(v)`` evaluates J at v.
 
         Returns
         -------
-        w : ndarray of shape (n_features,)
-            The first candidate no worse than ``w``, or ``w`` itself.
-        J : float
-            Its objective.
+        tuple
+            ``(w, J)``, the final point and its objective.
         """
         if self.l1_ratio in (None, 0.0):
             return w, J
@@ -382,17 +358,16 @@ class ElasticNet(Regularizer):
         return w, J
 
     def expression(self, w):
-        """Return r·‖w‖₁ + (1 − r)·½‖w‖² of the cvxpy variable ``w``.
+        """Ω as a cvxpy expression of the variable ``w``.
 
         Parameters
         ----------
-        w : cvxpy.Variable of shape (n_features,)
-            The weights of the master problem.
+        w : cvxpy.Variable
+            The weights.
 
         Returns
         -------
         cvxpy.Expression
-            Ω(w).
         """
         import cvxpy as cp
 
@@ -400,26 +375,20 @@ class ElasticNet(Regularizer):
         return r * cp.norm1(w) + (1.0 - r) * 0.5 * cp.sum_squares(w)
 
     def dual_term(self, v, lam, lower=None, upper=None) -> float:
-        """Return the minimum over lower <= w <= upper of lam·Ω(w) + <v, w>.
-
-        Coordinate by coordinate, at the clip to [lower, upper] of the soft threshold (see
-        the class docstring); the Lagrangian dual of the master problem is bᵀα plus this
-        term at v = Aᵀα (Teo, Vishwanathan, Smola & Le, JMLR 2010, §4).
+        """The dual term min over lower <= w <= upper of lam·Ω(w) + ⟨v, w⟩.
 
         Parameters
         ----------
-        v : ndarray of shape (n_features,)
-            The linear term (``Aᵀα``).
+        v : ndarray
+            The linear term.
         lam : float
-            The regularization constant (> 0).
-        lower, upper : float, ndarray of shape (n_features,) or None, default=None
-            The box; None leaves that side unbounded.
+            The regularization constant.
+        lower, upper : ndarray, float or None
+            The box (None: unbounded).
 
         Returns
         -------
         float
-            The minimum; ``-inf`` when w can run off to infinity (r = 1 and |v_i| > lam on
-            an open side).
         """
         r = self._ratio()
         lo = -np.inf if lower is None else lower
@@ -435,24 +404,20 @@ class ElasticNet(Regularizer):
         return lam * (r * float(np.abs(x).sum()) + (1.0 - r) * 0.5 * float(x @ x)) + float(v @ x)
 
     def dual_scale(self, v, lam, lower=None, upper=None) -> float:
-        """Return the largest t in (0, 1] for which ``dual_term(t·v, lam)`` is finite.
-
-        Only L1 (r = 1) has an infinite dual term: there t brings |t·v_i| to lam on the
-        coordinates that the box leaves open in the direction of −v_i.
+        """The largest t in (0, 1] for which ``dual_term(t·v, lam, lower, upper)`` is finite.
 
         Parameters
         ----------
-        v : ndarray of shape (n_features,)
-            The linear term (``Aᵀα``).
+        v : ndarray
+            The linear term.
         lam : float
-            The regularization constant (> 0).
-        lower, upper : float, ndarray of shape (n_features,) or None, default=None
-            The box; None leaves that side unbounded.
+            The regularization constant.
+        lower, upper : ndarray, float or None
+            The box (None: unbounded).
 
         Returns
         -------
         float
-            The scale t.
         """
         if self._ratio() < 1.0:
             return 1.0
@@ -468,12 +433,11 @@ class ElasticNet(Regularizer):
         return lam / worst * (1.0 - 4 * np.finfo(float).eps)
 
     def spec(self):
-        """Return ``{"name": "elastic_net", "l1_ratio": r}``, for :func:`from_spec`.
+        """A JSON value that :func:`from_spec` turns back into this regularizer.
 
         Returns
         -------
-        dict
-            The description written to model files.
+        object
         """
         return {"name": self.name, "l1_ratio": self.l1_ratio}
 
@@ -494,17 +458,16 @@ class L2(ElasticNet):
         super().__init__(0.0)
 
     def value(self, w: np.ndarray) -> float:
-        """Return Ω(w) = ½‖w‖².
+        """The value Ω(w).
 
         Parameters
         ----------
-        w : ndarray of shape (n_features,)
+        w : ndarray
             The weights.
 
         Returns
         -------
         float
-            Ω(w).
         """
         return 0.5 * float(w @ w)
 
@@ -529,33 +492,30 @@ class L2(ElasticNet):
         float
             The derivative of Ω along ``d`` at w.
         """
-        # ⟨w_a + t·d, d⟩, from the slope at t = 0
         return slope0 + t * dd
 
     def expression(self, w):
-        """Return ½‖w‖² of the cvxpy variable ``w``.
+        """Ω as a cvxpy expression of the variable ``w``.
 
         Parameters
         ----------
-        w : cvxpy.Variable of shape (n_features,)
-            The weights of the master problem.
+        w : cvxpy.Variable
+            The weights.
 
         Returns
         -------
         cvxpy.Expression
-            Ω(w).
         """
         import cvxpy as cp
 
         return 0.5 * cp.sum_squares(w)
 
     def spec(self):
-        """Return ``"l2"``, for :func:`from_spec`.
+        """A JSON value that :func:`from_spec` turns back into this regularizer.
 
         Returns
         -------
-        str
-            The description written to model files.
+        object
         """
         return self.name
 
@@ -572,44 +532,41 @@ class L1(ElasticNet):
         super().__init__(1.0)
 
     def value(self, w: np.ndarray) -> float:
-        """Return Ω(w) = ‖w‖₁.
+        """The value Ω(w).
 
         Parameters
         ----------
-        w : ndarray of shape (n_features,)
+        w : ndarray
             The weights.
 
         Returns
         -------
         float
-            Ω(w).
         """
         return float(np.abs(w).sum())
 
     def expression(self, w):
-        """Return ‖w‖₁ of the cvxpy variable ``w``.
+        """Ω as a cvxpy expression of the variable ``w``.
 
         Parameters
         ----------
-        w : cvxpy.Variable of shape (n_features,)
-            The weights of the master problem.
+        w : cvxpy.Variable
+            The weights.
 
         Returns
         -------
         cvxpy.Expression
-            Ω(w).
         """
         import cvxpy as cp
 
         return cp.norm1(w)
 
     def spec(self):
-        """Return ``"l1"``, for :func:`from_spec`.
+        """A JSON value that :func:`from_spec` turns back into this regularizer.
 
         Returns
         -------
-        str
-            The description written to model files.
+        object
         """
         return self.name
 
@@ -627,7 +584,7 @@ class Convex(Regularizer):
     Parameters
     ----------
     function : callable
-        Maps a cvxpy variable of shape (n_features,) to a convex scalar cvxpy expression.
+        Maps a cvxpy variable to a convex scalar expression.
     """
 
     name = "convex"
@@ -638,21 +595,16 @@ class Convex(Regularizer):
         self.function = function
 
     def check(self, n_features: int) -> None:
-        """Call the function once on a cvxpy variable and refuse what no master can minimise.
+        """Refuse a function the master problem cannot minimise.
 
-        Refused: an exception, anything but a cvxpy expression, a non-scalar, or an
-        expression cvxpy cannot prove convex (DCP rules). A second call with the same
-        ``n_features`` does nothing.
+        The function is called once on a cvxpy variable of ``n_features`` entries: an exception,
+        anything but a cvxpy expression, a non-scalar, or an expression cvxpy cannot prove convex
+        (DCP rules) raises ``ValueError``.
 
         Parameters
         ----------
         n_features : int
-            The number of entries of the variable.
-
-        Raises
-        ------
-        ValueError
-            Naming the callable and what it returned (or raised).
+            The number of weights.
         """
         if getattr(self, "_checked_for", None) == n_features:
             return  # make_regularizer is called again with the object by the solver
@@ -687,44 +639,41 @@ class Convex(Regularizer):
         self._checked_for = n_features
 
     def value(self, w: np.ndarray) -> float:
-        """Return Ω(w): the function evaluated on ``w`` as a cvxpy constant.
+        """The value Ω(w).
 
         Parameters
         ----------
-        w : ndarray of shape (n_features,)
+        w : ndarray
             The weights.
 
         Returns
         -------
         float
-            Ω(w).
         """
         import cvxpy as cp
 
         return float(self.function(cp.Constant(w)).value)
 
     def expression(self, w):
-        """Return the function applied to the cvxpy variable ``w``.
+        """Ω as a cvxpy expression of the variable ``w``.
 
         Parameters
         ----------
-        w : cvxpy.Variable of shape (n_features,)
-            The weights of the master problem.
+        w : cvxpy.Variable
+            The weights.
 
         Returns
         -------
         cvxpy.Expression
-            Ω(w).
         """
         return self.function(w)
 
     def spec(self):
-        """Refuse: a callable cannot be stored in a model file.
+        """A JSON value that :func:`from_spec` turns back into this regularizer.
 
-        Raises
-        ------
-        ValueError
-            Always, naming the callable.
+        Returns
+        -------
+        object
         """
         raise ValueError(
             f"cannot save a model with regularizer {self.function!r}: a callable cannot be "
@@ -760,47 +709,44 @@ class Box(Regularizer):
         self.upper = None if upper is None else np.asarray(upper, dtype=np.float64)
 
     def value(self, w: np.ndarray) -> float:
-        """Return Ω(w) for w in the box (the solver only evaluates points of the box).
+        """The value Ω(w) for w in the box (the solver only evaluates points of the box).
 
         Parameters
         ----------
-        w : ndarray of shape (n_features,)
-            The weights, inside the box.
+        w : ndarray
+            The weights.
 
         Returns
         -------
         float
-            The base's Ω(w).
         """
         return self.base.value(w)
 
     def expression(self, w):
-        """Return the base's Ω of the cvxpy variable ``w`` (the box is in :meth:`constraints`).
+        """Ω as a cvxpy expression of the variable ``w``.
 
         Parameters
         ----------
-        w : cvxpy.Variable of shape (n_features,)
-            The weights of the master problem.
+        w : cvxpy.Variable
+            The weights.
 
         Returns
         -------
         cvxpy.Expression
-            Ω(w).
         """
         return self.base.expression(w)
 
     def constraints(self, w) -> list:
-        """Return ``w >= lower`` and ``w <= upper`` on the coordinates where they are finite.
+        """The cvxpy constraints ``w >= lower`` and ``w <= upper`` where finite.
 
         Parameters
         ----------
-        w : cvxpy.Variable of shape (n_features,)
-            The weights of the master problem.
+        w : cvxpy.Variable
+            The weights.
 
         Returns
         -------
-        list of cvxpy.Constraint
-            At most one constraint per side.
+        list
         """
         out = []
         n = w.shape[0]
@@ -816,100 +762,91 @@ class Box(Regularizer):
         return out
 
     def dual_term(self, v, lam) -> float | None:
-        """Return the minimum over the box of lam·Ω(w) + <v, w>.
-
-        Known in closed form for an elastic-net base (L2, L1 included): see
-        :meth:`ElasticNet.dual_term`.
+        """The dual term min_w lam·Ω(w) + ⟨v, w⟩, or None when no closed form is known.
 
         Parameters
         ----------
-        v : ndarray of shape (n_features,)
-            The linear term (``Aᵀα``).
+        v : ndarray
+            The linear term.
         lam : float
-            The regularization constant (> 0).
+            The regularization constant.
 
         Returns
         -------
         float or None
-            The minimum, or None for another base.
         """
         if not isinstance(self.base, ElasticNet):
             return None
         return self.base.dual_term(v, lam, self.lower, self.upper)
 
     def dual_scale(self, v, lam) -> float:
-        """Return the largest t in (0, 1] for which ``dual_term(t·v, lam)`` is finite.
+        """The largest t in (0, 1] for which ``dual_term(t·v, lam)`` is finite.
 
         Parameters
         ----------
-        v : ndarray of shape (n_features,)
-            The linear term (``Aᵀα``).
+        v : ndarray
+            The linear term.
         lam : float
-            The regularization constant (> 0).
+            The regularization constant.
 
         Returns
         -------
         float
-            The elastic-net base's scale with this box; 1 for another base.
         """
         if not isinstance(self.base, ElasticNet):
             return 1.0
         return self.base.dual_scale(v, lam, self.lower, self.upper)
 
     def project(self, w: np.ndarray) -> np.ndarray:
-        """Return ``w`` clipped to the box.
+        """The point of the domain of Ω nearest to ``w`` (``w`` itself without constraints).
 
         Parameters
         ----------
-        w : ndarray of shape (n_features,)
-            The point to project.
+        w : ndarray
+            The weights.
 
         Returns
         -------
-        ndarray of shape (n_features,)
-            The nearest point of the box.
+        ndarray
         """
         lo = -np.inf if self.lower is None else self.lower
         hi = np.inf if self.upper is None else self.upper
         return np.clip(w, lo, hi)
 
     def slope(self, w: np.ndarray, d: np.ndarray) -> float:
-        """Return the base's right derivative of Ω(w + s·d) at s = 0.
+        """The right derivative of Ω(w + s·d) at s = 0.
+
+        A forward difference unless the regularizer knows it in closed form.
 
         Parameters
         ----------
-        w : ndarray of shape (n_features,)
+        w : ndarray
             The point.
-        d : ndarray of shape (n_features,)
+        d : ndarray
             The direction.
 
         Returns
         -------
         float
-            The directional derivative of the base (the box is not accounted for).
         """
         return self.base.slope(w, d)
 
     def clean(self, w: np.ndarray, J: float, objective) -> tuple[np.ndarray, float]:
-        """Return the base's clean-up, its candidates outside the box left out.
-
-        A candidate outside the box is not evaluated.
+        """The base's clean-up, its candidates outside the box left out (not evaluated).
 
         Parameters
         ----------
-        w : ndarray of shape (n_features,)
+        w : ndarray
             The best iterate.
         J : float
-            The objective at ``w``.
+            Its objective.
         objective : callable
             ``objective(v)`` evaluates J at v.
 
         Returns
         -------
-        w : ndarray of shape (n_features,)
-            The final point.
-        J : float
-            Its objective.
+        tuple
+            ``(w, J)``, the final point and its objective.
         """
 
         def inside(v):
@@ -918,12 +855,11 @@ class Box(Regularizer):
         return self.base.clean(w, J, inside)
 
     def spec(self):
-        """Return the base's spec and the bounds, an open side of a coordinate as null.
+        """A JSON value that :func:`from_spec` turns back into this regularizer.
 
         Returns
         -------
-        dict
-            ``{"name": "box", "base": ..., "lower": ..., "upper": ...}``.
+        object
         """
 
         def side(bound):
@@ -1024,6 +960,10 @@ def make_regularizer(
     Regularizer
         The regularizer, wrapped in a :class:`Box` when bounds are given.
 
+    Returns
+    -------
+    Regularizer
+
     Raises
     ------
     ValueError
@@ -1079,12 +1019,11 @@ def from_spec(spec) -> Regularizer:
     Parameters
     ----------
     spec : str or dict
-        What :meth:`Regularizer.spec` wrote.
+        The JSON value.
 
     Returns
     -------
     Regularizer
-        The regularizer.
 
     Raises
     ------

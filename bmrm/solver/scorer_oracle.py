@@ -5,7 +5,7 @@ replaced by a scorer (:mod:`bmrm.scorers`): R(θ) = (1/n_terms) Σ_q l(h_θ(X_q)
 sample weights, their weighted mean) and its gradient, the scorer's vector-Jacobian product
 of ∂l/∂f. With a scorer that is not linear, or with a loss that is not convex, R is not
 convex and the bundle method's cutting planes are not lower bounds. :func:`fit_nonconvex`
-then minimises lam/2‖θ‖² + R(θ) either with scipy's L-BFGS-B (:func:`minimize_lbfgs`, a
+then minimises lam/2‖θ‖² + R(θ) either with L-BFGS (:func:`minimize_lbfgs`, a
 differentiable R) or with the non-convex regularized bundle method
 (:mod:`bmrm.solver.methods.nrbm`, smooth or not). Both find a stationary point (a local minimum in
 practice), certifying nothing about the global one.
@@ -13,20 +13,32 @@ practice), certifying nothing about the global one.
 
 from __future__ import annotations
 
-import time
+import dataclasses
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import OptimizeResult, minimize
 
 from bmrm import exceptions
-from bmrm.scorers import LinearScorer
-from bmrm.solver.loop import minimize_bmrm
+from bmrm.solver.loop import BMRMResult, minimize, minimize_bmrm
+from bmrm.solver.methods import auto_method
+from bmrm.solver.methods.base import SolverOptions
+from bmrm.solver.methods.lbfgs import LBFGS
 from bmrm.solver.methods.nrbm import NRBM
 from bmrm.solver.oracle import RiskOracle
+from bmrm.solver.problem import Capabilities, Problem
+from bmrm.solver.regularizers import make_regularizer
+from bmrm.solver.scorers import LinearScorer
 from losses.validation import check_graded_labels
 
-__all__ = ["ScorerOracle", "check_nonconvex", "fit_nonconvex", "minimize_lbfgs"]
+__all__ = [
+    "NonconvexOptions",
+    "ScorerOracle",
+    "check_nonconvex",
+    "fit_nonconvex",
+    "minimize_lbfgs",
+]
 
 
 class ScorerOracle:
@@ -50,14 +62,11 @@ class ScorerOracle:
         self.scorer = scorer
         self.n_features = scorer.n_params(X.shape[1])
         self.calls = 0
-        self.seconds = 0.0
 
     def __call__(self, theta: np.ndarray):
         """Return ``(R(θ), ∂R/∂θ)``."""
-        start = time.perf_counter()
         R, a = self._risk(np.asarray(theta, dtype=np.float64))
         self.calls += 1
-        self.seconds += time.perf_counter() - start
         return R, a
 
     def _risk(self, theta):
@@ -87,73 +96,45 @@ def minimize_lbfgs(
     max_iter: int = 1000,
     max_time: float | None = None,
     callback=None,
-) -> OptimizeResult:
-    """Minimise J(θ) = lam/2 ‖θ‖² + R(θ) with scipy's L-BFGS-B from ``theta0``.
+) -> BMRMResult:
+    """Minimise J(θ) = lam/2 ‖θ‖² + R(θ) by L-BFGS from ``theta0``.
+
+    :mod:`bmrm.solver.methods.lbfgs` in the loop of every solver
+    (:func:`~bmrm.solver.loop.minimize`).
 
     Parameters
     ----------
     oracle : callable
         ``oracle(theta) -> (R, ∂R/∂θ)``, R differentiable.
-    lam : float >= 0
+    lam : float
+        The L2 constant, >= 0.
     theta0 : ndarray
         Starting point (the warm start).
     tol : float
-        scipy's ``gtol`` (largest gradient entry); ``ftol`` (relative decrease) is tol².
+        The largest gradient entry at which it stops (and tol² the relative decrease of J,
+        as scipy's L-BFGS-B with ``gtol = tol`` and ``ftol = tol²``).
     max_iter : int
         Iteration cap.
     max_time : float or None
-        Seconds; the run stops after the first iteration past the budget.
+        Seconds, numba's compilation excluded.
     callback : callable or None
-        Called after each iteration with an ``OptimizeResult`` of the current state (``x``,
-        θ; ``fun``, J there; ``nit``; ``elapsed`` seconds; ``method``), as the bundle
-        methods pass their ``BMRMResult``; raise ``StopIteration`` to stop.
+        ``callback(intermediate_result)`` after each iteration, as for the bundle methods;
+        raise ``StopIteration`` to stop.
 
     Returns
     -------
-    OptimizeResult
-        scipy's result (``x``, ``fun``, ``jac``, ``success``, ``status``, ``message``,
-        ``nit``, ``nfev``) plus ``method = "L-BFGS-B"``, ``risk`` (R at x), ``fun0`` (J at
-        the start), ``elapsed`` and ``oracle_seconds``. No gap: the objective is not convex.
+    BMRMResult
+        ``method = "lbfgs"``, ``gap`` the largest gradient entry at ``x`` (no lower bound:
+        the objective is not convex), ``risk`` (R at x), ``jac`` (∇J at x), ``fun0`` (J at
+        the start).
     """
     theta0 = np.asarray(theta0, dtype=np.float64).copy()
-    start = time.perf_counter()
-
-    def objective(theta):
-        R, a = oracle(theta)
-        return lam * 0.5 * float(theta @ theta) + R, lam * theta + a
-
-    nit = 0
-
-    def on_iteration(intermediate_result):  # scipy passes an OptimizeResult by this name
-        nonlocal nit
-        nit += 1
-        if callback is not None:
-            callback(
-                OptimizeResult(
-                    x=intermediate_result.x.copy(),
-                    fun=float(intermediate_result.fun),
-                    nit=nit,
-                    elapsed=time.perf_counter() - start,
-                    method="L-BFGS-B",
-                )
-            )
-        if max_time is not None and time.perf_counter() - start > max_time:
-            raise StopIteration
-
-    fun0 = objective(theta0)[0]
+    n = theta0.size
+    problem = Problem.of(oracle, make_regularizer("l2", n_features=n), float(lam), n)
     res = minimize(
-        objective,
-        theta0,
-        jac=True,
-        method="L-BFGS-B",
-        callback=on_iteration,
-        options={"maxiter": max_iter, "gtol": tol, "ftol": tol * tol},
-    )
-    res.risk = oracle(res.x)[0]
-    res.method = "L-BFGS-B"
-    res.fun0 = fun0
-    res.elapsed = time.perf_counter() - start
-    res.oracle_seconds = getattr(oracle, "seconds", float("nan"))
+        problem, LBFGS(), w0=theta0, options=SolverOptions(tol=tol), max_iter=max_iter,
+        max_time=max_time, callback=callback,
+    )  # fmt: skip
     return res
 
 
@@ -176,6 +157,37 @@ def _smooth(loss, scorer) -> bool:
     return bool(getattr(loss, "smooth", False)) and not clipped
 
 
+@dataclass(frozen=True)
+class NonconvexOptions:
+    """The tolerances and limits of :func:`fit_nonconvex`.
+
+    Parameters
+    ----------
+    tol : float
+        L-BFGS's largest gradient entry, or NRBM's relative stationarity gap.
+    max_iter : int
+        Iteration cap of each solve.
+    max_time : float or None
+        Seconds of the final solve, numba's compilation excluded.
+    callback : callable or None
+        Called after each iteration of the final solve.
+    linear_tol : float
+        Relative gap of the linear model fitted first for the warm start.
+    bundle_size : int
+        NRBM's bundle capacity.
+    verbose : bool
+        Log the final solve's iterations.
+    """
+
+    tol: float = 1e-6
+    max_iter: int = 1000
+    max_time: float | None = None
+    callback: Callable | None = None
+    linear_tol: float = 1e-3
+    bundle_size: int = 200
+    verbose: bool = False
+
+
 def fit_nonconvex(
     X,
     y,
@@ -185,20 +197,15 @@ def fit_nonconvex(
     *,
     solver: str = "lbfgs",
     w0=None,
-    tol: float = 1e-6,
-    max_iter: int = 1000,
-    max_time: float | None = None,
-    callback=None,
-    linear_tol: float = 1e-3,
-    bundle_size: int = 200,
-    verbose: bool = False,
+    options: NonconvexOptions | None = None,
 ):
     """Train ``scorer`` on a non-convex objective from a warm start; return ``(theta, res)``.
 
-    ``solver`` is ``"lbfgs"`` (:func:`minimize_lbfgs`; smooth objectives only) or
-    ``"nrbm"`` (the non-convex regularized bundle method, :mod:`bmrm.solver.methods.nrbm`, for
-    smooth and non-smooth risks; ``tol`` is then its relative model gap and ``res`` a
-    :class:`~bmrm.solver.loop.BMRMResult` with status 5 at a stationary point).
+    ``options`` (:class:`NonconvexOptions`) holds the tolerances and limits. ``solver`` is
+    ``"lbfgs"`` (:func:`minimize_lbfgs`; smooth objectives only) or ``"nrbm"`` (the
+    non-convex regularized bundle method, :mod:`bmrm.solver.methods.nrbm`, for smooth and
+    non-smooth risks; ``tol`` is then its relative model gap and ``res`` has status 5 at a
+    stationary point); ``res`` is a :class:`~bmrm.solver.loop.BMRMResult` either way.
 
     The start is, in order: ``w0`` when it has one entry per parameter; the warm start of a
     linear ``w0`` (``scorer.from_linear``); else the linear model fitted first with the same
@@ -214,9 +221,41 @@ def fit_nonconvex(
     alone by L-BFGS (lam is ignored) and returns that direction with ‖w‖ = 1; ``res.fun``
     is R there. ``solver="nrbm"`` is refused for it (its master needs lam > 0).
 
-    Raises ``ValueError`` for ``solver="lbfgs"`` with an objective that is not smooth.
+    Parameters
+    ----------
+    X : ndarray or CSR matrix of shape (n_samples, n_features)
+        The data.
+    y : ndarray
+        The targets (for the ridge start of a non-convex loss).
+    prepared : losses.Prepared
+        The loss bound to its validated targets.
+    scorer : scorer object
+        The ranking function (:mod:`bmrm.scorers`).
+    lam : float
+        The L2 constant.
+    solver : {"lbfgs", "nrbm"}
+        The solver.
+    w0 : ndarray or None
+        The start: the scorer's parameters, or linear weights to warm-start from.
+    options : NonconvexOptions or None
+        Tolerances and limits (the defaults when None).
+
+    Returns
+    -------
+    theta : ndarray
+        The trained parameters.
+    res : BMRMResult
+        The final solve's result.
+
+    Raises
+    ------
+    ValueError
+        For ``solver="lbfgs"`` with an objective that is not smooth, or ``"nrbm"`` with a
+        scale-invariant loss.
     """
     loss = prepared.loss
+    options = NonconvexOptions() if options is None else options
+    tol, max_iter, max_time = options.tol, options.max_iter, options.max_time
     if solver not in ("lbfgs", "nrbm"):
         raise ValueError(f"solver must be 'lbfgs' or 'nrbm'; got {solver!r}")
     if solver == "lbfgs" and not _smooth(loss, scorer):
@@ -248,14 +287,17 @@ def fit_nonconvex(
     else:
         if getattr(loss, "convex", True):
             linear_start = minimize_bmrm(
-                RiskOracle(X, prepared), d, lam, tol=linear_tol, max_iter=max_iter
+                RiskOracle(X, prepared), d, lam, tol=options.linear_tol, max_iter=max_iter
             ).x
         else:
             linear_start = ridge_start(X, y, lam)
             if scorer.name != "linear":
+                linear_options = dataclasses.replace(
+                    options, max_time=None, callback=None, verbose=False
+                )
                 linear_start = fit_nonconvex(
                     X, y, prepared, LinearScorer(), lam, solver=solver, w0=linear_start,
-                    tol=tol, max_iter=max_iter, bundle_size=bundle_size,
+                    options=linear_options,
                 )[0]  # fmt: skip
         theta0 = linear_start if scorer.name == "linear" else scorer.from_linear(linear_start)
     if solver == "nrbm":
@@ -268,8 +310,8 @@ def fit_nonconvex(
             warnings.simplefilter("ignore", exceptions.ConvergenceWarning)
             res = minimize_bmrm(
                 oracle, n_params, lam, w0=theta0, method=NRBM(smooth=_smooth(loss, scorer)),
-                tol=tol, max_iter=max_iter, max_time=max_time, callback=callback,
-                bundle_size=bundle_size, verbose=verbose,
+                tol=tol, max_iter=max_iter, max_time=max_time, callback=options.callback,
+                bundle_size=options.bundle_size, verbose=options.verbose,
             )  # fmt: skip
         if res.status == 2:
             warnings.warn(
@@ -289,7 +331,7 @@ def fit_nonconvex(
         tol=tol,
         max_iter=max_iter,
         max_time=max_time,
-        callback=callback,
+        callback=options.callback,
     )
     if invariant and np.any(res.x):
         res.x = res.x / np.linalg.norm(res.x)
@@ -298,19 +340,33 @@ def fit_nonconvex(
     return res.x, res
 
 
-# "auto" for a non-convex objective: L-BFGS where smooth (fewer oracle calls and seconds
-# than NRBM in experiments/bench_nonconvex.py), NRBM otherwise
-_AUTO_SMOOTH = "lbfgs"
-
-
 def check_nonconvex(scorer, loss, y, regularizer, bounds, nonneg, fit_intercept, method):
-    """``(scorer, solver)`` for a non-convex fit (levels set from y; solver "lbfgs" or
-    "nrbm"), or a ValueError naming the option.
+    """The ranking function and the solver of a non-convex fit, or a ValueError naming the option.
 
-    ``method`` None or "auto" picks L-BFGS for a smooth objective and NRBM otherwise;
-    "lbfgs" and "nrbm" (or an :class:`~bmrm.solver.methods.nrbm.NRBM` object) are taken as given;
-    the convex methods ("bmrm", "ls-bmrm", "ocas", other method objects) are refused: their
-    certificate assumes a convex risk.
+    ``method`` None or "auto" is :func:`~bmrm.solver.methods.auto_method` of the non-convex
+    objective (L-BFGS where smooth, NRBM otherwise); "lbfgs" and "nrbm" (or an
+    :class:`~bmrm.solver.methods.nrbm.NRBM` object) are taken as given; the convex methods
+    ("bmrm", "ls-bmrm", "ocas", other method objects) are refused: their certificate
+    assumes a convex risk.
+
+    Parameters
+    ----------
+    scorer : scorer object or None
+        The ranking function (None: linear); an expected-gain scorer without ``n_levels``
+        gets them from ``y``.
+    loss : loss object
+        The loss.
+    y : ndarray
+        The targets.
+    regularizer, bounds, nonneg, fit_intercept :
+        :func:`bmrm.fit`'s arguments, which must keep their defaults.
+    method : str, object or None
+        :func:`bmrm.fit`'s ``method``.
+
+    Returns
+    -------
+    tuple
+        ``(scorer, solver)``, solver "lbfgs" or "nrbm".
     """
     if scorer is None:
         scorer = LinearScorer()
@@ -320,7 +376,8 @@ def check_nonconvex(scorer, loss, y, regularizer, bounds, nonneg, fit_intercept,
     if isinstance(method, NRBM):
         method = "nrbm"
     if method is None or method == "auto":
-        solver = _AUTO_SMOOTH if _smooth(loss, scorer) else "nrbm"
+        objective = Capabilities(convex=False, smooth=_smooth(loss, scorer))
+        solver = auto_method(regularizer, objective)
     elif method in ("lbfgs", "nrbm"):
         solver = method
     else:

@@ -26,7 +26,6 @@ from sklearn.datasets import load_svmlight_file
 
 from bmrm.io import (
     _parse,
-    data_dir,
     dump_query_file,
     dump_svmlight,
     groups_from_qid,
@@ -1262,7 +1261,7 @@ def test_query_file_conflicts_with_qid(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# LETOR folds on synthetic partitions, and data_dir
+# LETOR folds on synthetic partitions
 # ---------------------------------------------------------------------------------------------
 
 
@@ -1338,22 +1337,6 @@ def test_letor_partition_needs_qid(tmp_path):
         dump_svmlight(tmp_path / f"S{k}.txt", np.ones((2, 46)), np.ones(2))
     with pytest.raises(ValueError, match="must have qid"):
         load_letor_fold(tmp_path, 1)
-
-
-def test_data_dir(monkeypatch, tmp_path):
-    from bmrm.io import letor
-
-    monkeypatch.setattr(letor, "_CHECKOUT", tmp_path / "checkout")
-    monkeypatch.delenv("BMRM_DATA", raising=False)
-    assert data_dir() is None
-    assert data_dir(existing=False) == tmp_path / "shared" / "data"
-    (tmp_path / "shared" / "data").mkdir(parents=True)
-    assert data_dir() == tmp_path / "shared" / "data"
-    monkeypatch.setenv("BMRM_DATA", str(tmp_path / "elsewhere"))
-    assert data_dir() is None
-    assert data_dir(existing=False) == tmp_path / "elsewhere"
-    monkeypatch.setenv("BMRM_DATA", str(tmp_path))
-    assert data_dir() == tmp_path
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,8 +12,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def real_data() -> Path:
     """The shared data folder, or skip the calling test with the reason."""
-    from bmrm.io import data_dir
-    from tests._data import missing_data_reason
+    from tests._data import data_dir, missing_data_reason
 
     data = data_dir()
     if data is None:

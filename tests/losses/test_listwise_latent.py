@@ -379,6 +379,8 @@ def test_cccp_steps_decrease_the_objective(seed, name, params):
                 loss, prepared.groups, loss.convexify(f, prepared.targets), prepared.n_terms
             )
             surrogate = RiskOracle(X, fixed)
+            # declared convex, as RiskOracle.convexified declares its surrogates
+            surrogate.convex_surrogate = True
             assert lam * 0.5 * w @ w + surrogate(w)[0] == pytest.approx(J, abs=1e-10)
             res = minimize_bmrm(surrogate, 5, lam, w0=w, tol=1e-6, max_iter=2000)
             J_t = lam * 0.5 * res.x @ res.x + surrogate(res.x)[0]

@@ -42,14 +42,27 @@ Methods
     that are not convex: serious and null steps, planes lowered where they conflict with
     the serious point, and a stationary point (not a certified optimum) at the end. Kept
     out of :data:`METHODS`, the methods with a certified gap on convex risks.
+``"lbfgs"`` (:class:`~bmrm.solver.methods.lbfgs.LBFGS`)
+    Limited-memory BFGS with a strong Wolfe line search (Nocedal & Wright, 2006) for
+    smooth objectives that are not convex (a non-linear ranking function, a smooth loss
+    declaring ``convex = False``): a stationary point, no certificate. :func:`bmrm.fit`
+    takes it for such objectives only (:func:`~bmrm.solver.scorer_oracle.fit_nonconvex`).
+
+Wrappers
+--------
+:class:`CarriedPlanes` starts a solver from the planes of an earlier solve (``bmrm.path``,
+the concave-convex procedure); :class:`bmrm.solver.cccp.CCCP` runs an inner solver on the
+convex surrogates of a latent loss, one subproblem after another, in the same loop.
 
 Per-query cut cache
 -------------------
 :class:`PlainBMRM`, :class:`OCAS`, :class:`LineSearchBMRM` and
 :class:`~bmrm.solver.methods.level.LevelBundle` take ``cut_cache=True`` (or ``"auto"``, or a
-:class:`~bmrm.solver.cut_cache.CutCache` with its options): for per-query losses they keep
-each query's planes from earlier oracle calls and, where the per-query maximum of those planes
-is violated enough at the point the method chose, add it instead of calling the oracle (the
+:class:`~bmrm.solver.cut_cache.CutCache` with its options), which :func:`get_method` turns
+into the wrapper :class:`CutCached` around them (``"auto"``: with an incremental master
+only): for per-query losses it keeps each query's planes from earlier oracle calls and,
+where the per-query maximum of those planes is violated enough at the point the method
+proposes, adds it instead of the method's step and oracle call (the
 constraint cache of SVM^rank's 1-slack solver; :mod:`bmrm.solver.cut_cache`). For example
 ``bmrm.fit(X, y, "ordinal", qid, lam=1e-2, method=PlainBMRM(cut_cache=True))``. Its
 planes are counted in ``n_cache_cuts``, apart from ``nfev``. :class:`PlainBMRM` (``"bmrm"``)
@@ -62,8 +75,10 @@ from __future__ import annotations
 
 from bmrm.solver.methods.base import BundleState, Solver, SolverOptions
 from bmrm.solver.methods.bmrm import PlainBMRM
+from bmrm.solver.methods.cached import CutCached
 from bmrm.solver.methods.carried import CarriedPlanes
 from bmrm.solver.methods.inout import InOut
+from bmrm.solver.methods.lbfgs import LBFGS
 from bmrm.solver.methods.level import LevelBundle
 from bmrm.solver.methods.ls_bmrm import LineSearchBMRM
 from bmrm.solver.methods.newton import NewtonCG, unmet_requirements
@@ -76,7 +91,9 @@ __all__ = [
     "NONCONVEX_METHODS",
     "BundleState",
     "CarriedPlanes",
+    "CutCached",
     "InOut",
+    "LBFGS",
     "LevelBundle",
     "LineSearchBMRM",
     "NRBM",
@@ -88,6 +105,7 @@ __all__ = [
     "auto_method",
     "check_method",
     "get_method",
+    "with_cut_cache",
 ]
 
 METHODS = {
@@ -103,13 +121,27 @@ NONCONVEX_METHODS = {"nrbm": NRBM}
 
 
 def check_method(method, *, lbfgs: bool = True) -> None:
-    """Raise unless ``method`` is None, a method name (``"auto"``, one of :data:`METHODS`
-    or :data:`NONCONVEX_METHODS`, and ``"lbfgs"`` when ``lbfgs``) or an object with a
-    ``step(state)`` method; :func:`bmrm.fit` calls it with its other argument checks.
+    """Refuse a ``method`` that names no solver, before any work.
 
-    A method class (``PlainBMRM`` for ``PlainBMRM()``) is refused with a ``TypeError`` that
-    asks for an instance: its ``step`` is a function of two arguments, which the loop would
-    call with one.
+    ``method`` must be None, a method name (``"auto"``, one of :data:`METHODS` or
+    :data:`NONCONVEX_METHODS`, and ``"lbfgs"`` when ``lbfgs``) or an object with a
+    ``step(state)`` method; :func:`bmrm.fit` calls it with its other argument checks. A method
+    class (``PlainBMRM`` for ``PlainBMRM()``) is refused with a ``TypeError`` that asks for an
+    instance: its ``step`` is a function of two arguments, which the loop would call with one.
+
+    Parameters
+    ----------
+    method : str, object or None
+        The ``method`` argument.
+    lbfgs : bool
+        Whether ``"lbfgs"`` is a valid name here.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name.
+    TypeError
+        For an object without ``step``, or a class.
     """
     names = ["auto"] + sorted(METHODS) + sorted(NONCONVEX_METHODS) + (["lbfgs"] if lbfgs else [])
     if method is None:
@@ -134,19 +166,48 @@ def check_method(method, *, lbfgs: bool = True) -> None:
 
 
 def auto_method(regularizer, capabilities: Capabilities | None = None) -> str:
-    """The method ``"auto"`` stands for: one function of the problem (its regularizer and
-    the risk's declared capabilities), as measured (``experiments/bench_iterations.py`` and
-    ``experiments/bench_l1.py``): the level bundle method for L2 without bounds (the QP
-    master), in-out cutting planes for L1 without bounds (faster than plain BMRM on
-    ``experiments/bench_l1.py``'s MQ2008 grid, its linear-programme master dominating),
-    plain BMRM otherwise (elastic net, bounds, callable regularizers: not measured).
-    ``capabilities`` None is a convex risk with nothing more.
+    """The method ``"auto"`` stands for: one function of the problem.
 
-    Newton-CG for L2 without bounds when the risk is convex, smooth and offers
-    Hessian-vector products (the squared, logistic, listwise squared, RankNet and ListNet
-    losses, the squared pairwise hinges): on ``experiments/bench_newton.py``'s synthetic
-    sets it reaches the relative gap 1e-3 in less CPU time than the level bundle method
-    (the results page of the documentation)."""
+    It reads the problem's regularizer and the risk's declared capabilities (``None``: a
+    convex risk with nothing more).
+
+    Parameters
+    ----------
+    regularizer : Regularizer
+        The problem's regularizer (:mod:`bmrm.solver.regularizers`).
+    capabilities : Capabilities or None
+        The risk's (:func:`bmrm.solver.problem.capabilities`).
+
+    Returns
+    -------
+    str
+        In this order:
+
+        * ``"cccp"`` for a latent risk (a difference of convex functions,
+          ``capabilities.latent``): the concave-convex procedure
+          (:class:`bmrm.solver.cccp.CCCP`), whose subproblems are convex and take this
+          function's choice in turn;
+        * for a risk that is not convex (a non-linear ranking function, a loss declaring
+          ``convex = False``): ``"lbfgs"`` where it is smooth (fewer oracle calls and seconds
+          than NRBM in ``experiments/bench_nonconvex.py``), ``"nrbm"`` otherwise; both find
+          a stationary point without a certificate;
+        * ``"newton"`` for L2 without bounds when the risk is convex, smooth and offers
+          Hessian-vector products (the squared, logistic, listwise squared, RankNet and
+          ListNet losses, the squared pairwise hinges): on ``experiments/bench_newton.py``'s
+          synthetic sets it reached the relative gap 1e-3 in 2.1–5.4 times less CPU time
+          than the level bundle method (``experiments/RESULTS.md``, "Newton-CG against
+          LIBLINEAR-RankSVM and scikit-learn");
+        * ``"level"`` for L2 without bounds otherwise (the QP master);
+        * ``"inout"`` for L1 without bounds (3.3–3.6 times less time than plain BMRM over
+          ``experiments/bench_l1.py``'s MQ2008 grid at tol 1e-6, its linear-programme
+          master dominating);
+        * ``"bmrm"`` otherwise (elastic net, bounds, callable regularizers: not measured).
+    """
+    caps = Capabilities() if capabilities is None else capabilities
+    if caps.latent:
+        return "cccp"
+    if not caps.convex:
+        return "lbfgs" if caps.smooth else "nrbm"
     if regularizer.qp and capabilities is not None and not unmet_requirements(capabilities):
         return "newton"
     if regularizer.qp:
@@ -157,15 +218,35 @@ def auto_method(regularizer, capabilities: Capabilities | None = None) -> str:
 
 
 def get_method(method) -> Solver:
-    """A solver from a name in :data:`METHODS` or :data:`NONCONVEX_METHODS`, an object with
-    ``step``, or None (plain BMRM; :func:`~bmrm.solver.loop.minimize_bmrm` resolves its
-    default ``"auto"`` before calling this)."""
+    """The solver for a ``method`` argument.
+
+    A name in :data:`METHODS` or :data:`NONCONVEX_METHODS`, an object following the protocol,
+    an object with only ``step`` (run as a certifying bundle method), or None (plain BMRM;
+    :func:`~bmrm.solver.loop.minimize_bmrm` resolves its default ``"auto"`` before calling
+    this). A built-in bundle method with its ``cut_cache`` option on comes wrapped in
+    :class:`CutCached` (:func:`with_cut_cache`).
+
+    Parameters
+    ----------
+    method : str, object or None
+        The ``method`` argument.
+
+    Returns
+    -------
+    Solver
+    """
     if method is None:
         return PlainBMRM()
     names = ["auto"] + sorted(METHODS) + sorted(NONCONVEX_METHODS)
     if isinstance(method, str):
         if method in NONCONVEX_METHODS:
             return NONCONVEX_METHODS[method]()
+        if method == "cccp":
+            raise ValueError(
+                "the concave-convex procedure trains a latent loss: use bmrm.fit or "
+                "bmrm.solver.cccp.minimize_cccp (or pass bmrm.solver.cccp.CCCP(...) as the "
+                "method)"
+            )
         if method == "lbfgs":
             raise ValueError(
                 "method='lbfgs' fits smooth non-convex objectives only (a non-linear scorer "
@@ -177,11 +258,34 @@ def get_method(method) -> Solver:
                 f"method must be one of {names} or an object with a step(state) method; "
                 f"got {method!r}"
             )
-        return METHODS[method]()
+        return with_cut_cache(METHODS[method]())
     check_method(method, lbfgs=False)
     if not callable(getattr(method, "init", None)):
         return StepOnly(method)
-    return method
+    return with_cut_cache(method)
+
+
+def with_cut_cache(solver: Solver) -> Solver:
+    """The solver wrapped in :class:`CutCached` where its ``cut_cache`` option asks.
+
+    One of the package's bundle methods with its ``cut_cache`` option on is wrapped; any
+    other solver is returned as it is.
+
+    Parameters
+    ----------
+    solver : Solver
+        A solver.
+
+    Returns
+    -------
+    Solver
+    """
+    if isinstance(solver, PlainBMRM | OCAS | LevelBundle) and solver.cut_cache not in (
+        None,
+        False,
+    ):
+        return CutCached(solver, solver.cut_cache)
+    return solver
 
 
 class StepOnly:

@@ -48,10 +48,20 @@ __all__ = ["BundleState", "Solver", "SolverOptions", "State"]
 
 @dataclass(frozen=True)
 class SolverOptions:
-    """What :func:`~bmrm.solver.loop.minimize` hands every solver's ``init``: the stopping
-    tolerances (a solver with its own stopping measure uses them), and for the bundle
-    methods the master problem (``master``, ``cvxpy_solver``; :func:`make_master`) and the
-    bundle's capacity and pruning age (:class:`~bmrm.solver.bundle.Bundle`)."""
+    """What :func:`~bmrm.solver.loop.minimize` hands every solver's ``init``.
+
+    Parameters
+    ----------
+    tol, atol : float
+        The stopping tolerances (relative and absolute; a solver with its own stopping
+        measure uses them).
+    master : str
+        The bundle methods' master problem (:func:`~bmrm.solver.masters.make_master`).
+    bundle_size, max_idle : int
+        The bundle's capacity and pruning age (:class:`~bmrm.solver.bundle.Bundle`).
+    cvxpy_solver : str or None
+        The cvxpy master's solver.
+    """
 
     tol: float = 1e-3
     atol: float = 0.0
@@ -62,25 +72,73 @@ class SolverOptions:
 
 
 class Solver(Protocol):
-    """The solver protocol (module docstring)."""
+    """The solver protocol (module docstring).
+
+    Parameters
+    ----------
+    *args, **kwargs
+        A solver's own options.
+    """
 
     name: str
     certifies: bool
 
-    def check(self, problem: Problem) -> None: ...
+    def check(self, problem: Problem) -> None:
+        """Raise ``ValueError`` when the solver cannot run on ``problem``.
 
-    def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> Any: ...
+        Parameters
+        ----------
+        problem : Problem
+            The problem to solve.
+        """
 
-    def step(self, state) -> None: ...
+    def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> Any:
+        """The solver's typed state at ``w0``.
 
-    def finish(self, state, result): ...
+        Parameters
+        ----------
+        problem : Problem
+            The problem to solve.
+        w0 : ndarray
+            The starting point, in the regularizer's domain.
+        options : SolverOptions
+            The loop's options.
+
+        Returns
+        -------
+        State
+        """
+
+    def step(self, state) -> None:
+        """One iteration, updating ``state`` in place.
+
+        Parameters
+        ----------
+        state : State
+            The solver's state.
+        """
+
+    def finish(self, state, result):
+        """The result with the solver's own figures added.
+
+        Parameters
+        ----------
+        state : State
+            The final state.
+        result : BMRMResult
+            The loop's result.
+
+        Returns
+        -------
+        BMRMResult
+        """
 
 
 @dataclass(eq=False)
 class State:
     """What every solver's state holds, and what :func:`~bmrm.solver.loop.minimize` reads.
 
-    Attributes
+    Parameters
     ----------
     problem : Problem
         The oracle (counting its calls), the regularizer, lam and the risk's capabilities;
@@ -96,6 +154,7 @@ class State:
         The lowest objective among the points evaluated in the current iteration (the
         loop resets it to inf before each step).
     nit : int
+        Iterations so far.
     n_cache_cuts : int
         Iterations that took a plane from a cut cache instead of calling the oracle
         (:mod:`bmrm.solver.cut_cache`); not counted in ``nfev`` nor toward ``max_iter``.
@@ -116,32 +175,41 @@ class State:
 
     @property
     def oracle(self):
+        """The problem's counting oracle."""
         return self.problem.oracle
 
     @property
     def lam(self) -> float:
+        """The problem's regularization constant."""
         return self.problem.lam
 
     @property
     def regularizer(self):
+        """The problem's regularizer."""
         return self.problem.regularizer
 
     @property
     def nfev(self) -> int:
+        """Risk evaluations so far (the counting oracle's)."""
         return self.problem.oracle.nfev
 
     @property
     def n_passes(self) -> int:
+        """Products with X so far (the counting oracle's)."""
         return self.problem.oracle.n_passes
 
     @property
     def oracle_seconds(self) -> float:
+        """Seconds inside the oracle so far (the counting oracle's)."""
         return self.problem.oracle.seconds
 
     @property
     def stop_gap(self) -> float:
-        """What the loop compares with its tolerances: best_J − lower_bound for a
-        certifying solver; a solver without a certificate defines its own measure."""
+        """What the loop compares with its tolerances.
+
+        best_J − lower_bound for a certifying solver; a solver without a certificate
+        defines its own measure.
+        """
         return self.best_J - self.lower_bound
 
     @property
@@ -151,32 +219,115 @@ class State:
 
     @property
     def n_aggregations(self) -> int:
+        """Plane aggregations of a full bundle (0 for a solver without a bundle)."""
         return 0
 
     def J_of(self, w: np.ndarray, R: float) -> float:
-        """J(w) = lam·Ω(w) + R."""
+        """The objective J(w) = lam·Ω(w) + R.
+
+        Parameters
+        ----------
+        w : ndarray
+            The point.
+        R : float
+            The risk at w.
+
+        Returns
+        -------
+        float
+        """
         return self.problem.objective(w, R)
 
     def record(self, w: np.ndarray, J: float) -> None:
-        """Count an evaluated point for the best iterate."""
+        """Count an evaluated point for the best iterate.
+
+        Parameters
+        ----------
+        w : ndarray
+            The point.
+        J : float
+            Its objective.
+        """
         self.last_J = min(self.last_J, J)
         if J < self.best_J:
             self.best_J, self.best_w = J, w
+
+    def check_step(self, certifies: bool) -> None:
+        """Raise after a step that went wrong.
+
+        ``FloatingPointError`` when the best objective is not finite; for a certifying
+        solver, ``ValueError`` when the lower bound exceeds an evaluated objective by more
+        than rounding (the bound comes from planes, so one of them over-estimates the risk
+        somewhere and the oracle's gradient is not a subgradient).
+
+        Parameters
+        ----------
+        certifies : bool
+            Whether the solver certifies its lower bound.
+        """
+        best_J, gap = self.best_J, self.stop_gap
+        if not math.isfinite(best_J):
+            raise FloatingPointError(
+                f"the objective is not finite (J = {best_J}) at iteration {self.nit}: the "
+                "features or targets are too large for float64; rescale them"
+            )
+        if certifies and gap < -self.problem.rounding * (1.0 + abs(best_J)):
+            raise ValueError(
+                f"the certified lower bound {self.lower_bound:.6g} exceeds the objective "
+                f"{best_J:.6g} of an evaluated point (gap {gap:.3e}): the oracle's "
+                "gradient is not a subgradient of its risk (check its sign and scale)"
+            )
+
+    def stop_status(self, tol: float, atol: float) -> int:
+        """The loop's status after a step.
+
+        0 when ``stop_gap`` <= tol·|J(best)|, 1 when it is <= atol, else 2 (go on). A
+        solver with another stopping rule overrides it.
+
+        Parameters
+        ----------
+        tol, atol : float
+            The relative and absolute tolerances.
+
+        Returns
+        -------
+        int
+        """
+        gap = self.stop_gap
+        if gap <= tol * abs(self.best_J):
+            return 0
+        return 1 if gap <= atol else 2
+
+    def settle(self) -> None:
+        """Bring ``best_w`` and ``best_J`` up to date when the loop stops.
+
+        A solver whose iterates are settled by a last evaluation overrides it; by default it
+        does nothing.
+        """
 
 
 @dataclass(eq=False)
 class BundleState(State):
     """The state of a bundle method: :class:`State` and what a bundle method keeps.
 
-    Attributes
+    Parameters
     ----------
+    problem, w0, best_w, best_J, lower_bound, last_J, nit, n_cache_cuts : see State
+        As for :class:`State`.
+    master_seconds, cache_seconds : float
+        As for :class:`State`.
     bundle : Bundle
+        The cutting planes.
     master : Master
         The master problem (``solve(bundle, accuracy) -> (w, lower, alpha)``).
     w_master : ndarray or None
         The last master minimiser.
     cache : CutCache or None
-        The per-query cut cache bound to this fit's oracle (:mod:`bmrm.solver.cut_cache`).
+        The per-query cut cache bound to this fit's oracle (:mod:`bmrm.solver.cut_cache`),
+        set by :class:`~bmrm.solver.methods.cached.CutCached`.
+    proposed : ndarray or None
+        The point the next step evaluates, when its ``proposal`` computed it already (the
+        level method's projection); a cache cut taken instead clears it.
     master_rtol : float
         The master problem is solved to within this fraction of the current gap (its
         objective's absolute tolerance; 0: to the solver's own precision). Its optimum's
@@ -187,12 +338,15 @@ class BundleState(State):
     slope_checked : bool
         Whether a user's subgradient has been checked against the risk along a line
         (:meth:`check_slope`, at most once per fit).
+    buffers : dict
+        Work arrays by name (:meth:`buffer`).
     """
 
     bundle: Bundle | None = None
     master: Master | None = None
     w_master: np.ndarray | None = None
     cache: Any = None
+    proposed: np.ndarray | None = None
     master_rtol: float = 1e-3
     zero_checked: bool = False
     slope_checked: bool = False
@@ -200,7 +354,23 @@ class BundleState(State):
 
     @classmethod
     def start(cls, problem: Problem, w0: np.ndarray, options: SolverOptions, **fields):
-        """A fresh state at ``w0``: an empty bundle and the master ``options`` ask for."""
+        """A fresh state at ``w0``: an empty bundle and the master ``options`` ask for.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem to solve.
+        w0 : ndarray
+            The starting point.
+        options : SolverOptions
+            The loop's options.
+        **fields
+            Further fields of the state.
+
+        Returns
+        -------
+        BundleState
+        """
         master = make_master(
             options.master, problem.regularizer, problem.lam, problem.n_features,
             options.bundle_size, options.cvxpy_solver,
@@ -209,8 +379,22 @@ class BundleState(State):
         return cls(problem=problem, bundle=bundle, master=master, w0=w0, best_w=w0, **fields)
 
     def buffer(self, name: str, like: np.ndarray) -> np.ndarray:
-        """A work array shaped like ``like``, allocated once per fit (allocating n-sized
-        arrays on every call costs page faults comparable to a pass over X)."""
+        """A work array shaped like ``like``, allocated once per fit.
+
+        Allocating n-sized arrays on every call costs page faults comparable to a pass over
+        X.
+
+        Parameters
+        ----------
+        name : str
+            The array's name.
+        like : ndarray
+            Its shape and dtype.
+
+        Returns
+        -------
+        ndarray
+        """
         buf = self.buffers.get(name)
         if buf is None or buf.shape != like.shape:
             buf = self.buffers[name] = np.empty_like(like)
@@ -218,24 +402,50 @@ class BundleState(State):
 
     @property
     def gap(self) -> float:
+        """The certified gap J(best) − lower bound."""
         return self.best_J - self.lower_bound
 
     @property
     def bundle_size(self) -> int:
+        """Planes held."""
         return self.bundle.size
 
     @property
     def n_aggregations(self) -> int:
+        """Plane aggregations of the full bundle."""
         return self.bundle.n_aggregations
 
     def model_value(self, w: np.ndarray, k: int | None = None) -> float:
-        """The bundle's model of R at w, max_{i<k} ⟨a_i, w⟩ + b_i (all planes by default),
-        by einsum's own loop (a BLAS product would wake BLAS's thread pool)."""
+        """The bundle's model of R at w, max_{i<k} ⟨a_i, w⟩ + b_i.
+
+        By einsum's own loop (a BLAS product would wake BLAS's thread pool).
+
+        Parameters
+        ----------
+        w : ndarray
+            The point.
+        k : int or None
+            The first k planes only (all by default).
+
+        Returns
+        -------
+        float
+        """
         return self.bundle.model_value(w, k)
 
     def check_risk(self, w: np.ndarray, R: float) -> None:
-        """Raise if the planes over-estimate the risk R at ``w``: every plane must lie below
-        R (the subgradient inequality), so this means a wrong subgradient. O(k·d)."""
+        """Raise ``ValueError`` if the planes over-estimate the risk R at ``w``.
+
+        Every plane must lie below R (the subgradient inequality), so this means a wrong
+        subgradient. O(k·d).
+
+        Parameters
+        ----------
+        w : ndarray
+            An evaluated point.
+        R : float
+            The risk there.
+        """
         bundle = self.bundle
         k = bundle.size
         # einsum's own loop: a BLAS product would wake BLAS's thread pool (see products)
@@ -249,10 +459,25 @@ class BundleState(State):
                 "of its risk (check its sign and scale)"
             )
 
-    def evaluate(self, w: np.ndarray, cut: bool = True, cache=None):
-        """One oracle call at ``w`` (two passes over X); adds its plane to the bundle when
-        ``cut``, and its per-query planes to ``cache`` (a bound, active
-        :class:`~bmrm.solver.cut_cache.CutCache`) when given. Returns ``(J, R, a)``."""
+    def evaluate(self, w: np.ndarray, cut: bool = True):
+        """One oracle call at ``w`` (two passes over X), checked and recorded.
+
+        Its plane joins the bundle when ``cut``, and its per-query planes the state's cut
+        cache when one is active (:class:`~bmrm.solver.methods.cached.CutCached`).
+
+        Parameters
+        ----------
+        w : ndarray
+            The point.
+        cut : bool
+            Add the plane to the bundle.
+
+        Returns
+        -------
+        tuple
+            ``(J, R, a)``: the objective, the risk and its subgradient at ``w``.
+        """
+        cache = self.cache
         if cache is not None and cache.active:
             R, a = cache.oracle_cut(self, w)
         else:
@@ -265,9 +490,44 @@ class BundleState(State):
             self.bundle.add(a, R - float(a @ w))
         return J, R, a
 
+    def cut_at(self, w: np.ndarray, f: np.ndarray):
+        """The oracle's risk and subgradient at ``w`` from its scores ``f`` (one pass).
+
+        Its per-query planes go to the state's cut cache when one is active; the caller
+        checks and records the evaluation.
+
+        Parameters
+        ----------
+        w : ndarray
+            The point.
+        f : ndarray
+            Its scores X w.
+
+        Returns
+        -------
+        tuple
+            ``(R, a)``.
+        """
+        cache = self.cache
+        if cache is not None and cache.active:
+            return cache.oracle_cut(self, w, f)
+        return self.oracle.cut_at(f)
+
     def check_subgradient(self, w: np.ndarray, R: float, a: np.ndarray) -> None:
-        """A user's subgradient at an evaluated point, probed once per fit against its risk
-        nearby: :meth:`check_zero_subgradient` when it is zero, else :meth:`check_slope`."""
+        """Probe a user's subgradient at an evaluated point against its risk nearby.
+
+        Once per fit: :meth:`check_zero_subgradient` when it is zero, else
+        :meth:`check_slope`.
+
+        Parameters
+        ----------
+        w : ndarray
+            The point.
+        R : float
+            The risk there.
+        a : ndarray
+            The oracle's subgradient there.
+        """
         if a.any():
             self.check_slope(w, R, a)
         else:
@@ -283,6 +543,20 @@ class BundleState(State):
         directions, both ways, at four step lengths (16 calls, at most once per fit;
         not for the package's own losses, which are exact); a value lower by more than
         rounding raises ``ValueError``.
+
+        Parameters
+        ----------
+        w : ndarray
+            An evaluated point.
+        R : float
+            The risk there.
+        a : ndarray
+            The oracle's subgradient there.
+
+        Raises
+        ------
+        ValueError
+            When the risk nearby disproves the subgradient.
         """
         if R <= 0.0 or self.zero_checked or a.any():
             return
@@ -335,6 +609,20 @@ class BundleState(State):
         direction, both ways, at three step lengths (6 calls; not for the package's own
         losses); a value below the plane by more than rounding raises ``ValueError``.
         Small steps see a wrong slope where R is close to linear, large ones where it bends.
+
+        Parameters
+        ----------
+        w : ndarray
+            An evaluated point.
+        R : float
+            The risk there.
+        a : ndarray
+            The oracle's subgradient there.
+
+        Raises
+        ------
+        ValueError
+            When the risk along the line disproves the subgradient.
         """
         if self.slope_checked:
             return
@@ -364,8 +652,13 @@ class BundleState(State):
                     )
 
     def solve_master(self) -> np.ndarray:
-        """Minimise the regularized cutting-plane model; raises the lower bound to its
-        optimum and returns its minimiser (also kept in ``w_master``)."""
+        """Minimise the regularized cutting-plane model and raise the lower bound to its optimum.
+
+        Returns
+        -------
+        ndarray
+            Its minimiser (also kept in ``w_master``).
+        """
         t1 = time.perf_counter()
         # the master's own error need not be below a small fraction of the gap
         accuracy = self.master_rtol * self.gap if math.isfinite(self.lower_bound) else 0.0

@@ -8,7 +8,7 @@ import numbers
 
 import numpy as np
 
-from bmrm.solver.cut_cache import bound_cache, make_cut_cache
+from bmrm.solver.cut_cache import make_cut_cache
 from bmrm.solver.methods.base import BundleState, SolverOptions
 from bmrm.solver.problem import Problem
 
@@ -16,8 +16,9 @@ __all__ = ["PlainBMRM"]
 
 
 class PlainBMRM:
-    """Plain BMRM: evaluate the risk at the master problem's minimiser (Teo et al., JMLR
-    2010, Algorithm 1). One oracle call (two passes over X) per iteration.
+    """Plain BMRM: evaluate the risk at the master problem's minimiser.
+
+    Teo et al., JMLR 2010, Algorithm 1. One oracle call (two passes over X) per iteration.
 
     Parameters
     ----------
@@ -44,12 +45,12 @@ class PlainBMRM:
     name = "bmrm"
     certifies = True
     # subclasses that do not call __init__ run without a cache, at the loop's master accuracy
-    cache = None
-    _cache_required = False
+    cut_cache = False
     master_rtol = None
 
     def __init__(self, cut_cache="auto", master_rtol: float | None = None):
-        self.cache, self._cache_required = make_cut_cache(cut_cache)
+        make_cut_cache(cut_cache)  # checked now, used by CutCached (get_method)
+        self.cut_cache = cut_cache
         if master_rtol is not None and not (
             isinstance(master_rtol, numbers.Real)
             and not isinstance(master_rtol, bool)
@@ -59,26 +60,73 @@ class PlainBMRM:
         self.master_rtol = None if master_rtol is None else float(master_rtol)
 
     def finish(self, state: BundleState, result):
+        """The loop's result as it is: no figures of its own.
+
+        Parameters
+        ----------
+        state : BundleState
+            The final state.
+        result : BMRMResult
+            The loop's result.
+
+        Returns
+        -------
+        BMRMResult
+        """
         return result
 
     def check(self, problem: Problem) -> None:
+        """Accept every problem (the regularizer answers the method's questions).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem to solve.
+        """
         pass
 
     def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> BundleState:
+        """The state at ``w0``, with an empty bundle.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem to solve.
+        w0 : ndarray
+            The starting point.
+        options : SolverOptions
+            The loop's options.
+
+        Returns
+        -------
+        BundleState
+        """
         state = BundleState.start(problem, w0, options)
-        # "auto": with a master whose solves are incremental only (the dual QP; measured
-        # there: every cache cut costs a master solve)
-        auto = not self._cache_required
-        if self.cache is not None and not (auto and not state.master.incremental):
-            state.cache = bound_cache(self.cache, state.oracle, self._cache_required)
         if self.master_rtol is not None:
             state.master_rtol = self.master_rtol
         return state
 
+    def proposal(self, state: BundleState) -> np.ndarray:
+        """The point the next step evaluates: the master minimiser (``w0`` first).
+
+        Parameters
+        ----------
+        state : BundleState
+            The current state.
+
+        Returns
+        -------
+        ndarray
+        """
+        return state.w0 if state.w_master is None else state.w_master
+
     def step(self, state: BundleState) -> None:
-        w = state.w0 if state.w_master is None else state.w_master
-        if state.cache is not None and state.cache.try_cut(state, w):
-            state.solve_master()
-            return
-        state.evaluate(w, cache=state.cache)
+        """One iteration (class docstring).
+
+        Parameters
+        ----------
+        state : BundleState
+            Updated in place.
+        """
+        state.evaluate(self.proposal(state))
         state.solve_master()

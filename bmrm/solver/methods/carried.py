@@ -12,10 +12,10 @@ __all__ = ["CarriedPlanes"]
 
 
 class CarriedPlanes:
-    """A solver that runs ``method`` from a bundle carried in from an earlier solve.
+    """A solver run from a bundle carried in from an earlier solve.
 
-    Or from an empty one; after a solve, ``bundle`` is that solve's final bundle, for the
-    next to carry on.
+    It runs ``method`` from that bundle, or an empty one; after a solve, ``bundle`` is that
+    solve's final bundle, for the next to carry on.
 
     Valid wherever the planes a_i, b_i under-estimate the next solve's risk: the same risk
     at another lam (R(w) >= <a_i, w> + b_i is a property of R alone, ``bmrm.path``), or the
@@ -25,9 +25,9 @@ class CarriedPlanes:
     Parameters
     ----------
     method : Solver
-        The bundle method to run (its state has a ``bundle``).
+        The solver to run.
     bundle : Bundle or None
-        The planes to start from; None for the method's own empty bundle.
+        The planes to start from.
     """
 
     def __init__(self, method: Solver, bundle: Bundle | None):
@@ -37,37 +37,30 @@ class CarriedPlanes:
         self.certifies = method.certifies
 
     def check(self, problem: Problem) -> None:
-        """Refuse what the wrapped method refuses.
+        """The wrapped solver's check.
 
         Parameters
         ----------
         problem : Problem
-            The problem of the fit.
-
-        Raises
-        ------
-        ValueError
-            When the wrapped method's ``check`` does.
+            The problem to solve.
         """
         self.method.check(problem)
 
     def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions):
-        """Return the wrapped method's state at w0, with the carried bundle in it.
+        """The state at ``w0``, with the carried bundle.
 
         Parameters
         ----------
         problem : Problem
-            The problem of the fit.
-        w0 : ndarray of shape (n_weights,)
+            The problem to solve.
+        w0 : ndarray
             The starting point.
         options : SolverOptions
-            The loop's options, for the wrapped method.
+            The loop's options.
 
         Returns
         -------
         BundleState
-            The wrapped method's state, its bundle replaced by the carried one (when there
-            is one).
         """
         state = self.method.init(problem, w0, options)
         if self.bundle is not None:
@@ -75,17 +68,17 @@ class CarriedPlanes:
         return state
 
     def step(self, state) -> None:
-        """Take one iteration of the wrapped method.
+        """One iteration of the wrapped solver.
 
         Parameters
         ----------
         state : BundleState
-            The wrapped method's state, updated in place.
+            Updated in place.
         """
         self.method.step(state)
 
     def finish(self, state, result):
-        """Keep the final bundle for the next solve and let the wrapped method finish.
+        """Keep the final bundle for the next solve; the wrapped solver's figures.
 
         Parameters
         ----------
@@ -97,7 +90,6 @@ class CarriedPlanes:
         Returns
         -------
         BMRMResult
-            What the wrapped method's ``finish`` returns.
         """
         self.bundle = state.bundle
         return self.method.finish(state, result)

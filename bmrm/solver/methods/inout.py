@@ -12,7 +12,9 @@ __all__ = ["InOut"]
 
 
 class InOut:
-    """The in-out cutting-plane method: cut between the best point and the master minimiser.
+    """The in-out cutting-plane method (Ben-Ameur & Neto, Networks 49, 2007).
+
+    It cuts between the best point and the master's minimiser, without a line search.
 
     The method of Ben-Ameur & Neto (Networks 49, 2007), without a line search.
 
@@ -51,7 +53,7 @@ class InOut:
         self.mu = check_mu(mu)
 
     def finish(self, state: BundleState, result):
-        """Return the result unchanged: the in-out method adds no figures of its own.
+        """The loop's result as it is: no figures of its own.
 
         Parameters
         ----------
@@ -63,55 +65,44 @@ class InOut:
         Returns
         -------
         BMRMResult
-            ``result``.
         """
         return result
 
     def check(self, problem: Problem) -> None:
-        """Accept every problem: the method needs nothing beyond the bundle's master.
+        """Accept every problem (the regularizer answers the method's questions).
 
         Parameters
         ----------
         problem : Problem
-            The problem of the fit.
+            The problem to solve.
         """
         pass
 
     def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> BundleState:
-        """Return the state at w0: an empty bundle and the master the options ask for.
+        """The state at ``w0``, with an empty bundle.
 
         Parameters
         ----------
         problem : Problem
-            The problem of the fit.
-        w0 : ndarray of shape (n_weights,)
-            The starting point (the first in point).
+            The problem to solve.
+        w0 : ndarray
+            The starting point.
         options : SolverOptions
-            The loop's master and bundle settings.
+            The loop's options.
 
         Returns
         -------
         BundleState
-            The state, not yet evaluated.
         """
         return BundleState.start(problem, w0, options)
 
     def step(self, state: BundleState) -> None:
-        """Take one iteration: cut at w_b + mu·(w_c − w_b), then solve the master.
-
-        The first iteration evaluates w0 instead. The evaluation's plane is checked
-        against the risk at the best point, on which the progress argument rests.
+        """One iteration (class docstring).
 
         Parameters
         ----------
         state : BundleState
-            The state, updated in place.
-
-        Raises
-        ------
-        ValueError
-            When the new plane lies above the risk at the best point (the oracle's gradient
-            is not a subgradient of its risk).
+            Updated in place.
         """
         if state.w_master is None:
             state.evaluate(state.w0)

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bmrm.solver.cut_cache import bound_cache, make_cut_cache
+from bmrm.solver.cut_cache import make_cut_cache
 from bmrm.solver.masters import QPMaster
 from bmrm.solver.methods.base import BundleState, SolverOptions
 from bmrm.solver.problem import Problem
@@ -50,9 +50,29 @@ __all__ = ["LevelBundle", "LevelState"]
 
 @dataclass(eq=False)
 class LevelState(BundleState):
-    """:class:`BundleState` and the level method's own: the last iterate ``x`` (None
-    before the first), the last multiplier ``s`` of the projection, the QP master that
-    solves the projections (its own active-set factor), and their count."""
+    """The level method's state: :class:`BundleState` and the level method's own.
+
+    Parameters
+    ----------
+    problem, w0, best_w, best_J, lower_bound, last_J, nit, n_cache_cuts : see State
+        As for :class:`~bmrm.solver.methods.base.State`.
+    master_seconds, cache_seconds : float
+        As for :class:`~bmrm.solver.methods.base.State`.
+    bundle, master, w_master, cache, proposed, master_rtol : see BundleState
+        As for :class:`~bmrm.solver.methods.base.BundleState`.
+    zero_checked, slope_checked : bool
+        As for :class:`~bmrm.solver.methods.base.BundleState`.
+    buffers : dict
+        As for :class:`~bmrm.solver.methods.base.BundleState`.
+    x : ndarray or None
+        The last iterate (None before the first).
+    s : float
+        The last multiplier of the projection.
+    projector : QPMaster or None
+        The QP master that solves the projections (its own active-set factor).
+    projection_solves : int
+        Their count.
+    """
 
     x: np.ndarray | None = None
     s: float = 1.0
@@ -61,8 +81,9 @@ class LevelState(BundleState):
 
 
 class LevelBundle:
-    """The level bundle method of Lemaréchal, Nemirovskii & Nesterov (1995) for the L2
-    regularizer without bounds (module docstring).
+    """The level bundle method (Lemaréchal, Nemirovskii & Nesterov, 1995).
+
+    For the L2 regularizer without bounds (module docstring).
 
     Parameters
     ----------
@@ -86,18 +107,40 @@ class LevelBundle:
 
     name = "level"
     certifies = True
+    cut_cache = False
 
     def __init__(self, theta: float = 0.7, max_projection_steps: int = 40, cut_cache=False):
         if isinstance(theta, bool) or not isinstance(theta, numbers.Real) or not 0 < theta < 1:
             raise ValueError(f"theta must lie in (0, 1); got {theta!r}")
         self.theta = float(theta)
         self.max_projection_steps = check_int(max_projection_steps, "max_projection_steps", 1)
-        self.cache, self._cache_required = make_cut_cache(cut_cache)
+        make_cut_cache(cut_cache)  # checked now, used by CutCached (get_method)
+        self.cut_cache = cut_cache
 
     def finish(self, state: LevelState, result):
+        """The loop's result as it is: no figures of its own.
+
+        Parameters
+        ----------
+        state : LevelState
+            The final state.
+        result : BMRMResult
+            The loop's result.
+
+        Returns
+        -------
+        BMRMResult
+        """
         return result
 
     def check(self, problem: Problem) -> None:
+        """Raise ``ValueError`` unless ``problem`` has L2 without bounds.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem to solve.
+        """
         if not problem.regularizer.qp:
             raise ValueError(
                 f"method='level' needs regularizer='l2' without bounds; got "
@@ -105,12 +148,38 @@ class LevelBundle:
             )
 
     def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> LevelState:
-        cache = None
-        if self.cache is not None:
-            cache = bound_cache(self.cache, problem.oracle, self._cache_required)
-        return LevelState.start(problem, w0, options, cache=cache)
+        """The state at ``w0``, with an empty bundle.
 
-    def step(self, state: LevelState) -> None:
+        Parameters
+        ----------
+        problem : Problem
+            The problem to solve.
+        w0 : ndarray
+            The starting point.
+        options : SolverOptions
+            The loop's options.
+
+        Returns
+        -------
+        LevelState
+        """
+        return LevelState.start(problem, w0, options)
+
+    def proposal(self, state: LevelState) -> np.ndarray:
+        """The point the next step evaluates.
+
+        ``w0`` first, then the last iterate projected onto the level set (kept in
+        ``state.proposed`` for the step).
+
+        Parameters
+        ----------
+        state : LevelState
+            The current state.
+
+        Returns
+        -------
+        ndarray
+        """
         if state.x is None or state.w_master is None:
             w = state.w0
         else:
@@ -118,11 +187,20 @@ class LevelBundle:
             t0 = time.perf_counter()
             w = self._project(state, state.x, level)
             state.master_seconds += time.perf_counter() - t0
-        cache = state.cache
-        if cache is not None and cache.try_cut(state, w):
-            state.solve_master()
-            return
-        state.evaluate(w, cache=cache)
+        state.proposed = w
+        return w
+
+    def step(self, state: LevelState) -> None:
+        """One iteration (class docstring).
+
+        Parameters
+        ----------
+        state : LevelState
+            Updated in place.
+        """
+        w = state.proposed if state.proposed is not None else self.proposal(state)
+        state.proposed = None
+        state.evaluate(w)
         state.solve_master()
         state.x = w
 

@@ -16,15 +16,41 @@ __all__ = ["PointSegment", "ScoreSegment", "line_search", "segment"]
 
 
 def segment(state: BundleState, w_a: np.ndarray, w_b: np.ndarray, f_a: np.ndarray | None = None):
-    """The objective along w(t) = w_a + t·(w_b − w_a): a :class:`ScoreSegment` when the
-    oracle evaluates on scores and ``f_a`` = X w_a is given, else a :class:`PointSegment`."""
+    """The objective along w(t) = w_a + t·(w_b − w_a).
+
+    A :class:`ScoreSegment` when the oracle evaluates on scores and ``f_a`` = X w_a is given,
+    else a :class:`PointSegment`.
+
+    Parameters
+    ----------
+    state : BundleState
+        The bundle method's state (its oracle, regularizer and work arrays).
+    w_a, w_b : ndarray
+        The ends of the segment.
+    f_a : ndarray or None
+        The scores X w_a.
+
+    Returns
+    -------
+    ScoreSegment or PointSegment
+    """
     if f_a is not None and state.problem.capabilities.on_scores:
         return ScoreSegment(state, w_a, w_b, f_a)
     return PointSegment(state, w_a, w_b)
 
 
 class ScoreSegment:
-    """A segment evaluated on scores: f(t) = f_a + t·Δf, no pass over X per point."""
+    """A segment evaluated on scores: f(t) = f_a + t·Δf, no pass over X per point.
+
+    Parameters
+    ----------
+    state : BundleState
+        The bundle method's state.
+    w_a, w_b : ndarray
+        The ends of the segment.
+    f_a : ndarray
+        The scores X w_a.
+    """
 
     def __init__(self, state: BundleState, w_a, w_b, f_a):
         self.state = state
@@ -38,24 +64,77 @@ class ScoreSegment:
         self.dd = float(self.d @ self.d)
 
     def start_slope(self, g_a: np.ndarray) -> float:
-        """dJ/dt at t = 0 from g_a = ∂R/∂f at f_a."""
+        """The slope dJ/dt at t = 0 from g_a = ∂R/∂f at f_a.
+
+        Parameters
+        ----------
+        g_a : ndarray
+            ∂R/∂f at f_a.
+
+        Returns
+        -------
+        float
+        """
         return self.state.lam * self.slope_reg0 + self.slope_of(g_a)
 
     def slope_of(self, g: np.ndarray) -> float:
-        """<g, Δf>, without BLAS: numpy's dot wakes BLAS's thread pool, which on a busy
-        machine costs far more than this product of n numbers."""
+        """The product ⟨g, Δf⟩, without BLAS.
+
+        numpy's dot wakes BLAS's thread pool, which on a busy machine costs far more than this
+        product of n numbers.
+
+        Parameters
+        ----------
+        g : ndarray
+            A gradient with respect to the scores.
+
+        Returns
+        -------
+        float
+        """
         return float(np.multiply(g, self.df, out=self._work).sum())
 
     def scores(self, t: float) -> np.ndarray:
-        """f(t), a fresh array."""
+        """The scores f(t), a fresh array.
+
+        Parameters
+        ----------
+        t : float
+            The step.
+
+        Returns
+        -------
+        ndarray
+        """
         return self.f_a + t * self.df
 
     def scores_at(self, t: float) -> np.ndarray:
-        """f(t), a fresh array (what a caller keeps of a point of the segment)."""
+        """The scores f(t), a fresh array (what a caller keeps of a point).
+
+        Parameters
+        ----------
+        t : float
+            The step.
+
+        Returns
+        -------
+        ndarray
+        """
         return self.scores(t)
 
     def value(self, t: float):
-        """``(J(t), dJ/dt, g)`` with g = ∂R/∂f at f(t) (a work array)."""
+        """The objective, its slope and ∂R/∂f at the point t (no pass over X).
+
+        Parameters
+        ----------
+        t : float
+            The step.
+
+        Returns
+        -------
+        tuple
+            ``(J(t), dJ/dt, g)`` with g = ∂R/∂f at f(t) (a work array).
+        """
         state = self.state
         np.multiply(self.df, t, out=self.f)
         self.f += self.f_a
@@ -68,16 +147,25 @@ class ScoreSegment:
         slope_reg = state.regularizer.segment_slope(w, self.d, t, self.slope_reg0, self.dd)
         return J, state.lam * slope_reg + slope_R, g
 
-    def cut(self, t: float, cache=None):
-        """An oracle call with its plane at w(t) (one pass, Xᵀg), its per-query planes
-        offered to ``cache`` when active. Returns ``(w, f, J, g)``."""
+    def cut(self, t: float):
+        """An oracle call with its plane at w(t) (one pass, Xᵀg).
+
+        Its per-query planes go to the state's cut cache when active.
+
+        Parameters
+        ----------
+        t : float
+            The step.
+
+        Returns
+        -------
+        tuple
+            ``(w, f, J, g)``.
+        """
         state = self.state
         f = self.scores(t)
         w = self.w_a + t * self.d
-        if cache is not None and cache.active:
-            R, a = cache.oracle_cut(state, w, f)
-        else:
-            R, a = state.oracle.cut_at(f)
+        R, a = state.cut_at(w, f)
         g = state.oracle.last_gradient.copy()
         state.check_risk(w, R)
         state.check_subgradient(w, R, a)
@@ -88,14 +176,35 @@ class ScoreSegment:
 
 
 class PointSegment:
-    """A segment for an oracle without scores: every point is a full oracle call, whose
-    plane joins the bundle (it is valid and already paid for)."""
+    """A segment for an oracle without scores: every point is a full oracle call.
+
+    Its plane joins the bundle (it is valid and already paid for).
+
+    Parameters
+    ----------
+    state : BundleState
+        The bundle method's state.
+    w_a, w_b : ndarray
+        The ends of the segment.
+    """
 
     def __init__(self, state: BundleState, w_a, w_b):
         self.state = state
         self.w_a, self.d = w_a, w_b - w_a
 
     def value(self, t: float):
+        """The objective, its slope and a subgradient at the point t (one oracle call).
+
+        Parameters
+        ----------
+        t : float
+            The step.
+
+        Returns
+        -------
+        tuple
+            ``(J(t), dJ/dt, a)`` with a a subgradient of R at w(t).
+        """
         state = self.state
         w = self.w_a + t * self.d
         J, R, a = state.evaluate(w, cut=True)
@@ -103,18 +212,46 @@ class PointSegment:
         return J, slope, a
 
     def scores_at(self, t: float) -> None:
-        """No scores: the oracle has none."""
+        """No scores: the oracle has none.
+
+        Parameters
+        ----------
+        t : float
+            The step.
+        """
         return None
 
     def start_slope(self, a_a: np.ndarray) -> float:
-        """dJ/dt at t = 0 from a subgradient a_a of R at w_a."""
+        """The slope dJ/dt at t = 0 from a subgradient a_a of R at w_a.
+
+        Parameters
+        ----------
+        a_a : ndarray
+            A subgradient of R at w_a.
+
+        Returns
+        -------
+        float
+        """
         return self.state.lam * self.state.regularizer.slope(self.w_a, self.d) + float(
             a_a @ self.d
         )
 
-    def cut(self, t: float, cache=None):
+    def cut(self, t: float):
+        """An oracle call with its plane at w(t).
+
+        Parameters
+        ----------
+        t : float
+            The step.
+
+        Returns
+        -------
+        tuple
+            ``(w, None, J, a)``.
+        """
         w = self.w_a + t * self.d
-        J, _, a = self.state.evaluate(w, cut=True, cache=cache)
+        J, _, a = self.state.evaluate(w, cut=True)
         return w, None, J, a
 
 
@@ -126,8 +263,27 @@ def line_search(segment, J0: float, slope0: float, t_max: float, atol: float, ma
     ends. It stops when the best value found is within ``atol`` of the bracket's lower bound
     (where the tangents at lo and hi cross; valid by convexity), or after ``max_evals``
     points. Piecewise-linear risks make the slope a step function, which this tolerates.
-    Returns ``(t, J(t), g(t))`` for the best point evaluated (t = 0 if none is better than
-    t = 0, with g None).
+
+    Parameters
+    ----------
+    segment : ScoreSegment or PointSegment
+        The objective along the segment.
+    J0 : float
+        J at t = 0.
+    slope0 : float
+        dJ/dt at t = 0.
+    t_max : float
+        The largest step (inf: unbounded).
+    atol : float
+        The absolute tolerance on J.
+    max_evals : int
+        Points evaluated at most.
+
+    Returns
+    -------
+    tuple
+        ``(t, J(t), g(t))`` for the best point evaluated (t = 0 if none is better than t = 0,
+        with g None).
     """
     best_t, best_J, best_g = 0.0, J0, None
     if not slope0 < 0.0:

@@ -11,24 +11,19 @@ class LineSearchBMRM(OCAS):
     """Line-search BMRM (Teo et al., JMLR 2010, Section 5).
 
     The line search of :class:`OCAS`, with the cut taken at the line-search point itself.
+
+    The line search of :class:`OCAS`, with the cut taken at the line-search point itself.
     When the line search makes no progress (t = 0) the cut is taken at the master minimiser
     instead, as plain BMRM would, so the method cannot stall on a repeated plane.
 
     Parameters
     ----------
-    line_search_tol : float >= 0, default=0.01
-        The line search stops when its best value is within this fraction of the current
-        gap of the minimum along the line (bounded by convexity).
-    max_evals : int >= 1, default=10
-        Loss evaluations per line search, at most.
-    cut_cache : bool, "auto" or CutCache, default=False
-        As for :class:`OCAS`: a cache cut at the master minimiser, when violated enough,
-        replaces the iteration's line search and oracle call.
-
-    Raises
-    ------
-    ValueError
-        Naming the option, for a value out of range.
+    line_search_tol : float
+        The line search stops within this fraction of the gap of its optimum.
+    max_evals : int
+        Points per line search, at most.
+    cut_cache : bool, "auto" or CutCache
+        As for :class:`~bmrm.solver.methods.PlainBMRM`.
     """
 
     name = "ls-bmrm"

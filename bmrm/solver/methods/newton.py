@@ -65,20 +65,18 @@ _MAX_HALVINGS = 40
 
 
 def unmet_requirements(capabilities) -> list[str]:
-    """Return what the risk lacks for the Newton method (empty when it qualifies).
+    """What the risk lacks for the Newton method (empty when it qualifies).
 
-    Required: convex, smooth, Hessian-vector products of its loss, evaluation on scores.
+    Convex, smooth, Hessian-vector products of its loss, evaluation on scores.
 
     Parameters
     ----------
     capabilities : Capabilities
-        The risk's declared capabilities (``convex``, ``latent``, ``smooth``, ``has_hessp``,
-        ``on_scores``), as the problem holds them.
+        The risk's.
 
     Returns
     -------
     list of str
-        The unmet requirements, worded for an error message.
     """
     return [
         what
@@ -93,9 +91,7 @@ def unmet_requirements(capabilities) -> list[str]:
 
 
 def strong_convexity_bound(J: float, grad_norm: float, lam: float) -> float:
-    """Return the lower bound J(w) − ‖∇J(w)‖² / (2λ) on min J of a λ-strongly convex J.
-
-    Boyd & Vandenberghe, *Convex Optimization*, 2004, eq. (9.9).
+    """The lower bound J(w) − ‖∇J(w)‖² / (2λ) on min J of a λ-strongly convex J.
 
     Parameters
     ----------
@@ -104,12 +100,11 @@ def strong_convexity_bound(J: float, grad_norm: float, lam: float) -> float:
     grad_norm : float
         ‖∇J(w)‖.
     lam : float
-        The strong-convexity constant λ (> 0).
+        λ.
 
     Returns
     -------
     float
-        The lower bound on min J.
     """
     return J - grad_norm * grad_norm / (2.0 * lam)
 
@@ -117,36 +112,29 @@ def strong_convexity_bound(J: float, grad_norm: float, lam: float) -> float:
 def newton_direction(
     products, grad: np.ndarray, lam: float, eta: float, max_cg: int, n_samples: int
 ):
-    """Solve (λI + Xᵀ H X) s = −grad approximately by conjugate gradients from s = 0.
+    """Conjugate gradients on (λI + Xᵀ H X) s = −grad from s = 0.
 
-    Stopped when the residual is at most ``eta``·‖grad‖, after ``max_cg`` products, or
-    when a direction has no curvature left at float64's resolution (Nocedal & Wright,
-    *Numerical Optimization*, 2nd ed., 2006, Algorithm 7.1).
+    Stopped when the residual is at most ``eta``·‖grad‖ or after ``max_cg`` products.
 
     Parameters
     ----------
     products : callable
-        ``products(v, xv)`` returns Xᵀ H X v and writes X v into ``xv``
-        (:class:`~bmrm.solver.hessian.HessianProducts`).
-    grad : ndarray of shape (n_weights,)
-        ∇J at the iterate.
+        ``products(v, xv)`` returns Xᵀ H X v and writes X v (``n_samples`` entries) into xv.
+    grad : ndarray
+        ∇J.
     lam : float
-        The regularization constant λ (> 0).
+        λ.
     eta : float
-        The forcing term: the relative residual to reach.
+        The forcing term.
     max_cg : int
-        The most Hessian-vector products.
+        Products at most.
     n_samples : int
-        The number of rows of X (the length of X v).
+        The rows of X.
 
     Returns
     -------
-    s : ndarray of shape (n_weights,)
-        The direction.
-    xs : ndarray of shape (n_samples,)
-        X s, summed from the products' X p.
-    n_products : int
-        The Hessian-vector products taken.
+    tuple
+        ``(s, X s, n_products)``, X s summed from the products' X p.
     """
     n = n_samples
     s = np.zeros_like(grad)
@@ -183,27 +171,11 @@ class NewtonState(State):
 
     Parameters
     ----------
-    problem : Problem
-        The oracle (counting its calls), the regularizer, lam and the risk's capabilities.
-    w0 : ndarray of shape (n_weights,)
-        The starting point.
-    best_w : ndarray or None, default=None
-        The best evaluated point.
-    best_J : float, default=inf
-        Its objective.
-    lower_bound : float, default=-inf
-        The certified lower bound on min J.
-    last_J : float, default=inf
-        The lowest objective among the points evaluated in the current iteration.
-    nit : int, default=0
-        Iterations so far.
-    n_cache_cuts : int, default=0
-        Iterations that took a plane from a cut cache instead of calling the oracle.
-    master_seconds : float, default=0.0
-        Seconds in master problems.
-    cache_seconds : float, default=0.0
-        Seconds in a cut cache.
-    f : ndarray or None, default=None
+    problem, w0, best_w, best_J, lower_bound, last_J, nit, n_cache_cuts : see State
+        As for :class:`~bmrm.solver.methods.base.State`.
+    master_seconds, cache_seconds : float
+        As for :class:`~bmrm.solver.methods.base.State`.
+    f : ndarray or None
         The scores X w of the iterate ``best_w`` (J decreases at every accepted step, so the
         iterate is the best point); None until the first iteration evaluates w0.
     grad : ndarray or None, default=None
@@ -231,7 +203,7 @@ class NewtonState(State):
 
     @property
     def grad_norm(self) -> float:
-        """‖∇J‖ at the iterate."""
+        """The norm ‖∇J‖ at the iterate."""
         return float(np.linalg.norm(self.grad))
 
 
@@ -261,18 +233,15 @@ class NewtonCG:
         self.max_cg = int(max_cg)
 
     def check(self, problem: Problem) -> None:
-        """Refuse a problem the Newton method cannot solve with its certificate.
+        """Raise ``ValueError`` unless the Newton method applies to ``problem``.
+
+        Ω = ½‖w‖² without bounds, and R convex, smooth and offering Hessian-vector products on
+        scores.
 
         Parameters
         ----------
         problem : Problem
-            The problem of the fit.
-
-        Raises
-        ------
-        ValueError
-            Unless Ω = ½‖w‖² without bounds and R is convex, smooth and offers
-            Hessian-vector products on scores (:func:`unmet_requirements`).
+            The problem to solve.
         """
         if not problem.regularizer.qp:
             raise ValueError(
@@ -290,22 +259,20 @@ class NewtonCG:
             )
 
     def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> NewtonState:
-        """Return the state at w0, not yet evaluated (the first step evaluates it).
+        """The state at w0, not yet evaluated (the first step evaluates it).
 
         Parameters
         ----------
         problem : Problem
-            The problem of the fit.
-        w0 : ndarray of shape (n_weights,)
+            The problem to solve.
+        w0 : ndarray
             The starting point.
         options : SolverOptions
-            The loop's options (the Newton method stops on the loop's gap alone and reads
-            none of them).
+            The loop's options.
 
         Returns
         -------
         NewtonState
-            The state.
         """
         return NewtonState(problem=problem, w0=w0, best_w=w0, max_cg=self.max_cg)
 
@@ -323,16 +290,14 @@ class NewtonCG:
         state.n_products.append(0)
 
     def step(self, state: NewtonState) -> None:
-        """Take one iteration: the Newton direction, the line search, the new certificate.
+        """One iteration: the Newton direction, the line search, the new certificate.
 
-        The first iteration evaluates the start instead. When no step along the Newton
-        direction decreases J, −∇J is tried; when neither does, the state is ``stalled``
-        and later iterations do nothing.
+        The first iteration evaluates the start.
 
         Parameters
         ----------
         state : NewtonState
-            The state, updated in place.
+            Updated in place.
         """
         if state.f is None:
             self._start(state)
@@ -388,10 +353,10 @@ class NewtonCG:
         return False
 
     def finish(self, state: NewtonState, result):
-        """Add the Newton method's counters to the result.
+        """Add ``n_hessp``, ``n_halvings`` and the history column ``n_hessp``.
 
-        ``n_hessp`` (Hessian-vector products), ``n_halvings`` and the history column
-        ``n_hessp`` (cumulative products at each iteration).
+        ``n_hessp`` counts Hessian-vector products (the column: cumulative products at each
+        iteration), ``n_halvings`` the step halvings.
 
         Parameters
         ----------
@@ -403,7 +368,6 @@ class NewtonCG:
         Returns
         -------
         BMRMResult
-            ``result``, with the counters added.
         """
         result.n_hessp = int(state.oracle.nhev)
         result.n_halvings = state.n_halvings

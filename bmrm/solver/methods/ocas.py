@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bmrm.solver.cut_cache import bound_cache, make_cut_cache
+from bmrm.solver.cut_cache import make_cut_cache
 from bmrm.solver.methods.base import BundleState, SolverOptions
 from bmrm.solver.methods.line_search import line_search, segment
 from bmrm.solver.problem import Problem
@@ -19,9 +19,29 @@ __all__ = ["OCAS", "OCASState", "check_mu"]
 
 @dataclass(eq=False)
 class OCASState(BundleState):
-    """:class:`BundleState` and OCAS's best point: w_b, its scores f_b (None for an oracle
-    without scores), g_b = ∂R/∂f there (a subgradient of R for an oracle without scores),
-    and J_b = J(w_b)."""
+    """OCAS's state: :class:`BundleState` and OCAS's best point.
+
+    Parameters
+    ----------
+    problem, w0, best_w, best_J, lower_bound, last_J, nit, n_cache_cuts : see State
+        As for :class:`~bmrm.solver.methods.base.State`.
+    master_seconds, cache_seconds : float
+        As for :class:`~bmrm.solver.methods.base.State`.
+    bundle, master, w_master, cache, proposed, master_rtol : see BundleState
+        As for :class:`~bmrm.solver.methods.base.BundleState`.
+    zero_checked, slope_checked : bool
+        As for :class:`~bmrm.solver.methods.base.BundleState`.
+    buffers : dict
+        As for :class:`~bmrm.solver.methods.base.BundleState`.
+    w_b : ndarray or None
+        The best point.
+    f_b : ndarray or None
+        Its scores (None for an oracle without scores).
+    g_b : ndarray or None
+        ∂R/∂f there (a subgradient of R for an oracle without scores).
+    J_b : float
+        J(w_b).
+    """
 
     w_b: np.ndarray | None = None
     f_b: np.ndarray | None = None
@@ -57,8 +77,7 @@ class OCAS:
 
     name = "ocas"
     certifies = True
-    cache = None
-    _cache_required = False
+    cut_cache = False
 
     def __init__(
         self,
@@ -74,30 +93,82 @@ class OCAS:
         """The options OCAS shares with :class:`LineSearchBMRM`, checked before any work."""
         self.line_search_tol = check_positive(line_search_tol, "line_search_tol", strict=False)
         self.max_evals = check_int(max_evals, "max_evals", 1)
-        self.cache, self._cache_required = make_cut_cache(cut_cache)
+        make_cut_cache(cut_cache)  # checked now, used by CutCached (get_method)
+        self.cut_cache = cut_cache
 
     def finish(self, state: OCASState, result):
+        """The loop's result as it is: no figures of its own.
+
+        Parameters
+        ----------
+        state : OCASState
+            The final state.
+        result : BMRMResult
+            The loop's result.
+
+        Returns
+        -------
+        BMRMResult
+        """
         return result
 
     def check(self, problem: Problem) -> None:
+        """Accept every problem (the regularizer answers the method's questions).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem to solve.
+        """
         pass
 
     def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> OCASState:
-        cache = None
-        if self.cache is not None:
-            cache = bound_cache(self.cache, problem.oracle, self._cache_required)
-        return OCASState.start(problem, w0, options, cache=cache)
+        """The state at ``w0``, with an empty bundle.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem to solve.
+        w0 : ndarray
+            The starting point.
+        options : SolverOptions
+            The loop's options.
+
+        Returns
+        -------
+        OCASState
+        """
+        return OCASState.start(problem, w0, options)
+
+    def proposal(self, state: OCASState) -> np.ndarray | None:
+        """Where a cut cache may cut instead of the step.
+
+        The master minimiser; None before the first step, which evaluates ``w0``.
+
+        Parameters
+        ----------
+        state : OCASState
+            The current state.
+
+        Returns
+        -------
+        ndarray or None
+        """
+        return state.w_master
 
     def step(self, state: OCASState) -> None:
-        cache = state.cache
+        """One iteration (class docstring).
+
+        Parameters
+        ----------
+        state : OCASState
+            Updated in place.
+        """
         if state.w_master is None:
             self._start(state)
             state.solve_master()
             return
         w_c = state.w_master
-        if cache is not None and cache.try_cut(state, w_c):
-            state.solve_master()
-            return
         seg = segment(state, state.w_b, w_c, state.f_b)
         slope0 = seg.start_slope(state.g_b)
         t_max = 1.0 if state.regularizer.bounded else math.inf
@@ -110,7 +181,7 @@ class OCAS:
             state.g_b = g_t
             state.J_b = J_t
         t_cut = t + self._cut_fraction(t) * (1.0 - t)
-        w, f, J, g = seg.cut(t_cut, cache)
+        w, f, J, g = seg.cut(t_cut)
         if J < state.J_b:
             state.w_b, state.f_b, state.g_b, state.J_b = w, f, g, J
         state.solve_master()
@@ -120,13 +191,9 @@ class OCAS:
 
     def _start(self, state: OCASState) -> None:
         w = state.w0
-        cache = state.cache
         if state.problem.capabilities.on_scores:
             f = state.oracle.scores(w)
-            if cache is not None and cache.active:
-                R, a = cache.oracle_cut(state, w, f)
-            else:
-                R, a = state.oracle.cut_at(f)
+            R, a = state.cut_at(w, f)
             state.g_b = state.oracle.last_gradient.copy()
             state.check_subgradient(w, R, a)
             J = state.J_of(w, R)
@@ -134,14 +201,25 @@ class OCAS:
             state.bundle.add(a, R - float(a @ w))
             state.f_b = f
         else:
-            J, _, state.g_b = state.evaluate(w, cache=cache)
+            J, _, state.g_b = state.evaluate(w)
         state.w_b, state.J_b = w, J
 
 
 def check_mu(mu) -> float:
-    """The cut's fraction of the way from the best point to the master minimiser (OCAS,
-    InOut): a real number in (0, 1]. At 0 the cut is taken at the best point, whose plane
-    the bundle may hold already, and the method stalls."""
+    """The cut's fraction of the way from the best point to the master minimiser, checked.
+
+    For OCAS and InOut: a real number in (0, 1]. At 0 the cut is taken at the best point, whose
+    plane the bundle may hold already, and the method stalls.
+
+    Parameters
+    ----------
+    mu : float
+        The fraction.
+
+    Returns
+    -------
+    float
+    """
     if isinstance(mu, bool) or not isinstance(mu, numbers.Real) or not 0.0 < mu <= 1.0:
         raise ValueError(f"mu must lie in (0, 1]; got {mu!r}")
     return float(mu)
