@@ -17,6 +17,7 @@ import inspect
 import os
 import pkgutil
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -106,7 +107,9 @@ def public_names(module) -> list[str]:
 
 def write_api_pages(folder: Path) -> None:
     """One page per public module: an autosummary of the names documented there first, and
-    links for the names it re-exports from a module documented before it."""
+    links for the names it re-exports from a module documented before it. The folder is
+    written anew, so that pages of names that no longer exist do not linger."""
+    shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True, exist_ok=True)
     documented: dict[int, str] = {}  # id of the object -> its documented full name
     toc = []
