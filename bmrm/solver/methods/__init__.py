@@ -234,6 +234,7 @@ def get_method(method) -> Solver:
     Returns
     -------
     Solver
+        The solver that runs ``method``.
     """
     if method is None:
         return PlainBMRM()
@@ -279,6 +280,7 @@ def with_cut_cache(solver: Solver) -> Solver:
     Returns
     -------
     Solver
+        ``solver``, wrapped in :class:`CutCached` or as it is.
     """
     if isinstance(solver, PlainBMRM | OCAS | LevelBundle) and solver.cut_cache not in (
         None,

@@ -107,6 +107,7 @@ class Solver(Protocol):
         Returns
         -------
         State
+            The solver's state at ``w0``.
         """
 
     def step(self, state) -> None:
@@ -131,6 +132,7 @@ class Solver(Protocol):
         Returns
         -------
         BMRMResult
+            ``result``, with the solver's own figures added.
         """
 
 
@@ -146,8 +148,10 @@ class State:
         read through to it.
     w0 : ndarray
         The starting point.
-    best_w, best_J :
-        The best evaluated point and its objective.
+    best_w : ndarray or None
+        The best evaluated point.
+    best_J : float
+        Its objective.
     lower_bound : float
         A certified lower bound on min J (certifying solvers), else -inf.
     last_J : float
@@ -235,6 +239,7 @@ class State:
         Returns
         -------
         float
+            The objective J(w).
         """
         return self.problem.objective(w, R)
 
@@ -292,6 +297,7 @@ class State:
         Returns
         -------
         int
+            0 (stop, within ``tol``), 1 (stop, within ``atol``) or 2 (go on).
         """
         gap = self.stop_gap
         if gap <= tol * abs(self.best_J):
@@ -394,6 +400,7 @@ class BundleState(State):
         Returns
         -------
         ndarray
+            The work array (its contents are left from its last use).
         """
         buf = self.buffers.get(name)
         if buf is None or buf.shape != like.shape:
@@ -430,6 +437,7 @@ class BundleState(State):
         Returns
         -------
         float
+            The model's value at w.
         """
         return self.bundle.model_value(w, k)
 

@@ -72,6 +72,7 @@ class PlainBMRM:
         Returns
         -------
         BMRMResult
+            ``result``, unchanged.
         """
         return result
 
@@ -100,6 +101,7 @@ class PlainBMRM:
         Returns
         -------
         BundleState
+            A fresh state at ``w0``.
         """
         state = BundleState.start(problem, w0, options)
         if self.master_rtol is not None:
@@ -117,6 +119,7 @@ class PlainBMRM:
         Returns
         -------
         ndarray
+            The point the next step evaluates.
         """
         return state.w0 if state.w_master is None else state.w_master
 

@@ -70,6 +70,7 @@ class CutCached:
         Returns
         -------
         BundleState
+            The wrapped method's state at ``w0``, its cache bound where it applies.
         """
         state = self.method.init(problem, w0, options)
         if self.cache is not None and (self.required or state.master.incremental):
@@ -108,5 +109,6 @@ class CutCached:
         Returns
         -------
         BMRMResult
+            ``result``, with the wrapped method's figures added.
         """
         return self.method.finish(state, result)

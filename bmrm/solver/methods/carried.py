@@ -61,6 +61,7 @@ class CarriedPlanes:
         Returns
         -------
         BundleState
+            The wrapped solver's state at ``w0``, holding the carried planes.
         """
         state = self.method.init(problem, w0, options)
         if self.bundle is not None:
@@ -90,6 +91,7 @@ class CarriedPlanes:
         Returns
         -------
         BMRMResult
+            ``result``, with the wrapped solver's figures added.
         """
         self.bundle = state.bundle
         return self.method.finish(state, result)

@@ -16,8 +16,6 @@ class InOut:
 
     It cuts between the best point and the master's minimiser, without a line search.
 
-    The method of Ben-Ameur & Neto (Networks 49, 2007), without a line search.
-
     It keeps the best evaluated point w_b (the *in* point, with the lowest J) and, after
     each master solve, evaluates the risk with its cut at w = w_b + mu·(w_c − w_b), w_c the
     master minimiser (the *out* point); w becomes the best point when its J is lower. This
@@ -65,6 +63,7 @@ class InOut:
         Returns
         -------
         BMRMResult
+            ``result``, unchanged.
         """
         return result
 
@@ -93,6 +92,7 @@ class InOut:
         Returns
         -------
         BundleState
+            A fresh state at ``w0``.
         """
         return BundleState.start(problem, w0, options)
 

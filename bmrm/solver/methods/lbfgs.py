@@ -101,6 +101,7 @@ class LBFGSState(State):
         Returns
         -------
         int
+            0 (stop: ``tol`` met, or stalled), 1 (stop: ``atol`` met) or 2 (go on).
         """
         gap = self.stop_gap
         if gap <= tol or self.stalled:
@@ -165,6 +166,7 @@ class LBFGS:
         Returns
         -------
         LBFGSState
+            The state at ``w0``, with its objective and gradient.
         """
         state = LBFGSState(problem=problem, w0=w0, tol=options.tol, atol=options.atol)
         R, a = problem.oracle(w0)
@@ -263,6 +265,7 @@ class LBFGS:
         Returns
         -------
         BMRMResult
+            ``result``, with L-BFGS's figures added.
         """
         result.risk = float(state.R)
         result.jac = state.grad.copy()

@@ -130,6 +130,7 @@ class LevelBundle:
         Returns
         -------
         BMRMResult
+            ``result``, unchanged.
         """
         return result
 
@@ -162,6 +163,7 @@ class LevelBundle:
         Returns
         -------
         LevelState
+            A fresh state at ``w0``.
         """
         return LevelState.start(problem, w0, options)
 
@@ -179,6 +181,7 @@ class LevelBundle:
         Returns
         -------
         ndarray
+            The point the next step evaluates.
         """
         if state.x is None or state.w_master is None:
             w = state.w0

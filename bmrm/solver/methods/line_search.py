@@ -33,6 +33,7 @@ def segment(state: BundleState, w_a: np.ndarray, w_b: np.ndarray, f_a: np.ndarra
     Returns
     -------
     ScoreSegment or PointSegment
+        The objective along the segment.
     """
     if f_a is not None and state.problem.capabilities.on_scores:
         return ScoreSegment(state, w_a, w_b, f_a)
@@ -74,6 +75,7 @@ class ScoreSegment:
         Returns
         -------
         float
+            The slope dJ/dt at t = 0.
         """
         return self.state.lam * self.slope_reg0 + self.slope_of(g_a)
 
@@ -91,6 +93,7 @@ class ScoreSegment:
         Returns
         -------
         float
+            The product ⟨g, Δf⟩.
         """
         return float(np.multiply(g, self.df, out=self._work).sum())
 
@@ -105,6 +108,7 @@ class ScoreSegment:
         Returns
         -------
         ndarray
+            The scores f_a + t·Δf.
         """
         return self.f_a + t * self.df
 
@@ -119,6 +123,7 @@ class ScoreSegment:
         Returns
         -------
         ndarray
+            The scores f_a + t·Δf.
         """
         return self.scores(t)
 
@@ -232,6 +237,7 @@ class PointSegment:
         Returns
         -------
         float
+            The slope dJ/dt at t = 0.
         """
         return self.state.lam * self.state.regularizer.slope(self.w_a, self.d) + float(
             a_a @ self.d
@@ -271,7 +277,7 @@ def line_search(segment, J0: float, slope0: float, t_max: float, atol: float, ma
     J0 : float
         J at t = 0.
     slope0 : float
-        dJ/dt at t = 0.
+        The slope dJ/dt at t = 0.
     t_max : float
         The largest step (inf: unbounded).
     atol : float

@@ -11,8 +11,6 @@ class LineSearchBMRM(OCAS):
     """Line-search BMRM (Teo et al., JMLR 2010, Section 5).
 
     The line search of :class:`OCAS`, with the cut taken at the line-search point itself.
-
-    The line search of :class:`OCAS`, with the cut taken at the line-search point itself.
     When the line search makes no progress (t = 0) the cut is taken at the master minimiser
     instead, as plain BMRM would, so the method cannot stall on a repeated plane.
 

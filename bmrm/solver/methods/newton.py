@@ -77,6 +77,7 @@ def unmet_requirements(capabilities) -> list[str]:
     Returns
     -------
     list of str
+        The requirements the risk does not meet, in words.
     """
     return [
         what
@@ -100,11 +101,12 @@ def strong_convexity_bound(J: float, grad_norm: float, lam: float) -> float:
     grad_norm : float
         ‖∇J(w)‖.
     lam : float
-        λ.
+        The regularization constant λ.
 
     Returns
     -------
     float
+        The lower bound on min J.
     """
     return J - grad_norm * grad_norm / (2.0 * lam)
 
@@ -123,7 +125,7 @@ def newton_direction(
     grad : ndarray
         ∇J.
     lam : float
-        λ.
+        The regularization constant λ.
     eta : float
         The forcing term.
     max_cg : int
@@ -273,6 +275,7 @@ class NewtonCG:
         Returns
         -------
         NewtonState
+            The state at ``w0``, not yet evaluated.
         """
         return NewtonState(problem=problem, w0=w0, best_w=w0, max_cg=self.max_cg)
 
@@ -368,6 +371,7 @@ class NewtonCG:
         Returns
         -------
         BMRMResult
+            ``result``, with the Newton method's figures added.
         """
         result.n_hessp = int(state.oracle.nhev)
         result.n_halvings = state.n_halvings

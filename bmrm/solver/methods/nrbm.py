@@ -169,12 +169,6 @@ class NRBM:
         bought nothing: 20 halvings took 9,850 oracle calls and 34 s to J = 1.37395,
         5 took 2,860 calls (8.7 s) to 1.37401, none 500 calls (1.6 s) to 1.37403; a few
         are kept for piecewise-smooth risks, where a lowered plane may stop cutting.
-
-    Notes
-    -----
-    The result reports ``n_serious`` and ``n_null`` (serious (descent) and null steps; the
-    first evaluation counts as serious), ``n_lowered`` (planes whose offset was lowered by
-    more than rounding) and ``serious_objective`` (J at each serious point, in order).
     """
 
     name = "nrbm"
@@ -231,6 +225,7 @@ class NRBM:
         Returns
         -------
         NRBMState
+            A fresh state at ``w0``.
         """
         state = NRBMState.start(
             problem, w0, options, tol=options.tol, atol=options.atol, certified=self.convex
@@ -397,6 +392,8 @@ class NRBM:
         Returns
         -------
         BMRMResult
+            ``result``, with NRBM's figures added (without ``convex``, with the
+            trivial gap and lower bound and the status described above).
         """
         result.model_gap = float(result.gap) if self.convex else state.model_gap
         result.n_serious = state.n_serious

@@ -63,8 +63,8 @@ class OCAS:
     Parameters
     ----------
     mu : float in (0, 1]
-        Where the cut is taken between the new best point (0) and the master minimiser (1).
-        (:class:`LineSearchBMRM` cuts at the line-search point itself, mu = 0.)
+        Where the cut is taken between the new best point (0) and the master minimiser (1);
+        :class:`LineSearchBMRM` cuts at the line-search point itself, mu = 0.
     line_search_tol : float >= 0
         The line search stops when its best value is within this fraction of the current
         gap of the minimum along the line (bounded by convexity).
@@ -109,6 +109,7 @@ class OCAS:
         Returns
         -------
         BMRMResult
+            ``result``, unchanged.
         """
         return result
 
@@ -137,6 +138,7 @@ class OCAS:
         Returns
         -------
         OCASState
+            A fresh state at ``w0``.
         """
         return OCASState.start(problem, w0, options)
 
@@ -153,6 +155,7 @@ class OCAS:
         Returns
         -------
         ndarray or None
+            The master minimiser, or None before the first step.
         """
         return state.w_master
 
@@ -219,6 +222,7 @@ def check_mu(mu) -> float:
     Returns
     -------
     float
+        ``mu`` as a float.
     """
     if isinstance(mu, bool) or not isinstance(mu, numbers.Real) or not 0.0 < mu <= 1.0:
         raise ValueError(f"mu must lie in (0, 1]; got {mu!r}")
