@@ -960,10 +960,6 @@ def make_regularizer(
     Regularizer
         The regularizer, wrapped in a :class:`Box` when bounds are given.
 
-    Returns
-    -------
-    Regularizer
-
     Raises
     ------
     ValueError
