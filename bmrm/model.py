@@ -197,10 +197,10 @@ def fit(
         One line per iteration on stderr.
     progress : bool
         A one-line progress bar on stderr (log-scale share of the way to the requested gap).
-    cvxpy_solver : str or None
-        The solver of the cvxpy master problem (cvxpy's choice when None).
     loss_params : dict or None
         Parameters for a loss given by name, as ``losses.get(loss, **loss_params)``.
+    cvxpy_solver : str or None
+        The solver of the cvxpy master problem (cvxpy's choice when None).
     ranking_function : None, "linear", "expected_gain" or a scorer object
         The ranking function (:mod:`bmrm.scorers`); None is f = Xw. With a non-linear
         ranking function, or a loss declaring ``convex = False``, the objective

@@ -209,6 +209,7 @@ class Bundle:
         Returns
         -------
         float
+            The model's value at ``w``.
         """
         k = self.size if k is None else k
         return float(np.max(np.einsum("ij,j->i", self.A[:k], w) + self.b[:k]))

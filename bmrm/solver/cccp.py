@@ -135,16 +135,14 @@ class CCCPState(State):
         t-th surrogate.
     sub : Problem or None
         The running subproblem (its oracle counts into the procedure's counts).
-    inner_solver, inner :
+    inner_solver, inner : object
         The inner solver of the running subproblem and its state.
-    inner_name : str
-        The name of the last inner solver (the result's ``method``).
     sub_tol : float
         The relative-gap tolerance of the running subproblem.
     step_tol : float
         The tolerance of the next surrogate (module docstring, "inexact early
         subproblems").
-    w, J :
+    w, J : ndarray or None, float
         The current outer iterate w_t and J(w_t) (None and inf before the start).
     outer_objective : list of float
         J at the start and after each subproblem.
@@ -156,6 +154,8 @@ class CCCPState(State):
         The finished subproblem's planes.
     finished_oracle : CountingOracle or None
         The finished surrogate's oracle, until the next surrogate is made.
+    inner_name : str
+        The name of the last inner solver (the result's ``method``).
     surrogate_at_zero : tuple or None
         The running surrogate's ``(R, a)`` at w = 0, once evaluated.
     evaluated : tuple or None
@@ -223,6 +223,7 @@ class CCCPState(State):
         Returns
         -------
         float
+            J(w).
         """
         oracle = self.problem.oracle
         R, a = oracle(w)
@@ -322,7 +323,7 @@ class CCCP:
         and below 1. Either way the procedure stops only after a surrogate solved to
         ``tol``.
     inner_scale : float
-        κ of the adaptive schedule tol_t = max(tol, min(0.1, κ·d_{t−1})), > 0.
+        The factor κ of the adaptive schedule tol_t = max(tol, min(0.1, κ·d_{t−1})), > 0.
     carry_planes : bool
         Start each surrogate's bundle from the previous one's planes, shifted to the new
         latent choice (module docstring).
@@ -390,6 +391,7 @@ class CCCP:
         Returns
         -------
         CCCPState
+            The state at the start.
         """
         tol = options.tol
         if not self.adaptive and not float(self.inner_tol) >= tol:
@@ -542,6 +544,7 @@ class CCCP:
         Returns
         -------
         BMRMResult
+            The loop's result with the procedure's figures added.
         """
         n_outer = state.phase
         result.n_outer = n_outer
@@ -589,8 +592,14 @@ def minimize_cccp(
         offers one, else at 0.
     method : str, solver or None
         The inner solver (:class:`CCCP`).
-    max_outer, inner_tol, inner_scale, carry_planes :
-        See :class:`CCCP`.
+    max_outer : int
+        Largest number of convex surrogates (:class:`CCCP`).
+    inner_tol : "adaptive" or float
+        Relative-gap tolerance of the surrogates (:class:`CCCP`).
+    inner_scale : float
+        The factor of the adaptive tolerance schedule (:class:`CCCP`).
+    carry_planes : bool
+        Start each surrogate's bundle from the previous one's planes (:class:`CCCP`).
     **options
         The options of :func:`~bmrm.solver.loop.minimize_bmrm` (regularizer, tol, atol,
         max_iter, max_time, master, bundle_size, callback, verbose, ...). ``tol`` and

@@ -67,6 +67,7 @@ class CompileClock(event.Listener):
         Returns
         -------
         float
+            The seconds spent in numba's compiler so far.
         """
         with self._lock:
             running = time.perf_counter() - self._since if self._inside else 0.0

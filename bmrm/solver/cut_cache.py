@@ -187,6 +187,7 @@ def supports_cut_cache(oracle) -> str | None:
     Returns
     -------
     str or None
+        None, or why ``oracle`` cannot feed a cut cache.
     """
     prepared = getattr(oracle, "prepared", None)
     if prepared is None or not hasattr(oracle, "query_cut_at"):
@@ -470,6 +471,7 @@ def bound_cache(options: CutCache, oracle, required: bool) -> CutCache:
     Returns
     -------
     CutCache
+        An empty cache with the options of ``options``, bound to ``oracle``.
     """
     cache = copy.copy(options)
     cache._oracle = None

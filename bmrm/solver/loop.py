@@ -172,14 +172,17 @@ def minimize_bmrm(
     oracle : callable
         ``oracle(w) -> (R(w), a)`` with ``a`` a subgradient of the non-negative risk R.
     n_features : int
+        The length of w.
     lam : float
         Regularization constant, in [1e-30, 1e12] (see :func:`bmrm.fit`).
     regularizer : Regularizer, {"l2", "l1", "elastic_net"} or callable
         See :func:`bmrm.fit` and :mod:`bmrm.solver.regularizers`.
-    l1_ratio, lower, upper :
-        With a regularizer name: the elastic net's mixing and box constraints on w.
-    master, cvxpy_solver :
-        See :func:`bmrm.fit`.
+    l1_ratio : float
+        With a regularizer name: the elastic net's mixing.
+    lower, upper : float, array_like or None
+        With a regularizer name: box constraints on w (None leaves a side open).
+    master : {"auto", "qp", "cvxpy"}
+        The master problem's solver (see :func:`bmrm.fit`).
     tol, atol : float
         Stop when gap <= tol·J(best) or gap <= atol; tol is in [0, 1) (the gap never
         exceeds J, so tol >= 1 would accept the starting point), atol >= 0.
@@ -212,13 +215,14 @@ def minimize_bmrm(
         ``status`` then says why the loop stops), with an :class:`BMRMResult` of the current
         state (its history columns are read-only views, so a call costs O(n_features), not
         O(iterations)); raise ``StopIteration`` to stop.
-
     verbose : bool
         Log one line per iteration to stderr (iteration, J, lower bound, gap, bundle size,
         seconds since the start without numba's compilation, ``compile_seconds``).
     progress : bool
         Show a one-line progress bar on stderr: the share of the way, on a log scale, from
         the first gap to the requested one.
+    cvxpy_solver : str or None
+        The solver of the cvxpy master problem (see :func:`bmrm.fit`).
     full_output : bool
         Return ``(result, state)``, the solver's final state too (see :func:`minimize`).
 

@@ -47,6 +47,7 @@ class Master(Protocol):
         Returns
         -------
         Master
+            This master, or the one it wraps.
         """
 
     def solve(self, bundle: Bundle, accuracy: float = 0.0):
@@ -138,6 +139,7 @@ class QPMaster:
         Returns
         -------
         Master
+            This master.
         """
         return self
 
@@ -171,6 +173,7 @@ class QPMaster:
         Returns
         -------
         ndarray
+            The minimiser v.
         """
         k = bundle.size
         if len(self._L) < len(bundle.G):
@@ -387,6 +390,7 @@ class ClarabelMaster:
         Returns
         -------
         Master
+            This master.
         """
         return self
 
@@ -538,6 +542,7 @@ class CvxpyMaster:
         Returns
         -------
         Master
+            This master.
         """
         return self
 
@@ -746,6 +751,7 @@ def make_master(
     Returns
     -------
     Master
+        The master problem, holding no plane yet.
     """
     if master == "auto" and regularizer.qp:
         qp = QPMaster(lam)
@@ -806,6 +812,7 @@ class AutoMaster:
         Returns
         -------
         Master
+            The QP master, or the fallback master after a hand-over.
         """
         return self.qp if self.fallback is None else self.fallback
 

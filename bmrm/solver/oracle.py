@@ -64,6 +64,7 @@ class RiskOracle:
     Parameters
     ----------
     X : ndarray or CSR matrix of shape (n_samples, n_features)
+        The features, one row per document.
     prepared : losses.Prepared
         The loss bound to its validated targets.
     fit_intercept : bool
@@ -155,6 +156,7 @@ class RiskOracle:
         Returns
         -------
         RiskOracle
+            The surrogate's oracle, sharing X.
         """
         prepared = self.prepared
         f_int = np.ascontiguousarray(prepared.groups.to_internal(self.scores(w)))
@@ -192,6 +194,7 @@ class RiskOracle:
         Returns
         -------
         HessianProducts
+            The products at ``f``.
         """
         return HessianProducts(
             self.X, self.prepared, f, self.fit_intercept, self.intercept_scaling,
@@ -211,6 +214,7 @@ class RiskOracle:
         Returns
         -------
         ndarray
+            The product ∇²R(w) v.
         """
         return self.hessian(self.scores(w))(v)
 
@@ -227,6 +231,7 @@ class RiskOracle:
         Returns
         -------
         ndarray
+            The scores f, one per row of X.
         """
         return self._scores(w, out)
 
@@ -415,7 +420,7 @@ class RiskOracle:
         f : ndarray
             The scores, in the caller's row order.
         out : ndarray of shape (n_queries, n_features)
-            float64, C-contiguous; receives the per-query subgradients.
+            Receives the per-query subgradients (float64, C-contiguous).
 
         Returns
         -------

@@ -93,6 +93,7 @@ def capabilities(oracle) -> Capabilities:
     Returns
     -------
     Capabilities
+        What the risk offers and promises.
     """
     loss = getattr(oracle, "loss", None)
     convex_surrogate = bool(getattr(oracle, "convex_surrogate", False))
@@ -168,6 +169,7 @@ class CountingOracle:
         Returns
         -------
         CountingOracle
+            The counting oracle of ``oracle``, sharing these counts.
         """
         return CountingOracle(oracle, self.counts)
 
@@ -238,6 +240,7 @@ class CountingOracle:
         Returns
         -------
         ndarray
+            The scores f, one per row of X.
         """
         return self._timed(self.inner.scores, (w, out), 0, 1)
 
@@ -319,6 +322,7 @@ class CountingOracle:
         Returns
         -------
         CountedProducts
+            The oracle's products at ``f``, counted.
         """
         return CountedProducts(self, self._timed(self.inner.hessian, (f,), 0, 0))
 
@@ -335,6 +339,7 @@ class CountingOracle:
         Returns
         -------
         ndarray
+            The product ∇²R(w) v.
         """
         return self.hessian(self.scores(w))(v)
 
@@ -443,5 +448,6 @@ class Problem:
         Returns
         -------
         float
+            J(w).
         """
         return self.lam * self.regularizer.value(w) + R

@@ -66,6 +66,7 @@ class Regularizer:
         Returns
         -------
         float
+            Ω(w).
         """
         raise NotImplementedError
 
@@ -80,6 +81,7 @@ class Regularizer:
         Returns
         -------
         cvxpy.Expression
+            Ω(w), convex in ``w``.
         """
         raise NotImplementedError
 
@@ -94,6 +96,7 @@ class Regularizer:
         Returns
         -------
         list
+            The constraints (an empty list here).
         """
         return []
 
@@ -110,6 +113,7 @@ class Regularizer:
         Returns
         -------
         float or None
+            The dual term's value, or None.
         """
         return None
 
@@ -126,6 +130,7 @@ class Regularizer:
         Returns
         -------
         float
+            The scale t.
         """
         return 1.0
 
@@ -140,6 +145,7 @@ class Regularizer:
         Returns
         -------
         ndarray
+            The nearest point of the domain.
         """
         return w
 
@@ -158,6 +164,7 @@ class Regularizer:
         Returns
         -------
         float
+            The right derivative.
         """
         h = 1e-7 * (1.0 + float(np.abs(w).max())) / max(float(np.abs(d).max()), 1e-300)
         return (self.value(w + h * d) - self.value(w)) / h
@@ -186,6 +193,7 @@ class Regularizer:
         Returns
         -------
         float
+            The slope at ``t``.
         """
         return self.slope(w, d)
 
@@ -217,6 +225,7 @@ class Regularizer:
         Returns
         -------
         object
+            The JSON value.
         """
         raise NotImplementedError
 
@@ -280,6 +289,7 @@ class ElasticNet(Regularizer):
         Returns
         -------
         float
+            Ω(w).
         """
         r = self._ratio()
         return r * float(np.abs(w).sum()) + (1.0 - r) * 0.5 * float(w @ w)
@@ -299,6 +309,7 @@ class ElasticNet(Regularizer):
         Returns
         -------
         float
+            The right derivative.
         """
         r = self._ratio()
         if r == 0.0:
@@ -368,6 +379,7 @@ class ElasticNet(Regularizer):
         Returns
         -------
         cvxpy.Expression
+            Ω(w), convex in ``w``.
         """
         import cvxpy as cp
 
@@ -389,6 +401,7 @@ class ElasticNet(Regularizer):
         Returns
         -------
         float
+            The dual term's value.
         """
         r = self._ratio()
         lo = -np.inf if lower is None else lower
@@ -418,6 +431,7 @@ class ElasticNet(Regularizer):
         Returns
         -------
         float
+            The scale t.
         """
         if self._ratio() < 1.0:
             return 1.0
@@ -438,6 +452,7 @@ class ElasticNet(Regularizer):
         Returns
         -------
         object
+            The JSON value.
         """
         return {"name": self.name, "l1_ratio": self.l1_ratio}
 
@@ -468,6 +483,7 @@ class L2(ElasticNet):
         Returns
         -------
         float
+            Ω(w).
         """
         return 0.5 * float(w @ w)
 
@@ -505,6 +521,7 @@ class L2(ElasticNet):
         Returns
         -------
         cvxpy.Expression
+            Ω(w), convex in ``w``.
         """
         import cvxpy as cp
 
@@ -516,6 +533,7 @@ class L2(ElasticNet):
         Returns
         -------
         object
+            The JSON value.
         """
         return self.name
 
@@ -542,6 +560,7 @@ class L1(ElasticNet):
         Returns
         -------
         float
+            Ω(w).
         """
         return float(np.abs(w).sum())
 
@@ -556,6 +575,7 @@ class L1(ElasticNet):
         Returns
         -------
         cvxpy.Expression
+            Ω(w), convex in ``w``.
         """
         import cvxpy as cp
 
@@ -567,6 +587,7 @@ class L1(ElasticNet):
         Returns
         -------
         object
+            The JSON value.
         """
         return self.name
 
@@ -649,6 +670,7 @@ class Convex(Regularizer):
         Returns
         -------
         float
+            Ω(w).
         """
         import cvxpy as cp
 
@@ -665,6 +687,7 @@ class Convex(Regularizer):
         Returns
         -------
         cvxpy.Expression
+            Ω(w), convex in ``w``.
         """
         return self.function(w)
 
@@ -674,6 +697,7 @@ class Convex(Regularizer):
         Returns
         -------
         object
+            The JSON value.
         """
         raise ValueError(
             f"cannot save a model with regularizer {self.function!r}: a callable cannot be "
@@ -719,6 +743,7 @@ class Box(Regularizer):
         Returns
         -------
         float
+            Ω(w).
         """
         return self.base.value(w)
 
@@ -733,6 +758,7 @@ class Box(Regularizer):
         Returns
         -------
         cvxpy.Expression
+            Ω(w), convex in ``w``.
         """
         return self.base.expression(w)
 
@@ -747,6 +773,7 @@ class Box(Regularizer):
         Returns
         -------
         list
+            The constraints (empty when no side is finite).
         """
         out = []
         n = w.shape[0]
@@ -774,6 +801,7 @@ class Box(Regularizer):
         Returns
         -------
         float or None
+            The dual term's value, or None.
         """
         if not isinstance(self.base, ElasticNet):
             return None
@@ -792,6 +820,7 @@ class Box(Regularizer):
         Returns
         -------
         float
+            The scale t.
         """
         if not isinstance(self.base, ElasticNet):
             return 1.0
@@ -808,6 +837,7 @@ class Box(Regularizer):
         Returns
         -------
         ndarray
+            The point of the box nearest to ``w``.
         """
         lo = -np.inf if self.lower is None else self.lower
         hi = np.inf if self.upper is None else self.upper
@@ -828,6 +858,7 @@ class Box(Regularizer):
         Returns
         -------
         float
+            The right derivative.
         """
         return self.base.slope(w, d)
 
@@ -860,6 +891,7 @@ class Box(Regularizer):
         Returns
         -------
         object
+            The JSON value.
         """
 
         def side(bound):
@@ -960,10 +992,6 @@ def make_regularizer(
     Regularizer
         The regularizer, wrapped in a :class:`Box` when bounds are given.
 
-    Returns
-    -------
-    Regularizer
-
     Raises
     ------
     ValueError
@@ -1024,6 +1052,7 @@ def from_spec(spec) -> Regularizer:
     Returns
     -------
     Regularizer
+        The regularizer.
 
     Raises
     ------

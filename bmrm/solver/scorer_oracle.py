@@ -50,6 +50,7 @@ class ScorerOracle:
     Parameters
     ----------
     X : ndarray or CSR matrix of shape (n_samples, n_features)
+        The features, one row per document.
     prepared : losses.Prepared
         The loss bound to its validated targets.
     scorer : scorer object
@@ -358,8 +359,14 @@ def check_nonconvex(scorer, loss, y, regularizer, bounds, nonneg, fit_intercept,
         The loss.
     y : ndarray
         The targets.
-    regularizer, bounds, nonneg, fit_intercept :
-        :func:`bmrm.fit`'s arguments, which must keep their defaults.
+    regularizer : str, callable or Regularizer
+        :func:`bmrm.fit`'s ``regularizer``, which must keep its default ``"l2"``.
+    bounds : tuple or None
+        :func:`bmrm.fit`'s ``bounds``, which must keep its default None.
+    nonneg : bool
+        :func:`bmrm.fit`'s ``nonneg``, which must keep its default False.
+    fit_intercept : bool
+        :func:`bmrm.fit`'s ``fit_intercept``, which must keep its default False.
     method : str, object or None
         :func:`bmrm.fit`'s ``method``.
 

@@ -92,6 +92,7 @@ class LinearScorer:
         Returns
         -------
         int
+            The length of θ, ``n_features``.
         """
         return int(n_features)
 
@@ -108,6 +109,7 @@ class LinearScorer:
         Returns
         -------
         ndarray
+            The scores, one per row of X.
         """
         return _matvec(X, np.asarray(theta, dtype=np.float64))
 
@@ -140,6 +142,7 @@ class LinearScorer:
         Returns
         -------
         dict
+            An empty dict.
         """
         return {}
 
@@ -154,6 +157,7 @@ class LinearScorer:
         Returns
         -------
         LinearScorer
+            The scorer itself.
         """
         if params:
             raise ValueError(f"LinearScorer has no parameters; got {sorted(params)}")
@@ -259,6 +263,7 @@ class ExpectedGainScorer:
         Returns
         -------
         dict
+            The parameters by name.
         """
         return {
             "n_levels": self.n_levels,
@@ -278,6 +283,7 @@ class ExpectedGainScorer:
         Returns
         -------
         ExpectedGainScorer
+            The copy.
         """
         unknown = sorted(set(params) - set(self.get_params()))
         if unknown:
@@ -356,6 +362,7 @@ class ExpectedGainScorer:
         Returns
         -------
         int
+            The length of θ.
         """
         return self._levels() * int(n_features)
 
@@ -403,6 +410,7 @@ class ExpectedGainScorer:
         Returns
         -------
         ndarray
+            The probabilities, one row per row of X and one column per level.
         """
         return self._forward(X, theta, clip)[0]
 
@@ -419,6 +427,7 @@ class ExpectedGainScorer:
         Returns
         -------
         ndarray
+            The expected gains, one per row of X.
         """
         return self._forward(X, theta, True)[1]
 
@@ -469,6 +478,7 @@ class ExpectedGainScorer:
         Returns
         -------
         ndarray
+            The flat parameters θ.
         """
         w = np.asarray(w, dtype=np.float64).ravel()
         K = self._levels()
@@ -489,6 +499,7 @@ def get_scorer(scorer):
     Returns
     -------
     scorer object
+        The scorer.
     """
     if isinstance(scorer, str):
         if scorer not in _SCORERS:
