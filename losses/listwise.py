@@ -233,7 +233,7 @@ so in this π every document follows all of its dominators; likewise the positio
   F_s >= F_t), zero for p = t (the rearrangement inequality in dual form). The solver
   makes them feasible for the whole cost by row minima and augments only the rows whose
   cheapest position is taken, so the work shrinks as the scores outweigh the gains
-  (against zero duals: the results page, "Oracles");
+  (against zero duals; experiments/bench_oracles.py measures the oracle);
 * otherwise the tail holds the non-chosen documents in ≻ order. Writing F_1 >= ... >= F_m
   for the sorted scores and k_r for the number of chosen documents among the first r in ≻
   order, summation by parts gives the tail's value as a constant plus
@@ -250,7 +250,7 @@ so in this π every document follows all of its dominators; likewise the positio
   Each assignment runs on the candidates within some position's bound (its largest cost
   over k guessed candidates, which bounds its k-th cheapest; some optimal assignment gives
   every position one of its k cheapest). This takes a fraction of the flow's time per
-  query, and random queries seldom need the flow (the results page, "Oracles");
+  query, and random queries seldom need the flow (experiments/bench_oracles.py);
 * in that case, when the query has few gain levels, a dynamic programme over per-level
   counts replaces the flow. By the exchange above (documents of equal gain dominate each
   other in ≻ order), some optimal π takes from every level l its first n_l candidates in
@@ -266,8 +266,8 @@ so in this π every document follows all of its dominators; likewise the positio
   at most 4,096 and a dense table of at most 65,536 cells and their mean S is at most
   1,500 (every batch of queries of up to four levels at k = 10, which have S <= 1,001;
   five levels where few documents reach the upper ones), since its time grows with S and
-  the flow's hardly: the limits sit where the two take about the same time per query (the
-  results page, "Oracles");
+  the flow's hardly: the limits sit where the two take about the same time per query
+  (experiments/bench_oracles.py);
 * when all scores of the query are equal (the concave-convex procedure evaluates its
   surrogates at w = 0), Σ_i c_i f_{π(i)} is the same for every π and the maximisers are
   the π whose top K positions hold K smallest gains in increasing order (the

@@ -206,7 +206,7 @@ def _chain_flow(cost, n_top, n_cand, fq, order, cand_rank, c, m, match_pos, iw, 
     as the previous searches leave along their shortest-path trees) goes on a stack and is
     settled before the heap is popped again: any order among nodes at the smallest
     distance is a valid Dijkstra order, and this one follows zero-cost paths to the sink
-    depth first (8–24 % less time per query at m = 60–180, k = 10, one thread). Output:
+    depth first, which takes less time per query than heap order alone. Output:
     ``match_pos``, the candidate given to each top position.
     """
     pot, dist, pred, done, done_list, heap_keys, heap_nodes, stack = cw
@@ -358,7 +358,7 @@ def _chain_flow(cost, n_top, n_cand, fq, order, cand_rank, c, m, match_pos, iw, 
 
 
 # Linearised assignments the chain path tries (:func:`_secant_top`) before the chain flow:
-# a cap above what random queries of NDCG@10 need (the results page, "Oracles"), so that it
+# a cap above what random queries of NDCG@10 need (experiments/bench_oracles.py), so that it
 # bounds the work of a rare query without cutting short the usual ones.
 SECANT_SOLVES = 4
 
@@ -472,11 +472,9 @@ def _secant_top(cost, lin_buf, n_top, n_cand, fq, order, cand_rank, c, m, match_
 
     The first windows come from a greedy fill of the problem linearised at
     ``k̂_t = min(t + 1, K) − 1`` (each position in turn takes its cheapest free candidate,
-    O(K·n_cand)): ``k̂_t = min(k_t, min(t + 1, K) − 1)`` for the greedy's k_t. On random
-    queries of 40 and 120 documents in three or five gain levels (NDCG@10, scores unrelated
-    to the labels or following them) that took 1.00–1.21 solves per query on average,
-    against 1.01–1.99 starting from ``min(t + 1, K) − 1`` itself, and 12–17 % less time
-    where the scores do not dominate the gains. Each solve costs O(m + K·n_cand) plus the
+    O(K·n_cand)): ``k̂_t = min(k_t, min(t + 1, K) − 1)`` for the greedy's k_t. Starting there
+    takes fewer solves per query than starting from ``min(t + 1, K) − 1`` itself
+    (experiments/bench_oracles.py measures both). Each solve costs O(m + K·n_cand) plus the
     assignment, against K Dijkstra searches for the flow.
     """
     khat = iw[_FLOW]

@@ -18,8 +18,8 @@ def preference_hinge(
     A pair exactly at the hinge (1 + f_i − f_j = 0) contributes subgradient 0. An empty
     ``pair_cost`` means every cost is 1 (a uniform cost is folded into ``weight``).
 
-    The loop is shaped by what it costs per pair (against a plain loop over the pairs; the
-    results page, "Oracles"): consecutive pairs with the same row i (the order
+    The loop is shaped by what it costs per pair (against a plain loop over the pairs;
+    experiments/bench_oracles.py measures it): consecutive pairs with the same row i (the order
     :func:`fill_label_pairs` writes) add i's subgradient in a register and write it once,
     instead of a read-modify-write of one memory cell per pair; whether a pair is active
     enters as a 0 / 1 factor rather than a branch (unpredictable); and unsigned indices (the

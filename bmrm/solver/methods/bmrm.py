@@ -35,11 +35,9 @@ class PlainBMRM:
     master_rtol : float >= 0 or None
         The master problem's accuracy as a fraction of the gap
         (:attr:`BundleState.master_rtol`; 0: to the QP's own tolerance). None: the loop's
-        default, 1e-3. With the cache, solving exactly changed the planes needed to
-        SVM^rank's objective by −13 % to +3 % on the problems of
-        ``experiments/bench_iterations.py`` (medium set, C = 1: 17 oracle calls and 213
-        cache cuts against 18 and 245; C = 100: 29 and 18,348 against 28 and 17,775) at
-        equal seconds within the noise, so the default stays.
+        default, 1e-3. With the cache, solving the master exactly neither saved planes
+        nor seconds consistently on the problems of ``experiments/bench_iterations.py``, so
+        the default stays.
     """
 
     name = "bmrm"

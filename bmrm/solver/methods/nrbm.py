@@ -164,11 +164,10 @@ class NRBM:
         gradient term, so status 5 certifies ‖lam·x + ∇R(x)‖ ≤ √(2 lam·tol·J(x)).
     max_backtracks : int >= 0 or None, default=None
         Halvings of the step towards the master minimiser per iteration, at most. None:
-        20 for a smooth risk (a short enough step is serious) and 3 otherwise. Measured on
-        WARP (discontinuous; MQ2008 fold 1, lam = 1e-2, 500 iterations), backtracking
-        bought nothing: 20 halvings took 9,850 oracle calls and 34 s to J = 1.37395,
-        5 took 2,860 calls (8.7 s) to 1.37401, none 500 calls (1.6 s) to 1.37403; a few
-        are kept for piecewise-smooth risks, where a lowered plane may stop cutting.
+        20 for a smooth risk (a short enough step is serious) and 3 otherwise. On a
+        discontinuous risk (WARP) more halvings cost many oracle calls for no better
+        objective (``experiments/bench_nonconvex.py``); a few are kept for
+        piecewise-smooth risks, where a lowered plane may stop cutting.
     """
 
     name = "nrbm"
