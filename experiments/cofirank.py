@@ -31,8 +31,13 @@ printed beside: CofiRank-NDCG .6400 / .6307 / .6076, CofiRank-Ordinal .6233 / .6
 .7169, CofiRank-Regression .6420 / .6509 / .6584, MMMF .6061 / .6937 / .6989. On other data
 the figures are not comparable cell by cell; the table shows them for scale.
 
+Seeds run outermost, so ``--time-budget`` (wall seconds after which no new seed starts)
+leaves every cell with the same number of seeds; the tables say how many ran.
+
 Output: ``--out``/results.csv (one row per protocol × N × seed × method, rewritten after
-every fit) and results.md (the tables).
+every fit), results.md (the tables) and the tidy result file ``--results``/cofirank.csv
+(columns experiment, dataset, method, setting, repetition, then ``ndcg_at_10``, ``wall_s``,
+``cpu_s``, ...; rows of other data sets in it are kept) with cofirank.meta.json.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments._common import (  # noqa: E402
+    REPO,
     base_parser,
     data_errors,
     fail,
@@ -104,6 +110,41 @@ def gradient_norm(loss, ratings, seed: int) -> float:
     return float(svds(G, k=1, return_singular_vectors=False, random_state=seed)[0])
 
 
+def write_tidy(folder: Path, rows: list, dataset: str, argv) -> None:
+    """The tidy result file ``folder/cofirank.csv`` (one row per method × data set ×
+    setting × seed; the rows of other data sets already there are kept) and its
+    ``cofirank.meta.json`` (command, date, machine, git commit)."""
+    import csv
+    import json
+    import os
+    import platform
+    import shlex
+    import subprocess
+
+    path = folder / "cofirank.csv"
+    kept = []
+    if path.exists():
+        with open(path, newline="") as fh:
+            kept = [r for r in csv.DictReader(fh) if r["dataset"] != dataset]
+    folder.mkdir(parents=True, exist_ok=True)
+    write_csv(path, kept + rows)
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    meta = {
+        "command": shlex.join(["python", "experiments/cofirank.py", *argv]),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {
+            "cores": os.cpu_count(),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
+        "git_commit": commit or "unknown",
+    }
+    write_text(folder / "cofirank.meta.json", json.dumps(meta, indent=1) + "\n")
+
+
 def find_file(path: Path) -> Path:
     if path.is_dir():
         for name in ("ratings.dat", "u.data", "ratings.csv"):
@@ -134,7 +175,17 @@ def main(argv=None) -> int:
     parser.add_argument("--lam", type=number(float, 0, low_open=True), default=None)
     parser.add_argument("--lam-scale", type=number(float, 0, low_open=True), default=0.3)
     parser.add_argument("--max-iter", type=int_at_least(1), default=30)
+    parser.add_argument(
+        "--results", type=Path, default=None,
+        help="folder of the tidy result file cofirank.csv (default: experiments/results; "
+        "--out with --quick)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--time-budget", type=number(float, 0, low_open=True), default=None,
+        help="start no new seed after this many wall seconds",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
     if (args.path is None) == (not args.synthetic):
         parser.error("give a rating file PATH or --synthetic (one of them)")
     from bmrm.collab import CofiRank, read_ratings, strong_split, weak_split
@@ -149,15 +200,24 @@ def main(argv=None) -> int:
     if args.quick:
         args.n_train, args.seeds, args.rank, args.max_iter = [10], 1, 5, 3
     out = make_out(args.out)
+    if args.results is None:
+        args.results = out if args.quick else REPO / "experiments" / "results"
     methods = [(loss, False) for loss in args.losses]
     if args.offsets:
         methods += [(loss, True) for loss in args.losses]
     protocols = list(dict.fromkeys(args.protocols))
     progress(f"{name}: {ratings.shape[0]} users × {ratings.shape[1]} items, {ratings.nnz} ratings")
     rows = []
-    for protocol in protocols:
-        for n_train in args.n_train:
-            for seed in range(args.seeds):
+    # seeds outermost: a run stopped early has the same number of seeds in every cell
+    started = time.perf_counter()
+    seeds_run = 0
+    for seed in range(args.seeds):
+        if args.time_budget is not None and time.perf_counter() - started > args.time_budget:
+            progress(f"time budget reached: {seeds_run} of {args.seeds} seeds run")
+            break
+        seeds_run += 1
+        for protocol in protocols:
+            for n_train in args.n_train:
                 if protocol == "weak":
                     train, test = weak_split(ratings, n_train, 10, seed=seed)
                     fold = None
@@ -168,9 +228,10 @@ def main(argv=None) -> int:
                     lam = args.lam
                     if lam is None:
                         lam = args.lam_scale * gradient_norm(loss, train, seed)
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), time.process_time()
                     model = CofiRank(
-                        loss=loss, n_factors=args.rank, lam=lam, offsets=offsets,
+                        loss=loss, loss_params={"gain": args.gain} if loss == "ndcg" else None,
+                        n_factors=args.rank, lam=lam, offsets=offsets,
                         max_iter=args.max_iter, random_state=seed,
                     )  # fmt: skip
                     with warnings.catch_warnings():
@@ -181,23 +242,30 @@ def main(argv=None) -> int:
                     value = model.score(test, k=10, gain=args.gain)
                     rows.append(
                         {
-                            "data": name, "protocol": protocol, "n_train": n_train,
-                            "seed": seed, "loss": loss, "offsets": offsets, "lam": lam,
-                            "ndcg10": value, "test_users": n_users, "outer": model.n_iter_,
-                            "seconds": time.perf_counter() - t0,
+                            "experiment": "cofirank", "dataset": name,
+                            "method": f"CofiRank-{loss}{'+offsets' if offsets else ''}",
+                            "setting": f"{protocol} N={n_train}", "repetition": seed,
+                            "protocol": protocol, "n_train": n_train, "loss": loss,
+                            "offsets": offsets, "lam": lam, "ndcg_at_10": value,
+                            "test_users": n_users, "outer_iterations": model.n_iter_,
+                            "wall_s": time.perf_counter() - t0,
+                            "cpu_s": time.process_time() - c0,
                         }
                     )  # fmt: skip
                     write_csv(out / "results.csv", rows)  # kept up to date
+                    write_tidy(args.results, rows, name, argv)
                     progress(
-                        f"{protocol} N={n_train} seed {seed} {loss}{'+off' if offsets else ''}"
+                        f"seed {seed} {protocol} N={n_train} {loss}{'+off' if offsets else ''}"
                         f": NDCG@10 {value:.4f} (lam {lam:.3g}, {model.n_iter_} outer, "
-                        f"{rows[-1]['seconds']:.1f} s, {n_users} users)"
+                        f"{rows[-1]['wall_s']:.1f} s, {n_users} users)"
                     )
     write_csv(out / "results.csv", rows)
     lines = [
         f"# CofiRank on {name} ({ratings.shape[0]} users × {ratings.shape[1]} items, "
         f"{ratings.nnz} ratings): NDCG@10, gain {args.gain}, rank {args.rank}, "
-        f"{args.seeds} seeds, "
+        f"{seeds_run} seeds"
+        + (f" (of {args.seeds} asked; the time budget ran out)" if seeds_run < args.seeds else "")
+        + ", "
         + (f"lam {args.lam}" if args.lam else f"lam = {args.lam_scale}·‖∇L(0)‖₂"),
         "",
     ]
@@ -208,7 +276,7 @@ def main(argv=None) -> int:
             cells = []
             for n in args.n_train:
                 key = (protocol, n, loss, offsets)
-                v = [r["ndcg10"] for r in rows
+                v = [r["ndcg_at_10"] for r in rows
                      if (r["protocol"], r["n_train"], r["loss"], r["offsets"]) == key]  # fmt: skip
                 cells.append(f"{np.mean(v):.4f} ± {np.std(v):.4f}")
             paper = PAPER.get(loss) if not offsets else None
