@@ -10,7 +10,7 @@ def test_cofirank_quick_run(tmp_path):
         (p, loss) for p in ("weak", "strong") for loss in ("ndcg", "ordinal", "squared")
     ]
     for r in rows:
-        assert 0.0 <= float(r["ndcg10"]) <= 1.0
+        assert 0.0 <= float(r["ndcg_at_10"]) <= 1.0
         assert float(r["lam"]) > 0 and int(r["test_users"]) > 0
     md = (tmp_path / "results.md").read_text()
     assert "## weak generalisation" in md and "## strong generalisation" in md
