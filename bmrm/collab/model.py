@@ -31,6 +31,31 @@ offsets, Weimer, Karatzoglou & Smola, Machine Learning 72 (2008), §3.3), and
 items, so for ranking losses only the item offsets move (b stays 0); for the squared loss
 both act.
 
+Choosing λ
+----------
+At U = V = 0 the gradient of J vanishes for every λ, and for λ ≥ ‖∇L(0)‖₂ (the spectral
+norm of the users × items matrix of ∂l/∂f at F = 0) the zero factors are a local minimum:
+by the variational form of the trace norm, ‖F‖_* = min over U Vᵀ = F of
+(‖U‖² + ‖V‖²)/2, J is then at least the convex L(F) + λ‖F‖_*, whose minimum is F = 0
+(Srebro, Rennie & Jaakkola, NIPS 2004). That threshold depends on the data and the loss
+(for the NDCG loss on MovieLens-shaped sets it lies below the paper's λ = 10, which then
+learns nothing), so ``lam="auto"`` sets λ = 0.3·‖P ∇L(0)‖₂, where P centres each user's row on that user's
+ratings: a ranking loss's row sums to 0 already (it does not change when a user's scores
+move together), while the squared loss's row is −y_i, whose level (the mean rating) would
+otherwise set λ and leave only the mean learnt. For a latent loss, ∇L(0) is the
+subgradient at all-tied scores.
+
+Starting point
+--------------
+The factors start random, N(0, ``init_scale``²) per entry. From there a latent loss learns
+little: its surrogate at nearly tied scores charges every spread within a rating level,
+so small factors are close to a fixed point of the concave-convex steps. With
+``init="auto"`` a latent loss first runs alternating steps on its convex
+``initial_loss`` (the pairwise hinge over pairs of different rating, normalised per user),
+with λ scaled by the ratio of the two losses' ‖P ∇L(0)‖₂, until an outer iteration lowers
+that objective by at most ``tol`` relative; the fit proper starts from there (its time is
+in ``result_.init_seconds``; the monotone decrease below concerns the fit proper).
+
 The fit
 -------
 Alternating minimisation: the U step minimises J over U (and b) with V fixed, the V step
@@ -61,9 +86,12 @@ so the true objective still never increases. The convex tie rules (``ties="incre
 directly.
 
 Cost: an oracle call of a block step computes all scores in one pass over the ratings,
-calls the loss once, and scatters ∂l/∂f back once by user (∂U) or by item (∂V, through an
+calls the loss once on all users (each user one query, ``query_ptr`` the matrix's
+``indptr``), and scatters ∂l/∂f back once by user (∂U) or by item (∂V, through an
 item-major index of the ratings): O(|Ω| r) (the organisation of Primal-CR, Wu, Hsieh &
-Sharpnack, KDD 2017).
+Sharpnack, KDD 2017). Each step starts from the evaluation that gave J after the previous
+one: its scores, a latent loss's tie-breaking at them and the loss's value and gradient
+there are the step's first oracle call.
 """
 
 from __future__ import annotations
@@ -128,6 +156,9 @@ class CofiRankResult(OptimizeResult):
         callback raised ``StopIteration``.
     seconds, cpu_seconds : float
         Wall-clock and process CPU seconds of the fit.
+    init_nit, init_seconds, init_cpu_seconds :
+        Outer iterations, wall-clock and CPU seconds of the initial-loss phase
+        (``init="auto"`` with a latent loss; 0 otherwise).
     """
 
 
@@ -379,8 +410,10 @@ class CofiRank(BaseEstimator):
         ``{"gain": "linear"}`` for 0–10 ratings or ``{"ties": "increasing"}``.
     n_factors : int, default=100
         Rank r of the factorisation.
-    lam : float, default=10
-        λ of the penalty (λ/2)(‖U‖² + ‖V‖²), on the paper's scale (a sum over users).
+    lam : float or "auto", default="auto"
+        The λ of the penalty (λ/2)(‖U‖² + ‖V‖²), on the paper's scale (a sum over users).
+        ``"auto"`` takes 0.3·‖P ∇L(0)‖₂ (the module docstring's *Choosing λ*), the value
+        fitted being ``lam_``.
     offsets : bool, default=False
         Add per-user and per-item offsets to the scores.
     u_step : {"block", "users"}, default="block"
@@ -398,6 +431,10 @@ class CofiRank(BaseEstimator):
     bundle_size : int, default=10
         Planes kept by a block step's bundle (its memory: bundle_size × n_rows × r floats;
         a full bundle is aggregated by the solver).
+    init : {"auto", "random"}, default="auto"
+        Random initial factors (``init_scale``); with ``"auto"``, a latent loss (the NDCG
+        and NERU losses with ``ties="latent"``) then first runs alternating steps on its
+        convex ``initial_loss`` (the module docstring's *Starting point*).
     init_scale : float, default=0.1
         Standard deviation of the random initial factors.
     random_state : int, Generator or None
@@ -415,13 +452,21 @@ class CofiRank(BaseEstimator):
     Attributes
     ----------
     user_factors_ : ndarray of shape (n_users, n_factors)
+        U, one row per user (zero for a user without ratings).
     item_factors_ : ndarray of shape (n_items, n_factors)
+        V, one row per item (zero for an item nobody rated).
     user_offsets_, item_offsets_ : ndarray of shape (n_users,), (n_items,)
-        Zero without ``offsets``.
+        Offsets b and c; zero without ``offsets``.
     n_users_, n_items_ : int
+        Shape of the training ratings.
+    lam_ : float
+        The λ fitted with (``lam``, or its ``"auto"`` value).
     loss_ : loss object
+        The loss the fit used.
     result_ : CofiRankResult
+        Objective per outer iteration, each step's record and the fit's times.
     n_iter_ : int
+        Outer iterations run.
 
     Examples
     --------
@@ -505,7 +550,18 @@ class CofiRank(BaseEstimator):
         return np.random.default_rng(self.random_state)
 
     def objective(self, ratings) -> float:
-        """J at the fitted factors on ``ratings`` (module docstring), with the true loss."""
+        """Return J at the fitted factors on ``ratings`` (module docstring).
+
+        Parameters
+        ----------
+        ratings : scipy.sparse matrix or tuple
+            Ratings in the fitted shape (n_users_, n_items_).
+
+        Returns
+        -------
+        float
+            Σ_i l(f_i, y_i) + (λ/2)(‖U‖² + ‖V‖²) with λ = ``lam_`` and the true loss.
+        """
         check_is_fitted(self, "user_factors_")
         R = self._check_fitted_ratings(ratings)
         problem = _Problem(R, self.loss_)
@@ -546,7 +602,8 @@ class CofiRank(BaseEstimator):
 
         Returns
         -------
-        self
+        CofiRank
+            The fitted model (``self``).
         """
         self._validate_params()
         loss = losses.get(self.loss, **(self.loss_params or {}))
@@ -760,8 +817,10 @@ class CofiRank(BaseEstimator):
     # ------------------------------------------------------------------ fold-in
 
     def fold_in(self, ratings, *, max_iter: int = 20) -> CofiRank:
-        """Fit the factors of the users who have ratings in ``ratings`` with V (and the item
-        offsets) fixed: CofiRank's strong generalisation (new users).
+        """Fit the factors of the users rated in ``ratings`` with the item factors fixed.
+
+        CofiRank's strong generalisation (new users): V and the item offsets stay as
+        fitted.
 
         Parameters
         ----------
@@ -775,7 +834,8 @@ class CofiRank(BaseEstimator):
 
         Returns
         -------
-        self
+        CofiRank
+            The model (``self``) with those users' factors fitted.
         """
         check_is_fitted(self, "user_factors_")
         R = self._check_fitted_ratings(ratings)
@@ -834,15 +894,19 @@ class CofiRank(BaseEstimator):
         return a
 
     def predict(self, users, items) -> np.ndarray:
-        """Scores of the (user, item) pairs: ``<U[users[t]], V[items[t]]>`` (+ offsets).
+        """Return the scores of the (user, item) pairs.
 
         Parameters
         ----------
-        users, items : array-like of int, equal lengths
+        users : array-like of int
+            User (row) index of each pair.
+        items : array-like of int
+            Item (column) index of each pair, as many as ``users``.
 
         Returns
         -------
         ndarray of shape (len(users),)
+            ``<U[users[t]], V[items[t]]> + b[users[t]] + c[items[t]]``.
         """
         check_is_fitted(self, "user_factors_")
         users = self._indices(users, "users", self.n_users_)
@@ -855,11 +919,14 @@ class CofiRank(BaseEstimator):
         return f + self.user_offsets_[users] + self.item_offsets_[items]
 
     def recommend(self, users, k: int = 10, *, exclude=None) -> np.ndarray:
-        """The top-k items of each user by decreasing score (ties by increasing item index).
+        """Return the top-k items of each user by decreasing score.
+
+        Ties in score go by increasing item index.
 
         Parameters
         ----------
         users : array-like of int
+            User (row) indices.
         k : int
             Items per user, at most ``n_items_``.
         exclude : scipy.sparse matrix, tuple or None
@@ -893,7 +960,7 @@ class CofiRank(BaseEstimator):
         return out
 
     def score(self, test, k: int = 10, *, gain="exp") -> float:
-        """Mean over users of NDCG@k of the ranking of each user's test items.
+        """Return the mean over users of NDCG@k of the ranking of each user's test items.
 
         CofiRank's convention (Weimer et al., NIPS 2007, §5): gain 2^r − 1 (``gain="exp"``;
         ``"linear"`` for r, or a callable mapping ratings to gains), discount
@@ -907,11 +974,14 @@ class CofiRank(BaseEstimator):
         test : scipy.sparse matrix or tuple
             Test ratings in the fitted shape.
         k : int
+            Cut-off (capped at each user's number of test items).
         gain : {"exp", "linear"} or callable
+            Gain of a rating: 2^r − 1, r, or a function of the ratings array.
 
         Returns
         -------
         float
+            The mean NDCG@k over the users with test ratings.
         """
         check_is_fitted(self, "user_factors_")
         T = self._check_fitted_ratings(test, "test")
@@ -924,8 +994,15 @@ class CofiRank(BaseEstimator):
     # ------------------------------------------------------------------ files
 
     def save(self, path) -> None:
-        """Write the fitted model to ``path`` (NumPy's ``.npz``; read back by
-        :func:`bmrm.collab.load`). A loss object must offer ``name`` and ``get_params``."""
+        """Write the fitted model to ``path`` (NumPy's ``.npz``).
+
+        :func:`bmrm.collab.load` reads it back. Only built-in losses are written.
+
+        Parameters
+        ----------
+        path : str or path-like
+            File to write (NumPy adds ``.npz`` when the name lacks it).
+        """
         check_is_fitted(self, "user_factors_")
         params = self.get_params()
         loss = self.loss_
@@ -958,7 +1035,18 @@ class CofiRank(BaseEstimator):
 
 
 def load(path) -> CofiRank:
-    """Read a model written by :meth:`CofiRank.save`."""
+    """Read a model written by :meth:`CofiRank.save`.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The ``.npz`` file.
+
+    Returns
+    -------
+    CofiRank
+        The fitted model, with ``result_`` holding the objective per outer iteration.
+    """
     with np.load(path, allow_pickle=False) as data:
         try:
             meta = json.loads(str(data["meta"]))
