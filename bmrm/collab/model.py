@@ -39,10 +39,10 @@ by the variational form of the trace norm, ‖F‖_* = min over U Vᵀ = F of
 (‖U‖² + ‖V‖²)/2, J is then at least the convex L(F) + λ‖F‖_*, whose minimum is F = 0
 (Srebro, Rennie & Jaakkola, NIPS 2004). That threshold depends on the data and the loss
 (for the NDCG loss on MovieLens-shaped sets it lies below the paper's λ = 10, which then
-learns nothing), so ``lam="auto"`` sets λ = 0.3·‖P ∇L(0)‖₂, where P centres each user's row on that user's
-ratings: a ranking loss's row sums to 0 already (it does not change when a user's scores
-move together), while the squared loss's row is −y_i, whose level (the mean rating) would
-otherwise set λ and leave only the mean learnt. For a latent loss, ∇L(0) is the
+learns nothing), so ``lam="auto"`` sets λ = 0.3·‖P ∇L(0)‖₂, where P centres each user's
+row on that user's ratings: a ranking loss's row sums to 0 already (it does not change
+when a user's scores move together), while the squared loss's row is −y_i, whose level
+(the mean rating) would otherwise set λ and leave only the mean learnt. For a latent loss, ∇L(0) is the
 subgradient at all-tied scores.
 
 Starting point
