@@ -42,8 +42,8 @@ by the variational form of the trace norm, ‖F‖_* = min over U Vᵀ = F of
 learns nothing), so ``lam="auto"`` sets λ = 0.3·‖P ∇L(0)‖₂, where P centres each user's
 row on that user's ratings: a ranking loss's row sums to 0 already (it does not change
 when a user's scores move together), while the squared loss's row is −y_i, whose level
-(the mean rating) would otherwise set λ and leave only the mean learnt. For a latent loss, ∇L(0) is the
-subgradient at all-tied scores.
+(the mean rating) would otherwise set λ and leave only the mean learnt. For a latent
+loss, ∇L(0) is the subgradient at all-tied scores.
 
 Starting point
 --------------
