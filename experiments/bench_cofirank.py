@@ -20,7 +20,14 @@ iteration and per step, bundle iterations per step, and NDCG@10 against fit time
 ``--memory`` reruns two outer iterations under ``tracemalloc`` and reports the peak of
 traced allocations beside the ratings' and factors' own bytes, and the process's peak
 resident size. ``--threads`` sets numba's threads (the kernels' thread pool) and BLAS's.
-Results go to ``--out``/results.csv (one row per outer iteration) and results.md.
+λ is the model's ``lam="auto"`` unless ``--lam`` is given; a latent loss (NDCG) starts with
+its initial-loss phase, whose time is reported apart and counted in outer 1's. Medians per
+outer iteration are over outer 2 on (outer 1 holds the fit's set-up). Results go to
+``--out``/results.csv (one row per outer iteration) and results.md, and to the tidy result
+file ``--results``/bench_cofirank.csv (columns experiment, dataset, method, setting
+(threads), repetition, then ``phase``, ``outer_iteration``, ``wall_s``, ``cpu_s``, per-step
+seconds, ``ndcg_at_10``, and with ``--memory`` the peak bytes and ratios; rows of other
+methods or settings in it are kept) with bench_cofirank.meta.json.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments._common import (  # noqa: E402
+    REPO,
     base_parser,
     int_at_least,
     make_out,
@@ -81,6 +89,45 @@ def matrices(n_users, n_items, n_train, n_test, seed, clean=False):
     return (*out, make(~train, scores).data) if clean else out
 
 
+def write_tidy(folder: Path, rows: list, method: str, setting: str, argv) -> None:
+    """The tidy result file ``folder/bench_cofirank.csv`` (rows of other methods or
+    settings already there are kept) and its ``bench_cofirank.meta.json``."""
+    import csv
+    import json
+    import os
+    import platform
+    import shlex
+    import subprocess
+
+    path = folder / "bench_cofirank.csv"
+    kept = []
+    if path.exists():
+        with open(path, newline="") as fh:
+            kept = [
+                r for r in csv.DictReader(fh) if (r["method"], r["setting"]) != (method, setting)
+            ]
+    folder.mkdir(parents=True, exist_ok=True)
+    fields = []
+    for row in kept + rows:
+        fields.extend(k for k in row if k not in fields)
+    write_csv(path, kept + rows, fields)
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    meta = {
+        "command": shlex.join(["python", "experiments/bench_cofirank.py", *argv]),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {
+            "cores": os.cpu_count(),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
+        "git_commit": commit or "unknown",
+    }
+    write_text(folder / "bench_cofirank.meta.json", json.dumps(meta, indent=1) + "\n")
+
+
 def set_threads(n: int) -> None:
     import numba
     from threadpoolctl import threadpool_limits
@@ -96,7 +143,10 @@ def main(argv=None) -> int:
     parser.add_argument("--loss", default="ndcg", choices=["ndcg", "ordinal", "squared"])
     parser.add_argument("--loss-ties", default=None, choices=["latent", "increasing"])
     parser.add_argument("--u-step", default="block", choices=["block", "users"])
-    parser.add_argument("--lam", type=number(float, 0, low_open=True), default=10.0)
+    parser.add_argument(
+        "--lam", type=number(float, 0, low_open=True), default=None,
+        help="λ (default: the model's lam='auto')",
+    )  # fmt: skip
     parser.add_argument("--rank", type=int_at_least(1), default=100)
     parser.add_argument("--n-train", type=int_at_least(1), default=200)
     parser.add_argument("--n-test", type=int_at_least(1), default=20)
@@ -107,7 +157,13 @@ def main(argv=None) -> int:
     parser.add_argument("--budget-clock", choices=["cpu", "wall"], default="cpu")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--memory", action="store_true")
+    parser.add_argument(
+        "--results", type=Path, default=None,
+        help="folder of the tidy result file bench_cofirank.csv (default: experiments/results;"
+        " --out with --quick)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
     from bmrm.collab import CofiRank
     from losses.metrics import ndcg_score
 
@@ -119,12 +175,14 @@ def main(argv=None) -> int:
     test_users = np.repeat(np.arange(n_users), np.diff(test.indptr))
     ceiling = ndcg_score(test.data, clean, test_users, k=10)
     out = make_out(args.out)
+    if args.results is None:
+        args.results = out if args.quick else REPO / "experiments" / "results"
     loss_params = None if args.loss_ties is None else {"ties": args.loss_ties}
     params = dict(
         loss=args.loss,
         loss_params=loss_params,
         n_factors=args.rank,
-        lam=args.lam,
+        lam="auto" if args.lam is None else args.lam,
         u_step=args.u_step,
         step_max_iter=args.step_max_iter,
         bundle_size=args.bundle_size,
@@ -176,20 +234,29 @@ def main(argv=None) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = CofiRank(**params, max_iter=args.max_iter, callback=callback).fit(train)
+    init_s, init_cpu = model.result_.init_seconds, model.result_.init_cpu_seconds
     tag = f"{args.loss}{'' if args.loss_ties is None else '_' + args.loss_ties}"
     tag += f"_{args.u_step}_t{args.threads}"
     write_csv(out / "results.csv", rows)
+    # outer 1's time holds the fit's set-up and a latent loss's initial-loss phase: the
+    # medians are over the outer iterations after it when there are any
     per_outer = np.diff([0.0] + [r["seconds"] for r in rows])
     cpu_outer = np.diff([0.0] + [r["cpu_seconds"] for r in rows])
+    later = slice(1, None) if len(rows) > 1 else slice(None)
     lines = [
         f"# CofiRank benchmark ({tag}; {n_users} users × {n_items} items, "
-        f"{train.nnz} training ratings, rank {args.rank}, lam {args.lam})",
+        f"{train.nnz} training ratings, rank {args.rank}, lam {model.lam_:.4g})",
         "",
-        f"warm-up (compilation) {warmup:.1f} s; status: {model.result_.message}; NDCG@10 "
-        f"of the generating model's noiseless scores: {ceiling:.4f}",
-        f"median seconds per outer iteration {np.median(per_outer):.2f} "
-        f"(CPU {np.median(cpu_outer):.2f}); U step {np.median([r['u_seconds'] for r in rows]):.2f}"
-        f" s, V step {np.median([r['v_seconds'] for r in rows]):.2f} s",
+        f"warm-up (compilation) {warmup:.1f} s; λ {model.lam_:.4g}; status: "
+        f"{model.result_.message}; NDCG@10 of the generating model's noiseless scores: "
+        f"{ceiling:.4f}; initial-loss phase ({model.result_.init_nit} outer iterations, in "
+        f"outer 1's time) {init_s:.1f} s (CPU {init_cpu:.1f})",
+        f"median seconds per outer iteration (outer 2 on) {np.median(per_outer[later]):.2f} "
+        f"(CPU {np.median(cpu_outer[later]):.2f}); U step "
+        f"{np.median([r['u_seconds'] for r in rows]):.2f} s (CPU "
+        f"{np.median([r['u_cpu'] for r in rows]):.2f}), V step "
+        f"{np.median([r['v_seconds'] for r in rows]):.2f} s (CPU "
+        f"{np.median([r['v_cpu'] for r in rows]):.2f})",
         "",
         markdown_table(
             ["outer", "seconds", "CPU s", "J", "NDCG@10", "U s", "U it", "V s", "V it"],
@@ -224,8 +291,49 @@ def main(argv=None) -> int:
             f"memory: traced peak {peak / 2**20:.1f} MiB during a 2-iteration fit; ratings "
             f"(CSR) {data_bytes / 2**20:.1f} MiB + factors {factor_bytes / 2**20:.1f} MiB = "
             f"{(data_bytes + factor_bytes) / 2**20:.1f} MiB (ratio "
-            f"{peak / (data_bytes + factor_bytes):.2f}); process peak RSS {maxrss:.0f} MiB",
+            f"{peak / (data_bytes + factor_bytes):.2f}; with the input ratings, which the fit "
+            f"holds too, {(peak + data_bytes) / (data_bytes + factor_bytes):.2f}); process "
+            f"peak RSS {maxrss:.0f} MiB",
         ]
+    method = f"CofiRank-{tag.rsplit('_t', 1)[0]}"
+    setting = f"threads={args.threads}"
+    tidy = [
+        {
+            "experiment": "bench_cofirank", "dataset": "synthetic-ml1m", "method": method,
+            "setting": setting, "repetition": 0, "outer_iteration": 0, "phase": "warm-up",
+            "wall_s": warmup, "cpu_s": float("nan"),
+        },
+        {
+            "experiment": "bench_cofirank", "dataset": "synthetic-ml1m", "method": method,
+            "setting": setting, "repetition": 0, "outer_iteration": 0,
+            "phase": "initial loss", "wall_s": init_s, "cpu_s": init_cpu,
+        },
+    ]  # fmt: skip
+    for r, wall, cpu in zip(rows, per_outer, cpu_outer, strict=True):
+        tidy.append(
+            {
+                "experiment": "bench_cofirank", "dataset": "synthetic-ml1m", "method": method,
+                "setting": setting, "repetition": 0, "outer_iteration": r["outer"],
+                "phase": "outer", "wall_s": wall, "cpu_s": cpu,
+                "fit_wall_s": r["seconds"], "fit_cpu_s": r["cpu_seconds"],
+                "u_wall_s": r["u_seconds"], "u_cpu_s": r["u_cpu"], "u_bundle_iterations":
+                r["u_nit"], "v_wall_s": r["v_seconds"], "v_cpu_s": r["v_cpu"],
+                "v_bundle_iterations": r["v_nit"], "objective": r["objective"],
+                "ndcg_at_10": r["ndcg10"], "lam": model.lam_,
+            }
+        )  # fmt: skip
+    if args.memory:
+        tidy.append(
+            {
+                "experiment": "bench_cofirank", "dataset": "synthetic-ml1m", "method": method,
+                "setting": setting, "repetition": 0, "phase": "memory",
+                "traced_peak_bytes": peak, "ratings_bytes": data_bytes,
+                "factors_bytes": factor_bytes,
+                "peak_ratio": peak / (data_bytes + factor_bytes),
+                "peak_with_input_ratio": (peak + data_bytes) / (data_bytes + factor_bytes),
+            }
+        )  # fmt: skip
+    write_tidy(args.results, tidy, method, setting, argv)
     text = "\n".join(lines) + "\n"
     write_text(out / "results.md", text)
     print(text)

@@ -20,19 +20,25 @@ the mean over test users of NDCG@10 on their test items, gain 2^r − 1 (``--gai
 paper's; ``linear`` for r), k capped at the user's number of test items. Each cell is the
 mean ± standard deviation over ``--seeds`` draws.
 
-Regularisation: λ = ``--lam-scale`` · ‖∇L(0)‖₂ for each loss and training split, where
-∇L(0) is the users × items matrix of the loss's gradient at (nearly) zero scores: by
-trace-norm duality a λ above that norm makes F = 0 optimal for a convex loss, so the
-scale puts every loss at the same relative strength (``--lam`` fixes λ instead). Rank
-``--rank`` (100, the paper's).
+Regularisation: the model's ``lam="auto"``, λ = 0.3·‖P ∇L(0)‖₂ for each loss and
+training split (:class:`bmrm.collab.CofiRank`: above ‖∇L(0)‖₂ the zero factors are a local
+minimum; P centres each user's row), so every loss is at the same relative strength
+(``--lam`` fixes λ instead); the NDCG loss starts from its initial loss (``init="auto"``).
+Rank ``--rank`` (100, the paper's). Beside the fits, the popularity ranking (items by their
+mean training rating, unrated items last) on the same splits.
 
 The paper's table (MovieLens-100K, weak generalisation, NDCG@10, N = 10 / 20 / 50) is
 printed beside: CofiRank-NDCG .6400 / .6307 / .6076, CofiRank-Ordinal .6233 / .6686 /
 .7169, CofiRank-Regression .6420 / .6509 / .6584, MMMF .6061 / .6937 / .6989. On other data
 the figures are not comparable cell by cell; the table shows them for scale.
 
+Seeds run outermost, so ``--time-budget`` (wall seconds after which no new seed starts)
+leaves every cell with the same number of seeds; the tables say how many ran.
+
 Output: ``--out``/results.csv (one row per protocol × N × seed × method, rewritten after
-every fit) and results.md (the tables).
+every fit), results.md (the tables) and the tidy result file ``--results``/cofirank.csv
+(columns experiment, dataset, method, setting, repetition, then ``ndcg_at_10``, ``wall_s``,
+``cpu_s``, ...; rows of other data sets in it are kept) with cofirank.meta.json.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments._common import (  # noqa: E402
+    REPO,
     base_parser,
     data_errors,
     fail,
@@ -90,18 +97,53 @@ def synthetic(seed: int, n_users: int = 943, n_items: int = 1682, rank: int = 10
     return sp.csr_matrix((y.astype(float), (rows, cols)), shape=(n_users, n_items))
 
 
-def gradient_norm(loss, ratings, seed: int) -> float:
-    """‖∇L(0)‖₂: the spectral norm of the loss's gradient at tiny random scores."""
-    from scipy.sparse.linalg import svds
+def popularity(train, test, gain: str) -> float:
+    """NDCG@10 of ranking each user's test items by their mean training rating (items
+    nobody rated in training score below every rated one)."""
+    from losses.metrics import ndcg_score
 
-    import losses
+    R, T = sp.csr_matrix(train), sp.csr_matrix(test)
+    counts = np.bincount(R.indices, minlength=R.shape[1])
+    sums = np.bincount(R.indices, weights=R.data, minlength=R.shape[1])
+    low = R.data.min() - 1.0 if R.nnz else 0.0
+    mean = np.where(counts > 0, sums / np.maximum(counts, 1), low)
+    users = np.repeat(np.arange(T.shape[0]), np.diff(T.indptr))
+    return float(ndcg_score(T.data, mean[T.indices], users, k=10, gain=gain))
 
-    R = sp.csr_matrix(ratings)
-    users = np.repeat(np.arange(R.shape[0]), np.diff(R.indptr))
-    f = np.random.default_rng(seed).normal(scale=1e-6, size=R.nnz)
-    _, g = losses.prepare(loss, R.data, users).loss_grad(f)
-    G = sp.csr_matrix((g, R.indices.copy(), R.indptr.copy()), shape=R.shape)
-    return float(svds(G, k=1, return_singular_vectors=False, random_state=seed)[0])
+
+def write_tidy(folder: Path, rows: list, dataset: str, argv) -> None:
+    """The tidy result file ``folder/cofirank.csv`` (one row per method × data set ×
+    setting × seed; the rows of other data sets already there are kept) and its
+    ``cofirank.meta.json`` (command, date, machine, git commit)."""
+    import csv
+    import json
+    import os
+    import platform
+    import shlex
+    import subprocess
+
+    path = folder / "cofirank.csv"
+    kept = []
+    if path.exists():
+        with open(path, newline="") as fh:
+            kept = [r for r in csv.DictReader(fh) if r["dataset"] != dataset]
+    folder.mkdir(parents=True, exist_ok=True)
+    write_csv(path, kept + rows)
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    meta = {
+        "command": shlex.join(["python", "experiments/cofirank.py", *argv]),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {
+            "cores": os.cpu_count(),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
+        "git_commit": commit or "unknown",
+    }
+    write_text(folder / "cofirank.meta.json", json.dumps(meta, indent=1) + "\n")
 
 
 def find_file(path: Path) -> Path:
@@ -132,9 +174,18 @@ def main(argv=None) -> int:
     parser.add_argument("--gain", choices=["exp", "linear"], default="exp")
     parser.add_argument("--rank", type=int_at_least(1), default=100)
     parser.add_argument("--lam", type=number(float, 0, low_open=True), default=None)
-    parser.add_argument("--lam-scale", type=number(float, 0, low_open=True), default=0.3)
     parser.add_argument("--max-iter", type=int_at_least(1), default=30)
+    parser.add_argument(
+        "--results", type=Path, default=None,
+        help="folder of the tidy result file cofirank.csv (default: experiments/results; "
+        "--out with --quick)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--time-budget", type=number(float, 0, low_open=True), default=None,
+        help="start no new seed after this many wall seconds",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
     if (args.path is None) == (not args.synthetic):
         parser.error("give a rating file PATH or --synthetic (one of them)")
     from bmrm.collab import CofiRank, read_ratings, strong_split, weak_split
@@ -149,28 +200,48 @@ def main(argv=None) -> int:
     if args.quick:
         args.n_train, args.seeds, args.rank, args.max_iter = [10], 1, 5, 3
     out = make_out(args.out)
+    if args.results is None:
+        args.results = out if args.quick else REPO / "experiments" / "results"
     methods = [(loss, False) for loss in args.losses]
     if args.offsets:
         methods += [(loss, True) for loss in args.losses]
     protocols = list(dict.fromkeys(args.protocols))
     progress(f"{name}: {ratings.shape[0]} users × {ratings.shape[1]} items, {ratings.nnz} ratings")
     rows = []
-    for protocol in protocols:
-        for n_train in args.n_train:
-            for seed in range(args.seeds):
+    # seeds outermost: a run stopped early has the same number of seeds in every cell
+    started = time.perf_counter()
+    seeds_run = 0
+    for seed in range(args.seeds):
+        if args.time_budget is not None and time.perf_counter() - started > args.time_budget:
+            progress(f"time budget reached: {seeds_run} of {args.seeds} seeds run")
+            break
+        seeds_run += 1
+        for protocol in protocols:
+            for n_train in args.n_train:
                 if protocol == "weak":
                     train, test = weak_split(ratings, n_train, 10, seed=seed)
                     fold = None
                 else:
                     train, fold, test = strong_split(ratings, n_train, 10, seed=seed)
                 n_users = int((np.diff(test.indptr) > 0).sum())
+                t0, c0 = time.perf_counter(), time.process_time()
+                value = popularity(train if fold is None else fold, test, args.gain)
+                rows.append(
+                    {
+                        "experiment": "cofirank", "dataset": name, "method": "popularity",
+                        "setting": f"{protocol} N={n_train}", "repetition": seed,
+                        "protocol": protocol, "n_train": n_train, "loss": "popularity",
+                        "offsets": False, "lam": "", "ndcg_at_10": value,
+                        "test_users": n_users, "outer_iterations": 0,
+                        "wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+                    }
+                )  # fmt: skip
                 for loss, offsets in methods:
-                    lam = args.lam
-                    if lam is None:
-                        lam = args.lam_scale * gradient_norm(loss, train, seed)
-                    t0 = time.perf_counter()
+                    lam = "auto" if args.lam is None else args.lam
+                    t0, c0 = time.perf_counter(), time.process_time()
                     model = CofiRank(
-                        loss=loss, n_factors=args.rank, lam=lam, offsets=offsets,
+                        loss=loss, loss_params={"gain": args.gain} if loss == "ndcg" else None,
+                        n_factors=args.rank, lam=lam, offsets=offsets,
                         max_iter=args.max_iter, random_state=seed,
                     )  # fmt: skip
                     with warnings.catch_warnings():
@@ -181,39 +252,48 @@ def main(argv=None) -> int:
                     value = model.score(test, k=10, gain=args.gain)
                     rows.append(
                         {
-                            "data": name, "protocol": protocol, "n_train": n_train,
-                            "seed": seed, "loss": loss, "offsets": offsets, "lam": lam,
-                            "ndcg10": value, "test_users": n_users, "outer": model.n_iter_,
-                            "seconds": time.perf_counter() - t0,
+                            "experiment": "cofirank", "dataset": name,
+                            "method": f"CofiRank-{loss}{'+offsets' if offsets else ''}",
+                            "setting": f"{protocol} N={n_train}", "repetition": seed,
+                            "protocol": protocol, "n_train": n_train, "loss": loss,
+                            "offsets": offsets, "lam": model.lam_, "ndcg_at_10": value,
+                            "test_users": n_users, "outer_iterations": model.n_iter_,
+                            "wall_s": time.perf_counter() - t0,
+                            "cpu_s": time.process_time() - c0,
                         }
                     )  # fmt: skip
                     write_csv(out / "results.csv", rows)  # kept up to date
+                    write_tidy(args.results, rows, name, argv)
                     progress(
-                        f"{protocol} N={n_train} seed {seed} {loss}{'+off' if offsets else ''}"
-                        f": NDCG@10 {value:.4f} (lam {lam:.3g}, {model.n_iter_} outer, "
-                        f"{rows[-1]['seconds']:.1f} s, {n_users} users)"
+                        f"seed {seed} {protocol} N={n_train} {loss}{'+off' if offsets else ''}"
+                        f": NDCG@10 {value:.4f} (lam {model.lam_:.3g}, {model.n_iter_} outer, "
+                        f"{rows[-1]['wall_s']:.1f} s, CPU {rows[-1]['cpu_s']:.1f} s, "
+                        f"{n_users} users)"
                     )
     write_csv(out / "results.csv", rows)
     lines = [
         f"# CofiRank on {name} ({ratings.shape[0]} users × {ratings.shape[1]} items, "
         f"{ratings.nnz} ratings): NDCG@10, gain {args.gain}, rank {args.rank}, "
-        f"{args.seeds} seeds, "
-        + (f"lam {args.lam}" if args.lam else f"lam = {args.lam_scale}·‖∇L(0)‖₂"),
+        f"{seeds_run} seeds"
+        + (f" (of {args.seeds} asked; the time budget ran out)" if seeds_run < args.seeds else "")
+        + ", "
+        + (f"lam {args.lam}" if args.lam else "lam = 0.3·‖P∇L(0)‖₂ (lam='auto')"),
         "",
     ]
     for protocol in protocols:
         header = ["method"] + [f"N={n}" for n in args.n_train] + ["paper (ML-100K weak)"]
         table = []
-        for loss, offsets in methods:
+        for loss, offsets in [("popularity", False), *methods]:
             cells = []
             for n in args.n_train:
                 key = (protocol, n, loss, offsets)
-                v = [r["ndcg10"] for r in rows
+                v = [r["ndcg_at_10"] for r in rows
                      if (r["protocol"], r["n_train"], r["loss"], r["offsets"]) == key]  # fmt: skip
                 cells.append(f"{np.mean(v):.4f} ± {np.std(v):.4f}")
             paper = PAPER.get(loss) if not offsets else None
             ref = " / ".join(f"{p:.4f}" for p in paper) if paper else ""
-            table.append([f"CofiRank-{loss}{' + offsets' if offsets else ''}", *cells, ref])
+            label = "popularity" if loss == "popularity" else f"CofiRank-{loss}"
+            table.append([f"{label}{' + offsets' if offsets else ''}", *cells, ref])
         table.append(["MMMF (paper)"] + [""] * len(args.n_train) + [" / ".join(
             f"{p:.4f}" for p in PAPER["MMMF"])])  # fmt: skip
         users = {n: [r["test_users"] for r in rows if r["protocol"] == protocol and

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 from numba import njit
 
+# reassociation lets the rank-r dot product of the scores run in SIMD lanes (a sum of r
+# products in another order: the same value to rounding); no flag that assumes finite values
+_DOT = {"reassoc", "contract"}
 
-@njit(cache=True, nogil=True)
+
+@njit(cache=True, nogil=True, fastmath=_DOT)
 def scores(start, stop, indptr, indices, U, V, user_offset, item_offset, f):
     """f_k = <U[i], V[j]> + user_offset[i] + item_offset[j] for rating k = (i, j)."""
     r = U.shape[1]
@@ -26,12 +30,29 @@ def scores(start, stop, indptr, indices, U, V, user_offset, item_offset, f):
 
 
 @njit(cache=True, nogil=True)
+def gather_users(start, stop, indptr, indices, g, V, grad, grad_offset):
+    """grad[i] = Σ_k g[k] V[indices[k]] and grad_offset[i] = Σ_k g[k] over user i's ratings
+    k in indptr[i]:indptr[i + 1], for i in [start, stop): ∂/∂U in the ratings' own order."""
+    r = V.shape[1]
+    for i in range(start, stop):
+        total = 0.0
+        for t in range(r):
+            grad[i, t] = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            j = indices[k]
+            c = g[k]
+            total += c
+            for t in range(r):
+                grad[i, t] += c * V[j, t]
+        grad_offset[i] = total
+
+
+@njit(cache=True, nogil=True)
 def gather_rows(start, stop, ptr, other, entry, g, W, grad, grad_offset):
     """grad[a] = Σ_p g[entry[p]] W[other[p]] and grad_offset[a] = Σ_p g[entry[p]] over
     p in ptr[a]:ptr[a + 1], for a in [start, stop).
 
-    With the user-major arrays (``other`` the items, ``entry`` the identity) this is
-    ∂/∂U; with the item-major ones (``other`` the users, ``entry`` the positions of the
+    With the item-major arrays (``other`` the users, ``entry`` the positions of the
     ratings in user-major order) it is ∂/∂V.
     """
     r = W.shape[1]

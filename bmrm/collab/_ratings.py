@@ -26,7 +26,7 @@ class Ratings(NamedTuple):
     shape: tuple[int, int]
     form: str  # "sparse" or "arrays"
     sparse_format: str | None  # the input's scipy.sparse format ("csr", "coo", ...)
-    order: np.ndarray  # int64: position in the input of each internal entry
+    order: np.ndarray | None  # int64: position in the input of each entry (None: identity)
     source: object  # the input (arrays form: the tuple of arrays)
 
     @property
@@ -72,6 +72,21 @@ def _integer_ids(a, name: str) -> np.ndarray:
     return a.astype(np.int64)
 
 
+def _canonical_csr(ratings, name: str) -> Ratings:
+    """A CSR matrix with sorted indices and no duplicates is user-major already: its arrays
+    are used as they are (no sort and no copy of float64 ratings)."""
+    values = np.asarray(ratings.data)
+    if values.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must hold real-valued ratings; got dtype {values.dtype}")
+    values = values.astype(np.float64, copy=False)
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"{name} must not hold NaN or inf ratings")
+    indptr = np.asarray(ratings.indptr, dtype=np.int64)
+    items = np.asarray(ratings.indices, dtype=np.int64)
+    n_shape = tuple(int(s) for s in ratings.shape)
+    return Ratings(indptr, items, values, n_shape, "sparse", "csr", None, None)
+
+
 def check_ratings(ratings, name: str = "ratings", shape=None) -> Ratings:
     """Check ``ratings`` and hold them user-major (module docstring).
 
@@ -96,6 +111,8 @@ def check_ratings(ratings, name: str = "ratings", shape=None) -> Ratings:
     if sp.issparse(ratings):
         if ratings.ndim != 2:
             raise ValueError(f"{name} must be a 2-d users × items matrix; got {ratings.ndim}-d")
+        if ratings.format == "csr" and ratings.has_canonical_format:
+            return _canonical_csr(ratings, name)
         form, fmt = "sparse", ratings.format
         coo = ratings.tocoo(copy=False)  # keeps duplicates and explicit zeros
         users = np.asarray(coo.row, dtype=np.int64)

@@ -68,8 +68,12 @@ class DaskUserStep:
     client : distributed.Client or None
         None takes Dask's default client.
     ratings : Ratings
+        The checked ratings (user-major), partitioned into blocks of users balanced by
+        their numbers of ratings, one per worker thread.
     loss : loss object
+        The loss, prepared per user on the workers.
     offsets : bool
+        Whether the users have offsets b.
     """
 
     def __init__(self, client, ratings: Ratings, loss, offsets: bool):
@@ -94,9 +98,23 @@ class DaskUserStep:
             )
 
     def step(self, U, b, V, c, settings: StepSettings):
-        """Solve every user's problem on the workers; writes U and b in place and returns
-        the sums (objective, gap, iterations, oracle calls, no solve capped) in partition
-        order."""
+        """Solve every user's problem on the workers, writing U and b in place.
+
+        Parameters
+        ----------
+        U, b : ndarray
+            User factors and offsets: the starting point, overwritten by the solution.
+        V, c : ndarray
+            Item factors and offsets (fixed), sent to the workers once.
+        settings : StepSettings
+            What each user's bundle-method solve is asked.
+
+        Returns
+        -------
+        tuple
+            Sums over users (objective, certified gap, iterations, oracle calls) and
+            whether no solve stopped at its iteration cap, added in partition order.
+        """
         items = self.client.submit(_hold, V, c, pure=False)
         futures = [
             self.client.submit(

@@ -19,9 +19,15 @@ __all__ = ["RatingsFile", "read_ratings"]
 class RatingsFile(NamedTuple):
     """A rating file read into a users × items matrix.
 
-    ``matrix[i, j]`` is the rating of user ``user_ids[i]`` for item ``item_ids[j]``
-    (the file's own ids, sorted increasingly); every stored entry is a rating, explicit
-    zeros included.
+    Parameters
+    ----------
+    matrix : scipy.sparse.csr_matrix
+        ``matrix[i, j]`` is the rating of user ``user_ids[i]`` for item ``item_ids[j]``;
+        every stored entry is a rating, explicit zeros included.
+    user_ids : ndarray of int64
+        The file's user ids, sorted increasingly (row i is user ``user_ids[i]``).
+    item_ids : ndarray of int64
+        The file's item ids, sorted increasingly (column j is item ``item_ids[j]``).
     """
 
     matrix: sp.csr_matrix
@@ -35,6 +41,16 @@ def read_ratings(path) -> RatingsFile:
     The separator is ``::`` when the first line holds one, else a tab, else a comma (a
     first line that does not start with a number is a header and skipped). Columns after
     the third (timestamps) are ignored.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The rating file (``u.data``, ``ratings.dat``, ``ratings.csv``).
+
+    Returns
+    -------
+    RatingsFile
+        The users × items matrix and the original user and item ids.
 
     Raises
     ------

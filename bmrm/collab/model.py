@@ -31,6 +31,31 @@ offsets, Weimer, Karatzoglou & Smola, Machine Learning 72 (2008), §3.3), and
 items, so for ranking losses only the item offsets move (b stays 0); for the squared loss
 both act.
 
+Choosing λ
+----------
+At U = V = 0 the gradient of J vanishes for every λ, and for λ ≥ ‖∇L(0)‖₂ (the spectral
+norm of the users × items matrix of ∂l/∂f at F = 0) the zero factors are a local minimum:
+by the variational form of the trace norm, ‖F‖_* = min over U Vᵀ = F of
+(‖U‖² + ‖V‖²)/2, J is then at least the convex L(F) + λ‖F‖_*, whose minimum is F = 0
+(Srebro, Rennie & Jaakkola, NIPS 2004). That threshold depends on the data and the loss
+(for the NDCG loss on MovieLens-shaped sets it lies below the paper's λ = 10, which then
+learns nothing), so ``lam="auto"`` sets λ = 0.3·‖P ∇L(0)‖₂, where P centres each user's
+row on that user's ratings: a ranking loss's row sums to 0 already (it does not change
+when a user's scores move together), while the squared loss's row is −y_i, whose level
+(the mean rating) would otherwise set λ and leave only the mean learnt. For a latent
+loss, ∇L(0) is the subgradient at all-tied scores.
+
+Starting point
+--------------
+The factors start random, N(0, ``init_scale``²) per entry. From there a latent loss learns
+little: its surrogate at nearly tied scores charges every spread within a rating level,
+so small factors are close to a fixed point of the concave-convex steps. With
+``init="auto"`` a latent loss first runs alternating steps on its convex
+``initial_loss`` (the pairwise hinge over pairs of different rating, normalised per user),
+with λ scaled by the ratio of the two losses' ‖P ∇L(0)‖₂, until an outer iteration lowers
+that objective by at most ``tol`` relative; the fit proper starts from there (its time is
+in ``result_.init_seconds``; the monotone decrease below concerns the fit proper).
+
 The fit
 -------
 Alternating minimisation: the U step minimises J over U (and b) with V fixed, the V step
@@ -61,13 +86,17 @@ so the true objective still never increases. The convex tie rules (``ties="incre
 directly.
 
 Cost: an oracle call of a block step computes all scores in one pass over the ratings,
-calls the loss once, and scatters ∂l/∂f back once by user (∂U) or by item (∂V, through an
+calls the loss once on all users (each user one query, ``query_ptr`` the matrix's
+``indptr``), and scatters ∂l/∂f back once by user (∂U) or by item (∂V, through an
 item-major index of the ratings): O(|Ω| r) (the organisation of Primal-CR, Wu, Hsieh &
-Sharpnack, KDD 2017).
+Sharpnack, KDD 2017). Each step starts from the evaluation that gave J after the previous
+one: its scores, a latent loss's tie-breaking at them and the loss's value and gradient
+there are the step's first oracle call.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import time
@@ -98,6 +127,8 @@ _MESSAGES = {
     4: "stopped: callback raised StopIteration",
 }
 FORMAT = "bmrm-cofirank"
+# lam="auto": λ as this share of ‖∇L(0)‖₂, the λ from which on F = 0 is stationary
+AUTO_LAM_SHARE = 0.3
 FORMAT_VERSION = 1
 
 
@@ -125,6 +156,9 @@ class CofiRankResult(OptimizeResult):
         callback raised ``StopIteration``.
     seconds, cpu_seconds : float
         Wall-clock and process CPU seconds of the fit.
+    init_nit, init_seconds, init_cpu_seconds :
+        Outer iterations, wall-clock and CPU seconds of the initial-loss phase
+        (``init="auto"`` with a latent loss; 0 otherwise).
     """
 
 
@@ -160,13 +194,16 @@ class _Problem:
     def __init__(self, ratings: Ratings, loss):
         self.ratings = ratings
         users = ratings.users
-        self.user_entry = np.arange(len(ratings.data), dtype=np.int64)
-        item_order = np.argsort(ratings.indices, kind="stable").astype(np.int64)
+        # the item-major index in the narrowest integer type that holds it (its two arrays
+        # are among the largest of a fit)
+        index = np.int32 if len(ratings.data) < 2**31 and ratings.n_users < 2**31 else np.int64
+        item_order = np.argsort(ratings.indices, kind="stable").astype(index)
         counts = np.bincount(ratings.indices, minlength=ratings.n_items)
         self.item_ptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-        self.item_users = users[item_order]
+        self.item_users = users[item_order].astype(index)
         self.item_entry = item_order
         self.prepared = losses.prepare(loss, ratings.data, users)
+        del users
         self.f = np.empty(len(ratings.data))
 
     def scores(self, U, V, user_offset, item_offset) -> np.ndarray:
@@ -179,13 +216,19 @@ class _Problem:
 
     def gather(self, which: str, g, W, grad, grad_offset) -> None:
         if which == "U":
-            ptr, other, entry = self.ratings.indptr, self.ratings.indices, self.user_entry
-        else:
-            ptr, other, entry = self.item_ptr, self.item_users, self.item_entry
-        run_queries(_kernels.gather_rows, ptr, ptr, other, entry, g, W, grad, grad_offset)
+            r = self.ratings
+            run_queries(
+                _kernels.gather_users, r.indptr, r.indptr, r.indices, g, W, grad, grad_offset
+            )
+            return
+        ptr = self.item_ptr
+        run_queries(
+            _kernels.gather_rows, ptr, ptr, self.item_users, self.item_entry, g, W, grad,
+            grad_offset,
+        )  # fmt: skip
 
 
-def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepared):
+def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepared, first=None):
     """The risk oracle of a block step, its starting point and the map back to factors.
 
     For ``which="U"`` the variable is w = (vec U_A, b_A) over the users A who rated
@@ -195,6 +238,8 @@ def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepa
     ratings (scattered by user). For ``"V"``, w = (vec V_A, c_A) over the items rated by
     someone, ∂R/∂V = Gᵀ U and ∂R/∂c = Gᵀ 1 (scattered by item). One call costs one pass
     over the ratings for the scores, one loss call and one pass for the scatter.
+    ``first``, when given, is ``(risk, ∂l/∂f)`` at the starting point, already computed
+    by the caller: the first call at the starting point uses it instead of the loss.
     ``unpack(w)`` returns the full factor and offset arrays (zero outside A; buffers
     reused by the next call).
     """
@@ -207,6 +252,7 @@ def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepa
     grad_offset = np.empty(n)
     M = np.zeros((n, r))
     o = np.zeros(n)
+    known = [] if first is None else [first]
 
     def unpack(w):
         M[active] = w[:size].reshape(-1, r)
@@ -215,17 +261,22 @@ def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepa
         return M, o
 
     def oracle(w):
-        M, o = unpack(w)
-        f = problem.scores(M, V, o, c) if which == "U" else problem.scores(U, M, b, o)
-        risk, g = _summed_risk(prepared, f)
+        if known and np.array_equal(w, w_start):
+            risk, g = known.pop()
+        else:
+            known.clear()
+            M, o = unpack(w)
+            f = problem.scores(M, V, o, c) if which == "U" else problem.scores(U, M, b, o)
+            risk, g = _summed_risk(prepared, f)
         problem.gather(which, g, V if which == "U" else U, grad, grad_offset)
         a = grad[active].ravel()
         return risk, (np.concatenate((a, grad_offset[active])) if offsets else a)
 
     offs = b if which == "U" else c
     parts = (rows[active].ravel(), offs[active]) if offsets else (rows[active].ravel(),)
+    w_start = np.concatenate(parts)
     oracle.loss = prepared.loss  # the solver probes the slopes of a user's loss only
-    return oracle, np.concatenate(parts), unpack
+    return oracle, w_start, unpack
 
 
 def user_oracle(Vi, ci, prepared, offsets: bool):
@@ -314,6 +365,31 @@ def solve_users(indptr, indices, parts, users, U, b, V, c, offsets, settings):
     return J, gap, nit, nfev, converged
 
 
+def gradient_norm(prepared, ratings: Ratings) -> float:
+    """‖P ∇L(0)‖₂: the spectral norm of the users × items matrix of ∂l/∂f at F = 0 (a
+    subgradient there for a latent loss, whose scores all tie), each user's row centred
+    on that user's ratings (P). A ranking loss's row sums to 0 already (it does not change
+    when a user's scores shift together); the squared loss's row is −y_i, whose centring
+    leaves the spread of the user's ratings instead of their level."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.linalg import svds
+
+    R = ratings
+    _, g = _summed_risk(prepared, np.zeros(len(R.data)))
+    counts = np.diff(R.indptr)
+    sums = np.add.reduceat(g, R.indptr[:-1][counts > 0]) if len(g) else np.zeros(0)
+    mean = np.zeros(R.n_users)
+    mean[counts > 0] = sums / counts[counts > 0]
+    g = g - np.repeat(mean, counts)
+    G = csr_matrix((g, R.indices, R.indptr), shape=R.shape)
+    if not np.any(g):
+        return 0.0
+    if min(G.shape) < 3:
+        return float(np.linalg.norm(G.toarray(), 2))
+    v0 = np.full(min(G.shape), 1.0 / np.sqrt(min(G.shape)))
+    return float(svds(G, k=1, return_singular_vectors=False, v0=v0)[0])
+
+
 def _half_square(*arrays) -> float:
     return 0.5 * sum(float(np.vdot(a, a)) for a in arrays)
 
@@ -334,8 +410,10 @@ class CofiRank(BaseEstimator):
         ``{"gain": "linear"}`` for 0–10 ratings or ``{"ties": "increasing"}``.
     n_factors : int, default=100
         Rank r of the factorisation.
-    lam : float, default=10
-        λ of the penalty (λ/2)(‖U‖² + ‖V‖²), on the paper's scale (a sum over users).
+    lam : float or "auto", default="auto"
+        The λ of the penalty (λ/2)(‖U‖² + ‖V‖²), on the paper's scale (a sum over users).
+        ``"auto"`` takes 0.3·‖P ∇L(0)‖₂ (the module docstring's *Choosing λ*), the value
+        fitted being ``lam_``.
     offsets : bool, default=False
         Add per-user and per-item offsets to the scores.
     u_step : {"block", "users"}, default="block"
@@ -353,6 +431,10 @@ class CofiRank(BaseEstimator):
     bundle_size : int, default=10
         Planes kept by a block step's bundle (its memory: bundle_size × n_rows × r floats;
         a full bundle is aggregated by the solver).
+    init : {"auto", "random"}, default="auto"
+        Random initial factors (``init_scale``); with ``"auto"``, a latent loss (the NDCG
+        and NERU losses with ``ties="latent"``) then first runs alternating steps on its
+        convex ``initial_loss`` (the module docstring's *Starting point*).
     init_scale : float, default=0.1
         Standard deviation of the random initial factors.
     random_state : int, Generator or None
@@ -370,13 +452,21 @@ class CofiRank(BaseEstimator):
     Attributes
     ----------
     user_factors_ : ndarray of shape (n_users, n_factors)
+        U, one row per user (zero for a user without ratings).
     item_factors_ : ndarray of shape (n_items, n_factors)
+        V, one row per item (zero for an item nobody rated).
     user_offsets_, item_offsets_ : ndarray of shape (n_users,), (n_items,)
-        Zero without ``offsets``.
+        Offsets b and c; zero without ``offsets``.
     n_users_, n_items_ : int
+        Shape of the training ratings.
+    lam_ : float
+        The λ fitted with (``lam``, or its ``"auto"`` value).
     loss_ : loss object
+        The loss the fit used.
     result_ : CofiRankResult
+        Objective per outer iteration, each step's record and the fit's times.
     n_iter_ : int
+        Outer iterations run.
 
     Examples
     --------
@@ -395,7 +485,7 @@ class CofiRank(BaseEstimator):
         "loss": [StrOptions(set(losses.available())), HasMethods(["validate", "loss_grad"])],
         "loss_params": [dict, None],
         "n_factors": [Interval(Integral, 1, None, closed="left")],
-        "lam": [Interval(Real, 0, None, closed="neither")],
+        "lam": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "offsets": ["boolean"],
         "u_step": [StrOptions({"block", "users"})],
         "tol": [Interval(Real, 0, 1, closed="left")],
@@ -403,6 +493,7 @@ class CofiRank(BaseEstimator):
         "step_tol": [Interval(Real, 0, None, closed="neither")],
         "step_max_iter": [Interval(Integral, 1, None, closed="left")],
         "bundle_size": [Interval(Integral, 3, None, closed="left")],
+        "init": [StrOptions({"auto", "random"})],
         "init_scale": [Interval(Real, 0, None, closed="left")],
         "random_state": ["random_state", np.random.Generator],
         "callback": [callable, None],
@@ -416,7 +507,7 @@ class CofiRank(BaseEstimator):
         loss="ndcg",
         loss_params: dict | None = None,
         n_factors: int = 100,
-        lam: float = 10.0,
+        lam: float | str = "auto",
         offsets: bool = False,
         u_step: str = "block",
         tol: float = 1e-3,
@@ -424,6 +515,7 @@ class CofiRank(BaseEstimator):
         step_tol: float = 0.5,
         step_max_iter: int = 30,
         bundle_size: int = 10,
+        init: str = "auto",
         init_scale: float = 0.1,
         random_state=None,
         callback=None,
@@ -441,6 +533,7 @@ class CofiRank(BaseEstimator):
         self.step_tol = step_tol
         self.step_max_iter = step_max_iter
         self.bundle_size = bundle_size
+        self.init = init
         self.init_scale = init_scale
         self.random_state = random_state
         self.callback = callback
@@ -457,18 +550,37 @@ class CofiRank(BaseEstimator):
         return np.random.default_rng(self.random_state)
 
     def objective(self, ratings) -> float:
-        """J at the fitted factors on ``ratings`` (module docstring), with the true loss."""
+        """Return J at the fitted factors on ``ratings`` (module docstring).
+
+        Parameters
+        ----------
+        ratings : scipy.sparse matrix or tuple
+            Ratings in the fitted shape (n_users_, n_items_).
+
+        Returns
+        -------
+        float
+            Σ_i l(f_i, y_i) + (λ/2)(‖U‖² + ‖V‖²) with λ = ``lam_`` and the true loss.
+        """
         check_is_fitted(self, "user_factors_")
         R = self._check_fitted_ratings(ratings)
         problem = _Problem(R, self.loss_)
         return self._objective(problem)
 
     def _objective(self, problem: _Problem) -> float:
+        return self._evaluate(problem)[0]
+
+    def _evaluate(self, problem: _Problem):
+        """J at the current factors, with what the next step starts from: the loss prepared
+        for it (a latent loss's convex surrogate at the current scores, which equals the
+        loss there) and (risk, ∂l/∂f) at the current point (its first oracle call). One
+        pass for the scores, one for a latent loss's tie-breaking, one loss call."""
         f = problem.scores(
             self.user_factors_, self.item_factors_, self.user_offsets_, self.item_offsets_
         )
-        risk, _ = _summed_risk(problem.prepared, f)
-        return risk + self.lam * self._penalty()
+        prepared = _convexified(problem.prepared, f)
+        risk, g = _summed_risk(prepared, f)
+        return [risk + self.lam_ * self._penalty(), prepared, (risk, g)]
 
     def _penalty(self) -> float:
         parts = [self.user_factors_, self.item_factors_]
@@ -490,7 +602,8 @@ class CofiRank(BaseEstimator):
 
         Returns
         -------
-        self
+        CofiRank
+            The fitted model (``self``).
         """
         self._validate_params()
         loss = losses.get(self.loss, **(self.loss_params or {}))
@@ -507,6 +620,14 @@ class CofiRank(BaseEstimator):
         self.item_factors_ = rng.normal(scale=self.init_scale, size=(R.n_items, r))
         self.user_offsets_ = np.zeros(R.n_users)
         self.item_offsets_ = np.zeros(R.n_items)
+        norm = gradient_norm(problem.prepared, R)
+        if self.lam == "auto":
+            self.lam_ = AUTO_LAM_SHARE * norm if norm > 0 else 1.0  # 0: nothing to fit
+        else:
+            self.lam_ = float(self.lam)
+        init = (0, 0.0, 0.0)
+        if self.init == "auto" and getattr(loss, "latent", False):
+            init = self._initial_fit(problem, norm)
         if self.client is not None:
             if self.u_step != "users":
                 raise ValueError(
@@ -519,13 +640,15 @@ class CofiRank(BaseEstimator):
             user_parts = _user_parts(R, loss)
         else:
             user_parts = None
-        J = self._objective(problem)
+        point = self._evaluate(problem)
+        J = point[0]
         objective, steps = [J], []
         status = 2
         for outer in range(1, self.max_iter + 1):
             J_start = J
             for which in ("U", "V"):
-                J, record = self._step(problem, which, J, user_parts)
+                point, record = self._step(problem, which, point, user_parts)
+                J = point[0]
                 record.update(outer=outer, step=which)
                 steps.append(record)
                 if self.verbose:
@@ -556,7 +679,40 @@ class CofiRank(BaseEstimator):
                 stacklevel=2,
             )
         self.result_ = self._result(J, objective, steps, outer, status, start, cpu_start)
+        self.result_.update(init_nit=init[0], init_seconds=init[1], init_cpu_seconds=init[2])
         return self
+
+    def _initial_fit(self, problem: _Problem, norm: float) -> tuple[int, float, float]:
+        """Alternating block steps on the latent loss's convex ``initial_loss`` (the
+        pairwise hinge over pairs of different rating) from the current factors, with λ
+        scaled by the ratio of the two losses' :func:`gradient_norm`, until an outer
+        iteration lowers that objective by at most ``tol`` relative to it or after
+        ``max_iter`` outer iterations. Returns the outer iterations, wall and CPU
+        seconds."""
+        t0, c0 = time.perf_counter(), time.process_time()
+        p = problem.prepared
+        init_loss, targets = p.loss.initial_loss(p.targets)
+        init_problem = copy.copy(problem)
+        init_problem.prepared = losses.Prepared(
+            init_loss, p.groups, targets, p.n_terms, p.weights, p.data_names
+        )
+        lam = self.lam_
+        init_norm = gradient_norm(init_problem.prepared, problem.ratings)
+        self.lam_ = lam * init_norm / norm if norm > 0 and init_norm > 0 else lam
+        try:
+            point = self._evaluate(init_problem)
+            outer = 0
+            while outer < self.max_iter:
+                outer += 1
+                J_start = point[0]
+                for which in ("U", "V"):
+                    self._block_step(init_problem, which, point)
+                    point = self._evaluate(init_problem)
+                if J_start - point[0] <= self.tol * abs(point[0]):
+                    break
+        finally:
+            self.lam_ = lam
+        return outer, time.perf_counter() - t0, time.process_time() - c0
 
     @staticmethod
     def _result(J, objective, steps, outer, status, start, cpu_start) -> CofiRankResult:
@@ -572,21 +728,24 @@ class CofiRank(BaseEstimator):
             cpu_seconds=time.process_time() - cpu_start,
         )
 
-    def _step(self, problem, which, J, user_parts):
-        """One alternating step; returns J after it and the step's record."""
+    def _step(self, problem, which, point, user_parts):
+        """One alternating step from ``point`` (:meth:`_evaluate` at the current factors);
+        returns the point after it and the step's record."""
         t0, c0 = time.perf_counter(), time.process_time()
+        J = point[0]
         saved = self._state()
         if which == "U" and self.u_step == "users":
             J_step, gap, nit, nfev, converged = self._user_step(problem, user_parts)
         else:
-            J_step, gap, nit, nfev, converged = self._block_step(problem, which)
-        if getattr(self.loss_, "latent", False):
-            J_new = self._objective(problem)  # the step minimised a majorising surrogate
-        else:
-            J_new = J_step + self.lam * _half_square(*self._fixed_parts(which))
-        if J_new > J:  # a worse point (rounding): keep the current one
+            J_step, gap, nit, nfev, converged = self._block_step(problem, which, point)
+        point = None  # its gradient is no longer needed
+        # J itself (a step of a latent loss minimised a majorising surrogate); this
+        # evaluation is also the next step's start
+        point = self._evaluate(problem)
+        if point[0] > J:  # a worse point (rounding): keep the current one
             self._restore(saved)
-            J_new = J
+            point = self._evaluate(problem)
+        J_new = point[0]
         record = {
             "objective": J_new,
             "gap": gap,
@@ -597,39 +756,33 @@ class CofiRank(BaseEstimator):
             "seconds": time.perf_counter() - t0,
             "cpu_seconds": time.process_time() - c0,
         }
-        return J_new, record
+        return point, record
 
     def _state(self):
-        return (
-            self.user_factors_.copy(),
-            self.item_factors_.copy(),
-            self.user_offsets_.copy(),
-            self.item_offsets_.copy(),
-        )
+        # the steps put new arrays in place of the factors they change, never write into them
+        return (self.user_factors_, self.item_factors_, self.user_offsets_, self.item_offsets_)
 
     def _restore(self, saved) -> None:
         self.user_factors_, self.item_factors_, self.user_offsets_, self.item_offsets_ = saved
 
-    def _fixed_parts(self, which: str) -> list:
-        """The factors a step leaves fixed, whose penalty is a constant of the step."""
-        if which == "U":
-            return [self.item_factors_] + ([self.item_offsets_] if self.offsets else [])
-        return [self.user_factors_] + ([self.user_offsets_] if self.offsets else [])
-
     def _settings(self, inexact: bool = True) -> StepSettings:
         return StepSettings(
-            self.lam, self.tol, self.step_tol if inexact else None, self.step_max_iter,
+            self.lam_, self.tol, self.step_tol if inexact else None, self.step_max_iter,
             self.bundle_size,
         )  # fmt: skip
 
-    def _block_step(self, problem: _Problem, which: str):
-        """Minimise J over U (and b) or V (and c) as one bundle-method problem."""
+    def _block_step(self, problem: _Problem, which: str, point):
+        """Minimise J over U (and b) or V (and c) as one bundle-method problem, from
+        ``point`` (:meth:`_evaluate` at the current factors)."""
         U, V = self.user_factors_, self.item_factors_
         b, c = self.user_offsets_, self.item_offsets_
-        prepared = _convexified(problem.prepared, problem.scores(U, V, b, c).copy())
-        oracle, w0, unpack = block_oracle(problem, which, U, V, b, c, self.offsets, prepared)
+        prepared, first = point[1], point.pop()  # the oracle's first call takes it over
+        oracle, w0, unpack = block_oracle(
+            problem, which, U, V, b, c, self.offsets, prepared, first=first
+        )
+        del first
         res = minimize_step(oracle, w0, self._settings())
-        M, o = (a.copy() for a in unpack(res.x))
+        M, o = unpack(res.x)  # the oracle's buffers, not used after this step
         J_step = res.fun  # the rows left out are 0, without loss or penalty
         if which == "U":
             self.user_factors_ = M
@@ -657,15 +810,17 @@ class CofiRank(BaseEstimator):
             )
         if users is not None:  # fold-in: the other users' terms are constants
             others = np.setdiff1d(np.arange(R.n_users), todo)
-            J += self.lam * _half_square(U[others], b[others] if self.offsets else ())
+            J += self.lam_ * _half_square(U[others], b[others] if self.offsets else ())
         self.user_factors_, self.user_offsets_ = U, b
         return J, gap, nit, nfev, converged
 
     # ------------------------------------------------------------------ fold-in
 
     def fold_in(self, ratings, *, max_iter: int = 20) -> CofiRank:
-        """Fit the factors of the users who have ratings in ``ratings`` with V (and the item
-        offsets) fixed: CofiRank's strong generalisation (new users).
+        """Fit the factors of the users rated in ``ratings`` with the item factors fixed.
+
+        CofiRank's strong generalisation (new users): V and the item offsets stay as
+        fitted.
 
         Parameters
         ----------
@@ -679,7 +834,8 @@ class CofiRank(BaseEstimator):
 
         Returns
         -------
-        self
+        CofiRank
+            The model (``self``) with those users' factors fitted.
         """
         check_is_fitted(self, "user_factors_")
         R = self._check_fitted_ratings(ratings)
@@ -738,15 +894,19 @@ class CofiRank(BaseEstimator):
         return a
 
     def predict(self, users, items) -> np.ndarray:
-        """Scores of the (user, item) pairs: ``<U[users[t]], V[items[t]]>`` (+ offsets).
+        """Return the scores of the (user, item) pairs.
 
         Parameters
         ----------
-        users, items : array-like of int, equal lengths
+        users : array-like of int
+            User (row) index of each pair.
+        items : array-like of int
+            Item (column) index of each pair, as many as ``users``.
 
         Returns
         -------
         ndarray of shape (len(users),)
+            ``<U[users[t]], V[items[t]]> + b[users[t]] + c[items[t]]``.
         """
         check_is_fitted(self, "user_factors_")
         users = self._indices(users, "users", self.n_users_)
@@ -759,11 +919,14 @@ class CofiRank(BaseEstimator):
         return f + self.user_offsets_[users] + self.item_offsets_[items]
 
     def recommend(self, users, k: int = 10, *, exclude=None) -> np.ndarray:
-        """The top-k items of each user by decreasing score (ties by increasing item index).
+        """Return the top-k items of each user by decreasing score.
+
+        Ties in score go by increasing item index.
 
         Parameters
         ----------
         users : array-like of int
+            User (row) indices.
         k : int
             Items per user, at most ``n_items_``.
         exclude : scipy.sparse matrix, tuple or None
@@ -797,7 +960,7 @@ class CofiRank(BaseEstimator):
         return out
 
     def score(self, test, k: int = 10, *, gain="exp") -> float:
-        """Mean over users of NDCG@k of the ranking of each user's test items.
+        """Return the mean over users of NDCG@k of the ranking of each user's test items.
 
         CofiRank's convention (Weimer et al., NIPS 2007, §5): gain 2^r − 1 (``gain="exp"``;
         ``"linear"`` for r, or a callable mapping ratings to gains), discount
@@ -811,11 +974,14 @@ class CofiRank(BaseEstimator):
         test : scipy.sparse matrix or tuple
             Test ratings in the fitted shape.
         k : int
+            Cut-off (capped at each user's number of test items).
         gain : {"exp", "linear"} or callable
+            Gain of a rating: 2^r − 1, r, or a function of the ratings array.
 
         Returns
         -------
         float
+            The mean NDCG@k over the users with test ratings.
         """
         check_is_fitted(self, "user_factors_")
         T = self._check_fitted_ratings(test, "test")
@@ -828,8 +994,15 @@ class CofiRank(BaseEstimator):
     # ------------------------------------------------------------------ files
 
     def save(self, path) -> None:
-        """Write the fitted model to ``path`` (NumPy's ``.npz``; read back by
-        :func:`bmrm.collab.load`). A loss object must offer ``name`` and ``get_params``."""
+        """Write the fitted model to ``path`` (NumPy's ``.npz``).
+
+        :func:`bmrm.collab.load` reads it back. Only built-in losses are written.
+
+        Parameters
+        ----------
+        path : str or path-like
+            File to write (NumPy adds ``.npz`` when the name lacks it).
+        """
         check_is_fitted(self, "user_factors_")
         params = self.get_params()
         loss = self.loss_
@@ -848,6 +1021,7 @@ class CofiRank(BaseEstimator):
             "version": FORMAT_VERSION,
             "params": params,
             "n_iter": int(self.n_iter_),
+            "lam": self.lam_,
         }
         np.savez(
             path,
@@ -861,7 +1035,18 @@ class CofiRank(BaseEstimator):
 
 
 def load(path) -> CofiRank:
-    """Read a model written by :meth:`CofiRank.save`."""
+    """Read a model written by :meth:`CofiRank.save`.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The ``.npz`` file.
+
+    Returns
+    -------
+    CofiRank
+        The fitted model, with ``result_`` holding the objective per outer iteration.
+    """
     with np.load(path, allow_pickle=False) as data:
         try:
             meta = json.loads(str(data["meta"]))
@@ -885,6 +1070,7 @@ def load(path) -> CofiRank:
     model.n_users_, model.n_items_ = len(model.user_factors_), len(model.item_factors_)
     model.loss_ = losses.get(model.loss, **(model.loss_params or {}))
     model.n_iter_ = int(meta["n_iter"])
+    model.lam_ = float(meta.get("lam", meta["params"]["lam"]))  # files before "auto"
     model.result_ = CofiRankResult(
         fun=float(objective[-1]), objective=objective, nit=model.n_iter_, steps=[]
     )

@@ -42,11 +42,12 @@ def _ranks(R: Ratings, rng: np.random.Generator) -> np.ndarray:
 
 
 def weak_split(ratings, n_train: int, min_test: int = 10, *, seed=None):
-    """CofiRank's weak-generalisation split (module docstring).
+    """Split ratings by CofiRank's weak-generalisation protocol (module docstring).
 
     Parameters
     ----------
     ratings : scipy.sparse matrix or tuple (users, items, ratings)
+        The ratings; users and items are the row and column indices.
     n_train : int
         Training ratings per kept user.
     min_test : int
@@ -69,11 +70,12 @@ def weak_split(ratings, n_train: int, min_test: int = 10, *, seed=None):
 
 
 def strong_split(ratings, n_train: int, min_test: int = 10, *, heldout=0.1, seed=None):
-    """CofiRank's strong-generalisation split (module docstring).
+    """Split ratings by CofiRank's strong-generalisation protocol (module docstring).
 
     Parameters
     ----------
     ratings : scipy.sparse matrix or tuple (users, items, ratings)
+        The ratings; users and items are the row and column indices.
     n_train, min_test : int
         Ratings per held-out user given to :meth:`~bmrm.collab.CofiRank.fold_in`, and
         left for testing at least; only users with ``n_train + min_test`` ratings or
@@ -81,6 +83,7 @@ def strong_split(ratings, n_train: int, min_test: int = 10, *, heldout=0.1, seed
     heldout : float in (0, 1)
         Share of those users held out (rounded, at least one).
     seed : int, Generator or None
+        Seed of the random draws.
 
     Returns
     -------
