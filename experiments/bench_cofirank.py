@@ -157,11 +157,6 @@ def main(argv=None) -> int:
     parser.add_argument("--budget-clock", choices=["cpu", "wall"], default="cpu")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--memory", action="store_true")
-    parser.add_argument(
-        "--results", type=Path, default=None,
-        help="folder of the tidy result file bench_cofirank.csv (default: experiments/results;"
-        " --out with --quick)",
-    )  # fmt: skip
     args = parser.parse_args(argv)
     argv = list(sys.argv[1:] if argv is None else argv)
     from bmrm.collab import CofiRank
@@ -176,7 +171,7 @@ def main(argv=None) -> int:
     ceiling = ndcg_score(test.data, clean, test_users, k=10)
     out = make_out(args.out)
     if args.results is None:
-        args.results = out if args.quick else REPO / "experiments" / "results"
+        args.results = out
     loss_params = None if args.loss_ties is None else {"ties": args.loss_ties}
     params = dict(
         loss=args.loss,

@@ -176,11 +176,6 @@ def main(argv=None) -> int:
     parser.add_argument("--lam", type=number(float, 0, low_open=True), default=None)
     parser.add_argument("--max-iter", type=int_at_least(1), default=30)
     parser.add_argument(
-        "--results", type=Path, default=None,
-        help="folder of the tidy result file cofirank.csv (default: experiments/results; "
-        "--out with --quick)",
-    )  # fmt: skip
-    parser.add_argument(
         "--time-budget", type=number(float, 0, low_open=True), default=None,
         help="start no new seed after this many wall seconds",
     )  # fmt: skip
@@ -201,7 +196,7 @@ def main(argv=None) -> int:
         args.n_train, args.seeds, args.rank, args.max_iter = [10], 1, 5, 3
     out = make_out(args.out)
     if args.results is None:
-        args.results = out if args.quick else REPO / "experiments" / "results"
+        args.results = out
     methods = [(loss, False) for loss in args.losses]
     if args.offsets:
         methods += [(loss, True) for loss in args.losses]

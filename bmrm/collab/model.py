@@ -276,6 +276,8 @@ def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepa
     parts = (rows[active].ravel(), offs[active]) if offsets else (rows[active].ravel(),)
     w_start = np.concatenate(parts)
     oracle.loss = prepared.loss  # the solver probes the slopes of a user's loss only
+    # a latent loss's prepared targets here are its convex surrogate's (_convexified)
+    oracle.convex_surrogate = bool(getattr(prepared.loss, "latent", False))
     return oracle, w_start, unpack
 
 
@@ -293,6 +295,8 @@ def user_oracle(Vi, ci, prepared, offsets: bool):
         return risk, (np.append(a, g.sum()) if offsets else a)
 
     oracle.loss = prepared.loss  # the solver probes the slopes of a user's loss only
+    # a latent loss's prepared targets here are its convex surrogate's (_convexified)
+    oracle.convex_surrogate = bool(getattr(prepared.loss, "latent", False))
     return oracle
 
 
