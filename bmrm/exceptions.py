@@ -9,9 +9,6 @@ package initialisation, which code that never warns need not pay for.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-
 __all__ = ["ConvergenceWarning"]  # noqa: F822 (created on first use)
 
 
@@ -36,35 +33,6 @@ def interrupt_in(exc: BaseException) -> KeyboardInterrupt | None:
         return None
     cause = exc.__cause__ or exc.__context__
     return cause if isinstance(cause, KeyboardInterrupt) else None
-
-
-def raises_interrupts(func: Callable) -> Callable:
-    """Make ``func`` raise a Ctrl-C as ``KeyboardInterrupt``, never as the ``SystemError``
-    described in :func:`interrupt_in`.
-
-    Parameters
-    ----------
-    func : callable
-        The function to wrap.
-
-    Returns
-    -------
-    callable
-        ``func``, re-raising the interrupt behind such a ``SystemError``; every other
-        exception passes unchanged.
-    """
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except SystemError as exc:
-            interrupt = interrupt_in(exc)
-            if interrupt is None:
-                raise
-            raise interrupt from exc
-
-    return wrapper
 
 
 def _convergence_warning() -> type:

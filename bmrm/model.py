@@ -25,7 +25,7 @@ from bmrm._validation import (
     is_dask,
     warn_one_unstated_query,
 )
-from bmrm.exceptions import raises_interrupts
+from bmrm.exceptions import interrupt_in
 from bmrm.linear_model import LinearModel, _feature_names, load, save
 from bmrm.scorers import ExpectedGainScorer, LinearScorer, get_scorer
 from bmrm.solver.cccp import minimize_cccp
@@ -75,7 +75,6 @@ def _warn_if_nothing_learned(result, loss) -> None:
     )
 
 
-@raises_interrupts
 def fit(
     X,
     y,
@@ -327,11 +326,15 @@ def fit(
             w[:n_features], intercept, loss_obj, settings.lam, regularizer_obj, result
         )
         return _finished(model, data.feature_names)
-    except BaseException:
+    except BaseException as exc:
         # a fit refused or failed on the workers releases the partitions it built there
         # (futures that a traceback would otherwise keep alive until the client closes)
         if hasattr(oracle, "cancel"):
             oracle.cancel()
+        # a Ctrl-C that surfaced as numba's SystemError is raised as the interrupt it is
+        interrupt = interrupt_in(exc)
+        if interrupt is not None:
+            raise interrupt from exc
         raise
 
 
