@@ -345,8 +345,8 @@ BOUNDS = ("ramp", "hinge")
 LONG_QUERY = 20
 # Largest dynamic programme of ties="pairs" per query (states Π_l (min(m_l, k) + 1)).
 _MAX_PAIR_STATES = 4_000_000
-# Largest tail table of ties="pairs" per query (Σ_{h > l} (m_h + 1)(m_l + 1) float64 cells,
-# 512 MB): it grows with the square of the query's length.
+# Largest tail table of ties="pairs" per query, in float64 cells (Σ_{h > l} (m_h + 1)(m_l + 1)
+# of them): it grows with the square of the query's length.
 _MAX_PAIR_CELLS = 2**26
 # Largest query solved as a full m × m assignment (when k >= m): 8·m² bytes per thread.
 _MAX_DENSE = 4096
