@@ -379,7 +379,11 @@ def _git_commit() -> str:
 
 
 def write_results(
-    name: str, rows: Sequence[dict], folder: Path, argv: Sequence[str] | None = None
+    name: str,
+    rows: Sequence[dict],
+    folder: Path,
+    argv: Sequence[str] | None = None,
+    keep: Callable[[dict], bool] | None = None,
 ) -> Path:
     """Write the tidy result file ``<folder>/<name>.csv`` and its ``<name>.meta.json``.
 
@@ -390,9 +394,15 @@ def write_results(
     arguments), the date (UTC), the machine (cores, load average, platform, Python) and the
     git commit. ``folder`` is the script's ``--results`` folder, else its ``--out`` folder:
     only a run asked to (``--results experiments/results``, :data:`RESULTS`) replaces the
-    files the documentation's results page is made from.
+    files the documentation's results page is made from. With ``keep``, the rows already in
+    the file for which ``keep(row)`` is true stay, before ``rows`` (a run that adds one data
+    set or setting to the others').
     """
     folder = Path(folder)
+    path = folder / f"{name}.csv"
+    if keep is not None and path.exists():
+        with open(path, newline="") as fh:
+            rows = [row for row in csv.DictReader(fh) if keep(row)] + list(rows)
     for row in rows:
         missing = [key for key in TIDY_KEYS if key not in row]
         if missing:
@@ -401,7 +411,7 @@ def write_results(
     for row in rows:
         fields.extend(k for k in row if k not in fields)
     folder.mkdir(parents=True, exist_ok=True)
-    write_csv(folder / f"{name}.csv", rows, fields)
+    write_csv(path, rows, fields)
     args = list(sys.argv[1:] if argv is None else argv)
     meta = {
         "command": shlex.join(["python", f"experiments/{name}.py", *args]),
@@ -415,4 +425,4 @@ def write_results(
         "git_commit": _git_commit(),
     }
     write_text(folder / f"{name}.meta.json", json.dumps(meta, indent=1) + "\n")
-    return folder / f"{name}.csv"
+    return path

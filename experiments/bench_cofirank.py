@@ -45,7 +45,6 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments._common import (  # noqa: E402
-    REPO,
     base_parser,
     int_at_least,
     make_out,
@@ -54,6 +53,7 @@ from experiments._common import (  # noqa: E402
     progress,
     script,
     write_csv,
+    write_results,
     write_text,
 )
 
@@ -92,40 +92,13 @@ def matrices(n_users, n_items, n_train, n_test, seed, clean=False):
 def write_tidy(folder: Path, rows: list, method: str, setting: str, argv) -> None:
     """The tidy result file ``folder/bench_cofirank.csv`` (rows of other methods or
     settings already there are kept) and its ``bench_cofirank.meta.json``."""
-    import csv
-    import json
-    import os
-    import platform
-    import shlex
-    import subprocess
-
-    path = folder / "bench_cofirank.csv"
-    kept = []
-    if path.exists():
-        with open(path, newline="") as fh:
-            kept = [
-                r for r in csv.DictReader(fh) if (r["method"], r["setting"]) != (method, setting)
-            ]
-    folder.mkdir(parents=True, exist_ok=True)
-    fields = []
-    for row in kept + rows:
-        fields.extend(k for k in row if k not in fields)
-    write_csv(path, kept + rows, fields)
-    commit = subprocess.run(
-        ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
-    meta = {
-        "command": shlex.join(["python", "experiments/bench_cofirank.py", *argv]),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {
-            "cores": os.cpu_count(),
-            "load_average": [round(x, 2) for x in os.getloadavg()],
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-        },
-        "git_commit": commit or "unknown",
-    }
-    write_text(folder / "bench_cofirank.meta.json", json.dumps(meta, indent=1) + "\n")
+    write_results(
+        "bench_cofirank",
+        rows,
+        folder,
+        argv,
+        keep=lambda row: (row["method"], row["setting"]) != (method, setting),
+    )
 
 
 def set_threads(n: int) -> None:

@@ -55,7 +55,6 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments._common import (  # noqa: E402
-    REPO,
     base_parser,
     data_errors,
     fail,
@@ -66,6 +65,7 @@ from experiments._common import (  # noqa: E402
     progress,
     script,
     write_csv,
+    write_results,
     write_text,
 )
 
@@ -115,35 +115,7 @@ def write_tidy(folder: Path, rows: list, dataset: str, argv) -> None:
     """The tidy result file ``folder/cofirank.csv`` (one row per method × data set ×
     setting × seed; the rows of other data sets already there are kept) and its
     ``cofirank.meta.json`` (command, date, machine, git commit)."""
-    import csv
-    import json
-    import os
-    import platform
-    import shlex
-    import subprocess
-
-    path = folder / "cofirank.csv"
-    kept = []
-    if path.exists():
-        with open(path, newline="") as fh:
-            kept = [r for r in csv.DictReader(fh) if r["dataset"] != dataset]
-    folder.mkdir(parents=True, exist_ok=True)
-    write_csv(path, kept + rows)
-    commit = subprocess.run(
-        ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
-    meta = {
-        "command": shlex.join(["python", "experiments/cofirank.py", *argv]),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {
-            "cores": os.cpu_count(),
-            "load_average": [round(x, 2) for x in os.getloadavg()],
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-        },
-        "git_commit": commit or "unknown",
-    }
-    write_text(folder / "cofirank.meta.json", json.dumps(meta, indent=1) + "\n")
+    write_results("cofirank", rows, folder, argv, keep=lambda row: row["dataset"] != dataset)
 
 
 def find_file(path: Path) -> Path:
