@@ -370,39 +370,26 @@ class _CheckedOracle:
         return R, a
 
 
-def check_minimize_args(
-    oracle, n_features, lam, tol, atol, max_iter, max_time, bundle_size, max_idle, w0,
-    callback, verbose, progress, cvxpy_solver,
-):  # fmt: skip
+def check_minimize_args(oracle, n_features, lam, w0, options):
     """The arguments of :func:`bmrm.minimize_bmrm`, checked as :func:`bmrm.fit` checks them.
 
     Returns ``oracle`` (a user's callable wrapped so that each of its answers is checked),
-    ``lam``, ``tol``, ``atol``, ``max_iter``, ``max_time`` and ``w0`` (None or a float64
-    array of shape ``(n_features,)``) in their canonical types.
+    ``lam``, ``w0`` (None or a float64 array of shape ``(n_features,)``) and ``options`` (a
+    :class:`~bmrm.solver.methods.base.SolverOptions`, checked by its ``checked``) in their
+    canonical types.
     """
     if not callable(oracle):
         raise ValueError(f"oracle must be callable, oracle(w) -> (R, a); got {oracle!r}")
     n_features = check_int(n_features, "n_features", 1)
     lam = check_lam(lam)
-    tol = check_tol(tol)
-    atol = check_positive(atol, "atol", strict=False)
-    max_iter = check_int(max_iter, "max_iter", 1)
-    if max_time is not None:
-        max_time = check_positive(max_time, "max_time")
-    check_int(bundle_size, "bundle_size", 3)
-    check_int(max_idle, "max_idle", 1)
+    options = options.checked()
     if w0 is not None:
         w0 = check_w0(w0, n_features)
-    if callback is not None and not callable(callback):
-        raise ValueError(f"callback must be callable or None; got {callback!r}")
-    check_verbose(verbose)
-    check_bool(progress, "progress")
-    check_cvxpy_solver(cvxpy_solver)
     # the package's own oracles answer correctly by construction (and are used through
     # other entry points than the call, such as cut_at)
     if not type(oracle).__module__.startswith(("bmrm.", "losses.")):
         oracle = _CheckedOracle(oracle, n_features)
-    return oracle, lam, tol, atol, max_iter, max_time, w0
+    return oracle, lam, w0, options
 
 
 def warn_one_unstated_query(loss, qid, X) -> None:

@@ -13,13 +13,10 @@ import numpy as np
 import losses
 from bmrm._validation import (
     check_bool,
-    check_cvxpy_solver,
     check_intercept_scaling,
     check_lam,
     check_loss_data,
     check_loss_params,
-    check_tol,
-    check_verbose,
     check_w0,
     check_X,
     is_dask,
@@ -28,18 +25,17 @@ from bmrm._validation import (
 from bmrm.exceptions import interrupt_in
 from bmrm.linear_model import LinearModel, _feature_names, load, save
 from bmrm.scorers import ExpectedGainScorer, LinearScorer, get_scorer
-from bmrm.solver.cccp import minimize_cccp
+from bmrm.solver.cccp import CCCP
 from bmrm.solver.compile_clock import CompileClock
-from bmrm.solver.loop import BMRMResult, minimize_bmrm
+from bmrm.solver.loop import BMRMResult, minimize
 from bmrm.solver.masters import _cvxpy
-from bmrm.solver.methods import check_method
+from bmrm.solver.methods import SolverOptions, auto_method, check_method, get_method
 from bmrm.solver.methods.nrbm import NRBM
 from bmrm.solver.oracle import RiskOracle
-from bmrm.solver.problem import CountingOracle, capabilities
+from bmrm.solver.problem import CountingOracle, Problem, capabilities
 from bmrm.solver.regularizers import Regularizer, make_regularizer
 from bmrm.solver.scorer_oracle import NonconvexOptions, check_nonconvex, fit_nonconvex
 from losses import check_sample_weight
-from losses.validation import check_int, check_positive
 
 __all__ = ["LinearModel", "fit", "load", "save"]
 
@@ -245,10 +241,14 @@ def fit(
     """
     ranking_function = _renamed(ranking_function, scorer)
     data = _check_data(X, y, qid, sample_weight, backend, client)
-    settings = _Settings.check(
-        lam, tol, atol, max_iter, max_time, bundle_size, master, cvxpy_solver, method, callback,
-        verbose, progress,
-    )  # fmt: skip
+    lam = check_lam(lam)
+    options = SolverOptions(
+        tol=tol, atol=atol, master=master, bundle_size=bundle_size, cvxpy_solver=cvxpy_solver,
+        max_iter=max_iter, max_time=max_time, callback=callback, verbose=verbose,
+        progress=progress,
+    ).checked()  # fmt: skip
+    # a name, or an object with step (not a class), before the targets are prepared
+    check_method(method)
     nonneg = check_bool(nonneg, "nonneg")
     fit_intercept = check_bool(fit_intercept, "fit_intercept")
     check_loss_params(loss_params)
@@ -257,7 +257,7 @@ def fit(
     general = not make_regularizer(
         regularizer, l1_ratio=l1_ratio, bounds=bounds, nonneg=nonneg, n_features=None
     ).qp
-    if settings.master == "cvxpy" or general:
+    if options.master == "cvxpy" or general:
         _cvxpy()
     if fit_intercept:
         intercept_scaling = check_intercept_scaling(intercept_scaling)
@@ -276,7 +276,7 @@ def fit(
         regularizer_obj = make_regularizer(
             regularizer, l1_ratio=l1_ratio, bounds=bounds, nonneg=nonneg, n_features=d
         )
-        _check_solver_fits(settings, regularizer_obj)
+        _check_solver_fits(options, method, regularizer_obj)
         if ranking_function is not None:
             ranking_function = get_scorer(ranking_function)
         if getattr(ranking_function, "name", None) == "linear":
@@ -288,9 +288,9 @@ def fit(
         if nonconvex:
             if isinstance(ranking_function, ExpectedGainScorer):
                 ranking_function.check_labels(data.y)
-            ranking_function, settings.method = check_nonconvex(
+            ranking_function, method = check_nonconvex(
                 ranking_function, loss_obj, data.y, regularizer, bounds, nonneg, fit_intercept,
-                settings.method,
+                method,
             )  # fmt: skip
         n_params = ranking_function.n_params(n_features) if nonconvex else d
         w0 = _check_start(w0, d, n_params, fit_intercept)
@@ -304,27 +304,23 @@ def fit(
             if nonconvex:
                 with clock:  # the L-BFGS result has no compile_seconds of its own
                     theta, result = fit_nonconvex(
-                        data.X, data.y, prepared, ranking_function, settings.lam,
-                        solver=settings.method, w0=w0, options=settings.nonconvex_options(),
+                        data.X, data.y, prepared, ranking_function, lam, solver=method,
+                        w0=w0, options=_nonconvex_options(options),
                     )  # fmt: skip
                 # every compilation of this fit, its starting fits' and preparation's too
                 result.compile_seconds = clock.seconds
                 linear = isinstance(ranking_function, LinearScorer)
                 coef = theta if linear else theta.reshape(-1, n_features)
                 function = None if linear else ranking_function
-                model = LinearModel(
-                    coef, 0.0, loss_obj, settings.lam, regularizer_obj, result, function
-                )
+                model = LinearModel(coef, 0.0, loss_obj, lam, regularizer_obj, result, function)
                 return _finished(model, data.feature_names)
             oracle = RiskOracle(data.X, prepared, fit_intercept, intercept_scaling)
-        result = _minimize(oracle, d, regularizer_obj, settings, w0)
+        result = _minimize(oracle, d, regularizer_obj, lam, method, options, w0)
         # compilation while preparing the targets, outside the solver's own clock
         result.compile_seconds = result.get("compile_seconds", 0.0) + clock.seconds
         w = result.x
         intercept = w[n_features] * intercept_scaling if fit_intercept else 0.0
-        model = LinearModel(
-            w[:n_features], intercept, loss_obj, settings.lam, regularizer_obj, result
-        )
+        model = LinearModel(w[:n_features], intercept, loss_obj, lam, regularizer_obj, result)
         return _finished(model, data.feature_names)
     except BaseException as exc:
         # a fit refused or failed on the workers releases the partitions it built there
@@ -431,76 +427,21 @@ def _check_data(X, y, qid, sample_weight, backend: str, client) -> _Data:
     return _Data(X, y, qid, sample_weight, None, feature_names, n_samples, n_features)
 
 
-@dataclass
-class _Settings:
-    """:func:`fit`'s solver settings, checked."""
-
-    lam: float
-    tol: float
-    atol: float
-    max_iter: int
-    max_time: float | None
-    bundle_size: int
-    master: str
-    cvxpy_solver: str | None
-    method: object
-    callback: Callable | None
-    verbose: bool
-    progress: bool
-
-    @classmethod
-    def check(
-        cls, lam, tol, atol, max_iter, max_time, bundle_size, master, cvxpy_solver, method,
-        callback, verbose, progress,
-    ) -> _Settings:  # fmt: skip
-        lam = check_lam(lam)
-        tol = check_tol(tol)
-        atol = check_positive(atol, "atol", strict=False)
-        max_iter = check_int(max_iter, "max_iter", 1)
-        bundle_size = check_int(bundle_size, "bundle_size", 3)
-        if max_time is not None:
-            max_time = check_positive(max_time, "max_time")
-        if master not in ("auto", "qp", "cvxpy"):
-            raise ValueError(f"master must be 'auto', 'qp' or 'cvxpy'; got {master!r}")
-        verbose = check_verbose(verbose)
-        progress = check_bool(progress, "progress")
-        if callback is not None and not callable(callback):
-            raise ValueError(f"callback must be callable or None; got {callback!r}")
-        # a name, or an object with step (not a class), before the targets are prepared
-        check_method(method)
-        cvxpy_solver = check_cvxpy_solver(cvxpy_solver)
-        return cls(
-            lam, tol, atol, max_iter, max_time, bundle_size, master, cvxpy_solver, method,
-            callback, verbose, progress,
-        )  # fmt: skip
-
-    def nonconvex_options(self) -> NonconvexOptions:
-        """The options :func:`~bmrm.solver.scorer_oracle.fit_nonconvex` takes."""
-        return NonconvexOptions(
-            tol=self.tol, max_iter=self.max_iter, max_time=self.max_time,
-            callback=self.callback, bundle_size=self.bundle_size, verbose=self.verbose,
-        )  # fmt: skip
-
-    def bundle_options(self) -> dict:
-        """The options of :func:`~bmrm.solver.loop.minimize_bmrm` and
-        :func:`~bmrm.solver.cccp.minimize_cccp`."""
-        return {
-            "master": self.master, "tol": self.tol, "atol": self.atol,
-            "max_iter": self.max_iter, "max_time": self.max_time,
-            "bundle_size": self.bundle_size, "callback": self.callback,
-            "verbose": self.verbose, "progress": self.progress,
-            "cvxpy_solver": self.cvxpy_solver,
-        }  # fmt: skip
+def _nonconvex_options(options: SolverOptions) -> NonconvexOptions:
+    """The options :func:`~bmrm.solver.scorer_oracle.fit_nonconvex` takes."""
+    return NonconvexOptions(
+        tol=options.tol, max_iter=options.max_iter, max_time=options.max_time,
+        callback=options.callback, bundle_size=options.bundle_size, verbose=options.verbose,
+    )  # fmt: skip
 
 
-def _check_solver_fits(settings: _Settings, regularizer: Regularizer) -> None:
+def _check_solver_fits(options: SolverOptions, method, regularizer: Regularizer) -> None:
     """Refuse a master or method that cannot solve ``regularizer``, before any work."""
-    if settings.master == "qp" and not regularizer.qp:
+    if options.master == "qp" and not regularizer.qp:
         raise ValueError(
             "master='qp' solves the unconstrained L2 problem only; use master='cvxpy' "
             f"for regularizer={regularizer!r}"
         )
-    method = settings.method
     by_nrbm = (isinstance(method, str) and method == "nrbm") or isinstance(method, NRBM)
     if by_nrbm and not regularizer.qp:
         raise ValueError(
@@ -542,7 +483,9 @@ def _dask_oracle(data: _Data, loss, ranking_function, fit_intercept, intercept_s
     )  # fmt: skip
 
 
-def _minimize(oracle, d: int, regularizer: Regularizer, settings: _Settings, w0) -> BMRMResult:
+def _minimize(
+    oracle, d: int, regularizer: Regularizer, lam: float, method, options: SolverOptions, w0
+) -> BMRMResult:
     """The bundle-method fit of a convex or latent loss.
 
     A latent loss (a difference of convex functions, ``loss.latent``) goes through the
@@ -552,33 +495,31 @@ def _minimize(oracle, d: int, regularizer: Regularizer, settings: _Settings, w0)
     and keeps the certified gap.
     """
     latent = capabilities(oracle).latent
-    method = settings.method
-    options = settings.bundle_options()
     by_nrbm = (isinstance(method, str) and method == "nrbm") or isinstance(method, NRBM)
+    # one count of oracle calls for the fit, the starting problem's included
+    oracle = CountingOracle(oracle)
     if not by_nrbm:
         # "auto" on a latent loss is the concave-convex procedure (auto_method), whose
         # subproblems choose their own solver; a named method is its inner solver
-        inner = None if isinstance(method, str) and method == "auto" else method
         if latent:
-            return minimize_cccp(oracle, d, settings.lam, regularizer=regularizer, w0=w0,
-                                 method=inner, **options)  # fmt: skip
-        return minimize_bmrm(oracle, d, settings.lam, regularizer=regularizer, w0=w0,
-                             method=method, **options)  # fmt: skip
+            inner = None if isinstance(method, str) and method == "auto" else method
+            solver = CCCP(inner, initial_loss=w0 is None)
+        else:
+            if method is None or (isinstance(method, str) and method == "auto"):
+                method = auto_method(regularizer, capabilities(oracle.inner))
+            solver = get_method(method)
+        return minimize(Problem.of(oracle, regularizer, lam, d), solver, options, w0=w0)
     # a given NRBM object keeps its own options
     kept = {} if isinstance(method, str) else {
         "smooth": method.smooth, "max_backtracks": method.max_backtracks
     }  # fmt: skip
-    # one count of oracle calls for the fit, the starting problem's included
-    oracle = CountingOracle(oracle)
     initial = oracle.inner.initial() if latent and w0 is None else None
     if initial is not None:
         # the start of NRBM on a latent loss: the minimiser of the loss's convex
         # initial_loss, as the concave-convex procedure starts
-        w0 = minimize_bmrm(
-            oracle.sharing(initial), d, settings.lam, regularizer=regularizer,
-            tol=settings.tol, max_iter=settings.max_iter, max_time=settings.max_time,
-        ).x  # fmt: skip
-    return minimize_bmrm(
-        oracle, d, settings.lam, regularizer=regularizer, w0=w0,
-        method=NRBM(convex=not latent, **kept), **options,
-    )  # fmt: skip
+        start = SolverOptions(tol=options.tol, max_iter=options.max_iter,
+                              max_time=options.max_time)  # fmt: skip
+        problem = Problem.of(oracle.sharing(initial), regularizer, lam, d)
+        w0 = minimize(problem, get_method(auto_method(regularizer, problem.capabilities)), start).x
+    problem = Problem.of(oracle, regularizer, lam, d)
+    return minimize(problem, NRBM(convex=not latent, **kept), options, w0=w0)

@@ -241,11 +241,13 @@ def minimize_bmrm(
     FloatingPointError
         If the objective overflows.
     """
-    # bad arguments and a user's oracle's malformed answers raise ValueError naming them
-    oracle, lam, tol, atol, max_iter, max_time, w0 = check_minimize_args(
-        oracle, n_features, lam, tol, atol, max_iter, max_time, bundle_size, max_idle, w0,
-        callback, verbose, progress, cvxpy_solver,
+    options = SolverOptions(
+        tol=tol, atol=atol, master=master, bundle_size=bundle_size, max_idle=max_idle,
+        cvxpy_solver=cvxpy_solver, max_iter=max_iter, max_time=max_time, callback=callback,
+        verbose=verbose, progress=progress,
     )  # fmt: skip
+    # bad arguments and a user's oracle's malformed answers raise ValueError naming them
+    oracle, lam, w0, options = check_minimize_args(oracle, n_features, lam, w0, options)
     bounds = None if lower is None and upper is None else (lower, upper)
     regularizer = make_regularizer(
         regularizer, l1_ratio=l1_ratio, bounds=bounds, n_features=n_features
@@ -253,25 +255,15 @@ def minimize_bmrm(
     problem = Problem.of(oracle, regularizer, lam, n_features)
     if method is None or (isinstance(method, str) and method == "auto"):
         method = auto_method(regularizer, problem.capabilities)
-    options = SolverOptions(tol, atol, master, bundle_size, max_idle, cvxpy_solver)
-    return minimize(
-        problem, get_method(method), w0=w0, options=options, max_iter=max_iter,
-        max_time=max_time, callback=callback, verbose=verbose, progress=progress,
-        full_output=full_output,
-    )  # fmt: skip
+    return minimize(problem, get_method(method), options, w0=w0, full_output=full_output)
 
 
 def minimize(
     problem: Problem,
     solver: Solver,
+    options: SolverOptions | None = None,
     *,
     w0: np.ndarray | None = None,
-    options: SolverOptions | None = None,
-    max_iter: int = 1000,
-    max_time: float | None = None,
-    callback: Callable | None = None,
-    verbose: bool = False,
-    progress: bool = False,
     full_output: bool = False,
 ):
     """Minimise ``problem``'s J(w) = lam·Ω(w) + R(w) by ``solver``, arguments already checked.
@@ -280,9 +272,10 @@ def minimize(
 
     The solver's ``check`` runs first, then ``init`` at ``w0`` (zero by default, projected
     onto the regularizer's domain) and one ``step`` per iteration until the solver's
-    ``stop_gap`` is at most ``options.tol``·J(best) or ``options.atol``, ``max_iter``
-    iterations (not counting cut-cache iterations), ``max_time`` seconds (numba's
-    compilation excluded) or a callback's ``StopIteration``. For a certifying solver a lower
+    ``stop_gap`` is at most ``options.tol``·J(best) or ``options.atol``,
+    ``options.max_iter`` iterations (not counting cut-cache iterations),
+    ``options.max_time`` seconds (numba's compilation excluded) or a ``StopIteration`` of
+    ``options.callback``. For a certifying solver a lower
     bound above an evaluated objective by more than rounding raises ``ValueError`` (a wrong
     subgradient). The regularizer's clean-up (:meth:`~bmrm.solver.regularizers.Regularizer.clean`)
     then gives the final point, and the solver's ``finish`` its own figures.
@@ -293,18 +286,11 @@ def minimize(
         The problem.
     solver : Solver
         The solver (:mod:`bmrm.solver.methods.base`).
+    options : SolverOptions or None
+        Tolerances, limits, callback, logging and the bundle methods' options, checked
+        (:meth:`SolverOptions.checked`; the defaults when None).
     w0 : ndarray or None
         The start (zero by default).
-    options : SolverOptions or None
-        Tolerances and the bundle methods' options (the defaults when None).
-    max_iter : int
-        Iterations at most, cut-cache iterations not counted.
-    max_time : float or None
-        Seconds, numba's compilation excluded.
-    callback : callable or None
-        As for :func:`minimize_bmrm`.
-    verbose, progress : bool
-        As for :func:`minimize_bmrm`.
     full_output : bool
         Return the final state too.
 
@@ -315,7 +301,8 @@ def minimize(
         example the bundle that :class:`~bmrm.solver.methods.CarriedPlanes` carries on).
     """
     options = SolverOptions() if options is None else options
-    tol, atol = options.tol, options.atol
+    tol, atol, max_iter, max_time = options.tol, options.atol, options.max_iter, options.max_time
+    callback, verbose, progress = options.callback, options.verbose, options.progress
     solver.check(problem)
     start = time.perf_counter()
     regularizer = problem.regularizer

@@ -132,11 +132,8 @@ def minimize_lbfgs(
     theta0 = np.asarray(theta0, dtype=np.float64).copy()
     n = theta0.size
     problem = Problem.of(oracle, make_regularizer("l2", n_features=n), float(lam), n)
-    res = minimize(
-        problem, LBFGS(), w0=theta0, options=SolverOptions(tol=tol), max_iter=max_iter,
-        max_time=max_time, callback=callback,
-    )  # fmt: skip
-    return res
+    options = SolverOptions(tol=tol, max_iter=max_iter, max_time=max_time, callback=callback)
+    return minimize(problem, LBFGS(), options, w0=theta0)
 
 
 def ridge_start(X, y, lam: float) -> np.ndarray:

@@ -34,33 +34,49 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
 
+from bmrm._validation import check_cvxpy_solver, check_tol, check_verbose
 from bmrm.solver.bundle import Bundle
 from bmrm.solver.masters import Master, make_master
 from bmrm.solver.problem import Problem
+from losses.validation import check_bool, check_int, check_positive
 
 __all__ = ["BundleState", "Solver", "SolverOptions", "State"]
 
 
 @dataclass(frozen=True)
 class SolverOptions:
-    """What :func:`~bmrm.solver.loop.minimize` hands every solver's ``init``.
+    """The options of one solve: the loop's limits and what every solver's ``init`` receives.
+
+    :func:`~bmrm.solver.loop.minimize` takes them as one object, so that no orchestration
+    function repeats the list; :meth:`checked` checks them, once, before any work.
 
     Parameters
     ----------
     tol, atol : float
-        The stopping tolerances (relative and absolute; a solver with its own stopping
-        measure uses them).
-    master : str
+        The stopping tolerances (relative, in [0, 1), and absolute, >= 0; a solver with its
+        own stopping measure uses them).
+    master : {"auto", "qp", "cvxpy"}
         The bundle methods' master problem (:func:`~bmrm.solver.masters.make_master`).
     bundle_size, max_idle : int
-        The bundle's capacity and pruning age (:class:`~bmrm.solver.bundle.Bundle`).
+        The bundle's capacity (>= 3) and pruning age (>= 1)
+        (:class:`~bmrm.solver.bundle.Bundle`).
     cvxpy_solver : str or None
         The cvxpy master's solver.
+    max_iter : int
+        Iterations at most (>= 1), cut-cache iterations not counted.
+    max_time : float or None
+        Seconds (> 0), numba's compilation excluded.
+    callback : callable or None
+        ``callback(intermediate_result)`` after every iteration
+        (:func:`~bmrm.solver.loop.minimize_bmrm`).
+    verbose, progress : bool
+        One log line per iteration; a progress bar (:func:`~bmrm.solver.loop.minimize_bmrm`).
     """
 
     tol: float = 1e-3
@@ -69,6 +85,44 @@ class SolverOptions:
     bundle_size: int = 200
     max_idle: int = 50
     cvxpy_solver: str | None = None
+    max_iter: int = 1000
+    max_time: float | None = None
+    callback: Callable | None = None
+    verbose: bool = False
+    progress: bool = False
+
+    def checked(self) -> SolverOptions:
+        """The options checked, in their canonical types.
+
+        Returns
+        -------
+        SolverOptions
+            The same options, ``tol``, ``atol``, ``max_time`` as floats and ``verbose`` as
+            a bool.
+
+        Raises
+        ------
+        ValueError
+            Naming the first option out of its range.
+        """
+        tol = check_tol(self.tol)
+        atol = check_positive(self.atol, "atol", strict=False)
+        max_iter = check_int(self.max_iter, "max_iter", 1)
+        bundle_size = check_int(self.bundle_size, "bundle_size", 3)
+        max_idle = check_int(self.max_idle, "max_idle", 1)
+        max_time = None if self.max_time is None else check_positive(self.max_time, "max_time")
+        if self.master not in ("auto", "qp", "cvxpy"):
+            raise ValueError(f"master must be 'auto', 'qp' or 'cvxpy'; got {self.master!r}")
+        verbose = check_verbose(self.verbose)
+        progress = check_bool(self.progress, "progress")
+        if self.callback is not None and not callable(self.callback):
+            raise ValueError(f"callback must be callable or None; got {self.callback!r}")
+        cvxpy_solver = check_cvxpy_solver(self.cvxpy_solver)
+        return replace(
+            self, tol=tol, atol=atol, max_iter=max_iter, bundle_size=bundle_size,
+            max_idle=max_idle, max_time=max_time, verbose=verbose, progress=progress,
+            cvxpy_solver=cvxpy_solver,
+        )  # fmt: skip
 
 
 class Solver(Protocol):
