@@ -203,9 +203,9 @@ def fit(
         :func:`bmrm.solver.scorer_oracle.fit_nonconvex`, ``regularizer="l2"``, no bounds or
         intercept), warm-started from the linear model of the same loss. ``result_`` is
         then a :class:`BMRMResult` of L-BFGS (``tol`` its largest gradient entry, reported
-        as ``gap``; no lower bound) or one with status 5 at a stationary point (NRBM;
-        ``tol`` its relative model gap, reported as ``model_gap``; ``lower_bound`` is the
-        trivial 0): neither certifies a global optimum.
+        as ``gap``) or one with status 5 at a stationary point (NRBM; ``tol`` its relative
+        stationarity gap, reported as ``gap``): neither certifies a global optimum, and
+        ``lower_bound`` is NaN.
     backend : {"local", "dask"}
         "dask" evaluates the risk on the workers of ``client`` (see
         :class:`bmrm.distributed.DaskRiskOracle`): X may then also be a dask array or dask

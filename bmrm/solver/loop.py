@@ -45,6 +45,10 @@ STATUS_MESSAGES = {
     2: "stopped: max_iter reached",
     3: "stopped: time budget max_time reached",
     4: "stopped: callback raised StopIteration",
+    5: (
+        "stationary point: the solver's stopping measure is below tol; not a certified "
+        "global optimum (the objective is not convex: no lower bound)"
+    ),
 }
 
 # the history's columns: those model files keep, and counters
@@ -63,16 +67,20 @@ class BMRMResult(OptimizeResult):
     fun : float
         J(x) = lam·Ω(x) + R(x).
     lower_bound : float
-        The largest master optimum seen, a lower bound on min_w J(w).
+        The largest master optimum seen, a lower bound on min_w J(w); NaN for a solver that
+        certifies none (``certifies`` False: NRBM on a non-convex risk, L-BFGS, the
+        concave-convex procedure).
     gap : float
-        ``fun − lower_bound`` ≥ J(x) − min J: a certificate of suboptimality.
+        ``fun − lower_bound`` ≥ J(x) − min J: a certificate of suboptimality; for a solver
+        that certifies none, its own stopping measure.
     nit, nfev : int
         Iterations and oracle calls.
     method : str
         The solver method's name (``"level"``, ``"bmrm"``, ``"ocas"``, ``"nrbm"``, ...; a
         method object's ``name``, else its class name).
     status, message, success :
-        Why the loop stopped (0, 1 converged; 2 max_iter; 3 max_time; 4 callback).
+        Why the loop stopped (0, 1 converged; 2 max_iter; 3 max_time; 4 callback; 5 a
+        stationary point of a solver that certifies no gap, NRBM on a non-convex risk).
     bundle_size : int
         Planes held at the end.
     history : dict of ndarray
@@ -459,7 +467,7 @@ def _result(state: State, status: int, hist: _History, total: float, solver) -> 
         n_passes=state.n_passes,
         n_cache_cuts=state.n_cache_cuts,
         status=status,
-        success=status in (0, 1),
+        success=status in (0, 1, 5),
         message=STATUS_MESSAGES[status],
         bundle_size=state.bundle_size,
         n_aggregations=state.n_aggregations,

@@ -42,9 +42,11 @@ and adds what makes the model J_t useful around the best point w_b (the *serious
   w* − w_b is a descent direction of J at w_b, so a short enough step is serious.
 
 The package's losses are non-negative, so the bundle's zero plane (a = 0, b = 0) never
-conflicts, and J ≥ 0 is the only global lower bound the method reports
-(``lower_bound = 0``, ``gap = fun``); the figures above are reported as ``model_gap``,
-``stationarity_gap`` and ``stationarity`` (‖lam·x + a(x)‖).
+conflicts. Without ``convex=True`` the method certifies no lower bound on min J
+(``certifies`` is False): the loop reports ``lower_bound`` NaN and, as ``gap``, the
+stationarity gap, the method's stopping measure; a stop on it has status 5 (stationary
+point). The result adds ``model_gap``, ``stationarity_gap`` and ``stationarity``
+(‖lam·x + a(x)‖).
 
 On a convex risk the planes never conflict (up to rounding) and the iterates are plain
 BMRM's (Teo et al., JMLR 2010): with ``convex=True`` (what :func:`bmrm.fit` passes for a
@@ -77,13 +79,9 @@ from bmrm.solver.problem import Problem
 
 __all__ = ["NRBM", "NRBMState", "STATIONARY"]
 
-# the status of a result that stopped on NRBM's model gap without a global certificate
+# the status of a result that stopped on NRBM's stationarity gap without a certificate
+# (bmrm.solver.loop.STATUS_MESSAGES)
 STATIONARY = 5
-STATIONARY_MESSAGE = (
-    "stationary point: NRBM's model gap is below tol, with ||lam*x + a(x)||^2/(2 lam) below "
-    "tol too or with only planes taken since the bundle was restarted at x; this is not a "
-    "certified global optimum (the objective is not convex; lower_bound is the trivial J >= 0)"
-)
 
 
 @dataclass(eq=False)
@@ -142,6 +140,23 @@ class NRBMState(BundleState):
     def stop_gap(self) -> float:
         """The certified gap for a convex risk, else the stationarity gap."""
         return self.best_J - self.lower_bound if self.certified else self.stationarity_gap
+
+    def stop_status(self, tol: float, atol: float) -> int:
+        """The loop's status after a step: 5 (stationary point) in place of 0 and 1 when the
+        risk is not declared convex.
+
+        Parameters
+        ----------
+        tol, atol : float
+            The relative and absolute tolerances.
+
+        Returns
+        -------
+        int
+            0, 1 (certified, convex risk), 5 (stationary point) or 2 (go on).
+        """
+        status = super().stop_status(tol, atol)
+        return STATIONARY if status in (0, 1) and not self.certified else status
 
 
 class NRBM:
@@ -371,15 +386,13 @@ class NRBM:
         self._solve(state)
 
     def finish(self, state: NRBMState, result):
-        """Name the result's figures honestly (called by the loop at the end of a fit).
+        """Add NRBM's figures to the result (called by the loop at the end of a fit).
 
-        It adds ``model_gap`` (J(x) − min J_t at the end), ``stationarity`` (‖lam·x + a(x)‖),
+        ``model_gap`` (J(x) − min J_t at the end), ``stationarity`` (‖lam·x + a(x)‖),
         ``n_serious``, ``n_null``, ``n_lowered``, ``n_backtracks``, ``n_restarts``,
-        ``serious_objective`` and ``certified``. Without ``convex`` nothing global is
-        certified: ``stationarity_gap`` is the stopping measure (see the module),
-        ``lower_bound`` is 0 (J >= 0) and ``gap`` is ``fun``; a stop on the stationarity gap
-        gets status 5 (stationary point), and the history's ``gap`` / ``lower_bound``
-        columns hold those trivial figures, with ``stationarity_gap`` added.
+        ``serious_objective``, ``fun0`` (J at the start) and ``certified``; without
+        ``convex``, also ``stationarity_gap`` (the stopping measure, reported by the loop as
+        ``gap``; the loop reports no lower bound, NaN, for a solver that does not certify).
 
         Parameters
         ----------
@@ -391,8 +404,7 @@ class NRBM:
         Returns
         -------
         BMRMResult
-            ``result``, with NRBM's figures added (without ``convex``, with the
-            trivial gap and lower bound and the status described above).
+            ``result``, with NRBM's figures added.
         """
         result.model_gap = float(result.gap) if self.convex else state.model_gap
         result.n_serious = state.n_serious
@@ -404,19 +416,8 @@ class NRBM:
             # ‖lam·x + a(x)‖ with the oracle's (sub)gradient a(x) at x
             result.stationarity = float(np.linalg.norm(state.lam * state.w_b + state.a_b))
         result.serious_objective = np.asarray(state.serious_objective)
+        result.fun0 = float(state.serious_objective[0]) if state.serious_objective else math.nan
         result.certified = self.convex
-        if self.convex:
-            return result
-        result.stationarity_gap = state.stationarity_gap
-        hist = dict(result.history)
-        hist["stationarity_gap"] = np.array(hist["gap"])
-        hist["lower_bound"] = np.zeros_like(hist["stationarity_gap"])
-        hist["gap"] = np.array(hist["best_objective"])
-        result.history = hist
-        result.lower_bound = 0.0
-        result.gap = float(result.fun)
-        if result.status in (0, 1):
-            result.status = STATIONARY
-            result.message = STATIONARY_MESSAGE
-            result.success = True
+        if not self.convex:
+            result.stationarity_gap = state.stationarity_gap
         return result

@@ -198,14 +198,17 @@ def test_bookkeeping_equals_the_oracles_own_count(solver, loss):
 
 
 def test_a_solver_that_does_not_certify_reports_no_lower_bound_of_its_own():
-    """NRBM on a risk it is not told is convex stops on its stationarity gap; the result's
-    lower bound is the trivial J >= 0 and its gap J, not the model's minimum."""
+    """NRBM on a risk it is not told is convex stops on its stationarity gap; the result
+    has no lower bound (NaN, not the model's minimum nor a made-up one), its gap is the
+    stationarity gap, and the status says it is a stationary point."""
     X, y = make_problem(1, "hinge")
     oracle = CountingUserOracle(X, y, "hinge")
     res = minimize_bmrm(oracle, X.shape[1], 1e-2, method="nrbm", tol=1e-6)
     assert res.certified is False
-    assert res.lower_bound == 0.0 and res.gap == res.fun
-    assert np.all(res.history["lower_bound"] == 0.0)
+    assert np.isnan(res.lower_bound) and res.gap == res.stationarity_gap
+    assert np.all(np.isnan(res.history["lower_bound"]))
+    assert res.history["gap"][-1] == res.gap <= 1e-6 * res.fun
+    assert res.status == 5 and res.success
     assert res.nfev == oracle.calls
 
 
