@@ -24,17 +24,16 @@ from bmrm._validation import (
 )
 from bmrm.exceptions import interrupt_in
 from bmrm.linear_model import LinearModel, _feature_names, load, save
-from bmrm.scorers import ExpectedGainScorer, LinearScorer, get_scorer
-from bmrm.solver.cccp import CCCP
+from bmrm.scorers import ExpectedGainScorer, get_scorer
+from bmrm.solver.choice import choose_solver, make_problem
 from bmrm.solver.compile_clock import CompileClock
-from bmrm.solver.loop import BMRMResult, minimize
+from bmrm.solver.loop import minimize
 from bmrm.solver.masters import _cvxpy
-from bmrm.solver.methods import SolverOptions, auto_method, check_method, get_method
+from bmrm.solver.methods import SolverOptions, check_method
 from bmrm.solver.methods.nrbm import NRBM
 from bmrm.solver.oracle import RiskOracle
-from bmrm.solver.problem import CountingOracle, Problem, capabilities
 from bmrm.solver.regularizers import Regularizer, make_regularizer
-from bmrm.solver.scorer_oracle import NonconvexOptions, check_nonconvex, fit_nonconvex
+from bmrm.solver.scorer_oracle import ScorerOracle, check_nonconvex
 from losses import check_sample_weight
 
 __all__ = ["LinearModel", "fit", "load", "save"]
@@ -200,12 +199,13 @@ def fit(
         The ranking function (:mod:`bmrm.scorers`); None is f = Xw. With a non-linear
         ranking function, or a loss declaring ``convex = False``, the objective
         lam/2‖θ‖² + R(θ) is not convex: it is minimised by L-BFGS or NRBM (see ``method``;
-        :func:`bmrm.solver.scorer_oracle.fit_nonconvex`, ``regularizer="l2"``, no bounds or
-        intercept), warm-started from the linear model of the same loss. ``result_`` is
-        then a :class:`BMRMResult` of L-BFGS (``tol`` its largest gradient entry, reported
-        as ``gap``) or one with status 5 at a stationary point (NRBM; ``tol`` its relative
-        stationarity gap, reported as ``gap``): neither certifies a global optimum, and
-        ``lower_bound`` is NaN.
+        :func:`bmrm.solver.choice.choose_solver`, ``regularizer="l2"``, no bounds or
+        intercept), warm-started from the linear model of the same loss
+        (:meth:`bmrm.solver.scorer_oracle.ScorerOracle.warm_start`,
+        ``result_.linear_start``). ``result_`` is then a :class:`BMRMResult` of L-BFGS
+        (``tol`` its largest gradient entry, reported as ``gap``) or one with status 5 at a
+        stationary point (NRBM; ``tol`` its relative stationarity gap, reported as
+        ``gap``): neither certifies a global optimum, and ``lower_bound`` is NaN.
     backend : {"local", "dask"}
         "dask" evaluates the risk on the workers of ``client`` (see
         :class:`bmrm.distributed.DaskRiskOracle`): X may then also be a dask array or dask
@@ -271,56 +271,32 @@ def fit(
                 data, loss_obj, ranking_function, fit_intercept, intercept_scaling, loss_data
             )
             data.n_features = oracle.n_features - int(fit_intercept)
-        n_features = data.n_features
-        d = n_features + int(fit_intercept)
+        d = data.n_features + int(fit_intercept)
         regularizer_obj = make_regularizer(
             regularizer, l1_ratio=l1_ratio, bounds=bounds, nonneg=nonneg, n_features=d
         )
         _check_solver_fits(options, method, regularizer_obj)
-        if ranking_function is not None:
-            ranking_function = get_scorer(ranking_function)
-        if getattr(ranking_function, "name", None) == "linear":
-            ranking_function = None
-        # a latent loss is not convex, but the concave-convex procedure trains it
-        nonconvex = ranking_function is not None or not (
-            getattr(loss_obj, "convex", True) or getattr(loss_obj, "latent", False)
-        )
-        if nonconvex:
-            if isinstance(ranking_function, ExpectedGainScorer):
-                ranking_function.check_labels(data.y)
-            ranking_function, method = check_nonconvex(
-                ranking_function, loss_obj, data.y, regularizer, bounds, nonneg, fit_intercept,
-                method,
-            )  # fmt: skip
-        n_params = ranking_function.n_params(n_features) if nonconvex else d
-        w0 = _check_start(w0, d, n_params, fit_intercept)
+        # a non-linear ranking function or a non-convex loss: what its solvers support
+        function, method = _check_ranking_function(
+            ranking_function, loss_obj, data.y, (regularizer, bounds, nonneg, fit_intercept),
+            method,
+        )  # fmt: skip
+        n_params = d if function is None else function.n_params(data.n_features)
+        w0 = _check_start(w0, d, n_params, fit_intercept, function)
         clock = CompileClock()
         if backend == "local":
             with clock:
-                prepared = losses.prepare(
-                    loss_obj, data.y, data.qid, n_samples=data.n_samples,
-                    sample_weight=data.sample_weight, **loss_data,
-                )  # fmt: skip
-            if nonconvex:
-                with clock:  # the L-BFGS result has no compile_seconds of its own
-                    theta, result = fit_nonconvex(
-                        data.X, data.y, prepared, ranking_function, lam, solver=method,
-                        w0=w0, options=_nonconvex_options(options),
-                    )  # fmt: skip
-                # every compilation of this fit, its starting fits' and preparation's too
-                result.compile_seconds = clock.seconds
-                linear = isinstance(ranking_function, LinearScorer)
-                coef = theta if linear else theta.reshape(-1, n_features)
-                function = None if linear else ranking_function
-                model = LinearModel(coef, 0.0, loss_obj, lam, regularizer_obj, result, function)
-                return _finished(model, data.feature_names)
-            oracle = RiskOracle(data.X, prepared, fit_intercept, intercept_scaling)
-        result = _minimize(oracle, d, regularizer_obj, lam, method, options, w0)
+                oracle = _local_oracle(
+                    data, loss_obj, function, loss_data, fit_intercept, intercept_scaling
+                )
+        problem = make_problem(oracle, regularizer_obj, lam, n_params)
+        result = minimize(problem, choose_solver(method, problem, w0 is None), options, w0=w0)
         # compilation while preparing the targets, outside the solver's own clock
         result.compile_seconds = result.get("compile_seconds", 0.0) + clock.seconds
-        w = result.x
-        intercept = w[n_features] * intercept_scaling if fit_intercept else 0.0
-        model = LinearModel(w[:n_features], intercept, loss_obj, lam, regularizer_obj, result)
+        w, n = result.x, data.n_features
+        coef = w[:n] if function is None or function.name == "linear" else w.reshape(-1, n)
+        intercept = w[n] * intercept_scaling if fit_intercept else 0.0
+        model = LinearModel(coef, intercept, loss_obj, lam, regularizer_obj, result, function)
         return _finished(model, data.feature_names)
     except BaseException as exc:
         # a fit refused or failed on the workers releases the partitions it built there
@@ -427,12 +403,36 @@ def _check_data(X, y, qid, sample_weight, backend: str, client) -> _Data:
     return _Data(X, y, qid, sample_weight, None, feature_names, n_samples, n_features)
 
 
-def _nonconvex_options(options: SolverOptions) -> NonconvexOptions:
-    """The options :func:`~bmrm.solver.scorer_oracle.fit_nonconvex` takes."""
-    return NonconvexOptions(
-        tol=options.tol, max_iter=options.max_iter, max_time=options.max_time,
-        callback=options.callback, bundle_size=options.bundle_size, verbose=options.verbose,
+def _check_ranking_function(ranking_function, loss, y, model_options, method):
+    """The ranking function (None for f = Xw with a convex or latent loss) and the method,
+    checked before any work: a non-linear ranking function or a loss that is not convex
+    needs ``regularizer="l2"`` without bounds or intercept (``model_options``, fit's
+    ``(regularizer, bounds, nonneg, fit_intercept)``) and L-BFGS or NRBM
+    (:func:`~bmrm.solver.scorer_oracle.check_nonconvex`)."""
+    if ranking_function is not None:
+        ranking_function = get_scorer(ranking_function)
+    if getattr(ranking_function, "name", None) == "linear":
+        ranking_function = None
+    # a latent loss is not convex, but the concave-convex procedure trains it
+    if ranking_function is None and (
+        getattr(loss, "convex", True) or getattr(loss, "latent", False)
+    ):
+        return None, method
+    if isinstance(ranking_function, ExpectedGainScorer):
+        ranking_function.check_labels(y)
+    return check_nonconvex(ranking_function, loss, y, *model_options, method)
+
+
+def _local_oracle(data: _Data, loss, function, loss_data, fit_intercept, intercept_scaling):
+    """The risk oracle in this process: of f = Xw (:class:`~bmrm.solver.oracle.RiskOracle`)
+    or of a ranking function (:class:`~bmrm.solver.scorer_oracle.ScorerOracle`)."""
+    prepared = losses.prepare(
+        loss, data.y, data.qid, n_samples=data.n_samples, sample_weight=data.sample_weight,
+        **loss_data,
     )  # fmt: skip
+    if function is None:
+        return RiskOracle(data.X, prepared, fit_intercept, intercept_scaling)
+    return ScorerOracle(data.X, prepared, function, data.y)
 
 
 def _check_solver_fits(options: SolverOptions, method, regularizer: Regularizer) -> None:
@@ -450,9 +450,9 @@ def _check_solver_fits(options: SolverOptions, method, regularizer: Regularizer)
         )
 
 
-def _check_start(w0, d: int, n_params: int, fit_intercept: bool):
-    """w0 checked: d weights, or a non-linear ranking function's n_params (which also
-    warm-starts from a linear w of d weights)."""
+def _check_start(w0, d: int, n_params: int, fit_intercept: bool, function):
+    """w0 checked: d weights, or a non-linear ranking function's n_params, or d linear
+    weights that the ranking function's ``from_linear`` maps to its parameters."""
     if w0 is None:
         return None
     shape = np.shape(w0)
@@ -461,7 +461,9 @@ def _check_start(w0, d: int, n_params: int, fit_intercept: bool):
             f"w0 must have shape ({d},) (a linear warm start) or ({n_params},) (the "
             f"scorer's parameters); got shape {shape}"
         )
-    return check_w0(w0, d if shape == (d,) else n_params, fit_intercept)
+    if shape == (d,) and n_params != d:
+        return function.from_linear(check_w0(w0, d, fit_intercept))
+    return check_w0(w0, n_params, fit_intercept)
 
 
 def _dask_oracle(data: _Data, loss, ranking_function, fit_intercept, intercept_scaling, loss_data):
@@ -481,45 +483,3 @@ def _dask_oracle(data: _Data, loss, ranking_function, fit_intercept, intercept_s
         data.client, data.X, data.y, loss, data.qid, fit_intercept=fit_intercept,
         intercept_scaling=intercept_scaling, sample_weight=data.sample_weight, **loss_data,
     )  # fmt: skip
-
-
-def _minimize(
-    oracle, d: int, regularizer: Regularizer, lam: float, method, options: SolverOptions, w0
-) -> BMRMResult:
-    """The bundle-method fit of a convex or latent loss.
-
-    A latent loss (a difference of convex functions, ``loss.latent``) goes through the
-    concave-convex procedure, which calls the bundle method on one convex surrogate after
-    another, unless NRBM is asked for: it then trains the latent loss directly, from the
-    minimiser of the loss's convex ``initial_loss``. On a convex loss NRBM lowers no plane
-    and keeps the certified gap.
-    """
-    latent = capabilities(oracle).latent
-    by_nrbm = (isinstance(method, str) and method == "nrbm") or isinstance(method, NRBM)
-    # one count of oracle calls for the fit, the starting problem's included
-    oracle = CountingOracle(oracle)
-    if not by_nrbm:
-        # "auto" on a latent loss is the concave-convex procedure (auto_method), whose
-        # subproblems choose their own solver; a named method is its inner solver
-        if latent:
-            inner = None if isinstance(method, str) and method == "auto" else method
-            solver = CCCP(inner, initial_loss=w0 is None)
-        else:
-            if method is None or (isinstance(method, str) and method == "auto"):
-                method = auto_method(regularizer, capabilities(oracle.inner))
-            solver = get_method(method)
-        return minimize(Problem.of(oracle, regularizer, lam, d), solver, options, w0=w0)
-    # a given NRBM object keeps its own options
-    kept = {} if isinstance(method, str) else {
-        "smooth": method.smooth, "max_backtracks": method.max_backtracks
-    }  # fmt: skip
-    initial = oracle.inner.initial() if latent and w0 is None else None
-    if initial is not None:
-        # the start of NRBM on a latent loss: the minimiser of the loss's convex
-        # initial_loss, as the concave-convex procedure starts
-        start = SolverOptions(tol=options.tol, max_iter=options.max_iter,
-                              max_time=options.max_time)  # fmt: skip
-        problem = Problem.of(oracle.sharing(initial), regularizer, lam, d)
-        w0 = minimize(problem, get_method(auto_method(regularizer, problem.capabilities)), start).x
-    problem = Problem.of(oracle, regularizer, lam, d)
-    return minimize(problem, NRBM(convex=not latent, **kept), options, w0=w0)

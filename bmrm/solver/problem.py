@@ -66,6 +66,9 @@ class Capabilities:
         For a latent risk: its evaluation at w is, value for value, the first evaluation of
         its surrogate fixed at w (``oracle.latent_call_is_surrogate_call``), which the
         concave-convex procedure then does not repeat.
+    scale_invariant : bool
+        R(t w) = R(w) for t > 0 (the cosine loss with the linear ranking function):
+        lam·½‖w‖² + R(w) has no minimiser (:func:`bmrm.solver.choice.make_problem`).
     """
 
     convex: bool = True
@@ -77,13 +80,16 @@ class Capabilities:
     has_hessp: bool = False
     dtype: np.dtype = np.dtype(np.float64)
     latent_reuse: bool = False
+    scale_invariant: bool = False
 
 
 def capabilities(oracle) -> Capabilities:
     """The :class:`Capabilities` of a risk oracle, read from the oracle and its loss.
 
-    The package's :class:`~bmrm.solver.oracle.RiskOracle` and Dask oracle declare them; a
-    plain callable ``oracle(w) -> (R, a)`` is a convex risk with nothing more.
+    The package's :class:`~bmrm.solver.oracle.RiskOracle` and Dask oracle declare them
+    through their loss; an oracle with a ``capabilities`` attribute (a :class:`Capabilities`,
+    such as the risk of a non-linear ranking function) declares them itself; a plain callable
+    ``oracle(w) -> (R, a)`` is a convex risk with nothing more.
 
     Parameters
     ----------
@@ -95,6 +101,9 @@ def capabilities(oracle) -> Capabilities:
     Capabilities
         What the risk offers and promises.
     """
+    declared = getattr(oracle, "capabilities", None)
+    if isinstance(declared, Capabilities):
+        return declared
     loss = getattr(oracle, "loss", None)
     convex_surrogate = bool(getattr(oracle, "convex_surrogate", False))
     return Capabilities(

@@ -541,6 +541,42 @@ class L2(ElasticNet):
         return "L2()"
 
 
+class Direction(L2):
+    """½‖w‖² for a scale-invariant risk, R(t w) = R(w) for t > 0 (the cosine loss with the
+    linear ranking function), whose clean-up returns the unit direction.
+
+    lam·½‖w‖² + R(w) then has no minimiser (its infimum is approached as w → 0 along the
+    best direction, whatever lam), so the problem is R alone (lam = 0 in it) and the point
+    it finds is returned with ‖w‖ = 1 (:func:`bmrm.solver.choice.make_problem`).
+    """
+
+    def clean(self, w: np.ndarray, J: float, objective) -> tuple[np.ndarray, float]:
+        """The unit direction of ``w`` and its objective (``w`` itself when it is zero).
+
+        Parameters
+        ----------
+        w : ndarray
+            The solver's final point.
+        J : float
+            Its objective.
+        objective : callable
+            ``objective(v) -> J(v)``, one oracle call.
+
+        Returns
+        -------
+        tuple
+            ``(w / ‖w‖, J(w / ‖w‖))``, or ``(w, J)`` for w = 0.
+        """
+        norm = float(np.linalg.norm(w))
+        if not norm > 0.0:
+            return w, J
+        unit = w / norm
+        return unit, float(objective(unit))
+
+    def __repr__(self) -> str:
+        return "Direction()"
+
+
 class L1(ElasticNet):
     """Ω(w) = ‖w‖₁; the cvxpy master is then a linear program."""
 

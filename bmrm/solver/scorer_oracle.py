@@ -1,44 +1,38 @@
-"""The risk oracle of a general scorer, and quasi-Newton training for smooth objectives.
+"""The risk oracle of a ranking function, and its warm start.
 
 :class:`ScorerOracle` is :class:`bmrm.solver.oracle.RiskOracle` with the linear map f = Xw
-replaced by a scorer (:mod:`bmrm.scorers`): R(θ) = (1/n_terms) Σ_q l(h_θ(X_q), y_q) (with
-sample weights, their weighted mean) and its gradient, the scorer's vector-Jacobian product
-of ∂l/∂f. With a scorer that is not linear, or with a loss that is not convex, R is not
-convex and the bundle method's cutting planes are not lower bounds. :func:`fit_nonconvex`
-then minimises lam/2‖θ‖² + R(θ) either with L-BFGS (:func:`minimize_lbfgs`, a
-differentiable R) or with the non-convex regularized bundle method
-(:mod:`bmrm.solver.methods.nrbm`, smooth or not). Both find a stationary point (a local minimum in
-practice), certifying nothing about the global one.
+replaced by a ranking function (:mod:`bmrm.scorers`): R(θ) = (1/n_terms) Σ_q l(h_θ(X_q), y_q)
+(with sample weights, their weighted mean) and its gradient, the ranking function's
+vector-Jacobian product of ∂l/∂f. With a ranking function that is not linear, or with a loss
+that is not convex, R is not convex and the bundle method's cutting planes are not lower
+bounds: the oracle declares its :class:`~bmrm.solver.problem.Capabilities` (not convex,
+smooth or not), so that :func:`bmrm.solver.choice.choose_solver` picks L-BFGS
+(:mod:`bmrm.solver.methods.lbfgs`, a differentiable R) or the non-convex regularized bundle
+method (:mod:`bmrm.solver.methods.nrbm`), started at :meth:`ScorerOracle.warm_start`. Both
+find a stationary point (a local minimum in practice), certifying nothing about the global
+one.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import warnings
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import numpy as np
 
-from bmrm import exceptions
-from bmrm.solver.loop import BMRMResult, minimize, minimize_bmrm
-from bmrm.solver.methods import auto_method
+from bmrm.solver.choice import choose_solver, make_problem
+from bmrm.solver.loop import BMRMResult, minimize
+from bmrm.solver.methods import auto_method, get_method
 from bmrm.solver.methods.base import SolverOptions
 from bmrm.solver.methods.lbfgs import LBFGS
 from bmrm.solver.methods.nrbm import NRBM
 from bmrm.solver.oracle import RiskOracle
 from bmrm.solver.problem import Capabilities, Problem
-from bmrm.solver.regularizers import make_regularizer
+from bmrm.solver.regularizers import L2, make_regularizer
 from bmrm.solver.scorers import LinearScorer
 from losses.validation import check_graded_labels
 
-__all__ = [
-    "NonconvexOptions",
-    "ScorerOracle",
-    "check_nonconvex",
-    "fit_nonconvex",
-    "minimize_lbfgs",
-]
+__all__ = ["ScorerOracle", "check_nonconvex", "minimize_lbfgs", "ridge_start"]
+
+# the relative gap of the linear model fitted first for the warm start of a convex loss
+LINEAR_TOL = 1e-3
 
 
 class ScorerOracle:
@@ -55,14 +49,67 @@ class ScorerOracle:
         The loss bound to its validated targets.
     scorer : scorer object
         See :mod:`bmrm.scorers`.
+    y : ndarray or None
+        The targets, for the ridge start of a loss that is not convex
+        (:meth:`warm_start`).
     """
 
-    def __init__(self, X, prepared, scorer):
+    def __init__(self, X, prepared, scorer, y=None):
         self.X = X
         self.prepared = prepared
         self.scorer = scorer
+        self.y = y
         self.n_features = scorer.n_params(X.shape[1])
         self.calls = 0
+        loss = prepared.loss
+        self.capabilities = Capabilities(
+            convex=False,
+            smooth=_smooth(loss, scorer),
+            exact=type(loss).__module__.split(".")[0] == "losses",
+            scale_invariant=scorer.name == "linear" and getattr(loss, "scale_invariant", False),
+        )
+
+    def warm_start(self, problem: Problem, options: SolverOptions, solver: str = "lbfgs"):
+        """The start of a fit from the linear model of the same loss.
+
+        For a convex loss, the linear model fitted first with the same lam (the bundle
+        method's automatic choice, to the relative gap ``LINEAR_TOL``); for a loss that is
+        not convex, :func:`ridge_start`, then for a non-linear ranking function the linear
+        model fitted by the same ``solver`` from there. It is mapped by the ranking
+        function's ``from_linear``, as Yang et al. warm-start from the linear ranking
+        function (§6.2). Its oracle calls are not the fit's.
+
+        Parameters
+        ----------
+        problem : Problem
+            The fit's problem (its lam).
+        options : SolverOptions
+            The fit's options (``tol``, ``max_iter``, ``bundle_size`` of the linear fit).
+        solver : {"lbfgs", "nrbm"}
+            The fit's solver.
+
+        Returns
+        -------
+        tuple
+            ``(theta0, {"linear_start": w})``: the start and the linear model's weights.
+        """
+        X, prepared, scorer, lam = self.X, self.prepared, self.scorer, problem.lam
+        d = X.shape[1]
+        if getattr(prepared.loss, "convex", True):
+            linear = Problem.of(RiskOracle(X, prepared), L2(), lam, d)
+            method = get_method(auto_method(linear.regularizer, linear.capabilities))
+            limits = SolverOptions(tol=LINEAR_TOL, max_iter=options.max_iter)
+            w = minimize(linear, method, limits).x
+        else:
+            w = ridge_start(X, self.y, lam)
+            if scorer.name != "linear":
+                linear = make_problem(ScorerOracle(X, prepared, LinearScorer()), L2(), lam, d)
+                limits = SolverOptions(
+                    tol=options.tol, max_iter=options.max_iter, bundle_size=options.bundle_size
+                )
+                w = minimize(linear, choose_solver(solver, linear, False), limits, w0=w).x
+        theta0 = w if scorer.name == "linear" else scorer.from_linear(w)
+        return theta0, {"linear_start": w}
 
     def __call__(self, theta: np.ndarray):
         """Return ``(R(θ), ∂R/∂θ)``."""
@@ -155,189 +202,6 @@ def _smooth(loss, scorer) -> bool:
     return bool(getattr(loss, "smooth", False)) and not clipped
 
 
-@dataclass(frozen=True)
-class NonconvexOptions:
-    """The tolerances and limits of :func:`fit_nonconvex`.
-
-    Parameters
-    ----------
-    tol : float
-        L-BFGS's largest gradient entry, or NRBM's relative stationarity gap.
-    max_iter : int
-        Iteration cap of each solve.
-    max_time : float or None
-        Seconds of the final solve, numba's compilation excluded.
-    callback : callable or None
-        Called after each iteration of the final solve.
-    linear_tol : float
-        Relative gap of the linear model fitted first for the warm start.
-    bundle_size : int
-        NRBM's bundle capacity.
-    verbose : bool
-        Log the final solve's iterations.
-    """
-
-    tol: float = 1e-6
-    max_iter: int = 1000
-    max_time: float | None = None
-    callback: Callable | None = None
-    linear_tol: float = 1e-3
-    bundle_size: int = 200
-    verbose: bool = False
-
-
-def fit_nonconvex(
-    X,
-    y,
-    prepared,
-    scorer,
-    lam: float,
-    *,
-    solver: str = "lbfgs",
-    w0=None,
-    options: NonconvexOptions | None = None,
-):
-    """Train ``scorer`` on a non-convex objective from a warm start; return ``(theta, res)``.
-
-    ``options`` (:class:`NonconvexOptions`) holds the tolerances and limits. ``solver`` is
-    ``"lbfgs"`` (:func:`minimize_lbfgs`; smooth objectives only) or ``"nrbm"`` (the
-    non-convex regularized bundle method, :mod:`bmrm.solver.methods.nrbm`, for smooth and
-    non-smooth risks; ``tol`` is then its relative model gap and ``res`` has status 5 at a
-    stationary point); ``res`` is a :class:`~bmrm.solver.loop.BMRMResult` either way.
-
-    The start is, in order: ``w0`` when it has one entry per parameter; the warm start of a
-    linear ``w0`` (``scorer.from_linear``); else the linear model fitted first with the same
-    loss and lam (the bundle method for a convex loss; for a non-convex one the same
-    ``solver`` from :func:`ridge_start`), mapped by ``scorer.from_linear`` for a non-linear
-    scorer, as Yang et al. warm-start from the linear ranking function (§6.2).
-    ``res.linear_start`` is that linear model's weights (None when ``w0`` gave the start)
-    and ``res.fun0`` the objective at the start.
-
-    A loss declaring ``scale_invariant = True`` (the cosine loss) with the linear scorer
-    has R(t w) = R(w) for t > 0, so lam/2‖w‖² + R(w) has no minimiser: its infimum is
-    approached as w → 0 along the best direction, whatever lam. The fit then minimises R
-    alone by L-BFGS (lam is ignored) and returns that direction with ‖w‖ = 1; ``res.fun``
-    is R there. ``solver="nrbm"`` is refused for it (its master needs lam > 0).
-
-    Parameters
-    ----------
-    X : ndarray or CSR matrix of shape (n_samples, n_features)
-        The data.
-    y : ndarray
-        The targets (for the ridge start of a non-convex loss).
-    prepared : losses.Prepared
-        The loss bound to its validated targets.
-    scorer : scorer object
-        The ranking function (:mod:`bmrm.scorers`).
-    lam : float
-        The L2 constant.
-    solver : {"lbfgs", "nrbm"}
-        The solver.
-    w0 : ndarray or None
-        The start: the scorer's parameters, or linear weights to warm-start from.
-    options : NonconvexOptions or None
-        Tolerances and limits (the defaults when None).
-
-    Returns
-    -------
-    theta : ndarray
-        The trained parameters.
-    res : BMRMResult
-        The final solve's result.
-
-    Raises
-    ------
-    ValueError
-        For ``solver="lbfgs"`` with an objective that is not smooth, or ``"nrbm"`` with a
-        scale-invariant loss.
-    """
-    loss = prepared.loss
-    options = NonconvexOptions() if options is None else options
-    tol, max_iter, max_time = options.tol, options.max_iter, options.max_time
-    if solver not in ("lbfgs", "nrbm"):
-        raise ValueError(f"solver must be 'lbfgs' or 'nrbm'; got {solver!r}")
-    if solver == "lbfgs" and not _smooth(loss, scorer):
-        raise ValueError(
-            f"loss {getattr(loss, 'name', loss)!r} with scorer {scorer!r} is not smooth: "
-            "L-BFGS needs a differentiable objective; use method='nrbm'"
-        )
-    invariant = scorer.name == "linear" and getattr(loss, "scale_invariant", False)
-    if invariant and solver == "nrbm":
-        raise ValueError(
-            f"loss {getattr(loss, 'name', loss)!r} is scale invariant: with the linear scorer "
-            "lam/2‖w‖² + R(w) has no minimiser and the fit minimises R alone by L-BFGS; "
-            "method='nrbm' needs lam > 0 in its master problem"
-        )
-    d = X.shape[1]
-    n_params = scorer.n_params(d)
-    linear_start = None
-    if w0 is not None:
-        w0 = np.asarray(w0, dtype=np.float64).ravel()
-        if w0.shape == (n_params,):
-            theta0 = w0
-        elif w0.shape == (d,) and hasattr(scorer, "from_linear"):
-            theta0 = scorer.from_linear(w0)
-        else:
-            raise ValueError(
-                f"w0 must have {n_params} entries (the scorer's parameters) or {d} (linear "
-                f"weights to warm-start from); got shape {w0.shape}"
-            )
-    else:
-        if getattr(loss, "convex", True):
-            linear_start = minimize_bmrm(
-                RiskOracle(X, prepared), d, lam, tol=options.linear_tol, max_iter=max_iter
-            ).x
-        else:
-            linear_start = ridge_start(X, y, lam)
-            if scorer.name != "linear":
-                linear_options = dataclasses.replace(
-                    options, max_time=None, callback=None, verbose=False
-                )
-                linear_start = fit_nonconvex(
-                    X, y, prepared, LinearScorer(), lam, solver=solver, w0=linear_start,
-                    options=linear_options,
-                )[0]  # fmt: skip
-        theta0 = linear_start if scorer.name == "linear" else scorer.from_linear(linear_start)
-    if solver == "nrbm":
-        # the linear oracle's own products for f = Xw (also float32-aware)
-        oracle = RiskOracle(X, prepared) if scorer.name == "linear" else None
-        oracle = oracle or ScorerOracle(X, prepared, scorer)
-        fun0 = lam * 0.5 * float(theta0 @ theta0) + float(oracle(theta0)[0])
-        with warnings.catch_warnings():
-            # the loop's max_iter warning speaks of a certified gap; ours is re-issued below
-            warnings.simplefilter("ignore", exceptions.ConvergenceWarning)
-            res = minimize_bmrm(
-                oracle, n_params, lam, w0=theta0, method=NRBM(smooth=_smooth(loss, scorer)),
-                tol=tol, max_iter=max_iter, max_time=max_time, callback=options.callback,
-                bundle_size=options.bundle_size, verbose=options.verbose,
-            )  # fmt: skip
-        if res.status == 2:
-            warnings.warn(
-                f"NRBM reached max_iter={max_iter} with model gap {res.model_gap:.3e} "
-                f"(tol={tol}): not yet a stationary point",
-                exceptions.ConvergenceWarning,
-                stacklevel=3,
-            )
-        res.fun0 = fun0
-        res.linear_start = linear_start
-        return res.x, res
-    oracle = ScorerOracle(X, prepared, scorer)
-    res = minimize_lbfgs(
-        oracle,
-        0.0 if invariant else lam,
-        theta0,
-        tol=tol,
-        max_iter=max_iter,
-        max_time=max_time,
-        callback=options.callback,
-    )
-    if invariant and np.any(res.x):
-        res.x = res.x / np.linalg.norm(res.x)
-        res.fun = res.risk = oracle(res.x)[0]
-    res.linear_start = linear_start
-    return res.x, res
-
-
 def check_nonconvex(scorer, loss, y, regularizer, bounds, nonneg, fit_intercept, method):
     """The ranking function and the solver of a non-convex fit, or a ValueError naming the option.
 
@@ -393,6 +257,12 @@ def check_nonconvex(scorer, loss, y, regularizer, bounds, nonneg, fit_intercept,
         raise ValueError(
             f"loss {getattr(loss, 'name', loss)!r} with scorer {scorer!r} is not smooth: "
             "method='lbfgs' needs a differentiable objective; use method='nrbm' or 'auto'"
+        )
+    if solver == "nrbm" and scorer.name == "linear" and getattr(loss, "scale_invariant", False):
+        raise ValueError(
+            f"loss {getattr(loss, 'name', loss)!r} is scale invariant: with the linear scorer "
+            "lam/2‖w‖² + R(w) has no minimiser and the fit minimises R alone by L-BFGS; "
+            "method='nrbm' needs lam > 0 in its master problem"
         )
     for name, value, default in (
         ("regularizer", regularizer, "l2"),

@@ -46,7 +46,7 @@ Methods
     Limited-memory BFGS with a strong Wolfe line search (Nocedal & Wright, 2006) for
     smooth objectives that are not convex (a non-linear ranking function, a smooth loss
     declaring ``convex = False``): a stationary point, no certificate. :func:`bmrm.fit`
-    takes it for such objectives only (:func:`~bmrm.solver.scorer_oracle.fit_nonconvex`).
+    takes it for such objectives only (:func:`~bmrm.solver.choice.choose_solver`).
 
 Wrappers
 --------
