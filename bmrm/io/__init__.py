@@ -1,9 +1,8 @@
 """Data and model files: svmlight / LETOR text, query files, LETOR folds, model files.
 
-:mod:`bmrm.io.model_files` reads and writes the plain values of a model file;
-``load_model`` and ``save_model`` here are the model layer's :func:`bmrm.linear_model.load` and
-:func:`bmrm.linear_model.save` (which build and consume those values), imported on first use so
-that this package does not import the model layer.
+:mod:`bmrm.io.model_files` reads and writes the plain values of a model file; the model
+layer builds and consumes them (:func:`bmrm.load` and :func:`bmrm.save`, defined in
+:mod:`bmrm.linear_model`), so this package never imports the model layer.
 """
 
 from bmrm.io.letor import (
@@ -30,18 +29,8 @@ __all__ = [
     "letor_fold_partitions",
     "letor_folds",
     "load_letor_fold",
-    "load_model",
     "load_query_file",
     "load_svmlight",
     "load_weight_file",
     "qid_from_groups",
-    "save_model",
 ]
-
-
-def __getattr__(name: str):
-    if name in ("load_model", "save_model"):
-        from bmrm import linear_model
-
-        return {"load_model": linear_model.load, "save_model": linear_model.save}[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,8 +4,8 @@ This module reads and writes plain values, a :class:`ModelRecord` (weights, loss
 parameters, lam, the regularizer's JSON spec, the scorer's name, version and parameters, the
 solver's result field by field), with :func:`write_model_file` and :func:`read_model_file`.
 The model layer builds and consumes the records: ``model.save(path)``
-(:meth:`bmrm.LinearModel.save`) writes, and ``bmrm.load(path)`` (:func:`bmrm.linear_model.load`,
-also ``bmrm.io.load_model``) reads back, a :class:`bmrm.LinearModel`.
+(:meth:`bmrm.LinearModel.save`) writes, and ``bmrm.load(path)`` (:func:`bmrm.linear_model.load`)
+reads back, a :class:`bmrm.LinearModel`.
 
 File format (version 4)
 -----------------------

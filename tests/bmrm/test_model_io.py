@@ -22,8 +22,9 @@ from hypothesis.extra import numpy as hnp
 import bmrm
 import losses
 from bmrm import LinearModel
-from bmrm.io import load_model, save_model
 from bmrm.io.model_files import FORMAT_VERSION, HISTORY_FIELDS
+from bmrm.linear_model import load as load_model
+from bmrm.linear_model import save as save_model
 from bmrm.scorers import ExpectedGainScorer, LinearScorer
 from bmrm.solver.regularizers import Box, ElasticNet
 from losses.preference import pairs_from_labels
