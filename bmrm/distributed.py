@@ -20,7 +20,6 @@ worker dies Dask rebuilds its partitions elsewhere and the fit goes on with the 
 
 from __future__ import annotations
 
-import time
 import warnings
 import weakref
 
@@ -677,9 +676,10 @@ class DaskRiskOracle:
             raise
         self.group_tasks = GROUP_TASKS
         self.groups = None  # [(worker address or None, partition indices)], made on first use
+        # its own counts of calls and tasks, against which the loop's bookkeeping is tested;
+        # timing and the counts of a fit are the problem's counting oracle's
         self.calls = 0
         self.tasks = 0
-        self.seconds = 0.0
 
     def _build(self, X, y, loss, qid, fit_intercept, intercept_scaling, sample_weight, loss_data):
         """The partitions on the workers, and the sizes and dtype the fit needs."""
@@ -770,7 +770,6 @@ class DaskRiskOracle:
 
     def __call__(self, w: np.ndarray):
         """Return ``(R(w), a)`` with ``a`` a subgradient of R at ``w``."""
-        start = time.perf_counter()
         w = np.ascontiguousarray(w, dtype=np.float64)
         futures = self._submit_groups(_group_risk, w)
         groups = self.groups
@@ -792,7 +791,6 @@ class DaskRiskOracle:
             a += row[1:]
         self.calls += 1
         self.tasks += len(futures)
-        self.seconds += time.perf_counter() - start
         return R / self.n_terms, a / self.n_terms
 
     def _derived(self, partitions: list) -> DaskRiskOracle:
@@ -803,7 +801,6 @@ class DaskRiskOracle:
         other.partitions = partitions
         other.calls = 0
         other.tasks = 0
-        other.seconds = 0.0
         return other
 
     def _submit_each(self, function, *args) -> list:

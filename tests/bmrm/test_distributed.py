@@ -889,3 +889,24 @@ def test_ordinal_regressor_takes_client_and_refuses_dask(client):
     with pytest.raises(ValueError, match="^OrdinalRegressor cannot fit with backend='dask'"):
         bmrm.OrdinalRegressor(backend="dask", client=client).fit(X, y)
     assert bmrm.OrdinalRegressor(client=client).get_params()["client"] is client
+
+
+def test_the_counting_oracle_keeps_the_books_of_a_dask_fit(client):
+    """nfev, passes and oracle seconds of a fit on the workers are counted once, by the
+    problem's counting oracle: they match the Dask oracle's own count of calls, and the
+    history reports the same columns as a local fit."""
+    from bmrm.distributed import DaskRiskOracle
+    from bmrm.solver.oracle import RiskOracle
+
+    X, y, qid = ranking_data(3)
+    remote = DaskRiskOracle(client, X, y, losses.get("ordinal"), qid)
+    local = RiskOracle(X, losses.prepare("ordinal", y, qid))
+    res = bmrm.minimize_bmrm(remote, remote.n_features, 1e-2, method="bmrm", tol=1e-4)
+    ref = bmrm.minimize_bmrm(local, local.n_features, 1e-2, method="bmrm", tol=1e-4)
+    assert res.nfev == remote.calls > 0
+    assert res.n_passes == 2 * remote.calls
+    assert res.history["nfev"][-1] == res.nfev
+    assert 0 < res.oracle_seconds <= res.total_seconds
+    assert res.history["oracle_seconds"][-1] == res.oracle_seconds
+    assert sorted(res.history) == sorted(ref.history)
+    assert not hasattr(remote, "seconds")
