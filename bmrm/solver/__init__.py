@@ -10,8 +10,10 @@ the regularized cutting-plane model (the dual QP of :mod:`~bmrm.solver.qp`, Clar
 cvxpy model); :mod:`~bmrm.solver.methods` holds one module per solver on one protocol;
 :mod:`~bmrm.solver.loop` runs any of them and certifies the gap;
 :mod:`~bmrm.solver.cccp` trains latent losses by the concave-convex procedure, a solver
-that wraps an inner one in the same loop; :mod:`~bmrm.solver.scorers` holds the ranking
-functions (public as :mod:`bmrm.scorers`) and :mod:`~bmrm.solver.scorer_oracle` their risk.
+that wraps an inner one in the same loop; :mod:`~bmrm.solver.choice` gives a fit its problem
+and solver from the risk's declared capabilities; :mod:`~bmrm.solver.scorers` holds the
+ranking functions (public as :mod:`bmrm.scorers`) and :mod:`~bmrm.solver.scorer_oracle` their
+risk and warm start.
 
 The names below are imported on first use, so that a module of this package (the
 regularizers a model file names, say) can be imported without the loop and scipy.optimize.
