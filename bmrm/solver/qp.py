@@ -122,8 +122,10 @@ def solve_simplex_qp(Q, b, alpha, grad, tol, max_steps):
 # (a division by zero gives inf or nan instead of raising) leaves out the exception paths of
 # every division, which shortens the QP's first compilation (experiments/bench_first_run.py).
 # A non-finite answer still goes to the vertex step of master_step, and any α of the
-# simplex gives a valid bound.
-_OUTER = {"cache": True, "error_model": "numpy"}
+# simplex gives a valid bound. The options are those of the loss kernels (nogil included):
+# numba compiles its own functions (np.empty, max, ...) once per set of options of their
+# callers, so kernels with one set share those compilations.
+_OUTER = {"cache": True, "nogil": True, "error_model": "numpy"}
 _INNER = {**_OUTER, "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
 
 
