@@ -122,8 +122,10 @@ def solve_simplex_qp(Q, b, alpha, grad, tol, max_steps):
 # (a division by zero gives inf or nan instead of raising) leaves out the exception paths of
 # every division, which shortens the QP's first compilation (experiments/bench_first_run.py).
 # A non-finite answer still goes to the vertex step of master_step, and any α of the
-# simplex gives a valid bound.
-_OUTER = {"cache": True, "error_model": "numpy"}
+# simplex gives a valid bound. The options are those of the loss kernels (nogil included):
+# numba compiles its own functions (np.empty, max, ...) once per set of options of their
+# callers, so kernels with one set share those compilations.
+_OUTER = {"cache": True, "nogil": True, "error_model": "numpy"}
 _INNER = {**_OUTER, "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
 
 
@@ -571,9 +573,24 @@ def master_step(G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S
     try:
         # under NUMBA_DISABLE_JIT=1 the Python source divides numpy scalars
         with np.errstate(all="ignore"):
-            out = _master_step(
-                G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S_ids, meta, alpha
+            b, tau, s_given, tol, max_diag = _master_step(
+                G, b_all, ids, k, lam, alpha_prev, rel_tol, accuracy, S, S_ids, meta, alpha
             )
+            grad = np.empty(k)
+            steps = 0
+            while True:
+                more, violation, s = active_set(
+                    G, b, alpha, grad, lam * tol, 50 * k + 1000, L, S, s_given, tau
+                )
+                steps += more
+                if violation <= lam * tol or s_given == 0:
+                    break
+                # an inherited factor of an ill-conditioned working set (tiny lam) can leave
+                # the answer short of the tolerance: once more from a factor built afresh
+                tau = max_diag if max_diag > 0.0 else 1.0
+                s_given = 0
+            w, lower = _master_result(b_all, A, ids, k, lam, S, S_ids, meta, alpha, grad, s, tau)
+        out = w, lower, steps, violation / lam, tol
     except ZeroDivisionError:
         out = None
     if (
@@ -610,11 +627,15 @@ def _vertex_step(G, b_all, A, k, lam, rel_tol, accuracy, meta, alpha):
     return w, float(bounds[j]), 0, np.inf, tol
 
 
+# master_step runs its three compiled parts from Python: the opening (warm start, inherited
+# factor, tolerance), the active-set method and the result. numba links every compiled callee
+# into its caller and optimises the whole again, so one compiled function around the
+# active-set method would compile that method twice on a first fit.
 @njit(**_OUTER)
-def _master_step(
-    G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S_ids, meta, alpha
-):
-    """The compiled body of :func:`master_step`."""
+def _master_step(G, b_all, ids, k, lam, alpha_prev, rel_tol, accuracy, S, S_ids, meta, alpha):
+    """The compiled opening of :func:`master_step`: the normalised warm start in ``alpha``,
+    the positions of the inherited working set in ``S``; returns ``(b, tau, s_given, tol,
+    max_diag)``, b the offsets times lam, s_given the inherited factor's rows (0: none)."""
     b = np.empty(k)
     total = 0.0
     max_b = 0.0
@@ -655,24 +676,19 @@ def _master_step(
             else:
                 break
         if found == n_prev:
-            s_given = n_prev
+            s_given = np.int64(n_prev)
     if s_given == 0:
         tau = max_diag if max_diag > 0.0 else 1.0
     # P(w) − D(α) is at most the KKT violation; round-off in the gradient grows with Q
     tol = max(rel_tol * (1.0 + max_b + 1e-3 * max_diag / lam), accuracy)
-    grad = np.empty(k)
-    steps = 0
-    while True:
-        more, violation, s = active_set(
-            G, b, alpha, grad, lam * tol, 50 * k + 1000, L, S, s_given, tau
-        )
-        steps += more
-        if violation <= lam * tol or s_given == 0:
-            break
-        # an inherited factor of an ill-conditioned working set (tiny lam) can leave the
-        # answer short of the tolerance: once more from a factor built afresh
-        tau = max_diag if max_diag > 0.0 else 1.0
-        s_given = np.int64(0)
+    return b, tau, s_given, tol, max_diag
+
+
+@njit(**_OUTER)
+def _master_result(b_all, A, ids, k, lam, S, S_ids, meta, alpha, grad, s, tau):
+    """The compiled close of :func:`master_step`: records the final working set (plane
+    numbers in ``S_ids``, τ and its size in ``meta``); returns ``(w, lower)``, the master
+    minimiser −Aᵀα / lam and the dual value at α (``grad`` = Gα − lam·b)."""
     for r in range(s):
         S_ids[r] = ids[S[r]]
     meta[0] = tau
@@ -693,4 +709,4 @@ def _master_step(
                 w[j] += a * A[i, j]
     for j in range(d):
         w[j] /= -lam
-    return w, lower, steps, violation / lam, tol
+    return w, lower

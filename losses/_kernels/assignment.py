@@ -39,7 +39,7 @@ Aerospace and Electronic Systems 52 (2016) 1679–1696.
 import numpy as np
 from numba import njit
 
-from losses._kernels import INNER
+from losses._kernels import INNER, OUTER
 
 
 @njit(inline="always", **INNER)
@@ -109,7 +109,7 @@ def _augment(
             break
 
 
-@njit(cache=True)
+@njit(**OUTER)
 def solve_assignment(
     cost, col_of_row, u, v, shortest, path, row_of_col, remaining, row_done, col_done
 ):
@@ -156,7 +156,7 @@ def solve_assignment(
     return total
 
 
-@njit(cache=True)
+@njit(**OUTER)
 def solve_assignment_from(
     cost, v_start, col_of_row, u, v, shortest, path, row_of_col, remaining, row_done, col_done
 ):

@@ -23,6 +23,7 @@ O((p + n) log n) for the search.
 import numpy as np
 from numba import njit
 
+from losses._kernels import OUTER
 from losses._kernels.sorting import argsort_stable
 
 # ranges waiting in the divide and conquer of _place_non_relevant: the larger half is pushed
@@ -30,7 +31,7 @@ from losses._kernels.sorting import argsort_stable
 _STACK = 128
 
 
-@njit(cache=True, nogil=True)
+@njit(**OUTER)
 def ap_loss(q_start, q_stop, f, query_ptr, relevant, values, grad):
     """Per-query hinge and its subgradient for the queries ``q_start:q_stop``.
 
@@ -111,7 +112,7 @@ def ap_loss(q_start, q_stop, f, query_ptr, relevant, values, grad):
         _average_tied(f, non, n, grad)
 
 
-@njit(cache=True, nogil=True)
+@njit(**OUTER)
 def _place_non_relevant(f, rel, non, p, n, scale, stack, k_of):
     """k_of[j − 1] = the largest maximiser over k of δ_j(k) = Σ_{r > k} t_j(r), for the
     non-relevant documents j = 1..n, ``rel`` and ``non`` sorted by score descending.
@@ -168,7 +169,7 @@ def _place_non_relevant(f, rel, non, p, n, scale, stack, k_of):
                 stack[top, 3] = k_hi
 
 
-@njit(cache=True, nogil=True)
+@njit(**OUTER)
 def _average_tied(f, idx, count, grad):
     """Give each run of equal scores in ``idx[:count]`` (sorted) the mean of its entries."""
     t = 0

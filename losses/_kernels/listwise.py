@@ -51,7 +51,7 @@ loss with σ's part given as such per-document weights.
 import numpy as np
 from numba import njit
 
-from losses._kernels import INNER
+from losses._kernels import INNER, OUTER
 from losses._kernels.assignment import solve_assignment, solve_assignment_from
 from losses._kernels.fenwick import fenwick_add, fenwick_prefix
 from losses._kernels.sorting import argsort_stable, sorted_copy
@@ -863,7 +863,7 @@ def _tight_cycle(cost, tol, iw, fw, owner):
 # from an empty cache; experiments/bench_compile.py measures each kernel's compilation).
 # Inlining the chain flow or the small helpers (heap, Fenwick tree) made the compilation
 # slower: their bodies are then typed and optimised again at every call site.
-@njit(cache=True, nogil=True)
+@njit(**OUTER)
 def structured_loss(
     q_start,
     q_stop,
@@ -1257,7 +1257,7 @@ def structured_loss(
         values[q] = max(value, 0.0)
 
 
-@njit(cache=True, nogil=True)
+@njit(**OUTER)
 def pessimistic_metric(q_start, q_stop, f, query_ptr, gain, inv_norm, a, values):
     """Per-query ``1 − (1/Z) Σ_i a_i b_{π(i)}`` for π sorting ``f`` descending.
 
@@ -1291,7 +1291,7 @@ def pessimistic_metric(q_start, q_stop, f, query_ptr, gain, inv_norm, a, values)
 # The latent tie-breaking: σ chosen best for the scores, and a loss with σ's weights given.
 
 
-@njit(cache=True, nogil=True)
+@njit(**OUTER)
 def latent_ideal_weights(
     q_start, q_stop, tie_scores, query_ptr, level, n_levels, inv_norm, c, out, order_out
 ):
@@ -1355,7 +1355,7 @@ def latent_ideal_weights(
             p = e
 
 
-@njit(cache=True, nogil=True)
+@njit(**OUTER)
 def ranking_weights(q_start, q_stop, f, query_ptr, inv_norm, c, out, order_out):
     """Per-document weight ``c`` of its position in the ranking by ``f`` (the ramp bound's
     reference), for the queries ``q_start:q_stop`` (a block of :mod:`losses._threads`).
@@ -1595,7 +1595,7 @@ def _pairs_query(fq, bq, lq, n_levels, inv_norm, a, k, scale, gq):
     return total
 
 
-@njit(cache=True, nogil=True)
+@njit(**OUTER)
 def pairs_loss(
     q_start, q_stop, f, query_ptr, gain, level, n_levels, inv_norm, pair_scale, a, k, values, grad
 ):

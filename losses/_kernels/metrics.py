@@ -12,12 +12,12 @@ queries, so :mod:`losses._threads` can run blocks of queries on several threads.
 import numpy as np
 from numba import njit
 
-from losses._kernels import INNER
+from losses._kernels import INNER, OUTER
 from losses._kernels.fenwick import fenwick_add, fenwick_prefix
 from losses._kernels.sorting import argsort_stable, sorted_copy
 
 
-@njit(cache=True, nogil=True)
+@njit(**OUTER)
 def sort_by_score(q_start, q_stop, f, query_ptr, order):
     """order[a:b] = the rows a..b-1 of each query by descending f; equal f keep row order."""
     for q in range(q_start, q_stop):
@@ -37,7 +37,7 @@ def _group_end(f, order, i, b):
     return j
 
 
-@njit(cache=True, nogil=True)
+@njit(**OUTER)
 def linear_measure(q_start, q_stop, f, gain, query_ptr, order, weight, k, average, out):
     """out[q] = Σ_{i<k} weight[i] gain[order[a + i]]: DCG, hits at k, ERU.
 
@@ -67,7 +67,7 @@ def linear_measure(q_start, q_stop, f, gain, query_ptr, order, weight, k, averag
         out[q] = s
 
 
-@njit(cache=True, nogil=True)
+@njit(**OUTER)
 def ideal_linear_measure(q_start, q_stop, gain, query_ptr, weight, k, out):
     """out[q] = Σ_{i<k} weight[i] g_(i) with the query's gains sorted descending.
 
@@ -84,7 +84,7 @@ def ideal_linear_measure(q_start, q_stop, gain, query_ptr, weight, k, out):
         out[q] = s
 
 
-@njit(cache=True, nogil=True)
+@njit(**OUTER)
 def precision_sum(q_start, q_stop, f, rel, query_ptr, order, k, average, out):
     """out[q] = Σ_{i<=k, doc at i relevant} P@i, the numerator of average precision.
 
@@ -119,7 +119,7 @@ def precision_sum(q_start, q_stop, f, rel, query_ptr, order, k, average, out):
         out[q] = s
 
 
-@njit(cache=True, nogil=True)
+@njit(**OUTER)
 def reciprocal_rank(q_start, q_stop, f, rel, query_ptr, order, k, average, out):
     """out[q] = 1 / (position of the first relevant document), 0 if none within k.
 
@@ -169,7 +169,7 @@ def _subset_mean_products(x, skip, degree, h):
         s += 1
 
 
-@njit(cache=True, nogil=True)
+@njit(**OUTER)
 def expected_reciprocal_rank(q_start, q_stop, f, stop_prob, query_ptr, order, k, average, out):
     """out[q] = Σ_{i<=k} (1/i) R_i Π_{j<i} (1 − R_j) with R = ``stop_prob`` (ERR).
 
@@ -222,7 +222,7 @@ def expected_reciprocal_rank(q_start, q_stop, f, stop_prob, query_ptr, order, k,
         out[q] = s
 
 
-@njit(cache=True, nogil=True)
+@njit(**OUTER)
 def concordance(
     q_start,
     q_stop,

@@ -24,7 +24,7 @@ memory in order even for a query of millions of rows.
 import numpy as np
 from numba import njit
 
-from losses._kernels import INNER
+from losses._kernels import INNER, OUTER
 from losses._kernels.fenwick import fenwick_add, fenwick_init, fenwick_prefix
 from losses._kernels.sorting import argsort_stable
 
@@ -77,7 +77,7 @@ def _radix_argsort(x):
     return order
 
 
-@njit(cache=True, nogil=True)
+@njit(**OUTER)
 def ordinal_pairs(
     q_start,
     q_stop,
@@ -255,7 +255,7 @@ def ordinal_pairs(
         values[q] = w * total
 
 
-@njit(cache=True, nogil=True)
+@njit(**OUTER)
 def ordinal_squared(
     q_start,
     q_stop,
@@ -477,7 +477,7 @@ def ordinal_squared(
             values[q] = w * max(total, 0.0)
 
 
-@njit(cache=True, nogil=True)
+@njit(**OUTER)
 def ordinal_squared_hessp(
     q_start,
     q_stop,
@@ -507,7 +507,7 @@ def ordinal_squared_hessp(
     )  # fmt: skip
 
 
-@njit(cache=True, nogil=True)
+@njit(**OUTER)
 def sort_queries(q_start, q_stop, f, query_ptr, radix, out):
     """``out[s:e]`` = the rows of each query ``q_start:q_stop`` (0-based within the query) in
     ascending order of f, stable; the sort of :func:`ordinal_squared`."""

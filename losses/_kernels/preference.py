@@ -8,8 +8,10 @@ in query q, so queries touch disjoint rows and run in parallel.
 import numpy as np
 from numba import njit
 
+from losses._kernels import OUTER
 
-@njit(cache=True, nogil=True)
+
+@njit(**OUTER)
 def preference_hinge(
     q_start, q_stop, f, pref_ptr, pair_i, pair_j, pair_cost, weight, values, grad
 ):
@@ -58,7 +60,7 @@ def preference_hinge(
         values[q] = w * total
 
 
-@njit(cache=True, nogil=True)
+@njit(**OUTER)
 def preference_violations(q_start, q_stop, f, pref_ptr, pair_i, pair_j, pair_cost, weight, values):
     """Per query w_q Σ_p c_p [f_i >= f_j] (a tie counts as a violated preference).
 
@@ -73,7 +75,7 @@ def preference_violations(q_start, q_stop, f, pref_ptr, pair_i, pair_j, pair_cos
         values[q] = weight[q] * total
 
 
-@njit(cache=True, nogil=True)
+@njit(**OUTER)
 def count_label_pairs(q_start, q_stop, y, query_ptr, counts):
     """Number of pairs y_i < y_j within each query."""
     for q in range(q_start, q_stop):
@@ -85,7 +87,7 @@ def count_label_pairs(q_start, q_stop, y, query_ptr, counts):
         counts[q] = total
 
 
-@njit(cache=True, nogil=True)
+@njit(**OUTER)
 def fill_label_pairs(q_start, q_stop, y, query_ptr, pref_ptr, pair_i, pair_j):
     """Write the pairs y_i < y_j of each query at ``pref_ptr[q]:``, ordered by (i, j)."""
     for q in range(q_start, q_stop):
@@ -98,7 +100,7 @@ def fill_label_pairs(q_start, q_stop, y, query_ptr, pref_ptr, pair_i, pair_j):
                     p += 1
 
 
-@njit(cache=True, nogil=True)
+@njit(**OUTER)
 def preference_squared(
     q_start, q_stop, f, pref_ptr, pair_i, pair_j, pair_cost, weight, direction, values, grad
 ):

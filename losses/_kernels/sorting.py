@@ -10,10 +10,12 @@ have this problem; ``tests/test_numba_cache.py`` loads kernels compiled apart to
 import numpy as np
 from numba import njit
 
+from losses._kernels import OUTER
+
 _INSERTION_MAX = 16
 
 
-@njit(cache=True)
+@njit(**OUTER)
 def argsort_stable(x):
     """Return the indices that sort the 1-D array ``x`` ascending, equal values in order.
 
@@ -80,7 +82,7 @@ def argsort_stable(x):
     return src
 
 
-@njit(cache=True)
+@njit(**OUTER)
 def sorted_copy(x):
     """Return ``x`` sorted ascending, as a new array.
 

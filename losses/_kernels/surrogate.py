@@ -10,7 +10,7 @@ import math
 import numpy as np
 from numba import njit
 
-from losses._kernels import INNER
+from losses._kernels import INNER, OUTER
 
 
 @njit(**INNER)
@@ -30,7 +30,7 @@ def _sigmoid(z):
     return e / (1.0 + e)
 
 
-@njit(cache=True)
+@njit(**OUTER)
 def cosine(f, psi, query_ptr, values, grad):
     """½(1 − ⟨ψ, f⟩ / (‖ψ‖‖f‖)); 0 when ψ = 0, ½ with zero gradient when f = 0.
 
@@ -77,7 +77,7 @@ def cosine(f, psi, query_ptr, values, grad):
             grad[i] = -0.5 * math.ldexp(v / (np_ * nf) - cos * u / ff, -ef)
 
 
-@njit(cache=True)
+@njit(**OUTER)
 def listnet(f, s, query_ptr, values, grad):
     """KL(softmax(s) ‖ softmax(f)) per query; gradient softmax(f) − softmax(s)."""
     for q in range(query_ptr.size - 1):
@@ -112,7 +112,7 @@ def listnet(f, s, query_ptr, values, grad):
         values[q] = max(0.0, kl)
 
 
-@njit(cache=True)
+@njit(**OUTER)
 def listwise_squared(f, psi, query_ptr, values, grad):
     """Σ_j (ψ_j − f_j)² per query; gradient 2(f − ψ)."""
     for q in range(query_ptr.size - 1):
@@ -125,7 +125,7 @@ def listwise_squared(f, psi, query_ptr, values, grad):
         values[q] = v
 
 
-@njit(cache=True)
+@njit(**OUTER)
 def ranknet(f, y, query_ptr, weight, values, grad):
     """weight_q · Σ_{y_i < y_j} log(1 + exp(f_i − f_j)) per query (all ordered pairs)."""
     for q in range(query_ptr.size - 1):
@@ -146,7 +146,7 @@ def ranknet(f, y, query_ptr, weight, values, grad):
         values[q] = w * v
 
 
-@njit(cache=True)
+@njit(**OUTER)
 def softmax(f, relevant, query_ptr, values, grad):
     """Mean over relevant c of −log(e^{f_c} / (e^{f_c} + Σ_{n non-relevant} e^{f_n})).
 
@@ -188,7 +188,7 @@ def softmax(f, relevant, query_ptr, values, grad):
         values[q] = v / n_rel
 
 
-@njit(cache=True)
+@njit(**OUTER)
 def warp(f, relevant, query_ptr, phi, values, grad):
     """Mean over relevant p of Φ(N_p)/N_p · Σ_{n: 1 + f_n > f_p} (1 + f_n − f_p).
 
@@ -229,7 +229,7 @@ def warp(f, relevant, query_ptr, phi, values, grad):
         values[q] = v
 
 
-@njit(cache=True)
+@njit(**OUTER)
 def listnet_hessp(f, query_ptr, d, out):
     """H_f d per query for ListNet: (diag(p) − p pᵀ) d with p = softmax(f), the Hessian of
     log Σ_k exp(f_k); 0 for a one-document query (whose loss is the constant 0)."""
@@ -253,7 +253,7 @@ def listnet_hessp(f, query_ptr, d, out):
             out[i] = np.exp(f[i] - fmax) / z * (d[i] - pd)
 
 
-@njit(cache=True)
+@njit(**OUTER)
 def ranknet_hessp(f, y, query_ptr, weight, d, out):
     """H_f d per query for RankNet: weight_q Σ_{y_i < y_j} σ(z)σ(−z) (d_i − d_j)(e_i − e_j),
     z = f_i − f_j; O(m²)."""
