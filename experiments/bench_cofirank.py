@@ -115,7 +115,7 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int_at_least(1), default=1)
     parser.add_argument("--loss", default="ndcg", choices=["ndcg", "ordinal", "squared"])
     parser.add_argument("--loss-ties", default=None, choices=["latent", "increasing"])
-    parser.add_argument("--u-step", default="block", choices=["block", "users"])
+    parser.add_argument("--u-step", default="block", choices=["block", "users", "batch"])
     parser.add_argument(
         "--lam", type=number(float, 0, low_open=True), default=None,
         help="λ (default: the model's lam='auto')",
@@ -126,6 +126,7 @@ def main(argv=None) -> int:
     parser.add_argument("--max-iter", type=int_at_least(1), default=30)
     parser.add_argument("--step-max-iter", type=int_at_least(1), default=30)
     parser.add_argument("--bundle-size", type=int_at_least(3), default=10)
+    parser.add_argument("--step-tol", type=number(float, 0, low_open=True), default=0.5)
     parser.add_argument("--time-budget", type=number(float, 0, low_open=True), default=150.0)
     parser.add_argument("--budget-clock", choices=["cpu", "wall"], default="cpu")
     parser.add_argument("--seed", type=int, default=0)
@@ -153,6 +154,7 @@ def main(argv=None) -> int:
         lam="auto" if args.lam is None else args.lam,
         u_step=args.u_step,
         step_max_iter=args.step_max_iter,
+        step_tol=args.step_tol,
         bundle_size=args.bundle_size,
         random_state=args.seed,
     )
