@@ -61,9 +61,12 @@ The fit
 Alternating minimisation: the U step minimises J over U (and b) with V fixed, the V step
 over V (and c) with U fixed; each is a regularized risk minimisation solved by the bundle
 method :func:`bmrm.minimize_bmrm`, warm-started at the current factors. The U step is
-separable over users (``u_step="users"`` solves one r-dimensional problem per user,
-``"block"`` one problem over all of U); the V step couples the users and is one problem
-over all of V. A step is solved inexactly: it stops once its certified gap is at most
+separable over users: ``"block"`` solves one problem over all of U (one aggregated cut of
+all users per iteration), ``"users"`` one r-dimensional problem per user, one after the
+other, and ``"batch"`` runs every user's own level bundle method side by side, each user
+with its own bundle of cuts, all cuts from one oracle pass over all ratings
+(:func:`batch_user_step`). The V step couples the users and is one problem over all of
+V. A step is solved inexactly: it stops once its certified gap is at most
 ``step_tol`` times the decrease of J it has made (it has then reached at least
 1/(1 + step_tol) of the decrease possible with the other factors fixed), or once the gap
 is below ``tol`` relative to J, or after ``step_max_iter`` bundle iterations. Its
@@ -512,8 +515,10 @@ class CofiRank(BaseEstimator):
         fitted being ``lam_``.
     offsets : bool, default=False
         Add per-user and per-item offsets to the scores.
-    u_step : {"block", "users"}, default="block"
-        Solve the U step as one problem over all of U, or one problem per user.
+    u_step : {"block", "users", "batch"}, default="block"
+        Solve the U step as one problem over all of U, one problem per user in turn, or
+        every user's problem side by side with its own bundle and one oracle pass over
+        all ratings per iteration (module docstring).
     tol : float, default=1e-3
         Stop when an outer iteration lowers J by at most ``tol`` relative to J; no step
         is solved beyond a relative gap of ``tol``.
@@ -526,7 +531,8 @@ class CofiRank(BaseEstimator):
         Bundle iterations per step (per user for ``u_step="users"``) at most.
     bundle_size : int, default=10
         Planes kept by a block step's bundle (its memory: bundle_size × n_rows × r floats;
-        a full bundle is aggregated by the solver).
+        a full bundle is aggregated by the solver), and by each user's bundle with
+        ``u_step="batch"`` (the same memory over all users).
     init : {"auto", "random"}, default="auto"
         Random initial factors (``init_scale``); with ``"auto"``, a latent loss (the NDCG
         and NERU losses with ``ties="latent"``) then first runs alternating steps on its
