@@ -430,6 +430,7 @@ def batch_user_step(problem: _Problem, U, b, V, c, offsets: bool, prepared, firs
     # the kernel's blocks balanced by users (its cost does not depend on the ratings)
     ptr = np.arange(n_act + 1, dtype=np.int64) * (cap * d)
     _, risks, g = first
+    del first
     J_start = J_best = gap = np.nan
     status = 2
     nit = 0
@@ -903,10 +904,10 @@ class CofiRank(BaseEstimator):
 
     def _batch_step(self, problem: _Problem, point):
         """Minimise J over U (and b) by :func:`batch_user_step` from ``point``."""
-        prepared, first = point[1], point.pop()
+        # the step takes the evaluation over (and frees its gradient once it has used it)
         U, b, J_step, gap, nit, nfev, converged = batch_user_step(
             problem, self.user_factors_, self.user_offsets_, self.item_factors_,
-            self.item_offsets_, self.offsets, prepared, first, self._settings(),
+            self.item_offsets_, self.offsets, point[1], point.pop(), self._settings(),
         )  # fmt: skip
         self.user_factors_ = U
         if self.offsets:
