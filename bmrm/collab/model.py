@@ -53,7 +53,8 @@ so small factors are close to a fixed point of the concave-convex steps. With
 ``init="auto"`` a latent loss first runs alternating steps on its convex
 ``initial_loss`` (the pairwise hinge over pairs of different rating, normalised per user),
 with λ scaled by the ratio of the two losses' ‖P ∇L(0)‖₂, until an outer iteration lowers
-that objective by at most ``tol`` relative; the fit proper starts from there (its time is
+that objective by at most ``tol`` relative or after ``max_iter`` outer iterations (so a
+smaller ``max_iter`` also shortens this phase); the fit proper starts from there (its time is
 in ``result_.init_seconds``; the monotone decrease below concerns the fit proper).
 
 The fit
