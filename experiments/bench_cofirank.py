@@ -1,7 +1,7 @@
 """Speed of :class:`bmrm.collab.CofiRank` on a synthetic rating set shaped like MovieLens-1M.
 
     python experiments/bench_cofirank.py [--threads 1] [--loss ndcg] [--u-step block]
-        [--time-budget 100] [--memory] [--quick]
+        [--step-tol 0.5] [--step-max-iter 30] [--time-budget 100] [--memory] [--quick]
 
 Data (generated here from ``--seed``): 6,040 users × 3,706 items; every user rates
 ``--n-train`` + ``--n-test`` items (200 + 20) drawn uniformly; a rating is a low-rank
@@ -17,9 +17,11 @@ seconds; on a machine shared with other jobs the CPU seconds stand for a dedicat
 core's seconds); after every outer iteration NDCG@10 on the test ratings (its time is
 excluded from the fit's seconds). Reported: wall and process-CPU seconds per outer
 iteration and per step, bundle iterations per step, and NDCG@10 against fit time.
-``--memory`` reruns two outer iterations under ``tracemalloc`` and reports the peak of
-traced allocations beside the ratings' and factors' own bytes, and the process's peak
-resident size. ``--threads`` sets numba's threads (the kernels' thread pool) and BLAS's.
+``--u-step``, ``--step-tol``, ``--step-max-iter`` and ``--bundle-size`` are the model's
+parameters of those names. ``--memory`` reruns two outer iterations under
+``tracemalloc`` and reports the peak of traced allocations beside the ratings' and
+factors' own bytes, and the process's peak resident size. ``--threads`` sets numba's
+threads (the kernels' thread pool) and BLAS's.
 λ is the model's ``lam="auto"`` unless ``--lam`` is given; a latent loss (NDCG) starts with
 its initial-loss phase, whose time is reported apart and counted in outer 1's. Medians per
 outer iteration are over outer 2 on (outer 1 holds the fit's set-up). Results go to
@@ -115,7 +117,7 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int_at_least(1), default=1)
     parser.add_argument("--loss", default="ndcg", choices=["ndcg", "ordinal", "squared"])
     parser.add_argument("--loss-ties", default=None, choices=["latent", "increasing"])
-    parser.add_argument("--u-step", default="block", choices=["block", "users"])
+    parser.add_argument("--u-step", default="block", choices=["block", "users", "batch"])
     parser.add_argument(
         "--lam", type=number(float, 0, low_open=True), default=None,
         help="λ (default: the model's lam='auto')",
@@ -126,6 +128,7 @@ def main(argv=None) -> int:
     parser.add_argument("--max-iter", type=int_at_least(1), default=30)
     parser.add_argument("--step-max-iter", type=int_at_least(1), default=30)
     parser.add_argument("--bundle-size", type=int_at_least(3), default=10)
+    parser.add_argument("--step-tol", type=number(float, 0, low_open=True), default=0.5)
     parser.add_argument("--time-budget", type=number(float, 0, low_open=True), default=150.0)
     parser.add_argument("--budget-clock", choices=["cpu", "wall"], default="cpu")
     parser.add_argument("--seed", type=int, default=0)
@@ -153,6 +156,7 @@ def main(argv=None) -> int:
         lam="auto" if args.lam is None else args.lam,
         u_step=args.u_step,
         step_max_iter=args.step_max_iter,
+        step_tol=args.step_tol,
         bundle_size=args.bundle_size,
         random_state=args.seed,
     )
@@ -204,7 +208,12 @@ def main(argv=None) -> int:
         model = CofiRank(**params, max_iter=args.max_iter, callback=callback).fit(train)
     init_s, init_cpu = model.result_.init_seconds, model.result_.init_cpu_seconds
     tag = f"{args.loss}{'' if args.loss_ties is None else '_' + args.loss_ties}"
-    tag += f"_{args.u_step}_t{args.threads}"
+    tag += f"_{args.u_step}"
+    if args.step_max_iter != 30:
+        tag += f"_stepmax{args.step_max_iter}"
+    if args.step_tol != 0.5:
+        tag += f"_steptol{args.step_tol:g}"
+    tag += f"_t{args.threads}"
     write_csv(out / "results.csv", rows)
     # outer 1's time holds the fit's set-up and a latent loss's initial-loss phase: the
     # medians are over the outer iterations after it when there are any

@@ -53,7 +53,8 @@ so small factors are close to a fixed point of the concave-convex steps. With
 ``init="auto"`` a latent loss first runs alternating steps on its convex
 ``initial_loss`` (the pairwise hinge over pairs of different rating, normalised per user),
 with λ scaled by the ratio of the two losses' ‖P ∇L(0)‖₂, until an outer iteration lowers
-that objective by at most ``tol`` relative; the fit proper starts from there (its time is
+that objective by at most ``tol`` relative or after ``max_iter`` outer iterations (so a
+smaller ``max_iter`` also shortens this phase); the fit proper starts from there (its time is
 in ``result_.init_seconds``; the monotone decrease below concerns the fit proper).
 
 The fit
@@ -61,9 +62,12 @@ The fit
 Alternating minimisation: the U step minimises J over U (and b) with V fixed, the V step
 over V (and c) with U fixed; each is a regularized risk minimisation solved by the bundle
 method :func:`bmrm.minimize_bmrm`, warm-started at the current factors. The U step is
-separable over users (``u_step="users"`` solves one r-dimensional problem per user,
-``"block"`` one problem over all of U); the V step couples the users and is one problem
-over all of V. A step is solved inexactly: it stops once its certified gap is at most
+separable over users: ``"block"`` solves one problem over all of U (one aggregated cut of
+all users per iteration), ``"users"`` one r-dimensional problem per user, one after the
+other, and ``"batch"`` runs every user's own level bundle method side by side, each user
+with its own bundle of cuts, all cuts from one oracle pass over all ratings
+(:func:`batch_user_step`). The V step couples the users and is one problem over all of
+V. A step is solved inexactly: it stops once its certified gap is at most
 ``step_tol`` times the decrease of J it has made (it has then reached at least
 1/(1 + step_tol) of the decrease possible with the other factors fixed), or once the gap
 is below ``tol`` relative to J, or after ``step_max_iter`` bundle iterations. Its
@@ -188,6 +192,17 @@ def _summed_risk(prepared, f) -> tuple[float, np.ndarray]:
     return prepared.check(values, grad, f), grad
 
 
+def _user_risks(prepared, f, problem) -> tuple[float, np.ndarray, np.ndarray]:
+    """Σ of the per-user losses at f, each active user's loss (``problem.active`` order)
+    and the gradient: a query loss gives one value per user already (the users with
+    ratings are its queries, in order), a pointwise loss one per rating, summed by user."""
+    values, grad = prepared.loss_grad(f)
+    total = prepared.check(values, grad, f)
+    if len(values) != len(problem.active):
+        values = np.add.reduceat(values, problem.ratings.indptr[problem.active])
+    return total, values, grad
+
+
 class _Problem:
     """The ratings held user- and item-major, with the loss prepared once on them."""
 
@@ -204,6 +219,7 @@ class _Problem:
         self.item_entry = item_order
         self.prepared = losses.prepare(loss, ratings.data, users)
         del users
+        self.active = np.flatnonzero(np.diff(ratings.indptr) > 0)
         self.f = np.empty(len(ratings.data))
 
     def scores(self, U, V, user_offset, item_offset) -> np.ndarray:
@@ -369,6 +385,87 @@ def solve_users(indptr, indices, parts, users, U, b, V, c, offsets, settings):
     return J, gap, nit, nfev, converged
 
 
+# the level of the users' level bundle methods (as bmrm.solver.methods.LevelBundle's)
+LEVEL_THETA = 0.7
+# pairwise steps of a user's master problem at most (a bundle of at most bundle_size planes)
+QP_STEPS = 500
+
+
+def batch_user_step(problem: _Problem, U, b, V, c, offsets: bool, prepared, first, settings):
+    """Minimise J over U (and b) with V and c fixed, every user's problem
+    min λ/2 (‖u_i‖² + b_i²) + l(f_i, y_i) by its own level bundle method in r (or r + 1)
+    dimensions, all users side by side: one iteration computes every user's scores in one
+    pass, calls the loss once on all users and scatters ∂l/∂f by user (each user's cut),
+    then :func:`bmrm.collab._kernels.user_bundle_step` updates each user's bundle, lower
+    bound and next point. ``first`` is ``(Σ risk, per-user risks, ∂l/∂f)`` at the
+    starting point (:func:`_user_risks`).
+
+    The step stops when the summed certified gap Σ_i (best_i − lower_i) is at most
+    ``step_tol`` times the decrease made, or ``tol`` relative to the step's objective, or
+    after ``max_iter`` iterations. Each user's iterates depend on that user's data alone,
+    and the users are never compared, so the result is the same for any number of threads.
+    Returns the new U and b, the step's objective (Σ best_i), its gap, iterations, oracle
+    calls and whether it stopped before ``max_iter``.
+    """
+    R = problem.ratings
+    act = problem.active
+    n_act, r = len(act), U.shape[1]
+    d = r + 1 if offsets else r
+    X = np.empty((n_act, d))
+    X[:, :r] = U[act]
+    if offsets:
+        X[:, r] = b[act]
+    cap = max(2, min(settings.bundle_size, settings.max_iter + 1))
+    A = np.empty((n_act, cap, d))
+    B = np.empty((n_act, cap))
+    Q = np.empty((n_act, cap, cap))
+    n_planes = np.zeros(n_act, dtype=np.int64)
+    alpha = np.zeros((n_act, cap))
+    best_J = np.full(n_act, np.inf)
+    best_X = np.empty_like(X)
+    lower = np.empty(n_act)
+    mult = np.ones(n_act)
+    grad = np.empty((R.n_users, r))
+    grad_offset = np.empty(R.n_users)
+    U_eval, b_eval = np.zeros_like(U), np.zeros_like(b)
+    # the kernel's blocks balanced by users (its cost does not depend on the ratings)
+    ptr = np.arange(n_act + 1, dtype=np.int64) * (cap * d)
+    _, risks, g = first
+    del first
+    J_start = J_best = gap = np.nan
+    status = 2
+    nit = 0
+    while nit < settings.max_iter:
+        nit += 1
+        if nit > 1:
+            U_eval[act] = X[:, :r]
+            if offsets:
+                b_eval[act] = X[:, r]
+            f = problem.scores(U_eval, V, b_eval, c)
+            _, risks, g = _user_risks(prepared, f, problem)
+        problem.gather("U", g, V, grad, grad_offset)
+        g = None
+        run_queries(
+            _kernels.user_bundle_step, ptr, act, risks, grad, grad_offset, offsets,
+            settings.lam, LEVEL_THETA, QP_STEPS, X, A, B, Q, n_planes, alpha, best_J, best_X,
+            lower, mult,
+        )  # fmt: skip
+        J_best = float(best_J.sum())
+        if nit == 1:
+            J_start = J_best
+        gap = J_best - float(lower.sum())
+        if gap <= settings.tol * abs(J_best) or (
+            settings.step_tol is not None and gap <= settings.step_tol * (J_start - J_best)
+        ):
+            status = 0
+            break
+    U_new, b_new = np.zeros_like(U), np.zeros_like(b)
+    U_new[act] = best_X[:, :r]
+    if offsets:
+        b_new[act] = best_X[:, r]
+    return U_new, b_new, J_best, gap, nit, nit, status == 0
+
+
 def gradient_norm(prepared, ratings: Ratings) -> float:
     """‖P ∇L(0)‖₂: the spectral norm of the users × items matrix of ∂l/∂f at F = 0 (a
     subgradient there for a latent loss, whose scores all tie), each user's row centred
@@ -420,8 +517,10 @@ class CofiRank(BaseEstimator):
         fitted being ``lam_``.
     offsets : bool, default=False
         Add per-user and per-item offsets to the scores.
-    u_step : {"block", "users"}, default="block"
-        Solve the U step as one problem over all of U, or one problem per user.
+    u_step : {"block", "users", "batch"}, default="block"
+        Solve the U step as one problem over all of U, one problem per user in turn, or
+        every user's problem side by side with its own bundle and one oracle pass over
+        all ratings per iteration (module docstring).
     tol : float, default=1e-3
         Stop when an outer iteration lowers J by at most ``tol`` relative to J; no step
         is solved beyond a relative gap of ``tol``.
@@ -434,7 +533,8 @@ class CofiRank(BaseEstimator):
         Bundle iterations per step (per user for ``u_step="users"``) at most.
     bundle_size : int, default=10
         Planes kept by a block step's bundle (its memory: bundle_size × n_rows × r floats;
-        a full bundle is aggregated by the solver).
+        a full bundle is aggregated by the solver), and by each user's bundle with
+        ``u_step="batch"`` (the same memory over all users).
     init : {"auto", "random"}, default="auto"
         Random initial factors (``init_scale``); with ``"auto"``, a latent loss (the NDCG
         and NERU losses with ``ties="latent"``) then first runs alternating steps on its
@@ -491,7 +591,7 @@ class CofiRank(BaseEstimator):
         "n_factors": [Interval(Integral, 1, None, closed="left")],
         "lam": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "offsets": ["boolean"],
-        "u_step": [StrOptions({"block", "users"})],
+        "u_step": [StrOptions({"block", "users", "batch"})],
         "tol": [Interval(Real, 0, 1, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "step_tol": [Interval(Real, 0, None, closed="neither")],
@@ -583,8 +683,8 @@ class CofiRank(BaseEstimator):
             self.user_factors_, self.item_factors_, self.user_offsets_, self.item_offsets_
         )
         prepared = _convexified(problem.prepared, f)
-        risk, g = _summed_risk(prepared, f)
-        return [risk + self.lam_ * self._penalty(), prepared, (risk, g)]
+        first = _user_risks(prepared, f, problem)
+        return [first[0] + self.lam_ * self._penalty(), prepared, first]
 
     def _penalty(self) -> float:
         parts = [self.user_factors_, self.item_factors_]
@@ -710,7 +810,10 @@ class CofiRank(BaseEstimator):
                 outer += 1
                 J_start = point[0]
                 for which in ("U", "V"):
-                    self._block_step(init_problem, which, point)
+                    if which == "U" and self.u_step == "batch":
+                        self._batch_step(init_problem, point)
+                    else:
+                        self._block_step(init_problem, which, point)
                     point = self._evaluate(init_problem)
                 if J_start - point[0] <= self.tol * abs(point[0]):
                     break
@@ -740,6 +843,8 @@ class CofiRank(BaseEstimator):
         saved = self._state()
         if which == "U" and self.u_step == "users":
             J_step, gap, nit, nfev, converged = self._user_step(problem, user_parts)
+        elif which == "U" and self.u_step == "batch":
+            J_step, gap, nit, nfev, converged = self._batch_step(problem, point)
         else:
             J_step, gap, nit, nfev, converged = self._block_step(problem, which, point)
         point = None  # its gradient is no longer needed
@@ -782,7 +887,7 @@ class CofiRank(BaseEstimator):
         b, c = self.user_offsets_, self.item_offsets_
         prepared, first = point[1], point.pop()  # the oracle's first call takes it over
         oracle, w0, unpack = block_oracle(
-            problem, which, U, V, b, c, self.offsets, prepared, first=first
+            problem, which, U, V, b, c, self.offsets, prepared, first=(first[0], first[2])
         )
         del first
         res = minimize_step(oracle, w0, self._settings())
@@ -797,6 +902,18 @@ class CofiRank(BaseEstimator):
             if self.offsets:
                 self.item_offsets_ = o
         return J_step, res.gap, res.nit, res.nfev, res.status != 2
+
+    def _batch_step(self, problem: _Problem, point):
+        """Minimise J over U (and b) by :func:`batch_user_step` from ``point``."""
+        # the step takes the evaluation over (and frees its gradient once it has used it)
+        U, b, J_step, gap, nit, nfev, converged = batch_user_step(
+            problem, self.user_factors_, self.user_offsets_, self.item_factors_,
+            self.item_offsets_, self.offsets, point[1], point.pop(), self._settings(),
+        )  # fmt: skip
+        self.user_factors_ = U
+        if self.offsets:
+            self.user_offsets_ = b
+        return J_step, gap, nit, nfev, converged
 
     def _user_step(self, problem: _Problem, user_parts, users=None, inexact: bool = True):
         """Minimise J over U (and b) one user at a time (the step is separable), locally

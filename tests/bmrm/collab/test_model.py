@@ -10,7 +10,17 @@ import scipy.sparse as sp
 import losses
 from bmrm.collab import CofiRank, load
 from bmrm.collab._ratings import check_ratings
-from bmrm.collab.model import _convexified, _Problem, block_oracle, user_oracle
+from bmrm.collab.model import (
+    StepSettings,
+    _convexified,
+    _Problem,
+    _user_parts,
+    _user_risks,
+    batch_user_step,
+    block_oracle,
+    solve_users,
+    user_oracle,
+)
 
 LOSSES = [
     ("ndcg", None),
@@ -149,7 +159,7 @@ def test_step_gradients_match_finite_differences(loss, offsets):
 
 
 @pytest.mark.parametrize("loss, params", LOSSES)
-@pytest.mark.parametrize("u_step", ["block", "users"])
+@pytest.mark.parametrize("u_step", ["block", "users", "batch"])
 @pytest.mark.parametrize("offsets", [False, True])
 def test_objective_never_increases(loss, params, u_step, offsets):
     for seed in range(2):
@@ -169,7 +179,7 @@ def test_objective_never_increases(loss, params, u_step, offsets):
             assert step["gap"] >= -1e-9 * (1 + abs(step["objective"]))
 
 
-@pytest.mark.parametrize("u_step", ["block", "users"])
+@pytest.mark.parametrize("u_step", ["block", "users", "batch"])
 def test_empty_rows_get_zero_factors_and_steps_stop_by_their_rule(u_step):
     ratings = random_ratings(3, n_users=12, n_items=10)
     model = fitted("squared", None, ratings, max_iter=8, step_tol=0.3, tol=1e-4, u_step=u_step)
@@ -182,6 +192,64 @@ def test_empty_rows_get_zero_factors_and_steps_stop_by_their_rule(u_step):
             continue  # the rule holds per user
         stopped_by_rule = step["gap"] <= 0.3 * (J0 - step["objective"]) + 1e-12
         assert stopped_by_rule or step["rel_gap"] <= 1e-4 or step["nit"] == 30
+
+
+@pytest.mark.parametrize(
+    "loss, params, offsets",
+    [
+        ("ndcg", None, False),
+        ("ndcg", {"ties": "increasing"}, True),
+        ("ordinal", None, True),
+        ("squared", None, False),
+        ("squared", None, True),
+        ("listnet", None, False),
+    ],
+)
+def test_batch_user_step_matches_per_user_bundle_solves(loss, params, offsets):
+    """The users' level bundle methods run side by side reach each user's own minimum
+    (from a separate bundle-method solve of that user alone, to 1e-8), and their summed
+    lower bound is a lower bound of it; users with no rating, one rating or all-equal
+    ratings included."""
+    ratings = random_ratings(11, n_users=10, n_items=9, density=0.7).tolil()
+    ratings[2, :] = 0.0  # a user with all-equal ratings (explicit zeros are ratings)
+    ratings = ratings.tocsr()
+    ratings.data[ratings.indptr[2] : ratings.indptr[3]] = 3.0
+    R = check_ratings(ratings)
+    obj = losses.get(loss, **(params or {}))
+    rng = np.random.default_rng(1)
+    U, V = rng.normal(size=(10, 3)), rng.normal(size=(9, 3))
+    b = rng.normal(size=10) if offsets else np.zeros(10)
+    c = rng.normal(size=9) if offsets else np.zeros(9)
+    lam = 0.7
+    problem = _Problem(R, obj)
+    f = problem.scores(U, V, b, c).copy()
+    prepared = _convexified(problem.prepared, f)
+    first = _user_risks(prepared, f, problem)
+    settings = StepSettings(lam, 1e-10, None, 300, 12)
+    U1, b1, J, gap, nit, nfev, converged = batch_user_step(
+        problem, U, b, V, c, offsets, prepared, first, settings
+    )
+    # the reference: each user alone, its surrogate fixed at the same scores
+    parts = _user_parts(R, obj)
+    U2, b2 = U.copy(), b.copy()
+    reference = StepSettings(lam, 1e-8, None, 1000, 30)
+    J_ref, gap_ref, *_ = solve_users(R.indptr, R.indices, parts, range(10), U2, b2, V, c,
+                                     offsets, reference)  # fmt: skip
+    assert gap >= -1e-9 * (1 + abs(J))
+    assert J - gap <= J_ref + 1e-9 * (1 + abs(J_ref))  # a lower bound of the minimum
+    assert J == pytest.approx(J_ref, rel=1e-6, abs=1e-9)
+    # J is the step's objective at the factors it returns
+    f1 = problem.scores(U1, V, b1 if offsets else np.zeros(10), c)
+    risk, _ = prepared.loss_grad(f1)
+    penalty = 0.5 * lam * (np.vdot(U1, U1) + (np.vdot(b1, b1) if offsets else 0.0))
+    assert J == pytest.approx(float(risk.sum()) + penalty, rel=1e-12, abs=1e-12)
+    np.testing.assert_array_equal(U1[0], 0.0)  # rated nothing
+    if obj.name != "squared":  # one rating, all equal: no loss, the minimum is 0, so
+        # λ/2 ‖u‖² is at most the certified gap
+        assert 0.5 * lam * np.vdot(U1[[1, 2]], U1[[1, 2]]) <= max(gap, 0.0) + 1e-15
+    # λ-strong convexity: λ/2 ‖x − x*‖² <= J(x) − J(x*) <= the certified gap, for both
+    distance = np.sqrt(np.sum((U1 - U2) ** 2) + np.sum((b1 - b2) ** 2))
+    assert distance <= np.sqrt(2 * max(gap, 0) / lam) + np.sqrt(2 * max(gap_ref, 0) / lam) + 1e-9
 
 
 def test_lam_above_the_gradient_norm_at_zero_gives_zero_factors():
