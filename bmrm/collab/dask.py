@@ -6,7 +6,7 @@ is built by a Dask task whose definition carries the ratings, so when a worker d
 rebuilds its partitions elsewhere and the fit goes on. At every U step the item factors V
 and offsets c go out once as one task that the partitions' tasks depend on (Dask copies it
 to the workers that need it); each task solves its users' problems with V fixed
-(:func:`bmrm.collab.model.solve_users`, the local ``u_step="users"`` code) and sends back
+(:func:`bmrm.collab._steps.solve_users`, the local ``u_step="users"`` code) and sends back
 only its users' factors and its sums of objective, gap, iterations and oracle calls. A
 user's solve depends on that user's data alone, so the factors equal the local fit's.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import losses
 from bmrm.collab._ratings import Ratings
-from bmrm.collab.model import StepSettings, solve_users
+from bmrm.collab._steps import StepSettings, solve_users
 from bmrm.distributed import resolve_client
 from losses.parallel import block_bounds, thread_limit
 

@@ -106,7 +106,6 @@ import logging
 import time
 import warnings
 from numbers import Integral, Real
-from typing import NamedTuple
 
 import numpy as np
 from scipy.optimize import OptimizeResult
@@ -115,9 +114,16 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 import losses
-from bmrm import minimize_bmrm
 from bmrm.collab import _kernels
 from bmrm.collab._ratings import Ratings, check_ratings
+from bmrm.collab._steps import (
+    StepSettings,
+    _convexified,
+    _summed_risk,
+    minimize_step,
+    solve_users,
+)
+from bmrm.collab.dask import DaskUserStep
 from losses.metrics import ndcg_score
 from losses.parallel import run_queries
 
@@ -173,23 +179,6 @@ def _user_parts(ratings: Ratings, loss) -> list:
         s, e = ratings.indptr[i], ratings.indptr[i + 1]
         parts.append(losses.prepare(loss, ratings.data[s:e]) if e > s else None)
     return parts
-
-
-def _convexified(prepared, f):
-    """The prepared loss of the convex surrogate at scores f when the loss is latent."""
-    loss = prepared.loss
-    if not getattr(loss, "latent", False):
-        return prepared
-    targets = loss.convexify(f, prepared.targets)
-    return losses.Prepared(
-        loss, prepared.groups, targets, prepared.n_terms, prepared.weights, prepared.data_names
-    )
-
-
-def _summed_risk(prepared, f) -> tuple[float, np.ndarray]:
-    """Σ of the per-user losses at f and its gradient (the objective sums over users)."""
-    values, grad = prepared.loss_grad(f)
-    return prepared.check(values, grad, f), grad
 
 
 def _user_risks(prepared, f, problem) -> tuple[float, np.ndarray, np.ndarray]:
@@ -295,94 +284,6 @@ def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepa
     # a latent loss's prepared targets here are its convex surrogate's (_convexified)
     oracle.convex_surrogate = bool(getattr(prepared.loss, "latent", False))
     return oracle, w_start, unpack
-
-
-def user_oracle(Vi, ci, prepared, offsets: bool):
-    """The risk oracle of one user's problem: w = (u, b_i), f = Vi u + b_i + ci,
-    R = l(f, y_i), ∂R/∂u = Viᵀ ∂l/∂f, ∂R/∂b_i = Σ ∂l/∂f."""
-    r = Vi.shape[1]
-
-    def oracle(w):
-        f = Vi @ w[:r] + ci
-        if offsets:
-            f += w[r]
-        risk, g = _summed_risk(prepared, f)
-        a = Vi.T @ g
-        return risk, (np.append(a, g.sum()) if offsets else a)
-
-    oracle.loss = prepared.loss  # the solver probes the slopes of a user's loss only
-    # a latent loss's prepared targets here are its convex surrogate's (_convexified)
-    oracle.convex_surrogate = bool(getattr(prepared.loss, "latent", False))
-    return oracle
-
-
-class StepSettings(NamedTuple):
-    """What a step's bundle-method solve is asked (:func:`minimize_step`)."""
-
-    lam: float
-    tol: float
-    step_tol: float | None  # None: solve to the relative gap tol
-    max_iter: int
-    bundle_size: int
-
-
-def minimize_step(oracle, w0, settings: StepSettings):
-    """Minimise lam/2 ‖w‖² + R(w) from w0 by :func:`bmrm.minimize_bmrm` to a relative gap
-    ``tol``, or until the gap is at most ``step_tol`` times the decrease made (module
-    docstring)."""
-    start = []
-
-    def callback(res):
-        if not start:  # the first iteration evaluates w0
-            start.append(res.history["objective"][0])
-        if res.gap <= settings.step_tol * (start[0] - res.fun):
-            raise StopIteration
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", category=Warning)  # max_iter: reported per step
-        return minimize_bmrm(
-            oracle,
-            len(w0),
-            settings.lam,
-            w0=w0,
-            tol=settings.tol,
-            max_iter=settings.max_iter,
-            bundle_size=min(settings.bundle_size, settings.max_iter + 1),
-            callback=None if settings.step_tol is None else callback,
-        )
-
-
-def solve_users(indptr, indices, parts, users, U, b, V, c, offsets, settings):
-    """Minimise l(f_i, y_i) + (λ/2)(‖u_i‖² + b_i²) over (u_i, b_i) for each user i of
-    ``users`` with V and c fixed, writing U[i] and b[i] in place (0 for a user without
-    ratings). ``parts[i]`` is user i's prepared single-query loss. Returns the summed
-    objective, certified gap, iterations and oracle calls, and whether no solve stopped at
-    its iteration cap. Each user's solve depends on that user's data alone, so any
-    partition of the users gives the same factors."""
-    r = U.shape[1]
-    J = gap = 0.0
-    nit = nfev = 0
-    converged = True
-    for i in users:
-        s, e = indptr[i], indptr[i + 1]
-        if e == s:
-            U[i] = 0.0
-            b[i] = 0.0
-            continue
-        items = indices[s:e]
-        Vi, ci = V[items], c[items]
-        prepared = _convexified(parts[i], Vi @ U[i] + b[i] + ci)
-        oracle = user_oracle(Vi, ci, prepared, offsets)
-        res = minimize_step(oracle, np.append(U[i], b[i]) if offsets else U[i].copy(), settings)
-        U[i] = res.x[:r]
-        if offsets:
-            b[i] = res.x[r]
-        J += res.fun
-        gap += res.gap
-        nit += res.nit
-        nfev += res.nfev
-        converged &= res.status != 2
-    return J, gap, nit, nfev, converged
 
 
 # the level of the users' level bundle methods (as bmrm.solver.methods.LevelBundle's)
@@ -737,8 +638,6 @@ class CofiRank(BaseEstimator):
                 raise ValueError(
                     f"client runs the U step of u_step='users' on Dask; got u_step={self.u_step!r}"
                 )
-            from bmrm.collab.dask import DaskUserStep
-
             user_parts = DaskUserStep(self.client, R, loss, self.offsets)
         elif self.u_step == "users":
             user_parts = _user_parts(R, loss)

@@ -10,16 +10,13 @@ import scipy.sparse as sp
 import losses
 from bmrm.collab import CofiRank, load
 from bmrm.collab._ratings import check_ratings
+from bmrm.collab._steps import StepSettings, _convexified, solve_users, user_oracle
 from bmrm.collab.model import (
-    StepSettings,
-    _convexified,
     _Problem,
     _user_parts,
     _user_risks,
     batch_user_step,
     block_oracle,
-    solve_users,
-    user_oracle,
 )
 
 LOSSES = [
