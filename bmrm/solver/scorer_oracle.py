@@ -184,7 +184,22 @@ def minimize_lbfgs(
 
 
 def ridge_start(X, y, lam: float) -> np.ndarray:
-    """w minimising ‖X w − y‖² / n + max(lam, 1e-6) ‖w‖²: a start for non-convex losses."""
+    """Ridge regression of the labels on the features, a start for non-convex losses.
+
+    Parameters
+    ----------
+    X : ndarray or scipy.sparse matrix of shape (n_samples, n_features)
+        The features.
+    y : array-like of shape (n_samples,)
+        The labels, regressed on as numbers.
+    lam : float
+        The fit's regularization; the ridge penalty is max(lam, 1e-6).
+
+    Returns
+    -------
+    ndarray of shape (n_features,)
+        The w minimising ‖X w − y‖² / n + max(lam, 1e-6) ‖w‖².
+    """
     n, d = X.shape
     gram = X.T @ X
     gram = gram.toarray() if hasattr(gram, "toarray") else np.asarray(gram, dtype=np.float64)

@@ -142,8 +142,9 @@ class NRBMState(BundleState):
         return self.best_J - self.lower_bound if self.certified else self.stationarity_gap
 
     def stop_status(self, tol: float, atol: float) -> int:
-        """The loop's status after a step: 5 (stationary point) in place of 0 and 1 when the
-        risk is not declared convex.
+        """The loop's status after a step, 5 (stationary point) for a non-convex risk.
+
+        A risk not declared convex gets 5 in place of 0 and 1: NRBM certifies no gap there.
 
         Parameters
         ----------
