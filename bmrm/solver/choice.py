@@ -19,7 +19,7 @@ import numpy as np
 from bmrm.solver.cccp import CCCP
 from bmrm.solver.loop import BMRMResult, minimize
 from bmrm.solver.methods import auto_method, get_method
-from bmrm.solver.methods.base import Solver, SolverOptions
+from bmrm.solver.methods.base import Solver, SolverOptions, Wrapper
 from bmrm.solver.methods.lbfgs import LBFGS
 from bmrm.solver.methods.nrbm import NRBM
 from bmrm.solver.problem import Problem
@@ -128,7 +128,7 @@ def _initial_loss_start(problem: Problem, options: SolverOptions):
     return minimize(sub, solver, limits).x, {}
 
 
-class Started:
+class Started(Wrapper):
     """A solver started from a point that a start function finds (a warm start).
 
     Parameters
@@ -142,21 +142,9 @@ class Started:
     """
 
     def __init__(self, inner: Solver, start):
-        self.inner = inner
+        super().__init__(inner)
         self.start = start
-        self.name = inner.name
-        self.certifies = inner.certifies
         self.figures: dict = {}
-
-    def check(self, problem: Problem) -> None:
-        """The inner solver's check.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem to solve.
-        """
-        self.inner.check(problem)
 
     def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions):
         """The inner solver's state at the start found by ``start`` (``w0`` if none).
@@ -177,16 +165,6 @@ class Started:
         """
         found, self.figures = self.start(problem, options)
         return self.inner.init(problem, w0 if found is None else found, options)
-
-    def step(self, state) -> None:
-        """The inner solver's step.
-
-        Parameters
-        ----------
-        state : State
-            The inner solver's state.
-        """
-        self.inner.step(state)
 
     def finish(self, state, result: BMRMResult) -> BMRMResult:
         """The inner solver's figures and the start's.

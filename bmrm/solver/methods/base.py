@@ -46,7 +46,7 @@ from bmrm.solver.masters import Master, make_master
 from bmrm.solver.problem import Problem
 from losses.validation import check_bool, check_int, check_positive
 
-__all__ = ["BundleState", "Solver", "SolverOptions", "State"]
+__all__ = ["BundleState", "Solver", "SolverOptions", "State", "Wrapper"]
 
 
 @dataclass(frozen=True)
@@ -188,6 +188,80 @@ class Solver(Protocol):
         BMRMResult
             ``result``, with the solver's own figures added.
         """
+
+
+class Wrapper:
+    """A solver run inside another: every protocol call goes to ``inner``.
+
+    The base of the wrappers (the per-query cut cache, carried planes, a warm start), which
+    override only the calls they change.
+
+    Parameters
+    ----------
+    inner : Solver
+        The wrapped solver; its ``name`` and ``certifies`` are the wrapper's.
+    """
+
+    def __init__(self, inner: Solver):
+        self.inner = inner
+        self.name = inner.name
+        self.certifies = inner.certifies
+
+    def check(self, problem: Problem) -> None:
+        """The wrapped solver's check.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem to solve.
+        """
+        self.inner.check(problem)
+
+    def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> Any:
+        """The wrapped solver's state at ``w0``.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem to solve.
+        w0 : ndarray
+            The starting point.
+        options : SolverOptions
+            The loop's options.
+
+        Returns
+        -------
+        State
+            The wrapped solver's state at ``w0``.
+        """
+        return self.inner.init(problem, w0, options)
+
+    def step(self, state) -> None:
+        """One iteration of the wrapped solver.
+
+        Parameters
+        ----------
+        state : State
+            Updated in place.
+        """
+        self.inner.step(state)
+
+    def finish(self, state, result):
+        """The wrapped solver's figures.
+
+        Parameters
+        ----------
+        state : State
+            The final state.
+        result : BMRMResult
+            The loop's result.
+
+        Returns
+        -------
+        BMRMResult
+            ``result``, with the wrapped solver's figures added.
+        """
+        return self.inner.finish(state, result)
 
 
 @dataclass(eq=False)

@@ -16,13 +16,13 @@ from __future__ import annotations
 import numpy as np
 
 from bmrm.solver.cut_cache import bound_cache, make_cut_cache
-from bmrm.solver.methods.base import BundleState, Solver, SolverOptions
+from bmrm.solver.methods.base import BundleState, Solver, SolverOptions, Wrapper
 from bmrm.solver.problem import Problem
 
 __all__ = ["CutCached"]
 
 
-class CutCached:
+class CutCached(Wrapper):
     """A bundle method run with a per-query cut cache (module docstring).
 
     Parameters
@@ -40,20 +40,8 @@ class CutCached:
     """
 
     def __init__(self, method: Solver, cut_cache=True):
-        self.method = method
+        super().__init__(method)
         self.cache, self.required = make_cut_cache(cut_cache)
-        self.name = method.name
-        self.certifies = method.certifies
-
-    def check(self, problem: Problem) -> None:
-        """The wrapped method's check.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem to solve.
-        """
-        self.method.check(problem)
 
     def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> BundleState:
         """The wrapped method's state, with the cache bound to the problem's oracle.
@@ -72,7 +60,7 @@ class CutCached:
         BundleState
             The wrapped method's state at ``w0``, its cache bound where it applies.
         """
-        state = self.method.init(problem, w0, options)
+        state = self.inner.init(problem, w0, options)
         if self.cache is not None and (self.required or state.master.incremental):
             state.cache = bound_cache(self.cache, problem.oracle, self.required)
         return state
@@ -89,26 +77,9 @@ class CutCached:
         """
         cache = state.cache
         if cache is not None:
-            w = self.method.proposal(state)
+            w = self.inner.proposal(state)
             if w is not None and cache.try_cut(state, w):
                 state.proposed = None  # the model moved: the next proposal is computed anew
                 state.solve_master()
                 return
-        self.method.step(state)
-
-    def finish(self, state: BundleState, result):
-        """The wrapped method's figures.
-
-        Parameters
-        ----------
-        state : BundleState
-            The final state.
-        result : BMRMResult
-            The loop's result.
-
-        Returns
-        -------
-        BMRMResult
-            ``result``, with the wrapped method's figures added.
-        """
-        return self.method.finish(state, result)
+        self.inner.step(state)

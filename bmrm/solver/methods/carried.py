@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from bmrm.solver.bundle import Bundle
-from bmrm.solver.methods.base import Solver, SolverOptions
+from bmrm.solver.methods.base import Solver, SolverOptions, Wrapper
 from bmrm.solver.problem import Problem
 
 __all__ = ["CarriedPlanes"]
 
 
-class CarriedPlanes:
+class CarriedPlanes(Wrapper):
     """A solver run from a bundle carried in from an earlier solve.
 
     It runs ``method`` from that bundle, or an empty one; after a solve, ``bundle`` is that
@@ -31,20 +31,8 @@ class CarriedPlanes:
     """
 
     def __init__(self, method: Solver, bundle: Bundle | None):
-        self.method = method
+        super().__init__(method)
         self.bundle = bundle
-        self.name = method.name
-        self.certifies = method.certifies
-
-    def check(self, problem: Problem) -> None:
-        """The wrapped solver's check.
-
-        Parameters
-        ----------
-        problem : Problem
-            The problem to solve.
-        """
-        self.method.check(problem)
 
     def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions):
         """The state at ``w0``, with the carried bundle.
@@ -63,20 +51,10 @@ class CarriedPlanes:
         BundleState
             The wrapped solver's state at ``w0``, holding the carried planes.
         """
-        state = self.method.init(problem, w0, options)
+        state = self.inner.init(problem, w0, options)
         if self.bundle is not None:
             state.bundle = self.bundle
         return state
-
-    def step(self, state) -> None:
-        """One iteration of the wrapped solver.
-
-        Parameters
-        ----------
-        state : BundleState
-            Updated in place.
-        """
-        self.method.step(state)
 
     def finish(self, state, result):
         """Keep the final bundle for the next solve; the wrapped solver's figures.
@@ -94,4 +72,4 @@ class CarriedPlanes:
             ``result``, with the wrapped solver's figures added.
         """
         self.bundle = state.bundle
-        return self.method.finish(state, result)
+        return self.inner.finish(state, result)
