@@ -25,12 +25,11 @@ from bmrm._validation import (
 from bmrm.exceptions import interrupt_in
 from bmrm.linear_model import LinearModel, _feature_names, load, save
 from bmrm.scorers import ExpectedGainScorer, get_scorer
-from bmrm.solver.choice import choose_solver, make_problem
+from bmrm.solver.choice import check_regularizer_fits, choose_solver, make_problem
 from bmrm.solver.compile_clock import CompileClock
 from bmrm.solver.loop import minimize
 from bmrm.solver.masters import _cvxpy
 from bmrm.solver.methods import SolverOptions, check_method
-from bmrm.solver.methods.nrbm import NRBM
 from bmrm.solver.oracle import RiskOracle
 from bmrm.solver.regularizers import Regularizer, make_regularizer
 from bmrm.solver.scorer_oracle import ScorerOracle, check_nonconvex
@@ -442,12 +441,7 @@ def _check_solver_fits(options: SolverOptions, method, regularizer: Regularizer)
             "master='qp' solves the unconstrained L2 problem only; use master='cvxpy' "
             f"for regularizer={regularizer!r}"
         )
-    by_nrbm = (isinstance(method, str) and method == "nrbm") or isinstance(method, NRBM)
-    if by_nrbm and not regularizer.qp:
-        raise ValueError(
-            f"method='nrbm' supports regularizer='l2' without bounds only; got "
-            f"regularizer={regularizer!r}"
-        )
+    check_regularizer_fits(method, regularizer)
 
 
 def _check_start(w0, d: int, n_params: int, fit_intercept: bool, function):

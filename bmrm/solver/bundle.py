@@ -8,12 +8,14 @@ import math
 import numpy as np
 from numba import njit
 
+from bmrm.solver._jit import OUTER
+
 __all__ = ["Bundle"]
 
 _plane_numbers = itertools.count(1)
 
 
-@njit(cache=True)
+@njit(**OUTER)
 def _append_plane(A, G, a, k):
     """A[k] = a and row/column k of the Gram matrix G (one pass, no BLAS thread pool)."""
     d = a.shape[0]
@@ -31,24 +33,16 @@ def _append_plane(A, G, a, k):
     G[k, k] = s
 
 
-@njit(cache=True)
 def _record_weights(alpha_buf, idle, alpha, k, max_idle):
     """Store the weights; a plane's idle count restarts when its weight is above 1e-12 times
     the largest. Returns how many planes other than the zero plane are idle ``max_idle``
     iterations or more."""
-    top = 1e-300
-    for i in range(k):
-        top = max(top, alpha[i])
-    due = 0
-    for i in range(k):
-        alpha_buf[i] = alpha[i]
-        if alpha[i] > 1e-12 * top:
-            idle[i] = 0
-        else:
-            idle[i] += 1
-        if i > 0 and idle[i] >= max_idle:
-            due += 1
-    return due
+    weights = alpha[:k]
+    top = max(1e-300, float(weights.max(initial=0.0)))
+    alpha_buf[:k] = weights
+    active = weights > 1e-12 * top
+    idle[:k] = np.where(active, 0, idle[:k] + 1)
+    return int(np.count_nonzero(idle[1:k] >= max_idle))
 
 
 class Bundle:

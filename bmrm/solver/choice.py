@@ -25,7 +25,7 @@ from bmrm.solver.methods.nrbm import NRBM
 from bmrm.solver.problem import Problem
 from bmrm.solver.regularizers import Direction, Regularizer
 
-__all__ = ["Started", "choose_solver", "make_problem"]
+__all__ = ["Started", "check_regularizer_fits", "choose_solver", "make_problem"]
 
 
 def make_problem(oracle, regularizer: Regularizer, lam: float, n_features: int) -> Problem:
@@ -89,7 +89,7 @@ def choose_solver(method, problem: Problem, started: bool = True) -> Solver:
     caps = problem.capabilities
     if method is None or (isinstance(method, str) and method == "auto"):
         method = None if caps.latent else auto_method(problem.regularizer, caps)
-    by_nrbm = (isinstance(method, str) and method == "nrbm") or isinstance(method, NRBM)
+    by_nrbm = _is_nrbm(method)
     start = None
     if caps.latent and not by_nrbm:
         return CCCP(method, initial_loss=started)
@@ -112,6 +112,33 @@ def choose_solver(method, problem: Problem, started: bool = True) -> Solver:
     if not caps.convex and not caps.latent and callable(warm_start):
         start = functools.partial(warm_start, solver=solver.name)
     return Started(solver, start) if started and start is not None else solver
+
+
+def _is_nrbm(method) -> bool:
+    return (isinstance(method, str) and method == "nrbm") or isinstance(method, NRBM)
+
+
+def check_regularizer_fits(method, regularizer: Regularizer) -> None:
+    """Refuse, before any data is prepared, a method that cannot solve ``regularizer``.
+
+    The check that needs only the regularizer, of the solver :func:`choose_solver` will
+    make (NRBM solves L2 without bounds only); the solver's own ``check`` repeats it on the
+    problem.
+
+    Parameters
+    ----------
+    method : str, Solver or None
+        As for :func:`choose_solver`.
+    regularizer : Regularizer
+        Ω.
+
+    Raises
+    ------
+    ValueError
+        When the method cannot solve ``regularizer``.
+    """
+    if _is_nrbm(method):
+        NRBM.check_regularizer(regularizer)
 
 
 def _initial_loss_start(problem: Problem, options: SolverOptions):

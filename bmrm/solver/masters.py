@@ -108,8 +108,9 @@ class QPMaster:
 
     The dual objective D(α) = bᵀα − αᵀGα/(2 lam) at any feasible α is a valid lower bound on
     the master optimum, so the certificate holds even if the QP were stopped early. The dual
-    is solved exactly by an active-set method (:func:`~bmrm.solver.qp.master_step`, three compiled
-    calls) warm-started from the previous weights and, while the planes of the previous
+    is solved exactly by an active-set method (:func:`~bmrm.solver.qp.master_step`: in NumPy
+    for bundles of at most :data:`~bmrm.solver.qp.SMALL_BUNDLE` planes, compiled beyond)
+    warm-started from the previous weights and, while the planes of the previous
     working set (size s) are all still in the bundle, from its Cholesky factor: a new plane
     then usually costs a few O(k·s) cycles; otherwise the factor is rebuilt in O(s³/6).
     Should it ever stop short of the KKT tolerance, pair steps continue from its point, and

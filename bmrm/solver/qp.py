@@ -13,7 +13,9 @@ with ``w = −Aᵀα / lam``. Two solvers minimise ½αᵀQα − bᵀα over th
 * :func:`solve_simplex_qp_active_set` (and :func:`active_set`, :func:`master_step`, which
   the solver loop calls): an exact active-set method with Cholesky updates, warm-started
   from the previous weights and, inside a fit, from the previous factor. This is the one
-  the package uses.
+  the package uses: compiled, and for bundles of at most :data:`SMALL_BUNDLE` planes
+  transcribed to NumPy (:func:`_active_set_numpy`), so that a fit whose bundle stays small
+  compiles none of the QP.
 * :func:`solve_simplex_qp`: sequential minimal optimisation, each step moving weight between
   the pair of coordinates chosen by second-order working-set selection (Fan, Chen & Lin,
   JMLR 2005), exact along that pair. It converges linearly, slowly on ill-conditioned
@@ -25,9 +27,12 @@ distance of the objective to its minimum.
 
 import numpy as np
 from numba import njit
+from scipy.linalg import solve_triangular
+
+from bmrm.solver._jit import INNER, OUTER
 
 
-@njit(cache=True)
+@njit(**OUTER)
 def solve_simplex_qp(Q, b, alpha, grad, tol, max_steps):
     """Minimise ½αᵀQα − bᵀα over {α ≥ 0, Σα = 1} in place.
 
@@ -118,18 +123,12 @@ def solve_simplex_qp(Q, b, alpha, grad, tol, max_steps):
 # ---------------------------------------------------------------------------------------
 # The helpers are compiled (and cached) as functions of their own: inlining them into the
 # solver made its first compilation several times slower. Only compiled code calls them, so
-# they get no Python entry point, which saves part of their compilation. NumPy's error model
-# (a division by zero gives inf or nan instead of raising) leaves out the exception paths of
-# every division, which shortens the QP's first compilation (experiments/bench_first_run.py).
-# A non-finite answer still goes to the vertex step of master_step, and any α of the
-# simplex gives a valid bound. The options are those of the loss kernels (nogil included):
-# numba compiles its own functions (np.empty, max, ...) once per set of options of their
-# callers, so kernels with one set share those compilations.
-_OUTER = {"cache": True, "nogil": True, "error_model": "numpy"}
-_INNER = {**_OUTER, "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
+# they get no Python entry point (INNER), which saves part of their compilation. A
+# non-finite answer (NumPy's error model: a division by zero gives inf or nan) goes to the
+# vertex step of master_step, and any α of the simplex gives a valid bound.
 
 
-@njit(**_INNER)
+@njit(**INNER)
 def _backward(L, s, rhs, out):
     """Solve L[:s, :s]ᵀ out = rhs (back substitution, by columns of L)."""
     for i in range(s):
@@ -141,7 +140,7 @@ def _backward(L, s, rhs, out):
             out[j] -= L[i, j] * x
 
 
-@njit(**_INNER)
+@njit(**INNER)
 def _delete(L, s, r, zb, z1):
     """Remove row and column ``r`` from the Cholesky factor L[:s, :s] of P_SS, in place.
 
@@ -179,7 +178,7 @@ def _delete(L, s, r, zb, z1):
         L[s - 1, j] = 0.0
 
 
-@njit(**_INNER)
+@njit(**INNER)
 def _pivot(Q, tau, S, s, L, j, lrow):
     """Row of the factor for coordinate j entering S: L lrow = P_Sj; returns the pivot δ²."""
     for r in range(s):
@@ -193,7 +192,7 @@ def _pivot(Q, tau, S, s, L, j, lrow):
     return d2
 
 
-@njit(**_INNER)
+@njit(**INNER)
 def _append(L, s, lrow, d, S, j, zb, z1, bj):
     for r in range(s):
         L[s, r] = lrow[r]
@@ -208,7 +207,7 @@ def _append(L, s, lrow, d, S, j, zb, z1, bj):
     z1[s] = v1 / d
 
 
-@njit(**_INNER)
+@njit(**INNER)
 def _drop_zeros(L, s, zb, z1, S, aS, inS, keep):
     """Remove from the working set every coordinate whose weight is at zero, keeping at
     least ``keep`` of them; returns the new size."""
@@ -223,7 +222,7 @@ def _drop_zeros(L, s, zb, z1, S, aS, inS, keep):
     return s
 
 
-@njit(**_INNER)
+@njit(**INNER)
 def _gradient(Q, b, S, aS, s, grad):
     """grad = Qα − b for α with weights aS[:s] on S[:s] (rows of the symmetric Q are
     contiguous)."""
@@ -234,6 +233,181 @@ def _gradient(Q, b, S, aS, s, grad):
         j = S[r]
         for i in range(b.shape[0]):
             grad[i] += Q[j, i] * a
+
+
+def _active_set_numpy(Q, b, alpha, grad, tol, max_iter, L, S, s_given, tau):
+    """:func:`active_set` in NumPy, for small bundles: the same method, arguments and results.
+
+    Every step of the compiled method is carried over, each loop over the working set done
+    by a NumPy operation: triangular solves for the factor's rows and the affine minimiser,
+    Givens rotations column pair by column pair for a deletion (Golub & Van Loan, Matrix
+    Computations, 4th ed., §6.5.4). Only the order of floating-point sums differs, so the
+    two agree to round-off and stop on the same KKT test. ``L``, ``S`` and ``grad`` are
+    updated in place as there.
+    """
+    k = b.shape[0]
+    Qk = Q[:k, :k]
+    inS = np.zeros(k, dtype=np.bool_)
+    aS = np.zeros(k)
+    zb = np.zeros(k)
+    z1 = np.zeros(k)
+    dep = 1e-12  # relative size of a pivot that marks affine dependence
+    ones = np.ones(k)
+
+    def lower(s, rhs):
+        # L[:s, :s] x = rhs
+        return solve_triangular(L[:s, :s], rhs, lower=True, check_finite=False)
+
+    def backward(s, rhs):
+        # L[:s, :s]ᵀ x = rhs
+        return solve_triangular(L[:s, :s], rhs, lower=True, trans="T", check_finite=False)
+
+    def pivot(s, j):
+        lrow = lower(s, Qk[j, S[:s]] + tau) if s else np.zeros(0)
+        return Qk[j, j] + tau - float(lrow @ lrow), lrow
+
+    def append(s, lrow, d, j):
+        L[s, :s] = lrow
+        L[s, s] = d
+        S[s] = j
+        zb[s] = (b[j] - float(lrow @ zb[:s])) / d
+        z1[s] = (1.0 - float(lrow @ z1[:s])) / d
+        inS[j] = True
+
+    def delete(s, r):
+        L[r : s - 1, :s] = L[r + 1 : s, :s]
+        for c in range(r, s - 1):
+            x, y = L[c, c], L[c, c + 1]
+            h = np.hypot(x, y)
+            if h == 0.0:
+                continue
+            cs, sn = x / h, y / h
+            p, q = L[c : s - 1, c].copy(), L[c : s - 1, c + 1].copy()
+            L[c : s - 1, c] = cs * p + sn * q
+            L[c : s - 1, c + 1] = cs * q - sn * p
+            L[c, c + 1] = 0.0
+            for z in (zb, z1):
+                p, q = z[c], z[c + 1]
+                z[c], z[c + 1] = cs * p + sn * q, cs * q - sn * p
+        L[s - 1, :s] = 0.0
+
+    def drop_zeros(s, keep):
+        for r in range(s - 1, -1, -1):
+            if aS[r] <= 0.0 and s > keep:
+                delete(s, r)
+                inS[S[r]] = False
+                S[r : s - 1] = S[r + 1 : s].copy()
+                aS[r : s - 1] = aS[r + 1 : s].copy()
+                s -= 1
+        return s
+
+    def gradient(s):
+        grad[:k] = aS[:s] @ Qk[S[:s]] - b
+
+    s = 0
+    if s_given > 0:
+        s = int(s_given)
+        inS[S[:s]] = True
+        aS[:s] = np.maximum(alpha[S[:s]], 0.0)
+        zb[:s] = lower(s, b[S[:s]])
+        z1[:s] = lower(s, ones[:s])
+    else:
+        # the support, heaviest first (equal weights by index), as far as it stays
+        # affinely independent
+        support = np.flatnonzero(alpha[:k] > 0.0)
+        for j in support[np.argsort(-alpha[support], kind="stable")]:
+            d2, lrow = pivot(s, j)
+            if d2 <= dep * (Qk[j, j] + tau):
+                continue
+            append(s, lrow, np.sqrt(d2), j)
+            aS[s] = alpha[j]
+            s += 1
+    if s == 0:
+        # no usable warm start: the best vertex
+        best = int(np.argmin(0.5 * np.diagonal(Qk) - b))
+        append(0, np.zeros(0), np.sqrt(Qk[best, best] + tau), best)
+        aS[0] = 1.0
+        s = 1
+    total = float(aS[:s].sum())
+    if total <= 0.0:
+        aS[:s] = 1.0 / s
+        total = 1.0
+    aS[:s] /= total
+
+    iterations = 0
+    while iterations < max_iter:
+        # minor cycles: towards the affine minimiser over S, dropping blocked coordinates
+        while iterations < max_iter:
+            iterations += 1
+            mu = (1.0 - float(z1[:s] @ zb[:s])) / float(z1[:s] @ z1[:s])
+            y = backward(s, zb[:s] + mu * z1[:s])
+            down = np.flatnonzero(y <= 0.0)
+            if len(down) == 0:
+                aS[:s] = y
+                break
+            steps = aS[down] / (aS[down] - y[down])
+            block = int(down[np.argmin(steps)])
+            theta = float(steps.min())
+            aS[:s] += theta * (y - aS[:s])
+            aS[block] = 0.0
+            s = drop_zeros(s, 1)
+        # major cycle: gradient, KKT test, entry
+        gradient(s)
+        positive = aS[:s] > 0.0
+        gmax = float(grad[S[:s]][positive].max()) if positive.any() else -np.inf
+        j = int(np.argmin(grad[:k]))
+        if gmax - grad[j] <= tol or inS[j]:
+            break
+        # enter j; while it is affinely dependent on S, trade weight along the flat direction
+        aj = 0.0
+        while True:
+            d2, lrow = pivot(s, j)
+            pjj = Qk[j, j] + tau
+            if d2 > dep * pjj or s == 0:
+                append(s, lrow, np.sqrt(max(d2, dep * pjj)), j)
+                aS[s] = aj
+                s += 1
+                break
+            # c = L⁻ᵀ(lrow + ν z1) with ν making Σc = 1; its curvature is δ² + ν²‖z1‖²
+            mm = float(z1[:s] @ z1[:s])
+            nu = (1.0 - float(z1[:s] @ lrow)) / mm
+            y = backward(s, lrow + nu * z1[:s])
+            curv = max(d2, 0.0) + nu * nu * mm
+            slope = grad[j] - float(y @ grad[S[:s]])
+            up = np.flatnonzero(y > 0.0)
+            theta, block = np.inf, -1
+            if len(up):
+                steps = aS[up] / y[up]
+                block = int(up[np.argmin(steps)])
+                theta = float(steps.min())
+            inside = curv > 0.0 and -slope / curv < theta
+            if inside:
+                theta = max(-slope / curv, 0.0)
+            elif block < 0:
+                theta = 0.0
+            aS[:s] = np.maximum(aS[:s] - theta * y, 0.0)
+            aj += theta
+            if inside or block < 0:
+                # j enters with its pivot held at the dependence threshold
+                append(s, lrow, np.sqrt(dep * pjj), j)
+                aS[s] = aj
+                s += 1
+                break
+            aS[block] = 0.0
+            s = drop_zeros(s, 0)
+            iterations += 1
+            if iterations >= max_iter:
+                break
+
+    aS[:s] = np.maximum(aS[:s], 0.0)
+    total = float(aS[:s].sum())
+    alpha[:k] = 0.0
+    aS[:s] /= total
+    alpha[S[:s]] = aS[:s]
+    gradient(s)
+    positive = alpha[:k] > 0.0
+    gmax = float(grad[:k][positive].max()) if positive.any() else -np.inf
+    return iterations, gmax - float(grad[:k].min()), s
 
 
 def solve_simplex_qp_active_set(Q, b, alpha, grad, tol, max_iter):
@@ -296,7 +470,7 @@ def solve_simplex_qp_active_set(Q, b, alpha, grad, tol, max_iter):
     return int(iterations), float(violation)
 
 
-@njit(**_OUTER)
+@njit(**OUTER)
 def active_set(Q, b, alpha, grad, tol, max_iter, L, S, s_given, tau):
     """The method of :func:`solve_simplex_qp_active_set`, with its factor kept by the caller.
 
@@ -511,12 +685,22 @@ def active_set(Q, b, alpha, grad, tol, max_iter, L, S, s_given, tau):
     return iterations, gmax - gmin, s
 
 
+# Bundles of at most this many planes are solved by the NumPy transcription of the
+# active-set method (:func:`_active_set_numpy`), larger ones by the compiled one: the same
+# method with the same tolerance, so both give the optimum to the same accuracy; NumPy's
+# per-call overhead is small beside a fit's oracle calls while the bundle is small, and a fit
+# that never grows its bundle past this size compiles none of the QP.
+SMALL_BUNDLE = 128
+
+
 def master_step(G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S_ids, meta, alpha):
     """Solve the L2 master once from the bundle's buffers: the work of ``QPMaster.solve``.
 
     Normalises the previous weights ``alpha_prev[:k]`` into ``alpha`` as the warm start,
     solves the dual in the scale of G (objective, gradient and tolerance times lam, which
-    saves forming Q = G/lam) by :func:`active_set`, and returns what the solver loop needs.
+    saves forming Q = G/lam) by the active-set method (:func:`_active_set_numpy` for at most
+    :data:`SMALL_BUNDLE` planes, else the compiled :func:`active_set`), and returns what the
+    solver loop needs.
 
     The factor of the previous solve (L, with its working set's plane numbers in
     ``S_ids[:meta[1]]`` and its τ in ``meta[0]``) is reused when all those planes are still
@@ -570,28 +754,28 @@ def master_step(G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S
     violation, tol : float
         The KKT violation reached and the one asked for, both in the scale of Q.
     """
+    solve = _active_set_numpy if k <= SMALL_BUNDLE else active_set
     try:
-        # under NUMBA_DISABLE_JIT=1 the Python source divides numpy scalars
         with np.errstate(all="ignore"):
-            b, tau, s_given, tol, max_diag = _master_step(
+            b, tau, s_given, tol, max_diag = _master_open(
                 G, b_all, ids, k, lam, alpha_prev, rel_tol, accuracy, S, S_ids, meta, alpha
             )
             grad = np.empty(k)
             steps = 0
             while True:
-                more, violation, s = active_set(
+                more, violation, s = solve(
                     G, b, alpha, grad, lam * tol, 50 * k + 1000, L, S, s_given, tau
                 )
-                steps += more
+                steps += int(more)
                 if violation <= lam * tol or s_given == 0:
                     break
                 # an inherited factor of an ill-conditioned working set (tiny lam) can leave
                 # the answer short of the tolerance: once more from a factor built afresh
                 tau = max_diag if max_diag > 0.0 else 1.0
                 s_given = 0
-            w, lower = _master_result(b_all, A, ids, k, lam, S, S_ids, meta, alpha, grad, s, tau)
-        out = w, lower, steps, violation / lam, tol
-    except ZeroDivisionError:
+            w, lower = _master_close(b_all, A, ids, k, lam, S, S_ids, meta, alpha, grad, s, tau)
+        out = w, lower, steps, float(violation) / lam, tol
+    except (ZeroDivisionError, np.linalg.LinAlgError):
         out = None
     if (
         out is not None
@@ -627,56 +811,33 @@ def _vertex_step(G, b_all, A, k, lam, rel_tol, accuracy, meta, alpha):
     return w, float(bounds[j]), 0, np.inf, tol
 
 
-# master_step runs its three compiled parts from Python: the opening (warm start, inherited
-# factor, tolerance), the active-set method and the result. numba links every compiled callee
-# into its caller and optimises the whole again, so one compiled function around the
-# active-set method would compile that method twice on a first fit.
-@njit(**_OUTER)
-def _master_step(G, b_all, ids, k, lam, alpha_prev, rel_tol, accuracy, S, S_ids, meta, alpha):
-    """The compiled opening of :func:`master_step`: the normalised warm start in ``alpha``,
-    the positions of the inherited working set in ``S``; returns ``(b, tau, s_given, tol,
+def _master_open(G, b_all, ids, k, lam, alpha_prev, rel_tol, accuracy, S, S_ids, meta, alpha):
+    """The opening of :func:`master_step`: the normalised warm start in ``alpha``, the
+    positions of the inherited working set in ``S``; returns ``(b, tau, s_given, tol,
     max_diag)``, b the offsets times lam, s_given the inherited factor's rows (0: none)."""
-    b = np.empty(k)
-    total = 0.0
-    max_b = 0.0
-    max_diag = 0.0
-    for i in range(k):
-        a = max(alpha_prev[i], 0.0)
-        alpha[i] = a
-        total += a
-        b[i] = lam * b_all[i]
-        max_b = max(max_b, abs(b_all[i]))
-        max_diag = max(max_diag, G[i, i])
+    a = np.maximum(alpha_prev[:k], 0.0)
+    total = float(a.sum())
     if total > 0.0:
-        for i in range(k):
-            alpha[i] /= total
+        alpha[:k] = a / total
     else:
+        alpha[:k] = 0.0
         alpha[0] = 1.0
-    # the previous working set, if all its planes are still here (binary search: the
-    # bundle numbers its planes in increasing order)
+    b = lam * b_all[:k]
+    max_b = float(np.abs(b_all[:k]).max())
+    max_diag = float(np.diagonal(G)[:k].max())
+    # the previous working set, if all its planes are still here (the bundle numbers its
+    # planes in increasing order)
     n_prev = int(meta[1])
-    tau = meta[0]
-    s_given = np.int64(0)
+    tau = float(meta[0])
+    s_given = 0
     if n_prev > 0 and 1e-4 * max_diag <= tau <= 1e4 * max_diag:
-        found = 0
-        for r in range(n_prev):
-            target = S_ids[r]
-            # binary search in ids[:k]
-            lo = 0
-            hi = k
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if ids[mid] < target:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            if lo < k and ids[lo] == target:
-                S[r] = lo
-                found += 1
-            else:
-                break
-        if found == n_prev:
-            s_given = np.int64(n_prev)
+        wanted = S_ids[:n_prev]
+        at = np.searchsorted(ids[:k], wanted)
+        found = at < k
+        found[found] = ids[:k][at[found]] == wanted[found]
+        if found.all():
+            S[:n_prev] = at
+            s_given = n_prev
     if s_given == 0:
         tau = max_diag if max_diag > 0.0 else 1.0
     # P(w) − D(α) is at most the KKT violation; round-off in the gradient grows with Q
@@ -684,29 +845,16 @@ def _master_step(G, b_all, ids, k, lam, alpha_prev, rel_tol, accuracy, S, S_ids,
     return b, tau, s_given, tol, max_diag
 
 
-@njit(**_OUTER)
-def _master_result(b_all, A, ids, k, lam, S, S_ids, meta, alpha, grad, s, tau):
-    """The compiled close of :func:`master_step`: records the final working set (plane
-    numbers in ``S_ids``, τ and its size in ``meta``); returns ``(w, lower)``, the master
-    minimiser −Aᵀα / lam and the dual value at α (``grad`` = Gα − lam·b)."""
-    for r in range(s):
-        S_ids[r] = ids[S[r]]
+def _master_close(b_all, A, ids, k, lam, S, S_ids, meta, alpha, grad, s, tau):
+    """The close of :func:`master_step`: records the final working set (plane numbers in
+    ``S_ids``, τ and its size in ``meta``); returns ``(w, lower)``, the master minimiser
+    −Aᵀα / lam and the dual value at α (``grad`` = Gα − lam·b)."""
+    S_ids[:s] = ids[S[:s]]
     meta[0] = tau
     meta[1] = s
     # grad = Gα − lam·b, so αᵀGα = αᵀgrad + lam·bᵀα
-    ba = 0.0
-    ag = 0.0
-    for i in range(k):
-        ba += b_all[i] * alpha[i]
-        ag += grad[i] * alpha[i]
+    ba = float(b_all[:k] @ alpha[:k])
+    ag = float(grad[:k] @ alpha[:k])
     lower = ba - 0.5 * (ag + lam * ba) / lam
-    d = A.shape[1]
-    w = np.zeros(d)
-    for i in range(k):
-        a = alpha[i]
-        if a > 0.0:
-            for j in range(d):
-                w[j] += a * A[i, j]
-    for j in range(d):
-        w[j] /= -lam
+    w = (alpha[:k] @ A[:k]) / -lam
     return w, lower

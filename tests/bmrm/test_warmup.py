@@ -32,6 +32,28 @@ def test_after_warmup_a_fit_of_the_loss_compiles_nothing():
     assert bmrm.warmup(["ordinal"]) == {"ordinal": 0.0, "csr": 0.0}
 
 
+def test_warmup_compiles_the_structured_options_and_the_large_bundle_master():
+    from bmrm.solver import qp
+    from bmrm.solver.bundle import Bundle
+    from bmrm.solver.compile_clock import CompileClock
+    from bmrm.solver.masters import QPMaster
+
+    bmrm.warmup(["neru"])
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(120, 5))
+    y = rng.integers(0, 4, size=120).astype(float)
+    qid = np.repeat(np.arange(8), 15)
+    for options in ({"ties": "pairs"}, {"ties": "increasing", "truncate_c": True, "k": 5}):
+        model = bmrm.fit(X, y, "neru", qid, lam=1e-1, max_iter=20, loss_params=options)
+        assert model.result_.compile_seconds == 0.0
+    bundle = Bundle(7, capacity=qp.SMALL_BUNDLE + 40)
+    for _ in range(qp.SMALL_BUNDLE + 30):
+        bundle.add(rng.normal(size=7), float(rng.normal()))
+    with CompileClock() as clock:
+        QPMaster(1.0).solve(bundle)
+    assert clock.seconds == 0.0
+
+
 def test_warmup_refuses_an_unknown_loss_name():
     with pytest.raises(ValueError, match=r"built-in losses .* got \['ordinall'\]"):
         bmrm.warmup(["ordinall"])

@@ -219,10 +219,24 @@ class NRBM:
         problem : Problem
             The problem to solve.
         """
-        if not problem.regularizer.qp:
+        self.check_regularizer(problem.regularizer)
+
+    @staticmethod
+    def check_regularizer(regularizer) -> None:
+        """Raise ``ValueError`` unless ``regularizer`` is L2 without bounds.
+
+        The part of :meth:`check` that needs no problem, so that a fit can refuse before
+        it prepares its data.
+
+        Parameters
+        ----------
+        regularizer : Regularizer
+            The regularizer of the problem to solve.
+        """
+        if not regularizer.qp:
             raise ValueError(
                 f"method='nrbm' supports regularizer='l2' without bounds only; got "
-                f"regularizer={problem.regularizer!r}"
+                f"regularizer={regularizer!r}"
             )
 
     def init(self, problem: Problem, w0: np.ndarray, options: SolverOptions) -> NRBMState:

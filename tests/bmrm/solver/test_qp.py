@@ -6,9 +6,23 @@ import cvxpy as cp
 import numpy as np
 import pytest
 
+from bmrm.solver import qp
 from bmrm.solver.bundle import Bundle
 from bmrm.solver.masters import CvxpyMaster, QPMaster
 from bmrm.solver.qp import solve_simplex_qp, solve_simplex_qp_active_set
+
+
+def numpy_active_set(Q, b, alpha, grad, tol, max_iter):
+    """The NumPy transcription of the active-set method, called as
+    :func:`solve_simplex_qp_active_set` calls the compiled one."""
+    k = len(b)
+    tau = float(np.max(np.diagonal(Q), initial=0.0)) or 1.0
+    L, S = np.zeros((k, k)), np.empty(k, dtype=np.int64)
+    iterations, violation, _ = qp._active_set_numpy(Q, b, alpha, grad, tol, max_iter, L, S, 0, tau)
+    return iterations, violation
+
+
+ACTIVE_SETS = [solve_simplex_qp_active_set, numpy_active_set]
 
 
 def cvxpy_master_value(A, b, lam):
@@ -83,7 +97,7 @@ def test_cvxpy_master_agrees_with_qp_master(kind):
     assert alpha.sum() == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("solver", [solve_simplex_qp, solve_simplex_qp_active_set])
+@pytest.mark.parametrize("solver", [solve_simplex_qp, *ACTIVE_SETS])
 def test_simplex_qp_kkt_and_warm_start(solver):
     rng = np.random.default_rng(3)
     A = rng.normal(size=(60, 8))
@@ -128,8 +142,9 @@ def brute_force_simplex_qp(Q, b):
     return best
 
 
+@pytest.mark.parametrize("solver", ACTIVE_SETS)
 @pytest.mark.parametrize("seed", range(60))
-def test_active_set_matches_enumeration_of_supports(seed):
+def test_active_set_matches_enumeration_of_supports(seed, solver):
     """Small degenerate problems: repeated, collinear, zero and all-equal planes, ties in b."""
     rng = np.random.default_rng(seed)
     k = int(rng.integers(1, 8))
@@ -142,11 +157,47 @@ def test_active_set_matches_enumeration_of_supports(seed):
     start = rng.dirichlet(np.ones(k)) if seed % 2 else np.eye(k)[k - 1]
     alpha = start.copy()
     grad = np.empty(k)
-    _, violation = solve_simplex_qp_active_set(Q, b, alpha, grad, 1e-12, 10**5)
+    _, violation = solver(Q, b, alpha, grad, 1e-12, 10**5)
     assert violation <= 1e-9 * (1 + np.abs(Q).max())
     assert alpha.min() >= 0 and alpha.sum() == pytest.approx(1.0, abs=1e-12)
     value = 0.5 * alpha @ Q @ alpha - b @ alpha
     assert value == pytest.approx(brute_force_simplex_qp(Q, b), abs=1e-9 * (1 + np.abs(Q).max()))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("lam", [1e-6, 1e-2, 10.0])
+def test_numpy_and_compiled_masters_agree_along_a_fit_like_sequence(kind, lam, monkeypatch):
+    """Planes arrive one at a time and each solve is warm-started from the last one's
+    weights and factor, as in a fit: the NumPy method (small bundles) and the compiled one
+    (large bundles) give the same weights, bounds and iterates to round-off."""
+    rng = np.random.default_rng(zlib.crc32(f"{kind}-{lam}".encode()))
+    A, b = random_bundle(rng, 60, 12, kind)
+    runs = []
+    for small in (10**6, 0):  # every bundle small, then every bundle large
+        monkeypatch.setattr(qp, "SMALL_BUNDLE", small)
+        bundle = Bundle(12, capacity=25)  # aggregation drops planes: inherited factors
+        master = QPMaster(lam)
+        out = []
+        for a_i, b_i in zip(A, b, strict=True):
+            bundle.add(a_i, b_i)
+            w, lower, alpha = master.solve(bundle)
+            bundle.set_weights(alpha)
+            k = bundle.size
+            # the KKT tolerance master_step asks for (QPMaster's tol 1e-11 relative to the
+            # problem's scale): P(w) − D(α) is at most this much
+            tol = 1e-11 * (
+                1 + np.abs(bundle.b[:k]).max() + 1e-3 * np.diagonal(bundle.G)[:k].max() / lam
+            )
+            primal = lam / 2 * w @ w + np.max(bundle.A[:k] @ w + bundle.b[:k])
+            assert -1e-12 * (1 + abs(lower)) <= primal - lower <= tol
+            out.append((w, lower, tol))
+        assert master.fallbacks == 0
+        runs.append(out)
+    for (w1, lo1, tol1), (w2, lo2, tol2) in zip(*runs, strict=True):
+        # both are within their tolerance of the same optimum; lam-strong convexity of the
+        # primal bounds the distance of each w to the minimiser by sqrt(2 tol / lam)
+        assert abs(lo1 - lo2) <= tol1 + tol2
+        assert np.linalg.norm(w1 - w2) <= np.sqrt(2 * tol1 / lam) + np.sqrt(2 * tol2 / lam)
 
 
 def test_aggregation_keeps_the_master_optimum():
