@@ -27,7 +27,7 @@ distance of the objective to its minimum.
 
 import numpy as np
 from numba import njit
-from scipy.linalg import solve_triangular
+from scipy.linalg.lapack import dtrtrs
 
 from bmrm.solver._jit import INNER, OUTER
 
@@ -255,12 +255,12 @@ def _active_set_numpy(Q, b, alpha, grad, tol, max_iter, L, S, s_given, tau):
     ones = np.ones(k)
 
     def lower(s, rhs):
-        # L[:s, :s] x = rhs
-        return solve_triangular(L[:s, :s], rhs, lower=True, check_finite=False)
+        # L[:s, :s] x = rhs (LAPACK's triangular solve, without scipy.linalg's checks)
+        return dtrtrs(L[:s, :s], rhs, lower=1)[0]
 
     def backward(s, rhs):
         # L[:s, :s]ᵀ x = rhs
-        return solve_triangular(L[:s, :s], rhs, lower=True, trans="T", check_finite=False)
+        return dtrtrs(L[:s, :s], rhs, lower=1, trans=1)[0]
 
     def pivot(s, j):
         lrow = lower(s, Qk[j, S[:s]] + tau) if s else np.zeros(0)
