@@ -16,6 +16,7 @@ from typing import Protocol
 
 import numpy as np
 
+from bmrm.solver import qp
 from bmrm.solver.bundle import Bundle
 from bmrm.solver.qp import master_step, solve_simplex_qp
 from bmrm.solver.regularizers import Regularizer, make_regularizer
@@ -109,10 +110,11 @@ class QPMaster:
     The dual objective D(α) = bᵀα − αᵀGα/(2 lam) at any feasible α is a valid lower bound on
     the master optimum, so the certificate holds even if the QP were stopped early. The dual
     is solved exactly by an active-set method (:func:`~bmrm.solver.qp.master_step`: in NumPy
-    for bundles of at most :data:`~bmrm.solver.qp.SMALL_BUNDLE` planes, compiled beyond)
-    warm-started from the previous weights and, while the planes of the previous
-    working set (size s) are all still in the bundle, from its Cholesky factor: a new plane
-    then usually costs a few O(k·s) cycles; otherwise the factor is rebuilt in O(s³/6).
+    in the first :data:`~bmrm.solver.qp.SMALL_SOLVES` solves of bundles of at most
+    :data:`~bmrm.solver.qp.SMALL_BUNDLE` planes, compiled otherwise) warm-started from the
+    previous weights and, while the planes of the previous working set (size s) are all
+    still in the bundle, from its Cholesky factor: a new plane then usually costs a few
+    O(k·s) cycles; otherwise the factor is rebuilt in O(s³/6).
     Should it ever stop short of the KKT tolerance, pair steps continue from its point, and
     an exact request (``accuracy = 0``) that still fails goes to an interior-point solver
     (Clarabel) before a final polish; ``fallbacks`` counts those hand-overs (none in the
@@ -149,6 +151,7 @@ class QPMaster:
         self.tol = tol
         self.max_steps = max_steps
         self.steps = 0
+        self.solves = 0  # master_step calls, which choose its NumPy or compiled method
         self.fallbacks = 0
         self.misses = 0  # fallbacks whose pair steps also stopped short of the tolerance
         # the active-set factor of the last solve, reused while its planes stay
@@ -184,9 +187,14 @@ class QPMaster:
         alpha = np.empty(k)
         v, _, _, _, _ = master_step(
             bundle.G, b, bundle.A, bundle.ids, k, self.lam, bundle.alpha, self.tol, 0.0,
-            self._L, self._S, self._S_ids, self._meta, alpha,
+            self._L, self._S, self._S_ids, self._meta, alpha, small=self._small(k),
         )  # fmt: skip
         return v
+
+    def _small(self, k: int) -> bool:
+        """Whether this solve takes the NumPy method (:data:`~bmrm.solver.qp.SMALL_SOLVES`)."""
+        self.solves += 1
+        return self.solves <= qp.SMALL_SOLVES and k <= qp.SMALL_BUNDLE
 
     def solve(self, bundle: Bundle, accuracy: float = 0.0):
         """Solve the dual; ``accuracy`` (>= 0) is an absolute tolerance on its objective.
@@ -236,6 +244,7 @@ class QPMaster:
             self._S_ids,
             self._meta,
             alpha,
+            small=self._small(k),
         )
         self.steps += steps
         if violation <= tol:

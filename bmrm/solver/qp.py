@@ -13,9 +13,9 @@ with ``w = −Aᵀα / lam``. Two solvers minimise ½αᵀQα − bᵀα over th
 * :func:`solve_simplex_qp_active_set` (and :func:`active_set`, :func:`master_step`, which
   the solver loop calls): an exact active-set method with Cholesky updates, warm-started
   from the previous weights and, inside a fit, from the previous factor. This is the one
-  the package uses: compiled, and for bundles of at most :data:`SMALL_BUNDLE` planes
-  transcribed to NumPy (:func:`_active_set_numpy`), so that a fit whose bundle stays small
-  compiles none of the QP.
+  the package uses: compiled, and transcribed to NumPy (:func:`_active_set_numpy`) for a
+  master's first :data:`SMALL_SOLVES` solves of bundles of at most :data:`SMALL_BUNDLE`
+  planes, so that a short fit compiles none of the QP.
 * :func:`solve_simplex_qp`: sequential minimal optimisation, each step moving weight between
   the pair of coordinates chosen by second-order working-set selection (Fan, Chen & Lin,
   JMLR 2005), exact along that pair. It converges linearly, slowly on ill-conditioned
@@ -685,22 +685,41 @@ def active_set(Q, b, alpha, grad, tol, max_iter, L, S, s_given, tau):
     return iterations, gmax - gmin, s
 
 
-# Bundles of at most this many planes are solved by the NumPy transcription of the
-# active-set method (:func:`_active_set_numpy`), larger ones by the compiled one: the same
-# method with the same tolerance, so both give the optimum to the same accuracy; NumPy's
-# per-call overhead is small beside a fit's oracle calls while the bundle is small, and a fit
-# that never grows its bundle past this size compiles none of the QP.
+# The NumPy transcription of the active-set method (:func:`_active_set_numpy`) solves the
+# masters of bundles of at most SMALL_BUNDLE planes (master_step's ``small``), and
+# :class:`~bmrm.solver.masters.QPMaster` asks for it in its first SMALL_SOLVES solves: the same
+# method with the same tolerance, whose per-call overhead is small beside a short fit's
+# oracle calls, so that such a fit compiles none of the QP; a long fit, where the master's
+# speed counts, goes on with the compiled method.
 SMALL_BUNDLE = 128
+SMALL_SOLVES = 500
 
 
-def master_step(G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S_ids, meta, alpha):
+def master_step(
+    G,
+    b_all,
+    A,
+    ids,
+    k,
+    lam,
+    alpha_prev,
+    rel_tol,
+    accuracy,
+    L,
+    S,
+    S_ids,
+    meta,
+    alpha,
+    *,
+    small=None,
+):
     """Solve the L2 master once from the bundle's buffers: the work of ``QPMaster.solve``.
 
     Normalises the previous weights ``alpha_prev[:k]`` into ``alpha`` as the warm start,
     solves the dual in the scale of G (objective, gradient and tolerance times lam, which
-    saves forming Q = G/lam) by the active-set method (:func:`_active_set_numpy` for at most
-    :data:`SMALL_BUNDLE` planes, else the compiled :func:`active_set`), and returns what the
-    solver loop needs.
+    saves forming Q = G/lam) by the active-set method (:func:`_active_set_numpy` when
+    ``small``, else the compiled :func:`active_set`), and returns what the solver loop
+    needs.
 
     The factor of the previous solve (L, with its working set's plane numbers in
     ``S_ids[:meta[1]]`` and its τ in ``meta[0]``) is reused when all those planes are still
@@ -741,6 +760,8 @@ def master_step(G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S
         The factor's τ and the size of its working set (0: no factor); updated in place.
     alpha : ndarray of shape (>= k,), float64
         Output: the final weights in its first k entries.
+    small : bool or None, default=None
+        Whether to solve by the NumPy method; None: when k <= :data:`SMALL_BUNDLE`.
 
     Returns
     -------
@@ -754,7 +775,9 @@ def master_step(G, b_all, A, ids, k, lam, alpha_prev, rel_tol, accuracy, L, S, S
     violation, tol : float
         The KKT violation reached and the one asked for, both in the scale of Q.
     """
-    solve = _active_set_numpy if k <= SMALL_BUNDLE else active_set
+    if small is None:
+        small = k <= SMALL_BUNDLE
+    solve = _active_set_numpy if small else active_set
     try:
         with np.errstate(all="ignore"):
             b, tau, s_given, tol, max_diag = _master_open(

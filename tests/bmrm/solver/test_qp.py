@@ -175,6 +175,7 @@ def test_numpy_and_compiled_masters_agree_along_a_fit_like_sequence(kind, lam, m
     runs = []
     for small in (10**6, 0):  # every bundle small, then every bundle large
         monkeypatch.setattr(qp, "SMALL_BUNDLE", small)
+        monkeypatch.setattr(qp, "SMALL_SOLVES", small)
         bundle = Bundle(12, capacity=25)  # aggregation drops planes: inherited factors
         master = QPMaster(lam)
         out = []
@@ -198,6 +199,38 @@ def test_numpy_and_compiled_masters_agree_along_a_fit_like_sequence(kind, lam, m
         # primal bounds the distance of each w to the minimiser by sqrt(2 tol / lam)
         assert abs(lo1 - lo2) <= tol1 + tol2
         assert np.linalg.norm(w1 - w2) <= np.sqrt(2 * tol1 / lam) + np.sqrt(2 * tol2 / lam)
+
+
+@pytest.mark.parametrize("small_bundle,small_solves", [(100, 5), (6, 100)])
+def test_a_master_takes_the_numpy_method_for_its_first_small_solves(
+    small_bundle, small_solves, monkeypatch
+):
+    calls = []
+    for name in ("_active_set_numpy", "active_set"):
+        method = getattr(qp, name)
+
+        def spy(*args, method=method, name=name):
+            calls.append(name)
+            return method(*args)
+
+        monkeypatch.setattr(qp, name, spy)
+    monkeypatch.setattr(qp, "SMALL_BUNDLE", small_bundle)
+    monkeypatch.setattr(qp, "SMALL_SOLVES", small_solves)
+    rng = np.random.default_rng(11)
+    bundle, master = Bundle(4, capacity=30), QPMaster(0.1)
+    sizes = []
+    for _ in range(12):
+        bundle.add(rng.normal(size=4), float(rng.normal()))
+        bundle.set_weights(master.solve(bundle)[2])
+        sizes.append(bundle.size)
+    # one method call per solve here (a fresh factor is never needed twice)
+    assert len(calls) == 12
+    expected = [
+        "_active_set_numpy" if i < small_solves and k <= small_bundle else "active_set"
+        for i, k in enumerate(sizes)
+    ]
+    assert calls == expected
+    assert "active_set" in calls and "_active_set_numpy" in calls
 
 
 def test_aggregation_keeps_the_master_optimum():
