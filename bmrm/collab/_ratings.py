@@ -21,7 +21,9 @@ class Ratings(NamedTuple):
     """Ratings held user-major, with what is needed to give results back in the input form."""
 
     indptr: np.ndarray  # int64 (n_users + 1,)
-    indices: np.ndarray  # int64 (n_ratings,): item of each rating, increasing within a user
+    # (n_ratings,): item of each rating, increasing within a user; int32 (the type scipy's
+    # CSR matrices hold, so a canonical one is used without a copy) below 2^31 items
+    indices: np.ndarray
     data: np.ndarray  # float64 (n_ratings,)
     shape: tuple[int, int]
     form: str  # "sparse" or "arrays"
@@ -72,6 +74,11 @@ def _integer_ids(a, name: str) -> np.ndarray:
     return a.astype(np.int64)
 
 
+def _index_type(n_items: int):
+    """The item indices' type: one per size class, so the kernels compile once for it."""
+    return np.int32 if n_items < 2**31 else np.int64
+
+
 def _canonical_csr(ratings, name: str) -> Ratings:
     """A CSR matrix with sorted indices and no duplicates is user-major already: its arrays
     are used as they are (no sort and no copy of float64 ratings)."""
@@ -82,8 +89,8 @@ def _canonical_csr(ratings, name: str) -> Ratings:
     if not np.all(np.isfinite(values)):
         raise ValueError(f"{name} must not hold NaN or inf ratings")
     indptr = np.asarray(ratings.indptr, dtype=np.int64)
-    items = np.asarray(ratings.indices, dtype=np.int64)
     n_shape = tuple(int(s) for s in ratings.shape)
+    items = np.asarray(ratings.indices, dtype=_index_type(n_shape[1]))
     return Ratings(indptr, items, values, n_shape, "sparse", "csr", None, None)
 
 
@@ -165,4 +172,5 @@ def check_ratings(ratings, name: str = "ratings", shape=None) -> Ratings:
         )
     counts = np.bincount(users, minlength=n_shape[0])
     indptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    items = items.astype(_index_type(n_shape[1]))
     return Ratings(indptr, items, values, n_shape, form, fmt, order, source)

@@ -59,30 +59,47 @@ class StepSettings(NamedTuple):
     bundle_size: int
 
 
+# a step that has not lowered its objective after step_max_iter iterations goes on, up to
+# this many times as many: stopping it there would end the outer iteration without progress
+# (so the fit would take a capped step for convergence)
+NO_PROGRESS_FACTOR = 3
+
+
 def minimize_step(oracle, w0, settings: StepSettings):
     """Minimise lam/2 ‖w‖² + R(w) from w0 by :func:`bmrm.minimize_bmrm` to a relative gap
-    ``tol``, or until the gap is at most ``step_tol`` times the decrease made (module
-    docstring)."""
+    ``tol``, or until the gap is at most ``step_tol`` times the decrease made, or after
+    ``max_iter`` iterations once the best point is below the start (module docstring of
+    :mod:`bmrm.collab.model`); the result's ``converged`` says whether it stopped before
+    that cap."""
     start = []
+    capped = []
 
     def callback(res):
+        if res.status != 2:  # the loop stops anyway (converged, or its own cap)
+            return
         if not start:  # the first iteration evaluates w0
             start.append(res.history["objective"][0])
-        if res.gap <= settings.step_tol * (start[0] - res.fun):
+        decrease = start[0] - res.fun
+        if settings.step_tol is not None and res.gap <= settings.step_tol * decrease:
+            raise StopIteration
+        if res.nit >= settings.max_iter and decrease > 0:
+            capped.append(True)
             raise StopIteration
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=Warning)  # max_iter: reported per step
-        return minimize_bmrm(
+        res = minimize_bmrm(
             oracle,
             len(w0),
             settings.lam,
             w0=w0,
             tol=settings.tol,
-            max_iter=settings.max_iter,
-            bundle_size=min(settings.bundle_size, settings.max_iter + 1),
-            callback=None if settings.step_tol is None else callback,
+            max_iter=settings.max_iter * NO_PROGRESS_FACTOR,
+            bundle_size=max(3, min(settings.bundle_size, settings.max_iter + 1)),
+            callback=callback,
         )
+    res.converged = not capped and res.status != 2
+    return res
 
 
 def solve_users(indptr, indices, parts, users, U, b, V, c, offsets, settings):
@@ -114,5 +131,5 @@ def solve_users(indptr, indices, parts, users, U, b, V, c, offsets, settings):
         gap += res.gap
         nit += res.nit
         nfev += res.nfev
-        converged &= res.status != 2
+        converged &= res.converged
     return J, gap, nit, nfev, converged

@@ -188,7 +188,34 @@ def test_empty_rows_get_zero_factors_and_steps_stop_by_their_rule(u_step):
         if u_step == "users" and step["step"] == "U":
             continue  # the rule holds per user
         stopped_by_rule = step["gap"] <= 0.3 * (J0 - step["objective"]) + 1e-12
-        assert stopped_by_rule or step["rel_gap"] <= 1e-4 or step["nit"] == 30
+        capped = not step["converged"] and step["nit"] >= model.step_max_iter
+        assert stopped_by_rule or step["rel_gap"] <= 1e-4 or capped
+
+
+@pytest.mark.parametrize("u_step", ["block", "batch", "users"])
+@pytest.mark.parametrize("loss, params", [("ndcg", None), ("ordinal", None)])
+def test_a_step_stopped_at_its_cap_has_lowered_j(loss, params, u_step):
+    """With one or two bundle iterations per step, a step that stops at step_max_iter has
+    lowered J (it goes on past the cap until its best point is below its start, up to
+    three times the cap), so no outer iteration ends without progress while a step's
+    certified gap leaves room: the fit does not stop on a capped step's zero decrease."""
+    from bmrm.collab._steps import NO_PROGRESS_FACTOR
+
+    for cap in (1, 2):
+        ratings = random_ratings(cap, n_users=20, n_items=16, density=0.6)
+        model = fitted(
+            loss, params, ratings, u_step=u_step, max_iter=6, step_max_iter=cap, tol=1e-9,
+            step_tol=1e-3,
+        )  # fmt: skip
+        res = model.result_
+        before = [res.objective[0]] + [s["objective"] for s in res.steps[:-1]]
+        for J0, step in zip(before, res.steps, strict=True):
+            if u_step == "users" and step["step"] == "U":
+                continue  # per user: its own solves (nit sums over users)
+            assert step["nit"] <= NO_PROGRESS_FACTOR * cap
+            if not step["converged"] and step["nit"] < NO_PROGRESS_FACTOR * cap:
+                assert step["objective"] < J0
+        assert np.all(np.diff(res.objective) < 0.0)
 
 
 @pytest.mark.parametrize(

@@ -35,6 +35,20 @@ def test_explicit_zeros_are_ratings():
     np.testing.assert_array_equal(np.diff(R.indptr), [6, 2, 0, 5, 6])
 
 
+@pytest.mark.parametrize("form", ["csr", "coo", "arrays"])
+def test_every_input_form_holds_the_same_int32_index(form):
+    """The item indices are int32 whatever the input's form (one kernel signature), and a
+    canonical CSR matrix's own index array is used without a copy."""
+    m = matrix()
+    given = (ROWS, COLS, VALS) if form == "arrays" else m.asformat(form)
+    R = check_ratings(given)
+    assert R.indices.dtype == np.int32
+    np.testing.assert_array_equal(R.indices, m.indices)
+    np.testing.assert_array_equal(R.indptr, m.indptr)
+    if form == "csr":
+        assert np.shares_memory(R.indices, given.indices)
+
+
 @pytest.mark.parametrize("fmt", ["csr", "coo"])
 def test_duplicates_are_refused(fmt):
     rows, cols, vals = np.append(ROWS, 3), np.append(COLS, 4), np.append(VALS, 1.0)
