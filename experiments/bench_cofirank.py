@@ -18,7 +18,8 @@ core's seconds); after every outer iteration NDCG@10 on the test ratings (its ti
 excluded from the fit's seconds). Reported: wall and process-CPU seconds per outer
 iteration and per step, bundle iterations per step, and NDCG@10 against fit time.
 ``--u-step``, ``--step-tol``, ``--step-max-iter`` and ``--bundle-size`` are the model's
-parameters of those names. ``--memory`` reruns two outer iterations under
+parameters of those names (``--step-max-iter`` is 5 here, the model's setting for speed;
+the model's default is 30). ``--memory`` reruns two outer iterations under
 ``tracemalloc`` and reports the peak of traced allocations beside the ratings' and
 factors' own bytes, and the process's peak resident size. ``--threads`` sets numba's
 threads (the kernels' thread pool) and BLAS's.

@@ -84,19 +84,22 @@ lowered J (a step that has not goes on, up to three times as many iterations: st
 would end the outer iteration without progress and the fit would take that for
 convergence). Its tolerance thus tightens as the outer loop converges and the steps'
 decreases shrink; the fit stops when an outer iteration lowers J by at most ``tol``
-relative to J and neither of its steps stopped at ``step_max_iter``, at which point every
-step's gap is at most ``step_tol·tol·J`` (or ``tol`` relative). Each step's certified gap
-is reported in :attr:`CofiRank.result_`.
+relative to J and each of its steps either stopped by its own rule (its gap is then at
+most ``step_tol·tol·J``, or ``tol`` relative) or, stopped at ``step_max_iter``, certifies a
+gap of at most ``tol·J``: no step with the other factor fixed could then lower J by more
+than ``tol`` relative. Each step's certified gap is reported in :attr:`CofiRank.result_`.
 
-Why few iterations per step: every step minimises J over one factor with the other fixed,
+Few iterations per step: every step minimises J over one factor with the other fixed,
 and for a latent loss a surrogate that is re-linearised at the next step anyway, so what
 a step's last iterations add is soon undone by the other factor's move. The bundle
 method's first iterations make most of a step's decrease (its lower bound is loose at
-first, so its gap closes slowly), and at equal time more, shorter steps lower J further
-than fewer, longer ones; ``step_max_iter=5`` is the default for that reason
-(``experiments/bench_cofirank.py`` measures seconds per outer iteration and J against
-time). Since the bundle keeps at most ``step_max_iter + 1`` planes, it also bounds the
-steps' memory.
+first, so its gap closes slowly), and on large rating sets more, shorter steps lower J
+further at equal time than fewer, longer ones: ``step_max_iter=5`` is the setting for
+speed there (``experiments/bench_cofirank.py`` measures seconds per outer iteration and J
+against time). Such short steps rarely certify a gap of ``tol·J``, so the fit then mostly
+runs to ``max_iter``; the default of 30 lets the steps finish by their own rule and the
+fit stop by its own. Since the bundle keeps at most ``step_max_iter + 1`` planes, the cap
+also bounds the steps' memory.
 
 J is not jointly convex (and U = V = 0 is always a stationary point), so only a local
 solution is sought. What is guaranteed is that J never increases: the bundle method
@@ -185,9 +188,9 @@ class CofiRankResult(OptimizeResult):
     nit : int
         Outer iterations.
     status, success, message :
-        0 converged (relative decrease of J below ``tol`` in an outer iteration neither
-        of whose steps stopped at ``step_max_iter``), 2 ``max_iter`` reached, 4 the
-        callback raised ``StopIteration``.
+        0 converged (relative decrease of J below ``tol`` in an outer iteration whose
+        steps each stopped by their own rule or certify a gap of at most ``tol·J``), 2
+        ``max_iter`` reached, 4 the callback raised ``StopIteration``.
     seconds, cpu_seconds : float
         Wall-clock and process CPU seconds of the fit.
     init_nit, init_seconds, init_cpu_seconds :
@@ -456,7 +459,7 @@ class CofiRank(BaseEstimator):
     step_tol : float, default=0.5
         A step stops once its certified gap is at most ``step_tol`` times the decrease
         of J it has made (module docstring).
-    step_max_iter : int, default=5
+    step_max_iter : int, default=30
         Bundle iterations per step (per user for ``u_step="users"``) once the step has
         lowered J (up to three times as many before; module docstring).
     bundle_size : int, default=10
@@ -546,7 +549,7 @@ class CofiRank(BaseEstimator):
         tol: float = 1e-3,
         max_iter: int = 50,
         step_tol: float = 0.5,
-        step_max_iter: int = 5,
+        step_max_iter: int = 30,
         bundle_size: int = 10,
         init: str = "auto",
         init_scale: float = 0.1,
@@ -689,10 +692,13 @@ class CofiRank(BaseEstimator):
                     )  # fmt: skip
             objective.append(J)
             decrease = (J_start - J) / max(abs(J), 1e-300)
-            # a step stopped at step_max_iter certified nothing about its decrease: the
-            # small decrease of an outer iteration with such a step is not convergence
-            capped = not all(s["converged"] for s in steps[-2:])
-            if decrease <= self.tol and not capped:
+            # a step stopped at step_max_iter with a gap above tol·J could still lower J by
+            # more than tol: the small decrease of an outer iteration with such a step is
+            # not convergence
+            unfinished = any(
+                not s["converged"] and s["gap"] > self.tol * abs(J) for s in steps[-2:]
+            )
+            if decrease <= self.tol and not unfinished:
                 status = 0
             self.n_iter_ = outer
             self.result_ = self._result(J, objective, steps, outer, status, start, cpu_start)

@@ -218,6 +218,23 @@ def test_a_step_stopped_at_its_cap_has_lowered_j(loss, params, u_step):
         assert np.all(np.diff(res.objective) < 0.0)
 
 
+@pytest.mark.parametrize("loss, params", [("ndcg", None), ("squared", None)])
+def test_a_converged_fit_certifies_every_last_step(loss, params):
+    """Status 0 only when the last outer iteration lowered J by at most tol relative and
+    each of its two steps stopped by its own rule or certifies a gap of at most tol·J."""
+    ratings = random_ratings(5, n_users=30, n_items=20, density=0.5)
+    for cap in (2, 5, 30):
+        model = fitted(loss, params, ratings, max_iter=60, step_max_iter=cap, tol=1e-3)
+        res = model.result_
+        assert res.status == 0, res.message
+        J = res.objective[-1]
+        assert (res.objective[-2] - J) / abs(J) <= 1e-3
+        last = [s for s in res.steps if s["outer"] == res.nit]
+        assert [s["step"] for s in last] == ["U", "V"]
+        for step in last:
+            assert step["converged"] or step["gap"] <= 1e-3 * abs(J)
+
+
 @pytest.mark.parametrize(
     "loss, params, offsets",
     [
