@@ -8,14 +8,14 @@ import math
 import numpy as np
 from numba import njit
 
-from bmrm.solver._jit import OUTER
+from losses.kernels import JIT_OPTIONS
 
 __all__ = ["Bundle"]
 
 _plane_numbers = itertools.count(1)
 
 
-@njit(**OUTER)
+@njit(**JIT_OPTIONS)
 def _append_plane(A, G, a, k):
     """A[k] = a and row/column k of the Gram matrix G (one pass, no BLAS thread pool)."""
     d = a.shape[0]

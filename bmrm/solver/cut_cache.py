@@ -55,7 +55,7 @@ import time
 import numpy as np
 from numba import njit
 
-from bmrm.solver._jit import OUTER
+from losses.kernels import JIT_OPTIONS
 from losses.parallel import block_bounds, n_threads_for, run_blocks
 
 __all__ = ["CutCache", "bound_cache", "make_cut_cache", "supports_cut_cache"]
@@ -63,7 +63,7 @@ __all__ = ["CutCache", "bound_cache", "make_cut_cache", "supports_cut_cache"]
 logger = logging.getLogger("bmrm")
 
 
-@njit(**OUTER)
+@njit(**JIT_OPTIONS)
 def _block_of(bounds, q0):
     """The index of the block that starts at query q0."""
     b = 0
@@ -79,7 +79,7 @@ def _block_of(bounds, q0):
 _FAST = {"reassoc", "contract"}
 
 
-@njit(**OUTER, fastmath=_FAST)
+@njit(**JIT_OPTIONS, fastmath=_FAST)
 def _dot(A, q, k, w):
     """⟨A[q, k], w⟩."""
     s = 0.0
@@ -88,7 +88,7 @@ def _dot(A, q, k, w):
     return s
 
 
-@njit(**OUTER, fastmath=_FAST)
+@njit(**JIT_OPTIONS, fastmath=_FAST)
 def _cache_cut(q0, q1, bounds, A, c, filled, used, stamp, w, floor, partial, sums):
     """For the queries q0:q1, block b of ``bounds``: Σ_q max_k (c_qk + ⟨a_qk, w⟩) into
     sums[b, 0], the maximisers' offsets into sums[b, 1] and gradients into partial[b];
@@ -124,7 +124,7 @@ def _cache_cut(q0, q1, bounds, A, c, filled, used, stamp, w, floor, partial, sum
     sums[b, 1] = offset
 
 
-@njit(**OUTER)
+@njit(**JIT_OPTIONS)
 def _store(q0, q1, bounds, A, c, filled, used, stamp, w, P, r, rtol, stored):
     """For the queries q0:q1, store query q's plane (P[q], r[q] − ⟨P[q], w⟩), exact at w,
     unless a cached plane of q is within ``rtol``·r[q] of r[q] at w (that one is stamped

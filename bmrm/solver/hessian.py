@@ -14,13 +14,13 @@ import scipy.sparse as sp
 from numba import njit
 
 from bmrm.solver import products as _products
-from bmrm.solver._jit import OUTER
+from losses.kernels import JIT_OPTIONS
 from losses.parallel import block_bounds, n_threads_for, run_blocks
 
 __all__ = ["HessianProducts"]
 
 
-@njit(**OUTER, fastmath={"reassoc", "contract"})
+@njit(**JIT_OPTIONS, fastmath={"reassoc", "contract"})
 def _diagonal_products(start, stop, X, v, bias, h, xv, partial):
     """For the row blocks start:stop (``BLOCK_ROWS`` rows each): xv_i = X[i] v + bias and
     partial[c] = Σ_{i in block c} h_i xv_i X[i], in one pass over those rows."""

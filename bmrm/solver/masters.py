@@ -187,12 +187,13 @@ class QPMaster:
         alpha = np.empty(k)
         v, _, _, _, _ = master_step(
             bundle.G, b, bundle.A, bundle.ids, k, self.lam, bundle.alpha, self.tol, 0.0,
-            self._L, self._S, self._S_ids, self._meta, alpha, small=self._small(k),
+            self._L, self._S, self._S_ids, self._meta, alpha, small=self._count_solve(k),
         )  # fmt: skip
         return v
 
-    def _small(self, k: int) -> bool:
-        """Whether this solve takes the NumPy method (:data:`~bmrm.solver.qp.SMALL_SOLVES`)."""
+    def _count_solve(self, k: int) -> bool:
+        """Count a solve of ``k`` planes; whether it takes the NumPy method
+        (:data:`~bmrm.solver.qp.SMALL_SOLVES`, :data:`~bmrm.solver.qp.SMALL_BUNDLE`)."""
         self.solves += 1
         return self.solves <= qp.SMALL_SOLVES and k <= qp.SMALL_BUNDLE
 
@@ -244,7 +245,7 @@ class QPMaster:
             self._S_ids,
             self._meta,
             alpha,
-            small=self._small(k),
+            small=self._count_solve(k),
         )
         self.steps += steps
         if violation <= tol:

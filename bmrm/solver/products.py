@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from bmrm.solver._jit import OUTER
+from losses.kernels import JIT_OPTIONS
 from losses.parallel import block_bounds, n_threads_for, run_blocks
 
 BLOCK_ROWS = 2048
@@ -32,7 +32,7 @@ BLOCK_ROWS = 2048
 FUSED_BLOCK_BYTES = 1 << 20
 
 
-@njit(**OUTER, fastmath={"reassoc", "contract"})
+@njit(**JIT_OPTIONS, fastmath={"reassoc", "contract"})
 def _matvec_rows(start, stop, X, w, bias, out):
     """out[i] = X[i] w + bias for the rows start:stop of a C-contiguous (n, d) X."""
     d = X.shape[1]
@@ -43,7 +43,7 @@ def _matvec_rows(start, stop, X, w, bias, out):
         out[i] = s + bias
 
 
-@njit(**OUTER)
+@njit(**JIT_OPTIONS)
 def _scaled_rmatvec_rows(start, stop, X, g, n_terms, acc):
     """g[i] /= n_terms for the rows start:stop, and acc = Σ_i g[i] X[i] over them."""
     d = X.shape[1]
@@ -56,7 +56,7 @@ def _scaled_rmatvec_rows(start, stop, X, g, n_terms, acc):
                 acc[j] += gi * X[i, j]
 
 
-@njit(**OUTER)
+@njit(**JIT_OPTIONS)
 def _rmatvec_blocks(start, stop, X, g, partial):
     """partial[c] = Σ_{i in block c} g_i X[i] for the row blocks start:stop."""
     n, d = X.shape
@@ -210,7 +210,7 @@ def fused_cut(
     partial.sum(axis=0, out=out)
 
 
-@njit(**OUTER)
+@njit(**JIT_OPTIONS)
 def _query_rmatvec_dense(start, stop, X, g, query_ptr, order, scaling, out):
     """out[q, :d] = Σ_{rows i of query q} g_i X[i] (and out[q, d] = scaling Σ_i g_i when out
     has a column more than X) for the queries start:stop; ``order`` maps internal rows to
@@ -232,7 +232,7 @@ def _query_rmatvec_dense(start, stop, X, g, query_ptr, order, scaling, out):
             acc[d] = scaling * total
 
 
-@njit(**OUTER)
+@njit(**JIT_OPTIONS)
 def _query_rmatvec_csr(start, stop, data, indices, indptr, d, g, query_ptr, order, scaling, out):
     """:func:`_query_rmatvec_dense` for a CSR X given by ``data, indices, indptr``."""
     permuted = order.shape[0] > 0
@@ -286,7 +286,7 @@ def query_rmatvec(X, g, query_ptr, order, out, scaling: float = 1.0):
         run_blocks(_query_rmatvec_dense, bounds, X, g, query_ptr, order, float(scaling), out)
 
 
-@njit(**OUTER)
+@njit(**JIT_OPTIONS)
 def _scale_rows(start, stop, g, n_terms):
     for i in range(start, stop):
         g[i] /= n_terms

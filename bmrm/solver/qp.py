@@ -29,10 +29,10 @@ import numpy as np
 from numba import njit
 from scipy.linalg.lapack import dtrtrs
 
-from bmrm.solver._jit import INNER, OUTER
+from losses.kernels import INNER_JIT_OPTIONS, JIT_OPTIONS
 
 
-@njit(**OUTER)
+@njit(**JIT_OPTIONS)
 def solve_simplex_qp(Q, b, alpha, grad, tol, max_steps):
     """Minimise ½αᵀQα − bᵀα over {α ≥ 0, Σα = 1} in place.
 
@@ -123,12 +123,12 @@ def solve_simplex_qp(Q, b, alpha, grad, tol, max_steps):
 # ---------------------------------------------------------------------------------------
 # The helpers are compiled (and cached) as functions of their own: inlining them into the
 # solver made its first compilation several times slower. Only compiled code calls them, so
-# they get no Python entry point (INNER), which saves part of their compilation. A
+# they get no Python entry point (INNER_JIT_OPTIONS), which saves part of their compilation. A
 # non-finite answer (NumPy's error model: a division by zero gives inf or nan) goes to the
 # vertex step of master_step, and any α of the simplex gives a valid bound.
 
 
-@njit(**INNER)
+@njit(**INNER_JIT_OPTIONS)
 def _backward(L, s, rhs, out):
     """Solve L[:s, :s]ᵀ out = rhs (back substitution, by columns of L)."""
     for i in range(s):
@@ -140,7 +140,7 @@ def _backward(L, s, rhs, out):
             out[j] -= L[i, j] * x
 
 
-@njit(**INNER)
+@njit(**INNER_JIT_OPTIONS)
 def _delete(L, s, r, zb, z1):
     """Remove row and column ``r`` from the Cholesky factor L[:s, :s] of P_SS, in place.
 
@@ -178,7 +178,7 @@ def _delete(L, s, r, zb, z1):
         L[s - 1, j] = 0.0
 
 
-@njit(**INNER)
+@njit(**INNER_JIT_OPTIONS)
 def _pivot(Q, tau, S, s, L, j, lrow):
     """Row of the factor for coordinate j entering S: L lrow = P_Sj; returns the pivot δ²."""
     for r in range(s):
@@ -192,7 +192,7 @@ def _pivot(Q, tau, S, s, L, j, lrow):
     return d2
 
 
-@njit(**INNER)
+@njit(**INNER_JIT_OPTIONS)
 def _append(L, s, lrow, d, S, j, zb, z1, bj):
     for r in range(s):
         L[s, r] = lrow[r]
@@ -207,7 +207,7 @@ def _append(L, s, lrow, d, S, j, zb, z1, bj):
     z1[s] = v1 / d
 
 
-@njit(**INNER)
+@njit(**INNER_JIT_OPTIONS)
 def _drop_zeros(L, s, zb, z1, S, aS, inS, keep):
     """Remove from the working set every coordinate whose weight is at zero, keeping at
     least ``keep`` of them; returns the new size."""
@@ -222,7 +222,7 @@ def _drop_zeros(L, s, zb, z1, S, aS, inS, keep):
     return s
 
 
-@njit(**INNER)
+@njit(**INNER_JIT_OPTIONS)
 def _gradient(Q, b, S, aS, s, grad):
     """grad = Qα − b for α with weights aS[:s] on S[:s] (rows of the symmetric Q are
     contiguous)."""
@@ -470,7 +470,7 @@ def solve_simplex_qp_active_set(Q, b, alpha, grad, tol, max_iter):
     return int(iterations), float(violation)
 
 
-@njit(**OUTER)
+@njit(**JIT_OPTIONS)
 def active_set(Q, b, alpha, grad, tol, max_iter, L, S, s_given, tau):
     """The method of :func:`solve_simplex_qp_active_set`, with its factor kept by the caller.
 

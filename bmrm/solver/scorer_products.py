@@ -9,10 +9,10 @@ serial kernels do not. Both kernels accumulate in float64 whatever X's dtype.
 import numpy as np
 from numba import njit
 
-from bmrm.solver._jit import OUTER
+from losses.kernels import JIT_OPTIONS
 
 
-@njit(**OUTER)
+@njit(**JIT_OPTIONS)
 def softmax_gain(X, W, gains, P, h):
     """P[i] = softmax(W X[i]) and h[i] = Σ_k gains[k] P[i, k] for a C-contiguous X."""
     n, d = X.shape
@@ -37,7 +37,7 @@ def softmax_gain(X, W, gains, P, h):
         h[i] = hi
 
 
-@njit(**OUTER)
+@njit(**JIT_OPTIONS)
 def softmax_gain_vjp(X, P, gains, h, g, out):
     """out[k] = Σ_i g[i] P[i, k] (gains[k] − h[i]) X[i] (the K × d gradient)."""
     n, d = X.shape
