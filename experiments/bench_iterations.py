@@ -52,14 +52,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import losses  # noqa: E402
 from bmrm._validation import MAX_LAM, MIN_LAM  # noqa: E402
 from bmrm.demo import make_ranking_data  # noqa: E402
-from bmrm.solver import qp  # noqa: E402
-from bmrm.solver.bundle import Bundle  # noqa: E402
 from bmrm.solver.cccp import minimize_cccp  # noqa: E402
 from bmrm.solver.cut_cache import CutCache  # noqa: E402
 from bmrm.solver.loop import minimize_bmrm  # noqa: E402
-from bmrm.solver.masters import QPMaster  # noqa: E402
 from bmrm.solver.methods import METHODS, with_cut_cache  # noqa: E402
 from bmrm.solver.oracle import RiskOracle  # noqa: E402
+from bmrm.warmup import warmup as compile_kernels  # noqa: E402
 from experiments._common import (  # noqa: E402
     base_parser,
     data_errors,
@@ -389,11 +387,7 @@ def main(argv=None) -> int:
         for loss in warm:
             run(Xw, yw, qw, loss, 1e-2, method, None, 10.0, 20, cache_fraction=1e3)
     # the compiled master of long fits (those tiny fits take the NumPy one)
-    rng = np.random.default_rng(0)
-    bundle = Bundle(3, capacity=qp.SMALL_BUNDLE + 2)
-    for _ in range(qp.SMALL_BUNDLE + 1):
-        bundle.add(rng.normal(size=3), float(rng.normal()))
-    QPMaster(1e-2).solve(bundle)
+    compile_kernels(["ordinal"])
     warmup = time.perf_counter() - t
     progress(f"warm-up (numba compilation, untimed): {warmup:.1f} s")
 
