@@ -691,7 +691,7 @@ def active_set(Q, b, alpha, grad, tol, max_iter, L, S, s_given, tau):
 # method with the same tolerance, whose per-call overhead is small beside a short fit's
 # oracle calls, so that such a fit compiles none of the QP; a long fit, where the master's
 # speed counts, goes on with the compiled method.
-SMALL_BUNDLE = 64
+SMALL_BUNDLE = 128
 SMALL_SOLVES = 200
 
 
