@@ -12,10 +12,16 @@ quantiles) from ``--data-seed``.
 
 Protocols (Weimer, Karatzoglou, Le & Smola, NIPS 2007, §5): *weak*, for N in ``--n-train``:
 users with at least N + 10 ratings, N drawn at random for training and the rest for
-testing (:func:`bmrm.collab.weak_split`); *strong*: 10 % of those users held
-out, the model trained on every other user's ratings, each held-out user folded in from N
+testing (:func:`bmrm.collab.weak_split`); *strong*: 10 % of the users with at least
+N + 10 ratings for the smallest N held out, the model trained once on every other user's
+ratings, and for each N each held-out user with at least N + 10 ratings folded in from N
 random ratings with the item factors fixed and tested on the rest
-(:func:`bmrm.collab.strong_split`, :meth:`~bmrm.collab.CofiRank.fold_in`). The score is
+(:func:`bmrm.collab.strong_split` with ``min_ratings``,
+:meth:`~bmrm.collab.CofiRank.fold_in`): for each N the tested users are a uniformly random
+tenth of the users with N + 10 ratings, as when each N holds out its own users, and one
+training fit per seed and method serves every N (its seconds are the rows'
+``train_wall_s`` and ``train_cpu_s``; ``wall_s`` and ``cpu_s`` are that N's fold-in and
+scoring). The popularity baseline ranks by the training part's mean ratings. The score is
 the mean over test users of NDCG@10 on their test items, gain 2^r − 1 (``--gain exp``, the
 paper's; ``linear`` for r), k capped at the user's number of test items. Each cell is the
 mean ± standard deviation over ``--seeds`` draws.
@@ -43,6 +49,7 @@ every fit), results.md (the tables) and the tidy result file ``--results``/cofir
 
 from __future__ import annotations
 
+import copy
 import sys
 import time
 import warnings
@@ -135,7 +142,9 @@ def main(argv=None) -> int:
     parser.add_argument("path", nargs="?", type=Path, help="rating file or folder")
     parser.add_argument("--synthetic", action="store_true")
     parser.add_argument("--data-seed", type=int, default=0)
-    parser.add_argument("--n-train", type=int_at_least(1), nargs="+", default=[10, 20, 50])
+    parser.add_argument(
+        "--n-train", type=int_at_least(1), nargs="+", help="N values (default: 10 20 50)"
+    )
     parser.add_argument("--seeds", type=int_at_least(1), default=10)
     parser.add_argument(
         "--losses", nargs="+", default=["ndcg", "ordinal", "squared"],
@@ -165,7 +174,8 @@ def main(argv=None) -> int:
             ratings = read_ratings(path).matrix
         name = path.parent.name or path.stem
     if args.quick:
-        args.n_train, args.seeds, args.rank, args.max_iter = [10], 1, 5, 3
+        args.n_train, args.seeds, args.rank, args.max_iter = args.n_train or [10], 1, 5, 3
+    args.n_train = args.n_train or [10, 20, 50]
     out = make_out(args.out)
     if args.results is None:
         args.results = out
@@ -178,65 +188,91 @@ def main(argv=None) -> int:
     # seeds outermost: a run stopped early has the same number of seeds in every cell
     started = time.perf_counter()
     seeds_run = 0
+
+    def fit(train, loss, offsets, seed):
+        model = CofiRank(
+            loss=loss, loss_params={"gain": args.gain} if loss == "ndcg" else None,
+            n_factors=args.rank, lam="auto" if args.lam is None else args.lam,
+            offsets=offsets, max_iter=args.max_iter, random_state=seed,
+        )  # fmt: skip
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return model.fit(train)
+
+    def record(seed, protocol, n_train, loss, offsets, value, test, model, t0, c0, trained):
+        n_users = int((np.diff(test.indptr) > 0).sum())
+        rows.append(
+            {
+                "experiment": "cofirank", "dataset": name,
+                "method": "popularity" if model is None else
+                f"CofiRank-{loss}{'+offsets' if offsets else ''}",
+                "setting": f"{protocol} N={n_train}", "repetition": seed,
+                "protocol": protocol, "n_train": n_train, "loss": loss, "offsets": offsets,
+                "lam": "" if model is None else model.lam_, "ndcg_at_10": value,
+                "test_users": n_users,
+                "outer_iterations": 0 if model is None else model.n_iter_,
+                "wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+                "train_wall_s": trained[0], "train_cpu_s": trained[1],
+            }
+        )  # fmt: skip
+        if model is None:
+            return
+        write_csv(out / "results.csv", rows)  # kept up to date
+        write_tidy(args.results, rows, name, argv)
+        row = rows[-1]
+        seconds = row["wall_s"] if trained[0] == "" else row["train_wall_s"] + row["wall_s"]
+        cpu = row["cpu_s"] if trained[1] == "" else row["train_cpu_s"] + row["cpu_s"]
+        progress(
+            f"seed {seed} {protocol} N={n_train} {loss}{'+off' if offsets else ''}"
+            f": NDCG@10 {value:.4f} (lam {model.lam_:.3g}, {model.n_iter_} outer, "
+            f"{seconds:.1f} s, CPU {cpu:.1f} s, {n_users} users)"
+        )
+
     for seed in range(args.seeds):
         if args.time_budget is not None and time.perf_counter() - started > args.time_budget:
             progress(f"time budget reached: {seeds_run} of {args.seeds} seeds run")
             break
         seeds_run += 1
         for protocol in protocols:
-            for n_train in args.n_train:
-                if protocol == "weak":
+            if protocol == "weak":
+                for n_train in args.n_train:
                     train, test = weak_split(ratings, n_train, 10, seed=seed)
-                    fold = None
-                else:
-                    train, fold, test = strong_split(ratings, n_train, 10, seed=seed)
-                n_users = int((np.diff(test.indptr) > 0).sum())
-                t0, c0 = time.perf_counter(), time.process_time()
-                value = popularity(train if fold is None else fold, test, args.gain)
-                rows.append(
-                    {
-                        "experiment": "cofirank", "dataset": name, "method": "popularity",
-                        "setting": f"{protocol} N={n_train}", "repetition": seed,
-                        "protocol": protocol, "n_train": n_train, "loss": "popularity",
-                        "offsets": False, "lam": "", "ndcg_at_10": value,
-                        "test_users": n_users, "outer_iterations": 0,
-                        "wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
-                    }
-                )  # fmt: skip
-                for loss, offsets in methods:
-                    lam = "auto" if args.lam is None else args.lam
                     t0, c0 = time.perf_counter(), time.process_time()
-                    model = CofiRank(
-                        loss=loss, loss_params={"gain": args.gain} if loss == "ndcg" else None,
-                        n_factors=args.rank, lam=lam, offsets=offsets,
-                        max_iter=args.max_iter, random_state=seed,
-                    )  # fmt: skip
+                    value = popularity(train, test, args.gain)
+                    record(seed, protocol, n_train, "popularity", False, value, test, None,
+                           t0, c0, ("", ""))  # fmt: skip
+                    for loss, offsets in methods:
+                        t0, c0 = time.perf_counter(), time.process_time()
+                        model = fit(train, loss, offsets, seed)
+                        value = model.score(test, k=10, gain=args.gain)
+                        record(seed, protocol, n_train, loss, offsets, value, test, model,
+                               t0, c0, ("", ""))  # fmt: skip
+                continue
+            # one held-out draw (among the users qualifying for the smallest N) and one
+            # training part for every N
+            least = min(args.n_train) + 10
+            splits = {
+                n: strong_split(ratings, n, 10, seed=seed, min_ratings=least) for n in args.n_train
+            }
+            train = splits[args.n_train[0]][0]
+            for n_train, (_, _, test) in splits.items():
+                t0, c0 = time.perf_counter(), time.process_time()
+                value = popularity(train, test, args.gain)
+                record(seed, protocol, n_train, "popularity", False, value, test, None,
+                       t0, c0, ("", ""))  # fmt: skip
+            for loss, offsets in methods:
+                t0, c0 = time.perf_counter(), time.process_time()
+                trained_model = fit(train, loss, offsets, seed)
+                trained = (time.perf_counter() - t0, time.process_time() - c0)
+                for n_train, (_, fold, test) in splits.items():
+                    t0, c0 = time.perf_counter(), time.process_time()
+                    model = copy.deepcopy(trained_model)
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
-                        model.fit(train)
-                        if fold is not None:
-                            model.fold_in(fold)
+                        model.fold_in(fold)
                     value = model.score(test, k=10, gain=args.gain)
-                    rows.append(
-                        {
-                            "experiment": "cofirank", "dataset": name,
-                            "method": f"CofiRank-{loss}{'+offsets' if offsets else ''}",
-                            "setting": f"{protocol} N={n_train}", "repetition": seed,
-                            "protocol": protocol, "n_train": n_train, "loss": loss,
-                            "offsets": offsets, "lam": model.lam_, "ndcg_at_10": value,
-                            "test_users": n_users, "outer_iterations": model.n_iter_,
-                            "wall_s": time.perf_counter() - t0,
-                            "cpu_s": time.process_time() - c0,
-                        }
-                    )  # fmt: skip
-                    write_csv(out / "results.csv", rows)  # kept up to date
-                    write_tidy(args.results, rows, name, argv)
-                    progress(
-                        f"seed {seed} {protocol} N={n_train} {loss}{'+off' if offsets else ''}"
-                        f": NDCG@10 {value:.4f} (lam {model.lam_:.3g}, {model.n_iter_} outer, "
-                        f"{rows[-1]['wall_s']:.1f} s, CPU {rows[-1]['cpu_s']:.1f} s, "
-                        f"{n_users} users)"
-                    )
+                    record(seed, protocol, n_train, loss, offsets, value, test, model,
+                           t0, c0, trained)  # fmt: skip
     write_csv(out / "results.csv", rows)
     lines = [
         f"# CofiRank on {name} ({ratings.shape[0]} users × {ratings.shape[1]} items, "

@@ -8,6 +8,12 @@ to training and the rest to testing; other users are left out of both.
 qualifying users is held out; the model is trained on every other user's ratings, then
 each held-out user's factors are fitted on ``n_train`` of their ratings drawn at random
 with the item factors fixed (:meth:`bmrm.collab.CofiRank.fold_in`) and tested on the rest.
+With ``min_ratings`` the held-out users are drawn from the users with at least that many
+ratings instead, and a held-out user with fewer than ``n_train + min_test`` ratings is in
+neither the fold nor the test part: the same seed and ``min_ratings`` then hold out the
+same users, and give the same training part, for every ``n_train``, so one training fit
+serves a whole sweep over N, each N tested on the held-out users who have ``N +
+min_test`` ratings (a uniformly random share of those users, as without it).
 
 Both return the parts in the form of their input: scipy.sparse matrices of the input's
 shape and format (explicit zeros kept), or ``(users, items, ratings)`` tuples holding the
@@ -69,7 +75,9 @@ def weak_split(ratings, n_train: int, min_test: int = 10, *, seed=None):
     return R.subset(kept & (rank < n_train)), R.subset(kept & (rank >= n_train))
 
 
-def strong_split(ratings, n_train: int, min_test: int = 10, *, heldout=0.1, seed=None):
+def strong_split(
+    ratings, n_train: int, min_test: int = 10, *, heldout=0.1, min_ratings=None, seed=None
+):
     """Split ratings by CofiRank's strong-generalisation protocol (module docstring).
 
     Parameters
@@ -82,6 +90,10 @@ def strong_split(ratings, n_train: int, min_test: int = 10, *, heldout=0.1, seed
         more may be held out.
     heldout : float in (0, 1)
         Share of those users held out (rounded, at least one).
+    min_ratings : int or None
+        Draw the held-out users from the users with at least this many ratings (None:
+        ``n_train + min_test``); a held-out user with fewer than ``n_train + min_test``
+        ratings is then in neither ``fold`` nor ``test`` (module docstring).
     seed : int, Generator or None
         Seed of the random draws.
 
@@ -94,17 +106,30 @@ def strong_split(ratings, n_train: int, min_test: int = 10, *, heldout=0.1, seed
     n_train, min_test = _check_sizes(n_train, min_test)
     if isinstance(heldout, bool) or not isinstance(heldout, numbers.Real) or not 0 < heldout < 1:
         raise ValueError(f"heldout must be a share in (0, 1); got {heldout!r}")
+    needed = n_train + min_test
+    what = "min_ratings"
+    if min_ratings is None:
+        min_ratings, what = needed, "n_train + min_test"
+    elif (
+        isinstance(min_ratings, bool)
+        or not isinstance(min_ratings, numbers.Integral)
+        or min_ratings < 1
+    ):
+        raise ValueError(f"min_ratings must be an integer >= 1 or None; got {min_ratings!r}")
     R = check_ratings(ratings)
     rng = np.random.default_rng(seed)
     counts = np.diff(R.indptr)
-    candidates = np.flatnonzero(counts >= n_train + min_test)
+    candidates = np.flatnonzero(counts >= min_ratings)
     if candidates.size == 0:
-        raise ValueError(
-            f"no user has n_train + min_test = {n_train + min_test} ratings or more to hold out"
-        )
+        raise ValueError(f"no user has {what} = {min_ratings} ratings or more to hold out")
     n_out = max(1, int(round(heldout * candidates.size)))
     out_users = np.zeros(R.n_users, dtype=bool)
     out_users[rng.choice(candidates, size=n_out, replace=False)] = True
     out = np.repeat(out_users, counts)
+    tested = out & np.repeat(counts >= needed, counts)
     rank = _ranks(R, rng)
-    return R.subset(~out), R.subset(out & (rank < n_train)), R.subset(out & (rank >= n_train))
+    return (
+        R.subset(~out),
+        R.subset(tested & (rank < n_train)),
+        R.subset(tested & (rank >= n_train)),
+    )

@@ -5,11 +5,25 @@ from tests.experiments._quick import run_quick
 
 
 def test_cofirank_quick_run(tmp_path):
-    rows = run_quick("cofirank", tmp_path, extra=("--synthetic", "--protocols", "weak", "strong"))
+    rows = run_quick(
+        "cofirank",
+        tmp_path,
+        extra=("--synthetic", "--protocols", "weak", "strong", "--n-train", "10", "40"),
+    )
     methods = ("popularity", "ndcg", "ordinal", "squared")
-    assert [(r["protocol"], r["loss"]) for r in rows] == [
-        (p, loss) for p in ("weak", "strong") for loss in methods
+    weak = [(r["protocol"], r["n_train"], r["loss"]) for r in rows if r["protocol"] == "weak"]
+    assert weak == [("weak", n, loss) for n in ("10", "40") for loss in methods]
+    strong = [(r["n_train"], r["loss"]) for r in rows if r["protocol"] == "strong"]
+    assert strong == [(n, "popularity") for n in ("10", "40")] + [
+        (n, loss) for loss in methods[1:] for n in ("10", "40")
     ]
+    # the strong protocol trains once per method for every N: the same training time on
+    # each N's row, and the users tested at N = 40 are those of N = 10 with 50 ratings
+    for loss in methods[1:]:
+        fits = [r for r in rows if r["protocol"] == "strong" and r["loss"] == loss]
+        assert fits[0]["train_cpu_s"] == fits[1]["train_cpu_s"] != ""
+    users = {r["n_train"]: int(r["test_users"]) for r in rows if r["protocol"] == "strong"}
+    assert 0 < users["40"] < users["10"]
     for r in rows:
         assert 0.0 <= float(r["ndcg_at_10"]) <= 1.0
         assert int(r["test_users"]) > 0

@@ -178,3 +178,33 @@ def test_read_movietweetings(shared_data):
     row = np.searchsorted(out.user_ids, int(first[0]))
     col = np.searchsorted(out.item_ids, int(first[1]))
     assert out.matrix[row, col] == float(first[2])
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_strong_split_min_ratings_holds_out_the_same_users_for_every_n(seed):
+    """With min_ratings the held-out users, and so the training part, do not depend on
+    n_train; a held-out user with fewer than n_train + min_test ratings is in neither the
+    fold nor the test part, and the fold and test parts cover exactly the other held-out
+    users' ratings, n_train of them in the fold."""
+    everything = triples(matrix())
+    counts = {u: sum(1 for t in everything if t[0] == u) for u in range(5)}  # 6, 2, 0, 5, 6
+    parts = {
+        n: strong_split(matrix(), n_train=n, min_test=1, heldout=0.5, min_ratings=3, seed=seed)
+        for n in (2, 4, 5)
+    }
+    trains = [triples(train) for train, _, _ in parts.values()]
+    assert trains[0] == trains[1] == trains[2]
+    held = {u for u in (0, 3, 4) if not any(t[0] == u for t in trains[0])}
+    assert len(held) == 2  # round(0.5 · 3 users with >= 3 ratings)
+    assert trains[0] == {t for t in everything if t[0] not in held}
+    for n, (_, fold, test) in parts.items():
+        fo, te = triples(fold), triples(test)
+        tested = {u for u in held if counts[u] >= n + 1}
+        assert fo | te == {t for t in everything if t[0] in tested}
+        assert not fo & te
+        for u in tested:
+            assert sum(1 for t in fo if t[0] == u) == n
+    with pytest.raises(ValueError, match="no user has min_ratings = 7"):
+        strong_split(matrix(), n_train=2, min_test=1, min_ratings=7)
+    with pytest.raises(ValueError, match="min_ratings must be an integer >= 1"):
+        strong_split(matrix(), n_train=2, min_ratings=0)
