@@ -161,6 +161,10 @@ _MESSAGES = {
     0: "converged: relative decrease below tol",
     2: "stopped: max_iter reached",
     4: "stopped: callback raised StopIteration",
+    6: (
+        "stopped: an outer iteration left the factors unchanged, so the next would repeat "
+        "it; a step could neither lower J nor certify a gap of tol·J"
+    ),
 }
 FORMAT = "bmrm-cofirank"
 # lam="auto": λ as this share of ‖∇L(0)‖₂, the λ from which on F = 0 is stationary
@@ -190,7 +194,10 @@ class CofiRankResult(OptimizeResult):
     status, success, message :
         0 converged (relative decrease of J below ``tol`` in an outer iteration whose
         steps each stopped by their own rule or certify a gap of at most ``tol·J``), 2
-        ``max_iter`` reached, 4 the callback raised ``StopIteration``.
+        ``max_iter`` reached, 4 the callback raised ``StopIteration``, 6 an outer
+        iteration left the factors unchanged without converging (a step could neither
+        lower J nor certify a gap of ``tol·J``; the steps being deterministic, every
+        further outer iteration would repeat it).
     seconds, cpu_seconds : float
         Wall-clock and process CPU seconds of the fit.
     init_nit, init_seconds, init_cpu_seconds :
@@ -679,7 +686,7 @@ class CofiRank(BaseEstimator):
         objective, steps = [J], []
         status = 2
         for outer in range(1, self.max_iter + 1):
-            J_start = J
+            J_start, factors = J, self._state()
             for which in ("U", "V"):
                 point, record = self._step(problem, which, point, user_parts)
                 J = point[0]
@@ -700,6 +707,10 @@ class CofiRank(BaseEstimator):
             )
             if decrease <= self.tol and not unfinished:
                 status = 0
+            elif all(np.array_equal(a, b) for a, b in zip(factors, self._state(), strict=True)):
+                # the steps are deterministic functions of the factors: every further outer
+                # iteration would make the same steps and end here again
+                status = 6
             self.n_iter_ = outer
             self.result_ = self._result(J, objective, steps, outer, status, start, cpu_start)
             if self.callback is not None:
@@ -709,12 +720,18 @@ class CofiRank(BaseEstimator):
                     status = 4 if status == 2 else status
             if status != 2:
                 break
-        if status == 2:
+        if status in (2, 6):
             from bmrm import ConvergenceWarning
 
+            gap = max(s["rel_gap"] for s in steps[-2:])
             warnings.warn(
                 f"CofiRank reached max_iter={self.max_iter} outer iterations with a last "
-                f"relative decrease of {decrease:.3e} (tol={self.tol})",
+                f"relative decrease of {decrease:.3e} (tol={self.tol})"
+                if status == 2
+                else f"CofiRank stopped after outer iteration {outer}, which left the factors "
+                f"unchanged: a step could neither lower J nor certify a gap of tol·J (its "
+                f"relative gap is {gap:.3e}, tol={self.tol}); more outer iterations would "
+                "repeat it",
                 ConvergenceWarning,
                 stacklevel=2,
             )

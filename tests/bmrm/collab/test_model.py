@@ -235,6 +235,37 @@ def test_a_converged_fit_certifies_every_last_step(loss, params):
             assert step["converged"] or step["gap"] <= 1e-3 * abs(J)
 
 
+def test_an_outer_iteration_that_changes_nothing_ends_the_fit(monkeypatch):
+    """A step that can neither lower J nor certify tol·J leaves the factors as they were;
+    the next outer iteration would repeat it exactly, so the fit stops (status 6) with a
+    ConvergenceWarning instead of running to max_iter, and reports J unchanged."""
+    from bmrm import ConvergenceWarning
+
+    ratings = random_ratings(3, n_users=20, n_items=15)
+    calls = []
+
+    def stuck(self, problem, which, point):
+        calls.append(which)
+        point.pop()  # the step takes over the evaluation, as the real one does
+        return point[0], 0.5 * abs(point[0]), 7, 8, False
+
+    monkeypatch.setattr(CofiRank, "_block_step", stuck)
+    model = CofiRank(loss="ordinal", n_factors=3, lam=0.5, max_iter=20, random_state=0)
+    with pytest.warns(ConvergenceWarning, match="left the factors unchanged"):
+        model.fit(ratings)
+    res = model.result_
+    assert (res.status, res.success, res.nit, model.n_iter_) == (6, False, 1, 1)
+    assert "left the factors unchanged" in res.message
+    assert calls == ["U", "V"]
+    assert res.objective[0] == res.objective[1] == res.fun
+    assert [s["nit"] for s in res.steps] == [7, 7]
+    reference = CofiRank(loss="ordinal", n_factors=3, lam=0.5, random_state=0)
+    rng = reference._rng()
+    np.testing.assert_array_equal(
+        model.user_factors_, rng.normal(scale=0.1, size=model.user_factors_.shape)
+    )
+
+
 @pytest.mark.parametrize(
     "loss, params, offsets",
     [
