@@ -88,6 +88,10 @@ relative to J and each of its steps either stopped by its own rule (its gap is t
 most ``step_tol·tol·J``, or ``tol`` relative) or, stopped at ``step_max_iter``, certifies a
 gap of at most ``tol·J``: no step with the other factor fixed could then lower J by more
 than ``tol`` relative. Each step's certified gap is reported in :attr:`CofiRank.result_`.
+An outer iteration that leaves the factors unchanged without converging (a step that could
+neither lower J nor certify ``tol·J``) ends the fit with status 6 and a
+``ConvergenceWarning``: the steps are deterministic functions of the factors, so every
+further outer iteration would repeat it.
 
 Few iterations per step: every step minimises J over one factor with the other fixed,
 and for a latent loss a surrogate that is re-linearised at the next step anyway, so what
