@@ -228,6 +228,11 @@ def main(argv=None) -> int:
             f"{seconds:.1f} s, CPU {cpu:.1f} s, {n_users} users)"
         )
 
+    def baseline(seed, protocol, n_train, train, test):
+        t0, c0 = time.perf_counter(), time.process_time()
+        value = popularity(train, test, args.gain)
+        record(seed, protocol, n_train, "popularity", False, value, test, None, t0, c0, ("", ""))
+
     for seed in range(args.seeds):
         if args.time_budget is not None and time.perf_counter() - started > args.time_budget:
             progress(f"time budget reached: {seeds_run} of {args.seeds} seeds run")
@@ -237,10 +242,7 @@ def main(argv=None) -> int:
             if protocol == "weak":
                 for n_train in args.n_train:
                     train, test = weak_split(ratings, n_train, 10, seed=seed)
-                    t0, c0 = time.perf_counter(), time.process_time()
-                    value = popularity(train, test, args.gain)
-                    record(seed, protocol, n_train, "popularity", False, value, test, None,
-                           t0, c0, ("", ""))  # fmt: skip
+                    baseline(seed, protocol, n_train, train, test)
                     for loss, offsets in methods:
                         t0, c0 = time.perf_counter(), time.process_time()
                         model = fit(train, loss, offsets, seed)
@@ -256,10 +258,7 @@ def main(argv=None) -> int:
             }
             train = splits[args.n_train[0]][0]
             for n_train, (_, _, test) in splits.items():
-                t0, c0 = time.perf_counter(), time.process_time()
-                value = popularity(train, test, args.gain)
-                record(seed, protocol, n_train, "popularity", False, value, test, None,
-                       t0, c0, ("", ""))  # fmt: skip
+                baseline(seed, protocol, n_train, train, test)
             for loss, offsets in methods:
                 t0, c0 = time.perf_counter(), time.process_time()
                 trained_model = fit(train, loss, offsets, seed)

@@ -727,18 +727,20 @@ class CofiRank(BaseEstimator):
         if status in (2, 6):
             from bmrm import ConvergenceWarning
 
-            gap = max(s["rel_gap"] for s in steps[-2:])
-            warnings.warn(
-                f"CofiRank reached max_iter={self.max_iter} outer iterations with a last "
-                f"relative decrease of {decrease:.3e} (tol={self.tol})"
-                if status == 2
-                else f"CofiRank stopped after outer iteration {outer}, which left the factors "
-                f"unchanged: a step could neither lower J nor certify a gap of tol·J (its "
-                f"relative gap is {gap:.3e}, tol={self.tol}); more outer iterations would "
-                "repeat it",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
+            if status == 2:
+                message = (
+                    f"CofiRank reached max_iter={self.max_iter} outer iterations with a last "
+                    f"relative decrease of {decrease:.3e} (tol={self.tol})"
+                )
+            else:
+                gap = max(s["rel_gap"] for s in steps[-2:])
+                message = (
+                    f"CofiRank stopped after outer iteration {outer}, which left the factors "
+                    f"unchanged: a step could neither lower J nor certify a gap of tol·J (its "
+                    f"relative gap is {gap:.3e}, tol={self.tol}); more outer iterations would "
+                    "repeat it"
+                )
+            warnings.warn(message, ConvergenceWarning, stacklevel=2)
         self.result_ = self._result(J, objective, steps, outer, status, start, cpu_start)
         self.result_.update(init_nit=init[0], init_seconds=init[1], init_cpu_seconds=init[2])
         return self

@@ -31,11 +31,14 @@ from bmrm.collab._ratings import Ratings, check_ratings
 __all__ = ["strong_split", "weak_split"]
 
 
+def _count(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
+    return int(value)
+
+
 def _check_sizes(n_train, min_test) -> tuple[int, int]:
-    for value, name, low in ((n_train, "n_train", 1), (min_test, "min_test", 1)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}; got {value!r}")
-    return int(n_train), int(min_test)
+    return _count(n_train, "n_train"), _count(min_test, "min_test")
 
 
 def _ranks(R: Ratings, rng: np.random.Generator) -> np.ndarray:
@@ -110,12 +113,8 @@ def strong_split(
     what = "min_ratings"
     if min_ratings is None:
         min_ratings, what = needed, "n_train + min_test"
-    elif (
-        isinstance(min_ratings, bool)
-        or not isinstance(min_ratings, numbers.Integral)
-        or min_ratings < 1
-    ):
-        raise ValueError(f"min_ratings must be an integer >= 1 or None; got {min_ratings!r}")
+    else:
+        min_ratings = _count(min_ratings, "min_ratings")
     R = check_ratings(ratings)
     rng = np.random.default_rng(seed)
     counts = np.diff(R.indptr)
