@@ -49,25 +49,30 @@ def gather_users(start, stop, indptr, indices, g, V, grad, grad_offset):
 
 
 @njit(cache=True, nogil=True)
-def gather_rows(start, stop, ptr, other, entry, g, W, grad, grad_offset):
-    """grad[a] = Σ_p g[entry[p]] W[other[p]] and grad_offset[a] = Σ_p g[entry[p]] over
-    p in ptr[a]:ptr[a + 1], for a in [start, stop).
+def gather_items(start, stop, indptr, indices, g, U, grad, grad_offset):
+    """grad[j] = Σ_k g[k] U[i_k] and grad_offset[j] = Σ_k g[k] over the ratings k = (i_k, j)
+    of item j, for j in [start, stop): ∂/∂V.
 
-    With the item-major arrays (``other`` the users, ``entry`` the positions of the
-    ratings in user-major order) it is ∂/∂V.
+    One pass over the ratings in their user-major order, skipping those of items outside
+    the range, so no item-major index of the ratings is kept; each item's sum runs over its
+    users in increasing order, whatever the range, so the result does not depend on how
+    the items are split among threads.
     """
-    r = W.shape[1]
-    for a in range(start, stop):
-        total = 0.0
+    r = U.shape[1]
+    for j in range(start, stop):
+        grad_offset[j] = 0.0
         for t in range(r):
-            grad[a, t] = 0.0
-        for p in range(ptr[a], ptr[a + 1]):
-            b = other[p]
-            c = g[entry[p]]
-            total += c
+            grad[j, t] = 0.0
+    n_users = indptr.shape[0] - 1
+    for i in range(n_users):
+        for k in range(indptr[i], indptr[i + 1]):
+            j = indices[k]
+            if j < start or j >= stop:
+                continue
+            c = g[k]
+            grad_offset[j] += c
             for t in range(r):
-                grad[a, t] += c * W[b, t]
-        grad_offset[a] = total
+                grad[j, t] += c * U[i, t]
 
 
 @njit(cache=True, nogil=True)

@@ -120,11 +120,12 @@ directly.
 
 Cost: an oracle call of a block step computes all scores in one pass over the ratings,
 calls the loss once on all users (each user one query, ``query_ptr`` the matrix's
-``indptr``), and scatters ∂l/∂f back once by user (∂U) or by item (∂V, through an
-item-major index of the ratings): O(|Ω| r) (the organisation of Primal-CR, Wu, Hsieh &
-Sharpnack, KDD 2017). Each step starts from the evaluation that gave J after the previous
-one: its scores, a latent loss's tie-breaking at them and the loss's value and gradient
-there are the step's first oracle call.
+``indptr``), and scatters ∂l/∂f back once by user (∂U) or by item (∂V, each thread
+reading the ratings in user-major order and adding those of its range of items, so that
+no item-major copy of the ratings' indices is held): O(|Ω| r) (the organisation of
+Primal-CR, Wu, Hsieh & Sharpnack, KDD 2017). Each step starts from the evaluation that
+gave J after the previous one: its scores, a latent loss's tie-breaking at them and the
+loss's value and gradient there are the step's first oracle call.
 """
 
 from __future__ import annotations
@@ -231,21 +232,16 @@ def _user_risks(prepared, f, problem) -> tuple[float, np.ndarray, np.ndarray]:
 
 
 class _Problem:
-    """The ratings held user- and item-major, with the loss prepared once on them."""
+    """The ratings held user-major, with the loss prepared once on them."""
 
     def __init__(self, ratings: Ratings, loss):
         self.ratings = ratings
-        users = ratings.users
-        # the item-major index in the narrowest integer type that holds it (its two arrays
-        # are among the largest of a fit)
-        index = np.int32 if len(ratings.data) < 2**31 and ratings.n_users < 2**31 else np.int64
-        item_order = np.argsort(ratings.indices, kind="stable").astype(index)
+        # the items' ratings counted, to split the items among threads by their ratings; no
+        # item-major index is kept (the V scatter reads the ratings in user-major order)
         counts = np.bincount(ratings.indices, minlength=ratings.n_items)
         self.item_ptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-        self.item_users = users[item_order].astype(index)
-        self.item_entry = item_order
-        self.prepared = losses.prepare(loss, ratings.data, users)
-        del users
+        del counts
+        self.prepared = losses.prepare(loss, ratings.data, ratings.users)
         self.active = np.flatnonzero(np.diff(ratings.indptr) > 0)
         self.f = np.empty(len(ratings.data))
 
@@ -258,17 +254,15 @@ class _Problem:
         return self.f
 
     def gather(self, which: str, g, W, grad, grad_offset) -> None:
+        r = self.ratings
         if which == "U":
-            r = self.ratings
             run_queries(
                 _kernels.gather_users, r.indptr, r.indptr, r.indices, g, W, grad, grad_offset
             )
             return
-        ptr = self.item_ptr
         run_queries(
-            _kernels.gather_rows, ptr, ptr, self.item_users, self.item_entry, g, W, grad,
-            grad_offset,
-        )  # fmt: skip
+            _kernels.gather_items, self.item_ptr, r.indptr, r.indices, g, W, grad, grad_offset
+        )
 
 
 def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepared, first=None):
@@ -407,22 +401,33 @@ def batch_user_step(problem: _Problem, U, b, V, c, offsets: bool, prepared, firs
     return U_new, b_new, J_best, gap, nit, nit, status == 0
 
 
-def gradient_norm(prepared, ratings: Ratings) -> float:
+def gradient_norm(prepared, ratings: Ratings, f=None) -> float:
     """‖P ∇L(0)‖₂: the spectral norm of the users × items matrix of ∂l/∂f at F = 0 (a
     subgradient there for a latent loss, whose scores all tie), each user's row centred
     on that user's ratings (P). A ranking loss's row sums to 0 already (it does not change
     when a user's scores shift together); the squared loss's row is −y_i, whose centring
-    leaves the spread of the user's ratings instead of their level."""
+    leaves the spread of the user's ratings instead of their level. ``f``, when given, is
+    a buffer of one float64 per rating for the zero scores (its values are overwritten).
+    """
     from scipy.sparse import csr_matrix
     from scipy.sparse.linalg import svds
 
     R = ratings
-    _, g = _summed_risk(prepared, np.zeros(len(R.data)))
+    if f is None:
+        f = np.zeros(len(R.data))
+    else:
+        f[:] = 0.0
+    _, g = _summed_risk(prepared, f)
     counts = np.diff(R.indptr)
     sums = np.add.reduceat(g, R.indptr[:-1][counts > 0]) if len(g) else np.zeros(0)
     mean = np.zeros(R.n_users)
     mean[counts > 0] = sums / counts[counts > 0]
-    g = g - np.repeat(mean, counts)
+    # centred in place, a block of users at a time (no second array of the ratings' size)
+    block = 1024
+    for first in range(0, R.n_users, block):
+        last = min(first + block, R.n_users)
+        start, stop = R.indptr[first], R.indptr[last]
+        g[start:stop] -= np.repeat(mean[first:last], counts[first:last])
     G = csr_matrix((g, R.indices, R.indptr), shape=R.shape)
     if not np.any(g):
         return 0.0
@@ -667,7 +672,7 @@ class CofiRank(BaseEstimator):
         self.item_factors_ = rng.normal(scale=self.init_scale, size=(R.n_items, r))
         self.user_offsets_ = np.zeros(R.n_users)
         self.item_offsets_ = np.zeros(R.n_items)
-        norm = gradient_norm(problem.prepared, R)
+        norm = gradient_norm(problem.prepared, R, problem.f)
         if self.lam == "auto":
             self.lam_ = AUTO_LAM_SHARE * norm if norm > 0 else 1.0  # 0: nothing to fit
         else:
@@ -760,7 +765,7 @@ class CofiRank(BaseEstimator):
             init_loss, p.groups, targets, p.n_terms, p.weights, p.data_names
         )
         lam = self.lam_
-        init_norm = gradient_norm(init_problem.prepared, problem.ratings)
+        init_norm = gradient_norm(init_problem.prepared, problem.ratings, problem.f)
         self.lam_ = lam * init_norm / norm if norm > 0 and init_norm > 0 else lam
         try:
             point = self._evaluate(init_problem)

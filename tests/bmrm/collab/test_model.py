@@ -120,6 +120,49 @@ def test_block_oracles_match_the_dense_reference(loss, params, offsets, seed):
         np.testing.assert_allclose(a, np.concatenate(ref_grad), rtol=1e-12, atol=1e-12)
 
 
+def test_scatters_are_the_same_for_any_split_among_threads(monkeypatch):
+    """Scores and both scatters on a set above the parallel threshold, split for 1 to 4
+    threads: bitwise the same, and equal to scipy's sparse products (the V scatter reads
+    the ratings in user-major order; each item's sum runs over its users in order)."""
+    from losses import _threads
+
+    rng = np.random.default_rng(7)
+    n_users, n_items, r = 600, 150, 4
+    mask = rng.random((n_users, n_items)) < 0.3
+    mask[:, 5] = False  # an item nobody rated
+    mask[3] = False  # a user without ratings
+    rows, cols = np.nonzero(mask)
+    ratings = sp.csr_matrix(
+        (rng.integers(1, 6, rows.size).astype(float), (rows, cols)), shape=mask.shape
+    )
+    assert ratings.nnz > _threads.PARALLEL_MIN_ROWS
+    problem = _Problem(check_ratings(ratings), losses.get("squared"))
+    U, V = rng.normal(size=(n_users, r)), rng.normal(size=(n_items, r))
+    b, c = rng.normal(size=n_users), rng.normal(size=n_items)
+    g = rng.normal(size=ratings.nnz)
+    G = sp.csr_matrix((g, ratings.indices, ratings.indptr), shape=ratings.shape)
+    results = []
+    for n in (1, 2, 3, 4):
+        monkeypatch.setattr(_threads, "_numba_threads", lambda n=n: n)
+        f = problem.scores(U, V, b, c).copy()
+        gu, gu_o = np.empty_like(U), np.empty(n_users)
+        gv, gv_o = np.full_like(V, np.nan), np.full(n_items, np.nan)
+        problem.gather("U", g, V, gu, gu_o)
+        problem.gather("V", g, U, gv, gv_o)
+        results.append((f, gu, gu_o, gv, gv_o))
+    for other in results[1:]:
+        for a, e in zip(other, results[0], strict=True):
+            np.testing.assert_array_equal(a, e)
+    f, gu, gu_o, gv, gv_o = results[0]
+    dense = U @ V.T + b[:, None] + c[None, :]
+    np.testing.assert_allclose(f, dense[rows, cols], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gu, G @ V, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gv, G.T @ U, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gu_o, np.asarray(G.sum(axis=1)).ravel(), atol=1e-12)
+    np.testing.assert_allclose(gv_o, np.asarray(G.sum(axis=0)).ravel(), atol=1e-12)
+    np.testing.assert_array_equal(gv[5], 0.0)
+
+
 @pytest.mark.parametrize("offsets", [False, True])
 @pytest.mark.parametrize("loss", ["squared", "listnet"])
 def test_step_gradients_match_finite_differences(loss, offsets):
