@@ -119,8 +119,10 @@ def ordinal_pairs(
     is True when some query has ``RADIX_MIN`` rows or more (they are sorted by radix sort),
     else None, which leaves the radix sort out of the compiled kernel.
     """
-    s0 = query_ptr[q_start]
-    n = query_ptr[q_stop] - s0
+    # per-query scratch, reused by every query of the block: the longest query's length
+    n = 0
+    for q in range(q_start, q_stop):
+        n = max(n, query_ptr[q + 1] - query_ptr[q])
     fs = np.empty(n)
     rs = np.empty(n, dtype=np.int64)
     as_lower = np.empty(n)
@@ -141,8 +143,8 @@ def ordinal_pairs(
             if hinge:
                 grad[s:e] = 0.0
             continue
-        a = s - s0
-        b = e - s0
+        a = 0
+        b = e - s
         # a comparison sort below RADIX_MIN rows; with radix None the radix sort is not
         # compiled in
         if radix is None or e - s < RADIX_MIN:
@@ -305,8 +307,10 @@ def ordinal_squared(
     :func:`ordinal_pairs`. ``presorted`` (None, or each query's rows in ascending order of f,
     as :func:`sort_queries` writes) spares the sort when many products share one f.
     """
-    s0 = query_ptr[q_start]
-    n = query_ptr[q_stop] - s0
+    # per-query scratch, reused by every query of the block: the longest query's length
+    n = 0
+    for q in range(q_start, q_stop):
+        n = max(n, query_ptr[q + 1] - query_ptr[q])
     fs = np.empty(n)
     ra = np.empty(n)
     rb = np.empty(n)
@@ -328,8 +332,8 @@ def ordinal_squared(
                 values[q] = 0.0
             grad[s:e] = 0.0
             continue
-        a = s - s0
-        b = e - s0
+        a = 0
+        b = e - s
         m = e - s
         if presorted is not None:
             order = presorted[s:e]
