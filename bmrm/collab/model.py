@@ -437,6 +437,19 @@ def gradient_norm(prepared, ratings: Ratings, f=None) -> float:
     return float(svds(G, k=1, return_singular_vectors=False, v0=v0)[0])
 
 
+def _blas_on_one_thread():
+    """BLAS on one thread for the duration of a fit (restored after).
+
+    The kernels spread over numba's threads (:mod:`losses.parallel`), and the bundle
+    method's vector products go to BLAS between them; a multi-threaded BLAS keeps its
+    threads spinning after each call, on the cores the kernels' next blocks need
+    (``experiments/bench_cofirank.py`` measures fits with one and two threads).
+    """
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
+
+
 def _half_square(*arrays) -> float:
     return 0.5 * sum(float(np.vdot(a, a)) for a in arrays)
 
@@ -662,6 +675,12 @@ class CofiRank(BaseEstimator):
         R = check_ratings(ratings)
         if len(R.data) == 0:
             raise ValueError("ratings holds no rating; expected at least one stored entry")
+        with _blas_on_one_thread():
+            self._fit(R, loss)
+        return self
+
+    def _fit(self, R: Ratings, loss) -> None:
+        """The fit of :meth:`fit` on checked ratings."""
         start, cpu_start = time.perf_counter(), time.process_time()
         problem = _Problem(R, loss)
         rng = self._rng()
@@ -745,10 +764,9 @@ class CofiRank(BaseEstimator):
                     f"relative gap is {gap:.3e}, tol={self.tol}); more outer iterations would "
                     "repeat it"
                 )
-            warnings.warn(message, ConvergenceWarning, stacklevel=2)
+            warnings.warn(message, ConvergenceWarning, stacklevel=3)
         self.result_ = self._result(J, objective, steps, outer, status, start, cpu_start)
         self.result_.update(init_nit=init[0], init_seconds=init[1], init_cpu_seconds=init[2])
-        return self
 
     def _initial_fit(self, problem: _Problem, norm: float) -> tuple[int, float, float]:
         """Alternating block steps on the latent loss's convex ``initial_loss`` (the

@@ -367,6 +367,38 @@ def test_batch_user_step_matches_per_user_bundle_solves(loss, params, offsets):
     assert distance <= np.sqrt(2 * max(gap, 0) / lam) + np.sqrt(2 * max(gap_ref, 0) / lam) + 1e-9
 
 
+def test_blas_runs_on_one_thread_during_a_fit_and_is_restored_after():
+    """The fit puts BLAS on one thread (its spinning threads would take the cores of the
+    kernels' blocks) and gives the caller's setting back afterwards, also after an error."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def blas_threads():
+        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+    if not blas_threads():
+        pytest.skip("no BLAS library that threadpoolctl can see")
+    seen = []
+    ratings = random_ratings(2, n_users=12, n_items=10)
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = blas_threads()
+        model = CofiRank(
+            loss="ordinal", n_factors=2, lam=0.5, max_iter=2, random_state=0,
+            callback=lambda m: seen.append(blas_threads()),
+        )  # fmt: skip
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.fit(ratings)
+        assert seen and all(threads == [1] * len(before) for threads in seen)
+        assert blas_threads() == before
+
+        def fail(m):
+            raise RuntimeError("stop here")
+
+        with pytest.raises(RuntimeError, match="stop here"):
+            CofiRank(loss="ordinal", n_factors=2, lam=0.5, callback=fail).fit(ratings)
+        assert blas_threads() == before
+
+
 def test_lam_above_the_gradient_norm_at_zero_gives_zero_factors():
     """By trace-norm duality F = 0 is optimal when lam >= ‖∇L(0)‖₂; the fit gets there."""
     ratings = random_ratings(5, n_users=20, n_items=15, density=0.7)
