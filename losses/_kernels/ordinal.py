@@ -143,8 +143,6 @@ def ordinal_pairs(
             if hinge:
                 grad[s:e] = 0.0
             continue
-        a = 0
-        b = e - s
         # a comparison sort below RADIX_MIN rows; with radix None the radix sort is not
         # compiled in
         if radix is None or e - s < RADIX_MIN:
@@ -152,10 +150,10 @@ def ordinal_pairs(
         else:
             order = _radix_argsort(f[s:e])
         for k in range(e - s):
-            fs[a + k] = f[s + order[k]]
-            rs[a + k] = rank[s + order[k]]
+            fs[k] = f[s + order[k]]
+            rs[k] = rank[s + order[k]]
             if row_weight is not None:
-                ws[a + k] = row_weight[s + order[k]]
+                ws[k] = row_weight[s + order[k]]
         lp = level_ptr[q]
         lq = level_ptr[q + 1]
         # The sweep (module docstring): as_lower[k] sums C over the active pairs where the
@@ -166,13 +164,13 @@ def ordinal_pairs(
         # it once, in this kernel: with the choice of sort above also written out, the
         # first loss call from an empty cache compiles faster than with both as functions
         # of their own (experiments/bench_compile.py).
-        fs_q = fs[a:b]
-        rs_q = rs[a:b]
+        fs_q = fs[: e - s]
+        rs_q = rs[: e - s]
         lev = levels[lp:lq]
         count = level_count[lp:lq]
         work_q = work[:, lp - level_ptr[q_start] : lq - level_ptr[q_start]]
-        lower_q = as_lower[a:b]
-        upper_q = as_upper[a:b]
+        lower_q = as_lower[: e - s]
+        upper_q = as_upper[: e - s]
         m = e - s
         n_lev = lq - lp
         up_n = work_q[0]
@@ -200,7 +198,7 @@ def ordinal_pairs(
                 z = rs_q[pb]
                 sz = 1.0
                 if row_weight is not None:
-                    sz = ws[a + pb]
+                    sz = ws[pb]
                 total = 0.0
                 if use_matrix:
                     for k in range(z + 1, n_lev):
@@ -221,7 +219,7 @@ def ordinal_pairs(
                 z = rs_q[pa]
                 sz = 1.0
                 if row_weight is not None:
-                    sz = ws[a + pa]
+                    sz = ws[pa]
                 total = 0.0
                 if use_matrix:
                     for k in range(z):
@@ -244,15 +242,15 @@ def ordinal_pairs(
         upper_q[pa:] = 0.0
         total = 0.0
         if hinge:
-            center = fs[a + (e - s) // 2]
+            center = fs[(e - s) // 2]
             for k in range(e - s):
-                d = fs[a + k] - center
-                total += as_lower[a + k] * (d + 1.0) - as_upper[a + k] * d
-                grad[s + order[k]] = w * (as_lower[a + k] - as_upper[a + k])
+                d = fs[k] - center
+                total += as_lower[k] * (d + 1.0) - as_upper[k] * d
+                grad[s + order[k]] = w * (as_lower[k] - as_upper[k])
             # a sum of non-negative pair terms; clip the rounding of the centred form
             total = max(total, 0.0)
         else:
-            for k in range(a, b):
+            for k in range(e - s):
                 total += as_lower[k]
         values[q] = w * total
 
@@ -332,8 +330,6 @@ def ordinal_squared(
                 values[q] = 0.0
             grad[s:e] = 0.0
             continue
-        a = 0
-        b = e - s
         m = e - s
         if presorted is not None:
             order = presorted[s:e]
@@ -342,22 +338,22 @@ def ordinal_squared(
         else:
             order = _radix_argsort(f[s:e])
         for k in range(m):
-            fs[a + k] = f[s + order[k]]
-            rs[a + k] = rank[s + order[k]]
+            fs[k] = f[s + order[k]]
+            rs[k] = rank[s + order[k]]
             if row_weight is not None:
-                ws[a + k] = row_weight[s + order[k]]
-        center = fs[a + m // 2]
+                ws[k] = row_weight[s + order[k]]
+        center = fs[m // 2]
         for k in range(m):
             if direction is None:
-                rb[a + k] = fs[a + k] - center
-                ra[a + k] = rb[a + k] + 1.0
+                rb[k] = fs[k] - center
+                ra[k] = rb[k] + 1.0
             else:
-                ra[a + k] = direction[s + order[k]]
-                rb[a + k] = ra[a + k]
+                ra[k] = direction[s + order[k]]
+                rb[k] = ra[k]
         lp = level_ptr[q]
         lq = level_ptr[q + 1]
-        fs_q = fs[a:b]
-        rs_q = rs[a:b]
+        fs_q = fs[:m]
+        rs_q = rs[:m]
         lev = levels[lp:lq]
         count = level_count[lp:lq]
         work_q = work[:, lp - level_ptr[q_start] : lq - level_ptr[q_start]]
@@ -383,10 +379,10 @@ def ordinal_squared(
         for k in range(m):
             sk = 1.0
             if row_weight is not None:
-                sk = ws[a + k]
+                sk = ws[k]
             z = rs_q[k]
-            up_a[z] += sk * ra[a + k]
-            up_va[z] += sk * ra[a + k] * lev[z]
+            up_a[z] += sk * ra[k]
+            up_va[z] += sk * ra[k] * lev[z]
         # per-level arrays, O(L) per row, for a cost matrix and for a few levels (cheaper
         # than four Fenwick trees a side there); Fenwick trees otherwise
         arrays = use_matrix or n_lev <= _FEW_LEVELS
@@ -408,8 +404,8 @@ def ordinal_squared(
                 z = rs_q[pb]
                 sz = 1.0
                 if row_weight is not None:
-                    sz = ws[a + pb]
-                ai = ra[a + pb]
+                    sz = ws[pb]
+                ai = ra[pb]
                 total = 0.0
                 if arrays:
                     for k in range(z + 1, n_lev):
@@ -433,14 +429,14 @@ def ordinal_squared(
                     fenwick_add(up_v, z, -vz * sz)
                     fenwick_add(up_a, z, -sz * ai)
                     fenwick_add(up_va, z, -vz * sz * ai)
-                as_lower[a + pb] = total * sz
+                as_lower[pb] = total * sz
                 pb += 1
             else:
                 z = rs_q[pa]
                 sz = 1.0
                 if row_weight is not None:
-                    sz = ws[a + pa]
-                bj = rb[a + pa]
+                    sz = ws[pa]
+                bj = rb[pa]
                 total = 0.0
                 if arrays:
                     for k in range(z):
@@ -468,15 +464,15 @@ def ordinal_squared(
                     lo_total_v += vz * sz
                     lo_total_b += sz * bj
                     lo_total_vb += vz * sz * bj
-                as_upper[a + pa] = total * sz
+                as_upper[pa] = total * sz
                 pa += 1
         # every upper endpoint is passed: the remaining rows have no active pair above them
-        as_upper[a + pa : b] = 0.0
+        as_upper[pa:m] = 0.0
         total = 0.0
         for k in range(m):
-            grad[s + order[k]] = 2.0 * w * (as_lower[a + k] - as_upper[a + k])
+            grad[s + order[k]] = 2.0 * w * (as_lower[k] - as_upper[k])
             if direction is None:
-                total += ra[a + k] * as_lower[a + k] - rb[a + k] * as_upper[a + k]
+                total += ra[k] * as_lower[k] - rb[k] * as_upper[k]
         if direction is None:
             values[q] = w * max(total, 0.0)
 
