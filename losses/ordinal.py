@@ -15,6 +15,7 @@ import numpy as np
 
 from losses._base import Loss
 from losses._kernels import ordinal as _k
+from losses._kernels.sorting import RADIX_MIN
 from losses._threads import run_queries
 from losses._weights import check_row_values
 from losses.validation import check_graded_labels
@@ -131,9 +132,9 @@ class OrdinalLoss(Loss):
     f_i + 1 in ascending order while keeping per-level counts — costs
     O(m log m + m log L) per query for the named costs (Fenwick trees over levels) and
     O(m log m + m L) for a cost matrix, with L the number of distinct labels in the query
-    (queries of 1024 rows or more are radix-sorted, O(m)). Queries run in parallel; one
-    query of millions of rows (``qid=None``) is fine. :meth:`validate` costs
-    O(n log n) once.
+    (queries of ``losses._kernels.sorting.RADIX_MIN`` rows or more are radix-sorted,
+    O(m)). Queries run in parallel; one query of millions of rows (``qid=None``) is fine.
+    :meth:`validate` costs O(n log n) once.
     """
 
     name = "ordinal"
@@ -248,7 +249,7 @@ class OrdinalLoss(Loss):
         weight = np.zeros(n_queries)
         has_pairs = n_pairs > 0
         weight[has_pairs] = 1.0 / n_pairs[has_pairs] if self.normalize == "query" else 1.0
-        radix = True if n_queries and sizes.max() >= _k.RADIX_MIN else None
+        radix = True if n_queries and sizes.max() >= RADIX_MIN else None
         return _OrdinalTargets(
             query_ptr, rank, level_ptr, levels, level_count, weight, row_weight, radix
         )

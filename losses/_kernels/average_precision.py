@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 
 from losses._kernels import OUTER
-from losses._kernels.sorting import argsort_stable
+from losses._kernels.sorting import argsort_float
 
 # ranges waiting in the divide and conquer of _place_non_relevant: the larger half is pushed
 # first, so at most about log2(n) + 2 wait at once
@@ -71,7 +71,7 @@ def ap_loss(q_start, q_stop, f, query_ptr, relevant, values, grad):
             continue
         # one stable sort by score, descending, split by class: each class in score order,
         # equal scores in listing order
-        order = argsort_stable(key[:m])
+        order = argsort_float(key[:m], False)
         p = 0
         n = 0
         for t in range(m):

@@ -17,64 +17,21 @@ Ties between an upper and a lower endpoint are broken so the pair is inactive fo
 Per-level counts live in Fenwick trees over the level ranks for the structured costs
 (O(m log L) per query after sorting) and in plain arrays for a cost matrix (O(m L)).
 Sorting is a comparison sort, O(m log m), below ``RADIX_MIN`` rows and an O(m) radix sort
-above. Each query sorts its scores into contiguous buffers first, so the sweep reads
-memory in order even for a query of millions of rows.
+above (:func:`losses._kernels.sorting.argsort_float`). Each query sorts its scores into
+contiguous buffers first, so the sweep reads memory in order even for a query of millions
+of rows.
 """
 
 import numpy as np
 from numba import njit
 
-from losses._kernels import INNER, OUTER
+from losses._kernels import OUTER
 from losses._kernels.fenwick import fenwick_add, fenwick_init, fenwick_prefix
-from losses._kernels.sorting import argsort_stable
+from losses._kernels.sorting import argsort_float, argsort_stable
 
-# queries at least this long are sorted by radix sort, shorter ones by comparison sort
-RADIX_MIN = 1024
-_RADIX_BITS = 11
 # the squared hinge's sweep sums over per-level arrays up to this many levels in a query
 # (graded relevance, 2 to 5 levels), and keeps Fenwick trees above
 _FEW_LEVELS = 8
-
-
-@njit(**INNER)
-def _radix_argsort(x):
-    """Indices sorting ``x`` ascending: an LSD radix sort with 11-bit digits on the
-    order-preserving unsigned-integer image of the float64 bits, O(m) and cache-friendly
-    (passes over a digit shared by all keys are skipped).
-    """
-    m = x.shape[0]
-    bits = x.view(np.uint64)
-    sign = np.uint64(1) << np.uint64(63)
-    keys = np.empty(m, dtype=np.uint64)
-    order = np.arange(m)
-    for k in range(m):
-        b = bits[k]
-        keys[k] = ~b if b & sign else b | sign
-    tmp_keys = np.empty_like(keys)
-    tmp_order = np.empty_like(order)
-    n_digits = 1 << _RADIX_BITS
-    mask = np.uint64(n_digits - 1)
-    count = np.empty(n_digits, dtype=np.int64)
-    for p in range((64 + _RADIX_BITS - 1) // _RADIX_BITS):
-        shift = np.uint64(p * _RADIX_BITS)
-        count[:] = 0
-        for k in range(m):
-            count[(keys[k] >> shift) & mask] += 1
-        if count[(keys[0] >> shift) & mask] == m:
-            continue
-        start = 0
-        for d in range(n_digits):
-            c = count[d]
-            count[d] = start
-            start += c
-        for k in range(m):
-            d = (keys[k] >> shift) & mask
-            tmp_keys[count[d]] = keys[k]
-            tmp_order[count[d]] = order[k]
-            count[d] += 1
-        keys, tmp_keys = tmp_keys, keys
-        order, tmp_order = tmp_order, order
-    return order
 
 
 @njit(**OUTER)
@@ -143,12 +100,11 @@ def ordinal_pairs(
             if hinge:
                 grad[s:e] = 0.0
             continue
-        # a comparison sort below RADIX_MIN rows; with radix None the radix sort is not
-        # compiled in
-        if radix is None or e - s < RADIX_MIN:
+        # with radix None (no query of RADIX_MIN rows) the radix sort is not compiled in
+        if radix is None:
             order = argsort_stable(f[s:e])
         else:
-            order = _radix_argsort(f[s:e])
+            order = argsort_float(f[s:e], False)
         for k in range(e - s):
             fs[k] = f[s + order[k]]
             rs[k] = rank[s + order[k]]
@@ -333,10 +289,10 @@ def ordinal_squared(
         m = e - s
         if presorted is not None:
             order = presorted[s:e]
-        elif radix is None or m < RADIX_MIN:
+        elif radix is None:
             order = argsort_stable(f[s:e])
         else:
-            order = _radix_argsort(f[s:e])
+            order = argsort_float(f[s:e], False)
         for k in range(m):
             fs[k] = f[s + order[k]]
             rs[k] = rank[s + order[k]]
@@ -514,7 +470,7 @@ def sort_queries(q_start, q_stop, f, query_ptr, radix, out):
     for q in range(q_start, q_stop):
         s = query_ptr[q]
         e = query_ptr[q + 1]
-        if radix is None or e - s < RADIX_MIN:
+        if radix is None:
             out[s:e] = argsort_stable(f[s:e])
         else:
-            out[s:e] = _radix_argsort(f[s:e])
+            out[s:e] = argsort_float(f[s:e], False)

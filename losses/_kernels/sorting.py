@@ -1,5 +1,10 @@
 """Sorting for the kernels, written out instead of numba's ``np.sort`` / ``np.argsort``.
 
+:func:`argsort_stable` is a comparison sort of any numeric array. :func:`argsort_float`
+sorts float64 scores, ascending or descending, and from ``RADIX_MIN`` values on uses an
+LSD radix sort on the order-preserving integer image of the floats (Knuth, TAOCP vol. 3,
+§5.2.5), O(m) instead of O(m log m); both give the order of numpy's stable sort.
+
 numba builds its sorts from closures whose compiled names carry a per-process counter, so
 two on-disk cached kernels compiled in different processes can each hold a different sort
 under one name; loaded into one process, one of them then runs the other's code (wrong
@@ -13,6 +18,10 @@ from numba import njit
 from losses._kernels import OUTER
 
 _INSERTION_MAX = 16
+# from this many values on, argsort_float takes the radix sort (below, the comparison sort's
+# fewer passes cost less than the radix sort's digit counts)
+RADIX_MIN = 48
+_RADIX_BITS = 8
 
 
 @njit(**OUTER)
@@ -101,3 +110,88 @@ def sorted_copy(x):
     for i in range(x.shape[0]):
         out[i] = x[idx[i]]
     return out
+
+
+@njit(**OUTER)
+def argsort_float(x, descending):
+    """Return the indices that sort the float64 array ``x``, equal values in index order.
+
+    ``descending=False`` gives ``np.argsort(x, kind="stable")``, ``True`` gives
+    ``np.argsort(-x, kind="stable")`` (descending, ties in index order), as the ranking
+    kernels read scores. From ``RADIX_MIN`` values on, and when no value is NaN, an LSD
+    radix sort with 8-bit digits on the order-preserving image of the float64 bits: a
+    non-negative float has its sign bit set, a negative one all bits flipped, so that the
+    unsigned integers order as the floats do (−0.0 is first made +0.0, which compares
+    equal to it); descending sorts flip the image. Passes over a digit that all keys share
+    are skipped. Otherwise :func:`argsort_stable`.
+
+    Parameters
+    ----------
+    x : ndarray of shape (m,), float64
+        The values to sort.
+    descending : bool
+        Sort descending instead of ascending.
+
+    Returns
+    -------
+    ndarray of shape (m,), int64
+        The sorting indices.
+    """
+    m = x.shape[0]
+    if m < RADIX_MIN:
+        return argsort_stable(-x) if descending else argsort_stable(x)
+    image = np.empty(m)
+    for i in range(m):
+        v = x[i]
+        if v != v:  # NaN: the comparison sort's order
+            return argsort_stable(-x) if descending else argsort_stable(x)
+        image[i] = v + 0.0  # -0.0 becomes +0.0
+    keys = image.view(np.uint64)
+    sign = np.uint64(1) << np.uint64(63)
+    for i in range(m):
+        b = keys[i]
+        b = ~b if b & sign else b | sign
+        keys[i] = ~b if descending else b
+    return _radix_order(keys)
+
+
+@njit(**OUTER)
+def _radix_order(keys):
+    """The stable ascending order of the uint64 ``keys`` (overwritten) by LSD radix sort."""
+    m = keys.shape[0]
+    n_passes = (64 + _RADIX_BITS - 1) // _RADIX_BITS
+    n_digits = 1 << _RADIX_BITS
+    mask = np.uint64(n_digits - 1)
+    # every pass's digit counts in one read of the keys
+    count = np.empty((n_passes, n_digits), dtype=np.int64)
+    for p in range(n_passes):
+        for d in range(n_digits):
+            count[p, d] = 0
+    for i in range(m):
+        k = keys[i]
+        for p in range(n_passes):
+            count[p, (k >> np.uint64(p * _RADIX_BITS)) & mask] += 1
+    order = np.empty(m, dtype=np.int64)
+    for i in range(m):
+        order[i] = i
+    tmp_keys = np.empty(m, dtype=np.uint64)
+    tmp_order = np.empty(m, dtype=np.int64)
+    for p in range(n_passes):
+        shift = np.uint64(p * _RADIX_BITS)
+        if count[p, (keys[0] >> shift) & mask] == m:
+            continue
+        start = 0
+        for d in range(n_digits):
+            c = count[p, d]
+            count[p, d] = start
+            start += c
+        for i in range(m):
+            k = keys[i]
+            d = (k >> shift) & mask
+            t = count[p, d]
+            count[p, d] = t + 1
+            tmp_keys[t] = k
+            tmp_order[t] = order[i]
+        keys, tmp_keys = tmp_keys, keys
+        order, tmp_order = tmp_order, order
+    return order

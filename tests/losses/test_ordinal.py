@@ -312,27 +312,3 @@ def test_invalid_labels(y, params, match):
 def test_data_keywords_are_rejected():
     with pytest.raises(ValueError, match=r"takes no data keywords but row_weight; got \['cost'\]"):
         losses.risk("ordinal", np.zeros(3), np.arange(3), cost="linear")
-
-
-def test_long_queries_sort_correctly():
-    from numba import njit
-
-    from losses._kernels.ordinal import RADIX_MIN, _radix_argsort
-
-    # the kernel's radix sort (queries of RADIX_MIN rows or more), called from compiled code
-    radix_argsort = njit(lambda x: _radix_argsort(x))
-
-    rng = np.random.default_rng(47)
-    m = 3 * RADIX_MIN
-    cases = [
-        rng.normal(size=m),
-        rng.integers(-3, 4, m) * 0.5,
-        np.where(rng.random(m) < 0.5, -0.0, 0.0),
-        rng.choice([-1e300, -5e-324, 0.0, 5e-324, 1e-300, 7.0, 1e300], m),
-        np.full(m, 2.5),
-        rng.normal(size=RADIX_MIN - 1),
-    ]
-    for x in cases:
-        order = radix_argsort(x)
-        np.testing.assert_array_equal(np.sort(order), np.arange(len(x)))
-        np.testing.assert_array_equal(x[order], np.sort(x))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import losses
-from losses._kernels.ordinal import RADIX_MIN
+from losses._kernels.sorting import RADIX_MIN
 from tests.losses.reference_pairs import ordinal_query, split_queries
 from tests.losses.test_properties import one_thread  # noqa: F401 (autouse: one numba thread)
 
