@@ -33,15 +33,19 @@ def scores(start, stop, indptr, indices, U, V, user_offset, item_offset, f):
 @njit(cache=True, nogil=True)
 def gather_users(start, stop, indptr, indices, g, V, grad, grad_offset):
     """grad[i] = Σ_k g[k] V[indices[k]] and grad_offset[i] = Σ_k g[k] over user i's ratings
-    k in indptr[i]:indptr[i + 1], for i in [start, stop): ∂/∂U in the ratings' own order."""
+    k in indptr[i]:indptr[i + 1], for i in [start, stop): ∂/∂U in the ratings' own order.
+    Ratings with g[k] = 0 are skipped (a ranking loss's gradient is zero on the documents
+    whose place its maximiser leaves unchanged): the sums are the same to the bit."""
     r = V.shape[1]
     for i in range(start, stop):
         total = 0.0
         for t in range(r):
             grad[i, t] = 0.0
         for k in range(indptr[i], indptr[i + 1]):
-            j = indices[k]
             c = g[k]
+            if c == 0.0:  # adds nothing (the factors are finite)
+                continue
+            j = indices[k]
             total += c
             for t in range(r):
                 grad[i, t] += c * V[j, t]
@@ -56,7 +60,8 @@ def gather_items(start, stop, indptr, indices, g, U, grad, grad_offset):
     One pass over the ratings in their user-major order, skipping those of items outside
     the range, so no item-major index of the ratings is kept; each item's sum runs over its
     users in increasing order, whatever the range, so the result does not depend on how
-    the items are split among threads.
+    the items are split among threads. Ratings with g[k] = 0 are skipped, as in
+    :func:`gather_users`.
     """
     r = U.shape[1]
     for j in range(start, stop):
@@ -67,9 +72,9 @@ def gather_items(start, stop, indptr, indices, g, U, grad, grad_offset):
     for i in range(n_users):
         for k in range(indptr[i], indptr[i + 1]):
             j = indices[k]
-            if j < start or j >= stop:
-                continue
             c = g[k]
+            if j < start or j >= stop or c == 0.0:
+                continue
             grad_offset[j] += c
             for t in range(r):
                 grad[j, t] += c * U[i, t]

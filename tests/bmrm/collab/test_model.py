@@ -120,6 +120,37 @@ def test_block_oracles_match_the_dense_reference(loss, params, offsets, seed):
         np.testing.assert_allclose(a, np.concatenate(ref_grad), rtol=1e-12, atol=1e-12)
 
 
+def test_scatters_skip_zero_gradients_to_the_bit():
+    """Both scatters skip the ratings with ∂l/∂f = 0 (a ranking loss leaves many): the sums
+    equal, to the bit, those adding every rating's term in the ratings' order."""
+    rng = np.random.default_rng(17)
+    n_users, n_items, r = 40, 30, 3
+    mask = rng.random((n_users, n_items)) < 0.4
+    rows, cols = np.nonzero(mask)
+    ratings = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=mask.shape)
+    problem = _Problem(check_ratings(ratings), losses.get("squared"))
+    U, V = rng.normal(size=(n_users, r)), rng.normal(size=(n_items, r))
+    g = rng.normal(size=ratings.nnz)
+    g[rng.random(g.size) < 0.4] = 0.0
+    g[rng.random(g.size) < 0.1] = -0.0
+    g[ratings.indptr[5] : ratings.indptr[6]] = 0.0  # a user whose terms are all zero
+    gu, gu_o = np.empty_like(U), np.empty(n_users)
+    gv, gv_o = np.empty_like(V), np.empty(n_items)
+    problem.gather("U", g, V, gu, gu_o)
+    problem.gather("V", g, U, gv, gv_o)
+    ref_u, ref_uo = np.zeros_like(U), np.zeros(n_users)
+    ref_v, ref_vo = np.zeros_like(V), np.zeros(n_items)
+    for k, (i, j) in enumerate(zip(rows, cols, strict=True)):  # CSR order: user-major
+        ref_u[i] += g[k] * V[j]
+        ref_uo[i] += g[k]
+        ref_v[j] += g[k] * U[i]
+        ref_vo[j] += g[k]
+    for got, ref in ((gu, ref_u), (gu_o, ref_uo), (gv, ref_v), (gv_o, ref_vo)):
+        np.testing.assert_array_equal(got, ref)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(ref))
+    np.testing.assert_array_equal(gu[5], 0.0)
+
+
 def test_scatters_are_the_same_for_any_split_among_threads(monkeypatch):
     """Scores and both scatters on a set above the parallel threshold, split for 1 to 4
     threads: bitwise the same, and equal to scipy's sparse products (the V scatter reads
