@@ -1,7 +1,8 @@
 """Speed of :class:`bmrm.collab.CofiRank` on a synthetic rating set shaped like MovieLens-1M.
 
-    python experiments/bench_cofirank.py [--threads 1] [--loss ndcg] [--u-step block]
-        [--step-tol 0.5] [--step-max-iter 5] [--time-budget 100] [--memory] [--quick]
+    python experiments/bench_cofirank.py [--threads 1] [--loss ndcg] [--loss-hinge squared]
+        [--u-step block] [--step-tol 0.5] [--step-max-iter 5] [--time-budget 100]
+        [--memory] [--quick]
 
 Data (generated here from ``--seed``): 6,040 users × 3,706 items; every user rates
 ``--n-train`` + ``--n-test`` items (200 + 20) drawn uniformly; a rating is a low-rank
@@ -17,9 +18,12 @@ seconds; on a machine shared with other jobs the CPU seconds stand for a dedicat
 core's seconds); after every outer iteration NDCG@10 on the test ratings (its time is
 excluded from the fit's seconds). Reported: wall and process-CPU seconds per outer
 iteration and per step, bundle iterations per step, and NDCG@10 against fit time.
-``--u-step``, ``--step-tol``, ``--step-max-iter`` and ``--bundle-size`` are the model's
-parameters of those names (``--step-max-iter`` is 5 here, the model's setting for speed;
-the model's default is 30). ``--memory`` reruns two outer iterations under
+``--loss-hinge squared`` trains the ordinal loss with the squared pairwise hinge (the loss
+of Primal-CR, Wu, Hsieh & Sharpnack, KDD 2017), whose block steps, as the squared loss's,
+take the truncated Newton method. ``--u-step``, ``--step-tol``, ``--step-max-iter`` and
+``--bundle-size`` are the model's parameters of those names (``--step-max-iter`` is 5
+here, the model's setting for speed; the model's default is 30). ``--memory`` reruns two
+outer iterations under
 ``tracemalloc`` and reports the peak of traced allocations beside the ratings' and
 factors' own bytes, and the process's peak resident size. ``--threads`` sets numba's
 threads (the kernels' thread pool) and BLAS's.
@@ -118,6 +122,7 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int_at_least(1), default=1)
     parser.add_argument("--loss", default="ndcg", choices=["ndcg", "ordinal", "squared"])
     parser.add_argument("--loss-ties", default=None, choices=["latent", "increasing"])
+    parser.add_argument("--loss-hinge", default=None, choices=["squared"])
     parser.add_argument("--u-step", default="block", choices=["block", "users", "batch"])
     parser.add_argument(
         "--lam", type=number(float, 0, low_open=True), default=None,
@@ -149,10 +154,14 @@ def main(argv=None) -> int:
     out = make_out(args.out)
     if args.results is None:
         args.results = out
-    loss_params = None if args.loss_ties is None else {"ties": args.loss_ties}
+    loss_params = {}
+    if args.loss_ties is not None:
+        loss_params["ties"] = args.loss_ties
+    if args.loss_hinge is not None:
+        loss_params["hinge"] = args.loss_hinge
     params = dict(
         loss=args.loss,
-        loss_params=loss_params,
+        loss_params=loss_params or None,
         n_factors=args.rank,
         lam="auto" if args.lam is None else args.lam,
         u_step=args.u_step,
@@ -162,8 +171,9 @@ def main(argv=None) -> int:
         random_state=args.seed,
     )
     t0 = time.perf_counter()
-    # queries longer than the NDCG loss's LONG_QUERY, so that its bound is the fit's
-    warm_train, _ = matrices(60, 80, 30, 5, args.seed)
+    # queries longer than the NDCG loss's LONG_QUERY, so that its bound is the fit's, and
+    # than the kernels' RADIX_MIN, so that their radix sorts are compiled in the warm-up
+    warm_train, _ = matrices(60, 120, 60, 5, args.seed)
     CofiRank(**{**params, "n_factors": 3, "max_iter": 1}).fit(warm_train)
     warmup = time.perf_counter() - t0
     progress(f"warm-up (compilation) {warmup:.1f} s")
@@ -210,6 +220,7 @@ def main(argv=None) -> int:
         model = CofiRank(**params, max_iter=args.max_iter, callback=callback).fit(train)
     init_s, init_cpu = model.result_.init_seconds, model.result_.init_cpu_seconds
     tag = f"{args.loss}{'' if args.loss_ties is None else '_' + args.loss_ties}"
+    tag += "" if args.loss_hinge is None else f"_{args.loss_hinge}_hinge"
     tag += f"_{args.u_step}"
     if args.step_max_iter != 5:
         tag += f"_stepmax{args.step_max_iter}"

@@ -69,8 +69,14 @@ better there.
 The fit
 -------
 Alternating minimisation: the U step minimises J over U (and b) with V fixed, the V step
-over V (and c) with U fixed; each is a regularized risk minimisation solved by the bundle
-method :func:`bmrm.minimize_bmrm`, warm-started at the current factors. The U step is
+over V (and c) with U fixed; each is a regularized risk minimisation solved by
+:func:`bmrm.minimize_bmrm`, warm-started at the current factors, with the method it
+chooses for the step's risk (:func:`bmrm.solver.methods.auto_method`): the truncated
+Newton method for a convex, smooth loss with Hessian-vector products (the squared loss, the
+ordinal and preference losses with ``hinge="squared"`` — the pairwise loss of Primal-CR,
+Wu, Hsieh & Sharpnack, KDD 2017 —, ListNet and the other smooth listwise losses), whose
+products ∇²R v = Aᵀ H_f A v take one pass over the ratings for A v and one scatter
+(:func:`block_oracle`), and the level bundle method otherwise. The U step is
 separable over users: ``"block"`` solves one problem over all of U (one aggregated cut of
 all users per iteration), ``"users"`` one r-dimensional problem per user, one after the
 other, and ``"batch"`` runs every user's own level bundle method side by side, each user
@@ -245,13 +251,15 @@ class _Problem:
         self.active = np.flatnonzero(np.diff(ratings.indptr) > 0)
         self.f = np.empty(len(ratings.data))
 
-    def scores(self, U, V, user_offset, item_offset) -> np.ndarray:
+    def scores(self, U, V, user_offset, item_offset, out=None) -> np.ndarray:
+        """The scores of all ratings, into ``out`` (the problem's own buffer when None)."""
         r = self.ratings
+        out = self.f if out is None else out
         run_queries(
             _kernels.scores, r.indptr, r.indptr, r.indices, U, V, user_offset, item_offset,
-            self.f,
+            out,
         )  # fmt: skip
-        return self.f
+        return out
 
     def gather(self, which: str, g, W, grad, grad_offset) -> None:
         r = self.ratings
@@ -315,7 +323,119 @@ def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepa
     oracle.loss = prepared.loss  # the solver probes the slopes of a user's loss only
     # a latent loss's prepared targets here are its convex surrogate's (_convexified)
     oracle.convex_surrogate = bool(getattr(prepared.loss, "latent", False))
+    if newton_steps(prepared.loss):
+        buffers = (active, grad, grad_offset, M, o)
+        _add_second_order(oracle, problem, which, U, V, b, c, offsets, prepared, known, w_start,
+                          buffers)  # fmt: skip
     return oracle, w_start, unpack
+
+
+def newton_steps(loss) -> bool:
+    """Whether a block step's risk is convex, smooth and offers Hessian-vector products
+    (the squared loss, the ordinal and preference losses with ``hinge="squared"``, the
+    smooth listwise losses): :func:`bmrm.solver.methods.auto_method` then solves the step by
+    the truncated Newton method (:mod:`bmrm.solver.methods.newton`), to which
+    :func:`block_oracle` gives the products it needs."""
+    return (
+        bool(getattr(loss, "smooth", False))
+        and bool(getattr(loss, "convex", True))
+        and not getattr(loss, "latent", False)
+        and callable(getattr(loss, "hessp", None))
+    )
+
+
+def _add_second_order(
+    oracle, problem, which, U, V, b, c, offsets, prepared, known, w_start, buffers
+):
+    """Give a block step's ``oracle`` the evaluation on scores and the Hessian-vector
+    products of :mod:`bmrm.solver.methods.newton`.
+
+    The step's variable w enters the scores linearly: f = A w + f₀, with (A w)_k =
+    <w_i, V_j> + w_{b,i} over the ratings k = (i, j) for the U step (the item offsets c are
+    f₀) and <U_i, w_j> + w_{c,j} for the V step. So ∇R = Aᵀ ∂l/∂f (the scatter of
+    :func:`block_oracle`) and ∇²R v = Aᵀ H_f A v, H_f the loss's Hessian of Σ_i l(f_i, y_i)
+    in the scores (``loss.hessp``; generalised for the squared hinge): one scores pass for
+    A v, the loss's product, one scatter. ``known`` is the caller's (risk, ∂l/∂f) at
+    ``w_start``, used by the first ``cut_at`` at the scores of ``w_start``; ``buffers``
+    are :func:`block_oracle`'s (its rows with ratings, the scatter's and the factors'
+    arrays), shared since the solver calls one kind of evaluation at a time.
+    """
+    R = problem.ratings
+    fixed = V if which == "U" else U
+    active, grad, grad_offset, M, o = buffers
+    r = fixed.shape[1]
+    size = len(active) * r
+    no_offset = np.zeros(V.shape[0] if which == "U" else U.shape[0])
+    loss, targets = prepared.loss, prepared.targets
+    start_scores = []
+
+    def place(w):
+        M[active] = w[:size].reshape(-1, r)
+        if offsets:
+            o[active] = w[size:]
+        return M, o
+
+    def pack():
+        a = grad[active].ravel()
+        return np.concatenate((a, grad_offset[active])) if offsets else a
+
+    def scores(w, out=None):
+        """f at w (a new array unless ``out``)."""
+        f = np.empty(len(R.data)) if out is None else out
+        M, o = place(w)
+        if which == "U":
+            problem.scores(M, V, o, c, f)
+        else:
+            problem.scores(U, M, b, o, f)
+        start_scores[:] = [f] if known and np.array_equal(w, w_start) else []
+        return f
+
+    def risk_at(f):
+        return _summed_risk(prepared, f)
+
+    def cut_at(f):
+        if known and start_scores and f is start_scores[0]:
+            risk, g = known.pop()
+        else:
+            known.clear()
+            risk, g = _summed_risk(prepared, f)
+        problem.gather(which, g, fixed, grad, grad_offset)
+        return risk, pack()
+
+    def hessian(f):
+        f = np.ascontiguousarray(f, dtype=np.float64)
+        plan = None
+        make_plan = getattr(loss, "hessp_kernel", None)
+        if make_plan is not None:
+            plan = make_plan(f, targets)
+        values = np.empty(prepared.n_terms)
+
+        def products(v, xv=None):
+            d = np.empty(len(f)) if xv is None else xv
+            M, o = place(v)
+            if which == "U":
+                problem.scores(M, V, o, no_offset, d)
+            else:
+                problem.scores(U, M, no_offset, o, d)
+            if plan is None:
+                hd = loss.hessp(f, d, targets)
+            else:
+                hd = np.empty(len(f))
+                run_queries(plan[0], prepared.groups.query_ptr, d, *plan[1], values, hd)
+            problem.gather(which, hd, fixed, grad, grad_offset)
+            return pack()
+
+        products.passes = 2
+        return products
+
+    def hessp(w, v):
+        return hessian(scores(w))(v)
+
+    oracle.scores = scores
+    oracle.risk_at = risk_at
+    oracle.cut_at = cut_at
+    oracle.hessian = hessian
+    oracle.hessp = hessp
 
 
 # the level of the users' level bundle methods (as bmrm.solver.methods.LevelBundle's)

@@ -283,7 +283,10 @@ class NewtonCG:
         """The first iteration: w0's scores (one pass over X unless w0 = 0), J, ∇J (one) and
         the certificate there, so that a warm start at the optimum stops at once."""
         oracle, w0 = state.oracle, state.w0
-        f = oracle.scores(w0) if np.any(w0) else np.zeros(oracle.X.shape[0])
+        # X 0 = 0 for a linear model's oracle (which holds X); an oracle without X may
+        # have scores that are affine in w
+        linear = hasattr(oracle, "X")
+        f = oracle.scores(w0) if np.any(w0) or not linear else np.zeros(oracle.X.shape[0])
         R, a = oracle.cut_at(f)
         state.f = f
         state.record(w0, state.J_of(w0, R))

@@ -17,6 +17,7 @@ from bmrm.collab.model import (
     _user_risks,
     batch_user_step,
     block_oracle,
+    newton_steps,
 )
 
 LOSSES = [
@@ -25,6 +26,7 @@ LOSSES = [
     ("ordinal", None),
     ("squared", None),
     ("listnet", None),
+    ("ordinal", {"hinge": "squared"}),
 ]
 
 
@@ -192,6 +194,93 @@ def test_scatters_are_the_same_for_any_split_among_threads(monkeypatch):
     np.testing.assert_allclose(gu_o, np.asarray(G.sum(axis=1)).ravel(), atol=1e-12)
     np.testing.assert_allclose(gv_o, np.asarray(G.sum(axis=0)).ravel(), atol=1e-12)
     np.testing.assert_array_equal(gv[5], 0.0)
+
+
+@pytest.mark.parametrize(
+    "loss, params", [("squared", None), ("ordinal", {"hinge": "squared"}), ("listnet", None)]
+)
+@pytest.mark.parametrize("offsets", [False, True])
+def test_newton_products_match_the_dense_reference(loss, params, offsets):
+    """A smooth loss's block steps evaluate on scores, f = A w + f₀, and give the products
+    ∇²R v = Aᵀ H_f A v: against A written out row by row and H_f from finite differences
+    of the loss's gradient in the scores."""
+    ratings = random_ratings(5)
+    R = check_ratings(ratings)
+    obj = losses.get(loss, **(params or {}))
+    assert newton_steps(obj)
+    problem = _Problem(R, obj)
+    rng = np.random.default_rng(3)
+    U, V = rng.normal(size=(9, 3)), rng.normal(size=(12, 3))
+    b, c = rng.normal(size=9) * offsets, rng.normal(size=12) * offsets
+    users = np.repeat(np.arange(9), np.diff(R.indptr))
+    n = len(R.indices)
+
+    def loss_gradient(f):
+        return problem.prepared.loss_grad(f)[1]
+
+    for which in ("U", "V"):
+        oracle, w0, unpack = block_oracle(problem, which, U, V, b, c, offsets, problem.prepared)
+        active = np.flatnonzero(np.diff(R.indptr if which == "U" else problem.item_ptr) > 0)
+        place = {row: t for t, row in enumerate(active)}
+        A = np.zeros((n, len(w0)))
+        for k, (i, j) in enumerate(zip(users, R.indices, strict=True)):
+            own, other = (i, V[j]) if which == "U" else (j, U[i])
+            A[k, 3 * place[own] : 3 * place[own] + 3] = other
+            if offsets:
+                A[k, 3 * len(active) + place[own]] = 1.0
+        w, v = rng.normal(size=len(w0)), rng.normal(size=len(w0))
+        f0 = oracle.scores(np.zeros(len(w0)))
+        f = oracle.scores(w)
+        np.testing.assert_allclose(f, A @ w + f0, rtol=1e-12, atol=1e-12)
+        M, o = unpack(w)
+        Uw, Vw = (M, V) if which == "U" else (U, M)
+        bw = o if which == "U" and offsets else b
+        cw = o if which == "V" and offsets else c
+        dense = Uw @ Vw.T + bw[:, None] + cw[None, :]
+        np.testing.assert_allclose(f, dense[users, R.indices], rtol=1e-12, atol=1e-12)
+        # the scores-based cut is the oracle's own
+        risk, a = oracle(w)
+        risk_f, a_f = oracle.cut_at(f)
+        assert risk_f == pytest.approx(risk, rel=1e-13) == oracle.risk_at(f)[0]
+        np.testing.assert_allclose(a_f, a, rtol=1e-13, atol=1e-13)
+        # H_f column by column from the gradient (the squared hinge is piecewise quadratic:
+        # exact unless a pair's margin lies within h of its kink)
+        h = 1e-6
+        H = np.empty((n, n))
+        for k in range(n):
+            e = np.zeros(n)
+            e[k] = h
+            H[:, k] = (loss_gradient(f + e) - loss_gradient(f - e)) / (2 * h)
+        xv = np.empty(n)
+        hv = oracle.hessian(f)(v, xv)
+        np.testing.assert_allclose(xv, A @ v, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(hv, A.T @ H @ A @ v, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(oracle.hessp(w, v), hv, rtol=1e-13, atol=1e-13)
+
+
+def test_newton_u_step_is_the_least_squares_solution():
+    """With the squared loss the U step is one ridge regression per user (alternating least
+    squares); the block step, solved by the Newton method, reaches it."""
+    ratings = random_ratings(6, n_users=12, n_items=15, density=0.6)
+    R = check_ratings(ratings)
+    problem = _Problem(R, losses.get("squared"))
+    rng = np.random.default_rng(2)
+    U, V = rng.normal(size=(12, 3)), rng.normal(size=(15, 3))
+    zeros_u, zeros_v = np.zeros(12), np.zeros(15)
+    lam = 0.7
+    oracle, w0, unpack = block_oracle(
+        problem, "U", U, V, zeros_u, zeros_v, False, problem.prepared
+    )
+    from bmrm.collab._steps import minimize_step
+
+    res = minimize_step(oracle, w0, StepSettings(lam, 1e-12, None, 50, 10))
+    assert res.method == "newton"
+    M, _ = unpack(res.x)
+    for i in range(12):
+        s, e = R.indptr[i], R.indptr[i + 1]
+        Vi = V[R.indices[s:e]]
+        ref = np.linalg.solve(Vi.T @ Vi + lam * np.eye(3), Vi.T @ R.data[s:e])
+        np.testing.assert_allclose(M[i], ref if e > s else 0.0, rtol=1e-7, atol=1e-9)
 
 
 @pytest.mark.parametrize("offsets", [False, True])
