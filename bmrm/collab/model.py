@@ -197,7 +197,7 @@ class CofiRankResult(OptimizeResult):
         ``objective`` (J after the step), ``gap`` (the bundle method's certified gap of
         the step's problem: a sum over users for ``u_step="users"``; of the convex
         surrogate for latent losses), ``rel_gap`` (gap over the step's objective),
-        ``nit`` and ``nfev`` (bundle iterations and oracle calls, summed over users),
+        ``nit`` and ``nfev`` (the solver's iterations and oracle calls, summed over users),
         ``converged`` (no solve stopped at ``step_max_iter``),
         ``seconds`` and ``cpu_seconds`` (process CPU time).
     nit : int
@@ -577,8 +577,10 @@ def _half_square(*arrays) -> float:
 class CofiRank(BaseEstimator):
     """Collaborative ranking by matrix factorisation with a per-user ranking loss.
 
-    Minimises Σ_users l(V_{Ω_i} u_i, y_i) + (λ/2)(‖U‖² + ‖V‖²) by alternating bundle-method
-    steps (module docstring: normalisation, offsets, guarantees, latent losses).
+    Minimises Σ_users l(V_{Ω_i} u_i, y_i) + (λ/2)(‖U‖² + ‖V‖²) by alternating steps, each
+    solved by the level bundle method or, for a smooth loss with Hessian-vector products, the
+    truncated Newton method (module docstring: normalisation, offsets, solvers, guarantees,
+    latent losses).
 
     Parameters
     ----------
@@ -609,7 +611,7 @@ class CofiRank(BaseEstimator):
         A step stops once its certified gap is at most ``step_tol`` times the decrease
         of J it has made (module docstring).
     step_max_iter : int, default=30
-        Bundle iterations per step (per user for ``u_step="users"``) once the step has
+        Solver iterations per step (per user for ``u_step="users"``) once the step has
         lowered J (up to three times as many before; module docstring).
     bundle_size : int, default=10
         Planes kept by a block step's bundle (its memory: bundle_size × n_rows × r floats;
