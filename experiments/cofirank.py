@@ -1,7 +1,8 @@
 """CofiRank's weak and strong generalisation protocols on a rating file, beside the paper.
 
     python experiments/cofirank.py PATH [--n-train 10 20 50] [--seeds 10]
-        [--losses ndcg ordinal squared] [--offsets] [--protocols weak strong] [--gain exp]
+        [--losses ndcg ordinal squared ordinal-squared] [--offsets] [--protocols weak strong]
+        [--gain exp]
     python experiments/cofirank.py --synthetic [...]
 
 PATH is a MovieLens (``u.data``, ``ratings.dat``, ``ratings.csv``) or MovieTweetings
@@ -44,7 +45,8 @@ leaves every cell with the same number of seeds; the tables say how many ran.
 Output: ``--out``/results.csv (one row per protocol × N × seed × method, rewritten after
 every fit), results.md (the tables) and the tidy result file ``--results``/cofirank.csv
 (columns experiment, dataset, method, setting, repetition, then ``ndcg_at_10``, ``wall_s``,
-``cpu_s``, ...; rows of other data sets in it are kept) with cofirank.meta.json.
+``cpu_s``, ...; rows of other data sets, methods or settings in it are kept) with
+cofirank.meta.json.
 """
 
 from __future__ import annotations
@@ -120,9 +122,16 @@ def popularity(train, test, gain: str) -> float:
 
 def write_tidy(folder: Path, rows: list, dataset: str, argv) -> None:
     """The tidy result file ``folder/cofirank.csv`` (one row per method × data set ×
-    setting × seed; the rows of other data sets already there are kept) and its
-    ``cofirank.meta.json`` (command, date, machine, git commit)."""
-    write_results("cofirank", rows, folder, argv, keep=lambda row: row["dataset"] != dataset)
+    setting × seed; the rows of other data sets, methods or settings already there are
+    kept) and its ``cofirank.meta.json`` (command, date, machine, git commit)."""
+    made = {(row["dataset"], row["method"], row["setting"]) for row in rows}
+    write_results(
+        "cofirank",
+        rows,
+        folder,
+        argv,
+        keep=lambda row: (row["dataset"], row["method"], row["setting"]) not in made,
+    )
 
 
 def find_file(path: Path) -> Path:
@@ -148,7 +157,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", type=int_at_least(1), default=10)
     parser.add_argument(
         "--losses", nargs="+", default=["ndcg", "ordinal", "squared"],
-        choices=["ndcg", "ordinal", "squared"],
+        choices=["ndcg", "ordinal", "squared", "ordinal-squared"],
     )  # fmt: skip
     parser.add_argument("--offsets", action="store_true", help="also fit with offsets")
     parser.add_argument("--protocols", nargs="+", choices=["weak", "strong"], default=["weak"])
@@ -190,8 +199,11 @@ def main(argv=None) -> int:
     seeds_run = 0
 
     def fit(train, loss, offsets, seed):
+        params = {"gain": args.gain} if loss == "ndcg" else None
+        if loss == "ordinal-squared":
+            loss, params = "ordinal", {"hinge": "squared"}
         model = CofiRank(
-            loss=loss, loss_params={"gain": args.gain} if loss == "ndcg" else None,
+            loss=loss, loss_params=params,
             n_factors=args.rank, lam="auto" if args.lam is None else args.lam,
             offsets=offsets, max_iter=args.max_iter, random_state=seed,
         )  # fmt: skip

@@ -1,6 +1,8 @@
 """``experiments/cofirank.py`` and ``experiments/bench_cofirank.py`` end to end
 (``--quick``, synthetic data)."""
 
+import csv
+
 from tests.experiments._quick import run_quick
 
 
@@ -31,6 +33,20 @@ def test_cofirank_quick_run(tmp_path):
     md = (tmp_path / "results.md").read_text()
     assert "## weak generalisation" in md and "## strong generalisation" in md
     assert "0.6400 / 0.6307 / 0.6076" in md  # the paper's CofiRank-NDCG row beside
+
+
+def test_cofirank_adds_a_method_to_the_results_file(tmp_path):
+    # a second run with another loss replaces its own rows (popularity's) and keeps the
+    # other methods' rows of the same data set in the tidy file
+    run_quick("cofirank", tmp_path, extra=("--synthetic", "--losses", "ordinal"))
+    rows = run_quick("cofirank", tmp_path, extra=("--synthetic", "--losses", "ordinal-squared"))
+    assert [r["loss"] for r in rows] == ["popularity", "ordinal-squared"]
+    with open(tmp_path / "cofirank.csv", newline="") as fh:
+        tidy = list(csv.DictReader(fh))
+    assert sorted(r["method"] for r in tidy) == [
+        "CofiRank-ordinal", "CofiRank-ordinal-squared", "popularity"
+    ]  # fmt: skip
+    assert all(0.0 <= float(r["ndcg_at_10"]) <= 1.0 for r in tidy)
 
 
 def test_bench_cofirank_quick_run(tmp_path):
