@@ -1,8 +1,8 @@
 """Numba kernels of :mod:`losses` that other packages may call from their own kernels.
 
 ``argsort_stable(x)`` and ``sorted_copy(x)`` sort a 1-d array stably in O(m log m);
-``argsort_float(x, descending)`` sorts float64 scores stably, ascending or descending (ties
-in index order), by radix sort in O(m) from ``RADIX_MIN`` values on
+``argsort_float(x)`` and ``argsort_float_descending(x)`` sort float64 scores stably, ascending
+or descending (ties in index order), by radix sort in O(m) from ``RADIX_MIN`` values on
 (:mod:`losses._kernels.sorting` explains why the kernels carry their own sort rather than
 numba's ``np.argsort``, which on-disk caching can confuse across processes).
 
@@ -15,13 +15,20 @@ those compilations with the losses'.
 
 from losses._kernels import INNER as INNER_JIT_OPTIONS
 from losses._kernels import OUTER as JIT_OPTIONS
-from losses._kernels.sorting import RADIX_MIN, argsort_float, argsort_stable, sorted_copy
+from losses._kernels.sorting import (
+    RADIX_MIN,
+    argsort_float,
+    argsort_float_descending,
+    argsort_stable,
+    sorted_copy,
+)
 
 __all__ = [
     "INNER_JIT_OPTIONS",
     "JIT_OPTIONS",
     "RADIX_MIN",
     "argsort_float",
+    "argsort_float_descending",
     "argsort_stable",
     "sorted_copy",
 ]

@@ -71,7 +71,7 @@ def ap_loss(q_start, q_stop, f, query_ptr, relevant, values, grad):
             continue
         # one stable sort by score, descending, split by class: each class in score order,
         # equal scores in listing order
-        order = argsort_float(key[:m], False)
+        order = argsort_float(key[:m])
         p = 0
         n = 0
         for t in range(m):

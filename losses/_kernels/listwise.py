@@ -54,7 +54,7 @@ from numba import njit
 from losses._kernels import INNER, OUTER
 from losses._kernels.assignment import solve_assignment, solve_assignment_from
 from losses._kernels.fenwick import fenwick_add, fenwick_prefix
-from losses._kernels.sorting import argsort_float, argsort_stable, sorted_copy
+from losses._kernels.sorting import argsort_float_descending, argsort_stable, sorted_copy
 
 # Rows of the per-thread integer workspace (each of length max_m + 1).
 _ORDER, _SIGMA, _PI, _CAND, _CAND_RANK, _COUNTS, _TREE, _FLAG = 0, 1, 2, 3, 4, 5, 6, 7
@@ -1066,7 +1066,7 @@ def structured_loss(
                     for r in range(m):
                         order[r] = given_order[start + r]
                 else:
-                    ranked = argsort_float(fq, True)
+                    ranked = argsort_float_descending(fq)
                     for r in range(m):
                         order[r] = ranked[r]
                 if ideal_c.size == 0:
@@ -1273,7 +1273,7 @@ def pessimistic_metric(q_start, q_stop, f, query_ptr, gain, inv_norm, a, values)
         fq = f[start:stop]
         bq = gain[start:stop]
         m = stop - start
-        order = argsort_float(fq, True)
+        order = argsort_float_descending(fq)
         dcg = 0.0
         p = 0
         while p < m:
@@ -1334,7 +1334,7 @@ def latent_ideal_weights(
         # tq descending (the loss kernel's rank order), reversed for _ideal_order, which
         # reads it backwards: equal levels in decreasing tq (the order within a tie group
         # does not matter, its weights are averaged)
-        ranked = argsort_float(tq, True)
+        ranked = argsort_float_descending(tq)
         for r in range(m):
             reverse[r] = ranked[m - 1 - r]
         if order_out.size > 0:
@@ -1376,7 +1376,7 @@ def ranking_weights(q_start, q_stop, f, query_ptr, inv_norm, c, out, order_out):
         fq = f[start:stop]
         out_q = out[start:stop]
         m = stop - start
-        ranked = argsort_float(fq, True)
+        ranked = argsort_float_descending(fq)
         if order_out.size > 0:
             for r in range(m):
                 order_out[start + r] = ranked[r]
@@ -1414,7 +1414,7 @@ def _pairs_query(fq, bq, lq, n_levels, inv_norm, a, k, scale, gq):
     """
     m = fq.shape[0]
     n_top = min(k, m)
-    order = argsort_float(fq, True)
+    order = argsort_float_descending(fq)
     # Arrays come from np.empty alone, filled by loops: every other allocator (np.zeros,
     # np.full, np.ones, .copy()) is one more numba overload compiled on first use.
     # per level: documents in decreasing score, suffix sums of their scores

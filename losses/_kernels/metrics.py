@@ -14,7 +14,7 @@ from numba import njit
 
 from losses._kernels import INNER, OUTER
 from losses._kernels.fenwick import fenwick_add, fenwick_prefix
-from losses._kernels.sorting import argsort_float, argsort_stable, sorted_copy
+from losses._kernels.sorting import argsort_float_descending, argsort_stable, sorted_copy
 
 
 @njit(**OUTER)
@@ -23,7 +23,7 @@ def sort_by_score(q_start, q_stop, f, query_ptr, order):
     for q in range(q_start, q_stop):
         a = query_ptr[q]
         b = query_ptr[q + 1]
-        local = argsort_float(f[a:b], True)
+        local = argsort_float_descending(f[a:b])
         for i in range(b - a):
             order[a + i] = a + local[i]
 

@@ -104,7 +104,7 @@ def ordinal_pairs(
         if radix is None:
             order = argsort_stable(f[s:e])
         else:
-            order = argsort_float(f[s:e], False)
+            order = argsort_float(f[s:e])
         for k in range(e - s):
             fs[k] = f[s + order[k]]
             rs[k] = rank[s + order[k]]
@@ -292,7 +292,7 @@ def ordinal_squared(
         elif radix is None:
             order = argsort_stable(f[s:e])
         else:
-            order = argsort_float(f[s:e], False)
+            order = argsort_float(f[s:e])
         for k in range(m):
             fs[k] = f[s + order[k]]
             rs[k] = rank[s + order[k]]
@@ -473,4 +473,4 @@ def sort_queries(q_start, q_stop, f, query_ptr, radix, out):
         if radix is None:
             out[s:e] = argsort_stable(f[s:e])
         else:
-            out[s:e] = argsort_float(f[s:e], False)
+            out[s:e] = argsort_float(f[s:e])

@@ -1,7 +1,7 @@
 """Sorting for the kernels, written out instead of numba's ``np.sort`` / ``np.argsort``.
 
-:func:`argsort_stable` is a comparison sort of any numeric array. :func:`argsort_float`
-sorts float64 scores, ascending or descending, and from ``RADIX_MIN`` values on uses an
+:func:`argsort_stable` is a comparison sort of any numeric array. :func:`argsort_float` and
+:func:`argsort_float_descending` sort float64 scores, and from ``RADIX_MIN`` values on use an
 LSD radix sort on the order-preserving integer image of the floats (Knuth, TAOCP vol. 3,
 §5.2.5), O(m) instead of O(m log m); both give the order of numpy's stable sort.
 
@@ -113,24 +113,18 @@ def sorted_copy(x):
 
 
 @njit(**OUTER)
-def argsort_float(x, descending):
-    """Return the indices that sort the float64 array ``x``, equal values in index order.
+def argsort_float(x):
+    """Return the indices that sort the float64 array ``x`` ascending, equal values in index
+    order: ``np.argsort(x, kind="stable")``.
 
-    ``descending=False`` gives ``np.argsort(x, kind="stable")``, ``True`` gives
-    ``np.argsort(-x, kind="stable")`` (descending, ties in index order), as the ranking
-    kernels read scores. From ``RADIX_MIN`` values on, and when no value is NaN, an LSD
-    radix sort with 8-bit digits on the order-preserving image of the float64 bits: a
-    non-negative float has its sign bit set, a negative one all bits flipped, so that the
-    unsigned integers order as the floats do (−0.0 is first made +0.0, which compares
-    equal to it); descending sorts flip the image. Passes over a digit that all keys share
-    are skipped. Otherwise :func:`argsort_stable`.
+    From ``RADIX_MIN`` values on, and when no value is NaN, an LSD radix sort with 8-bit
+    digits on the order-preserving image of the float64 bits (:func:`_float_image`); passes
+    over a digit that all keys share are skipped. Otherwise :func:`argsort_stable`.
 
     Parameters
     ----------
     x : ndarray of shape (m,), float64
         The values to sort.
-    descending : bool
-        Sort descending instead of ascending.
 
     Returns
     -------
@@ -139,20 +133,61 @@ def argsort_float(x, descending):
     """
     m = x.shape[0]
     if m < RADIX_MIN:
-        return argsort_stable(-x) if descending else argsort_stable(x)
+        return argsort_stable(x)
+    keys = _float_image(x)
+    if keys.shape[0] != m:  # a NaN: the comparison sort's order
+        return argsort_stable(x)
+    return _radix_order(keys)
+
+
+@njit(**OUTER)
+def argsort_float_descending(x):
+    """Return the indices that sort the float64 array ``x`` descending, equal values in index
+    order: ``np.argsort(-x, kind="stable")``, the order the ranking kernels read scores in.
+
+    As :func:`argsort_float`, with the image's bits flipped (so that it orders the floats
+    descending).
+
+    Parameters
+    ----------
+    x : ndarray of shape (m,), float64
+        The values to sort.
+
+    Returns
+    -------
+    ndarray of shape (m,), int64
+        The sorting indices.
+    """
+    m = x.shape[0]
+    if m < RADIX_MIN:
+        return argsort_stable(-x)
+    keys = _float_image(x)
+    if keys.shape[0] != m:  # a NaN: the comparison sort's order
+        return argsort_stable(-x)
+    for i in range(m):
+        keys[i] = ~keys[i]
+    return _radix_order(keys)
+
+
+@njit(**OUTER)
+def _float_image(x):
+    """The order-preserving unsigned-integer image of the float64 ``x``: a non-negative
+    float has its sign bit set, a negative one all bits flipped, so that the integers order
+    as the floats do; −0.0 is first made +0.0, which compares equal to it. Empty when a
+    value is NaN (which has no place in that order)."""
+    m = x.shape[0]
     image = np.empty(m)
     for i in range(m):
         v = x[i]
-        if v != v:  # NaN: the comparison sort's order
-            return argsort_stable(-x) if descending else argsort_stable(x)
+        if v != v:
+            return np.empty(0, dtype=np.uint64)
         image[i] = v + 0.0  # -0.0 becomes +0.0
     keys = image.view(np.uint64)
     sign = np.uint64(1) << np.uint64(63)
     for i in range(m):
         b = keys[i]
-        b = ~b if b & sign else b | sign
-        keys[i] = ~b if descending else b
-    return _radix_order(keys)
+        keys[i] = ~b if b & sign else b | sign
+    return keys
 
 
 @njit(**OUTER)

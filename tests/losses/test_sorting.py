@@ -3,7 +3,13 @@
 import numpy as np
 import pytest
 
-from losses._kernels.sorting import RADIX_MIN, argsort_float, argsort_stable, sorted_copy
+from losses._kernels.sorting import (
+    RADIX_MIN,
+    argsort_float,
+    argsort_float_descending,
+    argsort_stable,
+    sorted_copy,
+)
 
 
 @pytest.mark.parametrize("m", [0, 1, 2, 15, 16, 17, 33, 100, 1000, 4099])
@@ -42,9 +48,9 @@ def _float_cases(rng, m):
 def test_argsort_float_matches_numpy_stable_sort(m):
     rng = np.random.default_rng(m + 11)
     for x in _float_cases(rng, m):
-        np.testing.assert_array_equal(argsort_float(x, False), np.argsort(x, kind="stable"))
+        np.testing.assert_array_equal(argsort_float(x), np.argsort(x, kind="stable"))
         # descending, ties in index order (numpy's stable sort of -x)
-        np.testing.assert_array_equal(argsort_float(x, True), np.argsort(-x, kind="stable"))
+        np.testing.assert_array_equal(argsort_float_descending(x), np.argsort(-x, kind="stable"))
 
 
 @pytest.mark.parametrize("m", [5, RADIX_MIN + 5, 300])
@@ -52,9 +58,9 @@ def test_argsort_float_with_nan_takes_the_comparison_sort(m):
     rng = np.random.default_rng(m)
     x = rng.standard_normal(m)
     x[[1, m // 2]] = np.nan
-    np.testing.assert_array_equal(argsort_float(x, False), argsort_stable(x))
-    np.testing.assert_array_equal(argsort_float(x, True), argsort_stable(-x))
-    assert sorted(argsort_float(x, True)) == list(range(m))
+    np.testing.assert_array_equal(argsort_float(x), argsort_stable(x))
+    np.testing.assert_array_equal(argsort_float_descending(x), argsort_stable(-x))
+    assert sorted(argsort_float_descending(x)) == list(range(m))
 
 
 def test_argsort_float_from_compiled_code_on_slices():
@@ -65,7 +71,7 @@ def test_argsort_float_from_compiled_code_on_slices():
     def by_query(f, ptr, out):
         for q in range(ptr.shape[0] - 1):
             a, b = ptr[q], ptr[q + 1]
-            order = argsort_float(f[a:b], True)
+            order = argsort_float_descending(f[a:b])
             for i in range(b - a):
                 out[a + i] = a + order[i]
 
