@@ -114,12 +114,12 @@ def sorted_copy(x):
 
 @njit(**OUTER)
 def argsort_float(x):
-    """Return the indices that sort the float64 array ``x`` ascending, equal values in index
-    order: ``np.argsort(x, kind="stable")``.
+    """Return the indices that sort the float64 array ``x`` ascending, stably.
 
-    From ``RADIX_MIN`` values on, and when no value is NaN, an LSD radix sort with 8-bit
-    digits on the order-preserving image of the float64 bits (:func:`_float_image`); passes
-    over a digit that all keys share are skipped. Otherwise :func:`argsort_stable`.
+    The order of ``np.argsort(x, kind="stable")``: equal values in index order. From
+    ``RADIX_MIN`` values on, and when no value is NaN, an LSD radix sort with 8-bit digits on
+    the order-preserving image of the float64 bits (:func:`_float_image`); passes over a
+    digit that all keys share are skipped. Otherwise :func:`argsort_stable`.
 
     Parameters
     ----------
@@ -142,11 +142,11 @@ def argsort_float(x):
 
 @njit(**OUTER)
 def argsort_float_descending(x):
-    """Return the indices that sort the float64 array ``x`` descending, equal values in index
-    order: ``np.argsort(-x, kind="stable")``, the order the ranking kernels read scores in.
+    """Return the indices that sort the float64 array ``x`` descending, stably.
 
-    As :func:`argsort_float`, with the image's bits flipped (so that it orders the floats
-    descending).
+    The order of ``np.argsort(-x, kind="stable")``: equal values in index order, as the
+    ranking kernels read scores. As :func:`argsort_float`, with the image's bits flipped (so
+    that it orders the floats descending).
 
     Parameters
     ----------
