@@ -82,6 +82,7 @@ import numpy as np
 
 from losses._base import Loss
 from losses._kernels import average_precision as _k
+from losses._kernels.sorting import radix_flag
 from losses._threads import run_queries
 from losses.validation import check_finite_targets, check_real
 
@@ -167,7 +168,7 @@ class AveragePrecisionLoss(Loss):
         args : tuple
             The kernel's arguments after ``f``.
         """
-        return _k.ap_loss, (targets.query_ptr, targets.relevant)
+        return _k.ap_loss, (targets.query_ptr, targets.relevant, radix_flag(targets.query_ptr))
 
     def loss_grad(self, f, targets: _APTargets) -> tuple[np.ndarray, np.ndarray]:
         """Return the per-query losses and the subgradient of their sum.

@@ -322,6 +322,7 @@ import numpy as np
 
 from losses._base import Loss
 from losses._kernels import listwise as _k
+from losses._kernels.sorting import radix_flag
 from losses._threads import run_queries
 from losses.validation import (
     check_bool,
@@ -807,6 +808,7 @@ class _StructuredRankingLoss(Loss):
                 targets.query_ptr,
                 targets.inv_norm,
                 targets.c,
+                radix_flag(targets.query_ptr),
                 out,
                 order,
             )
@@ -820,6 +822,7 @@ class _StructuredRankingLoss(Loss):
             targets.n_levels,
             targets.inv_norm,
             targets.c,
+            radix_flag(targets.query_ptr),
             out,
             order,
         )
@@ -928,6 +931,7 @@ class _StructuredRankingLoss(Loss):
                 targets.pair_scale,
                 targets.a,
                 targets.n_top,
+                radix_flag(targets.query_ptr),
                 values,
                 grad,
             )
@@ -967,6 +971,7 @@ class _StructuredRankingLoss(Loss):
             ideal_c,
             _EMPTY if targets.duals is None else targets.duals,
             order,
+            radix_flag(targets.query_ptr),
             values,
             grad,
         )
@@ -1022,6 +1027,7 @@ class _StructuredRankingLoss(Loss):
             targets.gain,
             targets.inv_norm,
             targets.a,
+            radix_flag(targets.query_ptr),
             values,
         )
         return values
