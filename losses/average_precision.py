@@ -82,7 +82,6 @@ import numpy as np
 
 from losses._base import Loss
 from losses._kernels import average_precision as _k
-from losses._kernels.sorting import radix_flag
 from losses._threads import run_queries
 from losses.validation import check_finite_targets, check_real
 
@@ -168,7 +167,7 @@ class AveragePrecisionLoss(Loss):
         args : tuple
             The kernel's arguments after ``f``.
         """
-        return _k.ap_loss, (targets.query_ptr, targets.relevant, radix_flag(targets.query_ptr))
+        return _k.ap_loss, (targets.query_ptr, targets.relevant)
 
     def loss_grad(self, f, targets: _APTargets) -> tuple[np.ndarray, np.ndarray]:
         """Return the per-query losses and the subgradient of their sum.

@@ -322,7 +322,6 @@ import numpy as np
 
 from losses._base import Loss
 from losses._kernels import listwise as _k
-from losses._kernels.sorting import radix_flag
 from losses._threads import run_queries
 from losses.validation import (
     check_bool,
@@ -808,7 +807,6 @@ class _StructuredRankingLoss(Loss):
                 targets.query_ptr,
                 targets.inv_norm,
                 targets.c,
-                radix_flag(targets.query_ptr),
                 out,
                 order,
             )
@@ -822,7 +820,6 @@ class _StructuredRankingLoss(Loss):
             targets.n_levels,
             targets.inv_norm,
             targets.c,
-            radix_flag(targets.query_ptr),
             out,
             order,
         )
@@ -931,7 +928,6 @@ class _StructuredRankingLoss(Loss):
                 targets.pair_scale,
                 targets.a,
                 targets.n_top,
-                radix_flag(targets.query_ptr),
                 values,
                 grad,
             )
@@ -971,7 +967,6 @@ class _StructuredRankingLoss(Loss):
             ideal_c,
             _EMPTY if targets.duals is None else targets.duals,
             order,
-            radix_flag(targets.query_ptr),
             values,
             grad,
         )
@@ -1027,7 +1022,6 @@ class _StructuredRankingLoss(Loss):
             targets.gain,
             targets.inv_norm,
             targets.a,
-            radix_flag(targets.query_ptr),
             values,
         )
         return values

@@ -64,7 +64,6 @@ from types import MappingProxyType
 import numpy as np
 
 from losses._kernels import metrics as _k
-from losses._kernels.sorting import radix_flag
 from losses._query import QueryGroups, group_queries
 from losses._threads import run_queries
 from losses.validation import check_bool, check_int, check_k, check_real
@@ -310,7 +309,7 @@ class _Ranked:
         self.cutoff = self.n_max if k is None else int(min(k, self.n_max))
         self.average = ties == "average"
         self.order = np.empty(self.y.shape[0], dtype=np.int64)
-        self.call(_k.sort_by_score, self.f, self.ptr, radix_flag(self.ptr), self.order)
+        self.call(_k.sort_by_score, self.f, self.ptr, self.order)
 
     def call(self, kernel, *args) -> None:
         """``kernel(q_start, q_stop, *args)`` over blocks of queries (see losses._threads)."""

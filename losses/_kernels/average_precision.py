@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 
 from losses._kernels import OUTER
-from losses._kernels.sorting import order_ascending
+from losses._kernels.sorting import argsort_float
 
 # ranges waiting in the divide and conquer of _place_non_relevant: the larger half is pushed
 # first, so at most about log2(n) + 2 wait at once
@@ -32,15 +32,14 @@ _STACK = 128
 
 
 @njit(**OUTER)
-def ap_loss(q_start, q_stop, f, query_ptr, relevant, radix, values, grad):
+def ap_loss(q_start, q_stop, f, query_ptr, relevant, values, grad):
     """Per-query hinge and its subgradient for the queries ``q_start:q_stop``.
 
     ``relevant`` (bool per row) marks the relevant documents. A query without a relevant or
     without a non-relevant document gets 0; a query with a NaN or infinite score gets NaN
     (value and subgradient). Documents of one class with equal scores share
     the mean of their subgradient entries (a mean over maximisers that differ only in how
-    they order them), so the result does not depend on the listing order. ``radix`` as
-    :func:`losses._kernels.sorting.radix_flag` gives it.
+    they order them), so the result does not depend on the listing order.
     """
     max_m = 0
     for q in range(q_start, q_stop):
@@ -72,7 +71,7 @@ def ap_loss(q_start, q_stop, f, query_ptr, relevant, radix, values, grad):
             continue
         # one stable sort by score, descending, split by class: each class in score order,
         # equal scores in listing order
-        order = order_ascending(key[:m], radix)
+        order = argsort_float(key[:m])
         p = 0
         n = 0
         for t in range(m):

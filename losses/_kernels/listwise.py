@@ -54,7 +54,7 @@ from numba import njit
 from losses._kernels import INNER, OUTER
 from losses._kernels.assignment import solve_assignment, solve_assignment_from
 from losses._kernels.fenwick import fenwick_add, fenwick_prefix
-from losses._kernels.sorting import argsort_stable, order_descending, sorted_copy
+from losses._kernels.sorting import argsort_float_descending, argsort_stable, sorted_copy
 
 # Rows of the per-thread integer workspace (each of length max_m + 1).
 _ORDER, _SIGMA, _PI, _CAND, _CAND_RANK, _COUNTS, _TREE, _FLAG = 0, 1, 2, 3, 4, 5, 6, 7
@@ -886,7 +886,6 @@ def structured_loss(
     ideal_c,
     duals,
     given_order,
-    radix,
     values,
     grad,
 ):
@@ -968,10 +967,6 @@ def structured_loss(
         then finds its candidates in it instead of selecting each level's best documents.
         Given only with ``ideal_c`` (that path's σ, which the selection also yields, is then
         not needed).
-    radix : True or None
-        True when some query has ``RADIX_MIN`` rows or more (its scores are radix-sorted);
-        None leaves the radix sort out of the compiled kernel
-        (:func:`losses._kernels.sorting.radix_flag`).
     values : float64 array of shape (n_queries,)
         Output: per-query losses.
     grad : float64 array of shape (n,)
@@ -1071,7 +1066,7 @@ def structured_loss(
                     for r in range(m):
                         order[r] = given_order[start + r]
                 else:
-                    ranked = order_descending(fq, radix)
+                    ranked = argsort_float_descending(fq)
                     for r in range(m):
                         order[r] = ranked[r]
                 if ideal_c.size == 0:
@@ -1263,12 +1258,11 @@ def structured_loss(
 
 
 @njit(**OUTER)
-def pessimistic_metric(q_start, q_stop, f, query_ptr, gain, inv_norm, a, radix, values):
+def pessimistic_metric(q_start, q_stop, f, query_ptr, gain, inv_norm, a, values):
     """Per-query ``1 − (1/Z) Σ_i a_i b_{π(i)}`` for π sorting ``f`` descending.
 
     Documents with equal scores are placed in increasing gain (the worst order, since
-    ``a`` is non-increasing). Degenerate queries (``inv_norm == 0``) get 0. ``radix`` as
-    :func:`losses._kernels.sorting.radix_flag` gives it.
+    ``a`` is non-increasing). Degenerate queries (``inv_norm == 0``) get 0.
     """
     for q in range(q_start, q_stop):
         start = query_ptr[q]
@@ -1279,7 +1273,7 @@ def pessimistic_metric(q_start, q_stop, f, query_ptr, gain, inv_norm, a, radix, 
         fq = f[start:stop]
         bq = gain[start:stop]
         m = stop - start
-        order = order_descending(fq, radix)
+        order = argsort_float_descending(fq)
         dcg = 0.0
         p = 0
         while p < m:
@@ -1299,7 +1293,7 @@ def pessimistic_metric(q_start, q_stop, f, query_ptr, gain, inv_norm, a, radix, 
 
 @njit(**OUTER)
 def latent_ideal_weights(
-    q_start, q_stop, tie_scores, query_ptr, level, n_levels, inv_norm, c, radix, out, order_out
+    q_start, q_stop, tie_scores, query_ptr, level, n_levels, inv_norm, c, out, order_out
 ):
     """Per-document weight ``c`` of its position in the ideal ordering best for the scores,
     for the queries ``q_start:q_stop`` (a block of :mod:`losses._threads`).
@@ -1312,8 +1306,7 @@ def latent_ideal_weights(
     ``order_out``: empty, or an int64 array of shape (n,) that receives, for every query of
     at least two documents that is not degenerate, its rank order (indices within the
     query, ``argsort_stable(-tie_scores_q)``), which :func:`structured_loss` then reads
-    (``given_order``) instead of sorting the same scores again. ``radix`` as
-    :func:`losses._kernels.sorting.radix_flag` gives it.
+    (``given_order``) instead of sorting the same scores again.
     """
     max_m = 0
     for q in range(q_start, q_stop):
@@ -1341,7 +1334,7 @@ def latent_ideal_weights(
         # tq descending (the loss kernel's rank order), reversed for _ideal_order, which
         # reads it backwards: equal levels in decreasing tq (the order within a tie group
         # does not matter, its weights are averaged)
-        ranked = order_descending(tq, radix)
+        ranked = argsort_float_descending(tq)
         for r in range(m):
             reverse[r] = ranked[m - 1 - r]
         if order_out.size > 0:
@@ -1363,7 +1356,7 @@ def latent_ideal_weights(
 
 
 @njit(**OUTER)
-def ranking_weights(q_start, q_stop, f, query_ptr, inv_norm, c, radix, out, order_out):
+def ranking_weights(q_start, q_stop, f, query_ptr, inv_norm, c, out, order_out):
     """Per-document weight ``c`` of its position in the ranking by ``f`` (the ramp bound's
     reference), for the queries ``q_start:q_stop`` (a block of :mod:`losses._threads`).
 
@@ -1371,8 +1364,7 @@ def ranking_weights(q_start, q_stop, f, query_ptr, inv_norm, c, radix, out, orde
     position in τ, averaged over the documents of equal score (a mean of the maximisers of
     ``max_τ Σ_i c_i f_{τ(i)}``, so a subgradient of it, independent of the listing order).
     Degenerate queries (``inv_norm == 0``) get 0. ``O(m log m)`` per query. ``order_out``
-    as in :func:`latent_ideal_weights`; ``radix`` as :func:`losses._kernels.sorting.radix_flag`
-    gives it.
+    as in :func:`latent_ideal_weights`.
     """
     for q in range(q_start, q_stop):
         start = query_ptr[q]
@@ -1384,7 +1376,7 @@ def ranking_weights(q_start, q_stop, f, query_ptr, inv_norm, c, radix, out, orde
         fq = f[start:stop]
         out_q = out[start:stop]
         m = stop - start
-        ranked = order_descending(fq, radix)
+        ranked = argsort_float_descending(fq)
         if order_out.size > 0:
             for r in range(m):
                 order_out[start + r] = ranked[r]
@@ -1407,7 +1399,7 @@ def ranking_weights(q_start, q_stop, f, query_ptr, inv_norm, c, radix, out, orde
 
 
 @njit(**INNER)
-def _pairs_query(fq, bq, lq, n_levels, inv_norm, a, k, scale, sort_radix, gq):
+def _pairs_query(fq, bq, lq, n_levels, inv_norm, a, k, scale, gq):
     """Loss ``max_π [Δ(π) − scale Σ_{inverted pairs} (f_i − f_j)]`` of one query; adds its
     subgradient into ``gq`` (zeros on entry).
 
@@ -1422,7 +1414,7 @@ def _pairs_query(fq, bq, lq, n_levels, inv_norm, a, k, scale, sort_radix, gq):
     """
     m = fq.shape[0]
     n_top = min(k, m)
-    order = order_descending(fq, sort_radix)
+    order = argsort_float_descending(fq)
     # Arrays come from np.empty alone, filled by loops: every other allocator (np.zeros,
     # np.full, np.ones, .copy()) is one more numba overload compiled on first use.
     # per level: documents in decreasing score, suffix sums of their scores
@@ -1605,20 +1597,7 @@ def _pairs_query(fq, bq, lq, n_levels, inv_norm, a, k, scale, sort_radix, gq):
 
 @njit(**OUTER)
 def pairs_loss(
-    q_start,
-    q_stop,
-    f,
-    query_ptr,
-    gain,
-    level,
-    n_levels,
-    inv_norm,
-    pair_scale,
-    a,
-    k,
-    radix,
-    values,
-    grad,
+    q_start, q_stop, f, query_ptr, gain, level, n_levels, inv_norm, pair_scale, a, k, values, grad
 ):
     """Per-query loss with the pair joint feature map, and its subgradient, for the queries
     ``q_start:q_stop`` (a block of :mod:`losses._threads`).
@@ -1628,7 +1607,6 @@ def pairs_loss(
     (``inv_norm == 0``) get 0. Cost per query: the programme's states that take at most K
     documents (of the ``Π_l (min(m_l, K) + 1)`` it allocates and initialises) times
     ``O(L²)``, the same per final state, and ``O(m²)`` for the tables of the tail.
-    ``radix`` as :func:`losses._kernels.sorting.radix_flag` gives it.
     """
     grad[query_ptr[q_start] : query_ptr[q_stop]] = 0.0
     for q in range(q_start, q_stop):
@@ -1646,6 +1624,5 @@ def pairs_loss(
             a,
             k,
             pair_scale[q],
-            radix,
             grad[start:stop],
         )

@@ -14,17 +14,16 @@ from numba import njit
 
 from losses._kernels import INNER, OUTER
 from losses._kernels.fenwick import fenwick_add, fenwick_prefix
-from losses._kernels.sorting import argsort_stable, order_descending, sorted_copy
+from losses._kernels.sorting import argsort_float_descending, argsort_stable, sorted_copy
 
 
 @njit(**OUTER)
-def sort_by_score(q_start, q_stop, f, query_ptr, radix, order):
-    """order[a:b] = the rows a..b-1 of each query by descending f; equal f keep row order
-    (``radix`` as :func:`losses._kernels.sorting.radix_flag` gives it)."""
+def sort_by_score(q_start, q_stop, f, query_ptr, order):
+    """order[a:b] = the rows a..b-1 of each query by descending f; equal f keep row order."""
     for q in range(q_start, q_stop):
         a = query_ptr[q]
         b = query_ptr[q + 1]
-        local = order_descending(f[a:b], radix)
+        local = argsort_float_descending(f[a:b])
         for i in range(b - a):
             order[a + i] = a + local[i]
 

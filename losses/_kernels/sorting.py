@@ -15,7 +15,7 @@ have this problem; ``tests/test_numba_cache.py`` loads kernels compiled apart to
 import numpy as np
 from numba import njit
 
-from losses._kernels import INNER, OUTER
+from losses._kernels import OUTER
 
 _INSERTION_MAX = 16
 # from this many values on, argsort_float takes the radix sort (below, the comparison sort's
@@ -230,29 +230,3 @@ def _radix_order(keys):
         keys, tmp_keys = tmp_keys, keys
         order, tmp_order = tmp_order, order
     return order
-
-
-def radix_flag(query_ptr):
-    """True when a query of ``query_ptr`` has ``RADIX_MIN`` rows or more, else None: the
-    ``radix`` argument of the kernels that sort scores, which with None leave the radix sort
-    out of their compilation (a batch of short queries compiles only the comparison sort)."""
-    sizes = np.diff(query_ptr)
-    return True if sizes.size and sizes.max() >= RADIX_MIN else None
-
-
-@njit(**INNER)
-def order_descending(x, radix):
-    """:func:`argsort_float_descending` of ``x``; with ``radix`` None, :func:`argsort_stable`
-    of ``-x`` (the same order), the radix sort then not compiled in."""
-    if radix is None:
-        return argsort_stable(-x)
-    return argsort_float_descending(x)
-
-
-@njit(**INNER)
-def order_ascending(x, radix):
-    """:func:`argsort_float` of ``x``; with ``radix`` None, :func:`argsort_stable` of ``x``
-    (the same order), the radix sort then not compiled in."""
-    if radix is None:
-        return argsort_stable(x)
-    return argsort_float(x)

@@ -84,26 +84,3 @@ def test_argsort_float_from_compiled_code_on_slices():
     for q in range(len(sizes)):
         a, b = ptr[q], ptr[q + 1]
         np.testing.assert_array_equal(out[a:b], a + np.argsort(-f[a:b], kind="stable"))
-
-
-def test_kernel_order_helpers_give_the_same_order_with_and_without_the_radix_sort():
-    # the kernels' helpers: radix None (no query of RADIX_MIN rows, the radix sort left out
-    # of the compilation) and True give numpy's stable orders
-    from numba import njit
-
-    from losses._kernels.sorting import order_ascending, order_descending, radix_flag
-
-    @njit
-    def orders(x, radix):
-        return order_descending(x, radix), order_ascending(x, radix)
-
-    rng = np.random.default_rng(8)
-    for m in (0, 1, 5, RADIX_MIN - 1, RADIX_MIN, 300):
-        x = np.round(rng.standard_normal(m), 1)
-        for radix in (None, True):
-            down, up = orders(x, radix)
-            np.testing.assert_array_equal(down, np.argsort(-x, kind="stable"))
-            np.testing.assert_array_equal(up, np.argsort(x, kind="stable"))
-    assert radix_flag(np.array([0, 5, 5 + RADIX_MIN])) is True
-    assert radix_flag(np.array([0, RADIX_MIN - 1, 2 * RADIX_MIN - 2])) is None
-    assert radix_flag(np.array([0])) is None
