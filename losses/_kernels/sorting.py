@@ -145,8 +145,7 @@ def argsort_float_descending(x):
     """Return the indices that sort the float64 array ``x`` descending, stably.
 
     The order of ``np.argsort(-x, kind="stable")``: equal values in index order, as the
-    ranking kernels read scores. As :func:`argsort_float`, with the image's bits flipped (so
-    that it orders the floats descending).
+    ranking kernels read scores; :func:`argsort_float` of ``-x``.
 
     Parameters
     ----------
@@ -158,15 +157,7 @@ def argsort_float_descending(x):
     ndarray of shape (m,), int64
         The sorting indices.
     """
-    m = x.shape[0]
-    if m < RADIX_MIN:
-        return argsort_stable(-x)
-    keys = _float_image(x)
-    if keys.shape[0] != m:  # a NaN: the comparison sort's order
-        return argsort_stable(-x)
-    for i in range(m):
-        keys[i] = ~keys[i]
-    return _radix_order(keys)
+    return argsort_float(-x)
 
 
 @njit(**OUTER)
