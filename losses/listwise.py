@@ -654,7 +654,7 @@ class _StructuredRankingLoss(Loss):
         n_levels = np.zeros(n_queries, dtype=np.int64)
         n_levels[nonempty] = cum[query_ptr[1:][nonempty] - 1] - cum[starts] + 1
         cum -= np.repeat(cum[starts], sizes[nonempty])
-        level = np.empty(gain.size, dtype=np.int64)
+        level = np.empty(gain.size, dtype=np.int32)  # below a query's length
         level[ascending] = cum
         del ascending, cum
 

@@ -29,7 +29,7 @@ _HINGES = ("linear", "squared")
 
 class _OrdinalTargets(NamedTuple):
     query_ptr: np.ndarray  # int64 (n_queries + 1,)
-    rank: np.ndarray  # int64 (n,): dense level rank of each row within its query
+    rank: np.ndarray  # int32 (n,): dense level rank of each row within its query
     level_ptr: np.ndarray  # int64 (n_queries + 1,): levels of query q at level_ptr[q]:[q+1]
     levels: np.ndarray  # int64: the distinct labels of each query, ascending
     level_count: np.ndarray  # float64: rows per level (their summed weights with row_weight)
@@ -234,7 +234,7 @@ class OrdinalLoss(Loss):
             sizes_w = sizes.astype(np.float64)
         # the rows are sorted by query first, so sorted row i is in query query_of_row[i]
         level_of_sorted -= level_ptr[query_of_row]
-        rank = np.empty(n, dtype=np.int64)
+        rank = np.empty(n, dtype=np.int32)  # a level rank is below a query's length
         rank[order] = level_of_sorted
         del order, level_of_sorted
         sq = np.bincount(query_of_row[starts], weights=level_count**2, minlength=n_queries)

@@ -380,7 +380,11 @@ def _add_second_order(
         return np.concatenate((a, grad_offset[active])) if offsets else a
 
     def scores(w, out=None):
-        """f at w (a new array unless ``out``)."""
+        """f at w (a new array unless ``out``; at ``w_start``, while the caller's
+        evaluation there is unused, the problem's own buffer, which holds those scores)."""
+        if out is None and known and np.array_equal(w, w_start):
+            start_scores[:] = [problem.f]
+            return problem.f
         f = np.empty(len(R.data)) if out is None else out
         M, o = place(w)
         if which == "U":
@@ -404,11 +408,11 @@ def _add_second_order(
 
     def hessian(f):
         f = np.ascontiguousarray(f, dtype=np.float64)
-        plan = None
+        plan = values = None
         make_plan = getattr(loss, "hessp_kernel", None)
         if make_plan is not None:
             plan = make_plan(f, targets)
-        values = np.empty(prepared.n_terms)
+            values = np.empty(prepared.n_terms)  # the plan kernel's per-query work array
 
         def products(v, xv=None):
             d = np.empty(len(f)) if xv is None else xv

@@ -940,3 +940,20 @@ def test_non_finite_scores_give_nan(name, params, bad):
         assert np.all(np.isnan(loss.ideal_weights(f, targets)))
         values, grad = loss.loss_grad(f, loss.convexify(rng.normal(size=f.size), targets))
         assert np.all(np.isnan(values)) and np.all(np.isnan(grad))
+
+
+@pytest.mark.parametrize("name", ["ndcg", "neru"])
+def test_prepared_levels_are_dense_gain_ranks_in_four_bytes_per_row(name):
+    """Each row's level is the dense rank of its gain within its query (0 for the
+    smallest), held in four bytes per row (an array of the ratings' size that a CofiRank
+    fit keeps for the whole fit)."""
+    rng = np.random.default_rng(6)
+    sizes = [1, 4, 30, 6, 150]
+    qid = np.repeat(np.arange(len(sizes)), sizes)
+    y = rng.choice([0, 1, 3, 4], size=len(qid))
+    y[qid == 3] = 2  # all labels equal
+    targets = losses.prepare(name, y, qid).targets
+    assert targets.level.dtype == np.int32
+    for q in range(len(sizes)):
+        yq = y[qid == q]
+        np.testing.assert_array_equal(targets.level[qid == q], np.searchsorted(np.unique(yq), yq))

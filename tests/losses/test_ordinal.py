@@ -312,3 +312,20 @@ def test_invalid_labels(y, params, match):
 def test_data_keywords_are_rejected():
     with pytest.raises(ValueError, match=r"takes no data keywords but row_weight; got \['cost'\]"):
         losses.risk("ordinal", np.zeros(3), np.arange(3), cost="linear")
+
+
+def test_prepared_level_ranks_are_dense_and_four_bytes_per_row():
+    """The prepared targets hold each row's dense label rank within its query (0 for the
+    lowest label present) in four bytes per row: the array of the loss's size that a
+    CofiRank fit keeps for the whole fit."""
+    rng = np.random.default_rng(5)
+    sizes = [1, 3, 40, 7, 0, 200]
+    query_ptr = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+    y = rng.choice([0, 2, 3, 7], size=query_ptr[-1])
+    y[query_ptr[2] : query_ptr[3]] = 4  # a query whose labels are all equal
+    targets = OrdinalLoss().validate(y, query_ptr)
+    assert targets.rank.dtype == np.int32
+    for q in range(len(sizes)):
+        yq = y[query_ptr[q] : query_ptr[q + 1]]
+        expected = np.searchsorted(np.unique(yq), yq)
+        np.testing.assert_array_equal(targets.rank[query_ptr[q] : query_ptr[q + 1]], expected)

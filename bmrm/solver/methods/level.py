@@ -221,8 +221,8 @@ class LevelBundle:
         state.projector.lam = mu
         v = state.projector.solve_offsets(bundle, b_shift)
         state.projection_solves += 1
-        w = z + v
-        return w, 0.5 * lam * float(w @ w) + bundle.model_value(w)
+        z += v  # w = z + v, in z's memory (a vector of w's size less at a time)
+        return z, 0.5 * lam * float(z @ z) + bundle.model_value(z)
 
     def _project(self, state: LevelState, x: np.ndarray, level: float) -> np.ndarray:
         lower = state.lower_bound

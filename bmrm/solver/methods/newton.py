@@ -333,7 +333,8 @@ class NewtonCG:
         ww, ws, ss = float(w @ w), float(w @ s), float(s @ s)
         t = 1.0
         for _ in range(_MAX_HALVINGS):
-            f_t = f + t * xs
+            f_t = np.multiply(xs, t)  # f + t·xs without a temporary of the scores' size
+            f_t += f
             w_t = w + t * s
             if t == 1.0:
                 R, a = oracle.cut_at(f_t)
