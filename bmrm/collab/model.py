@@ -314,8 +314,12 @@ def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepa
             f = problem.scores(M, V, o, c) if which == "U" else problem.scores(U, M, b, o)
             risk, g = _summed_risk(prepared, f)
         problem.gather(which, g, V if which == "U" else U, grad, grad_offset)
+        return risk, pack()
+
+    def pack():
+        """The scattered gradient (``grad``, ``grad_offset``) as a vector of w's layout."""
         a = grad[active].ravel()
-        return risk, (np.concatenate((a, grad_offset[active])) if offsets else a)
+        return np.concatenate((a, grad_offset[active])) if offsets else a
 
     offs = b if which == "U" else c
     parts = (rows[active].ravel(), offs[active]) if offsets else (rows[active].ravel(),)
@@ -324,9 +328,8 @@ def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepa
     # a latent loss's prepared targets here are its convex surrogate's (_convexified)
     oracle.convex_surrogate = bool(getattr(prepared.loss, "latent", False))
     if newton_steps(prepared.loss):
-        buffers = (active, grad, grad_offset, M, o)
-        _add_second_order(oracle, problem, which, U, V, b, c, offsets, prepared, known, w_start,
-                          buffers)  # fmt: skip
+        layout = (grad, grad_offset, unpack, pack)
+        _add_second_order(oracle, problem, which, U, V, b, c, prepared, known, w_start, layout)
     return oracle, w_start, unpack
 
 
@@ -344,9 +347,7 @@ def newton_steps(loss) -> bool:
     )
 
 
-def _add_second_order(
-    oracle, problem, which, U, V, b, c, offsets, prepared, known, w_start, buffers
-):
+def _add_second_order(oracle, problem, which, U, V, b, c, prepared, known, w_start, layout):
     """Give a block step's ``oracle`` the evaluation on scores and the Hessian-vector
     products of :mod:`bmrm.solver.methods.newton`.
 
@@ -356,28 +357,17 @@ def _add_second_order(
     :func:`block_oracle`) and ∇²R v = Aᵀ H_f A v, H_f the loss's Hessian of Σ_i l(f_i, y_i)
     in the scores (``loss.hessp``; generalised for the squared hinge): one scores pass for
     A v, the loss's product, one scatter. ``known`` is the caller's (risk, ∂l/∂f) at
-    ``w_start``, used by the first ``cut_at`` at the scores of ``w_start``; ``buffers``
-    are :func:`block_oracle`'s (its rows with ratings, the scatter's and the factors'
-    arrays), shared since the solver calls one kind of evaluation at a time.
+    ``w_start``, used by the first ``cut_at`` at the scores of ``w_start``; ``layout``
+    is :func:`block_oracle`'s scatter arrays and its maps between w and the factors
+    (``unpack(w)`` to the factor and offset arrays, ``pack()`` from the scatter to a
+    vector of w's layout), shared since the solver calls one kind of evaluation at a time.
     """
     R = problem.ratings
     fixed = V if which == "U" else U
-    active, grad, grad_offset, M, o = buffers
-    r = fixed.shape[1]
-    size = len(active) * r
+    grad, grad_offset, place, pack = layout
     no_offset = np.zeros(V.shape[0] if which == "U" else U.shape[0])
     loss, targets = prepared.loss, prepared.targets
     start_scores = []
-
-    def place(w):
-        M[active] = w[:size].reshape(-1, r)
-        if offsets:
-            o[active] = w[size:]
-        return M, o
-
-    def pack():
-        a = grad[active].ravel()
-        return np.concatenate((a, grad_offset[active])) if offsets else a
 
     def scores(w, out=None):
         """f at w (a new array unless ``out``; at ``w_start``, while the caller's
