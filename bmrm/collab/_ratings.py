@@ -135,7 +135,8 @@ def check_ratings(ratings, name: str = "ratings", shape=None) -> Ratings:
         if values.ndim != 1 or not (len(users) == len(items) == len(values)):
             raise ValueError(
                 f"{name} must be three 1-d arrays of equal length (users, items, ratings); "
-                f"got lengths {len(users)}, {len(items)}, {np.shape(values)}"
+                f"got lengths {len(users)}, {len(items)}, "
+                + (f"{len(values)}" if values.ndim == 1 else f"an array of shape {values.shape}")
             )
         if shape is None:
             n_shape = (

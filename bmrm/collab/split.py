@@ -69,11 +69,22 @@ def weak_split(ratings, n_train: int, min_test: int = 10, *, seed=None):
     train, test
         In the form of ``ratings``; a user with fewer than ``n_train + min_test`` ratings
         has none in either.
+
+    Raises
+    ------
+    ValueError
+        When no user has ``n_train + min_test`` ratings (both parts would be empty).
     """
     n_train, min_test = _check_sizes(n_train, min_test)
     R = check_ratings(ratings)
     rng = np.random.default_rng(seed)
-    kept = np.repeat(np.diff(R.indptr) >= n_train + min_test, np.diff(R.indptr))
+    counts = np.diff(R.indptr)
+    if not np.any(counts >= n_train + min_test):
+        raise ValueError(
+            f"no user has n_train + min_test = {n_train + min_test} ratings or more to split "
+            f"(the most any user has is {int(counts.max())})"
+        )
+    kept = np.repeat(counts >= n_train + min_test, counts)
     rank = _ranks(R, rng)
     return R.subset(kept & (rank < n_train)), R.subset(kept & (rank >= n_train))
 

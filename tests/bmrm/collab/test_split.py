@@ -71,6 +71,11 @@ def test_duplicates_are_refused(fmt):
         (np.ones((2, 2)), "scipy.sparse users × items matrix or a tuple"),
         ([1, 2, 3], r"ratings\[0\] \(users\) must be a 1-d array"),
         ((np.array([0, 1]), np.array([0]), np.array([1.0, 2.0])), "equal length"),
+        ((np.array([0, 1, 2]), np.array([0, 1]), np.array([1.0, 2.0])), "got lengths 3, 2, 2$"),
+        (
+            (np.array([0, 1]), np.array([0, 1]), np.ones((2, 1))),
+            r"got lengths 2, 2, an array of shape \(2, 1\)$",
+        ),
         ((np.array([0, -1]), np.array([0, 1]), np.array([1.0, 2.0])), "non-negative"),
         ((np.array([0, 1]), np.array([0, 1]), np.array([1.0, np.nan])), "NaN"),
         ((np.array([0.5, 1]), np.array([0, 1]), np.array([1.0, 2.0])), "integer indices"),
@@ -136,6 +141,20 @@ def test_strong_split(form):
         strong_split(ratings, n_train=2, heldout=1.0)
     with pytest.raises(ValueError, match="n_train must be an integer >= 1"):
         weak_split(ratings, n_train=0)
+
+
+@pytest.mark.parametrize("form", ["csr", "arrays"])
+def test_weak_split_refuses_when_no_user_qualifies(form):
+    """Users 0 and 4 rate six items, the most: a split asking seven of each user leaves
+    nobody, and says so instead of returning two empty parts."""
+    ratings = (ROWS, COLS, VALS) if form == "arrays" else matrix(form)
+    with pytest.raises(
+        ValueError, match=r"no user has n_train \+ min_test = 7 .* most any user has is 6"
+    ):
+        weak_split(ratings, n_train=6, min_test=1, seed=0)
+    train, test = weak_split(ratings, n_train=5, min_test=1, seed=0)
+    assert {u for u, _, _ in triples(train)} == {u for u, _, _ in triples(test)} == {0, 4}
+    assert (len(triples(train)), len(triples(test))) == (10, 2)
 
 
 @pytest.mark.parametrize(
