@@ -617,7 +617,8 @@ class CofiRank(BaseEstimator):
         and NERU losses with ``ties="latent"``) then first runs alternating steps on its
         convex ``initial_loss`` (the module docstring's *Starting point*).
     init_scale : float, default=0.1
-        Standard deviation of the random initial factors.
+        Standard deviation of the random initial factors; positive, since at U = V = 0 the
+        gradient of J vanishes and factors that start there stay there.
     random_state : int, Generator or None
         Seed of the initial factors.
     callback : callable or None
@@ -675,7 +676,7 @@ class CofiRank(BaseEstimator):
         "step_max_iter": [Interval(Integral, 1, None, closed="left")],
         "bundle_size": [Interval(Integral, 3, None, closed="left")],
         "init": [StrOptions({"auto", "random"})],
-        "init_scale": [Interval(Real, 0, None, closed="left")],
+        "init_scale": [Interval(Real, 0, None, closed="neither")],
         "random_state": ["random_state", np.random.Generator],
         "callback": [callable, None],
         "client": [HasMethods(["submit", "gather"]), None],

@@ -697,3 +697,11 @@ def test_defaults_learn_more_than_popularity(loss):
     assert model.score(test) == pytest.approx(np.mean(learned), rel=1e-12)
     # a margin that lam=10 (above ‖∇L(0)‖₂ on larger sets) misses with the NDCG loss
     assert np.mean(learned) > np.mean(baseline) + 0.3
+
+
+@pytest.mark.parametrize("scale", [0.0, -0.1])
+def test_factors_starting_at_zero_are_refused(scale):
+    """At U = V = 0 every step's gradient vanishes, so a fit from zero factors would
+    report convergence having learnt nothing: init_scale must be positive."""
+    with pytest.raises(ValueError, match="'init_scale' parameter of CofiRank must be a float"):
+        CofiRank(init_scale=scale, max_iter=1).fit(low_rank_ratings(0))
