@@ -372,7 +372,8 @@ def _add_second_order(oracle, problem, which, U, V, b, c, prepared, known, w_sta
     def scores(w, out=None):
         """f at w (a new array unless ``out``; at ``w_start``, while the caller's
         evaluation there is unused, the problem's own buffer, which holds those scores)."""
-        if out is None and known and np.array_equal(w, w_start):
+        at_start = bool(known) and np.array_equal(w, w_start)
+        if at_start and out is None:
             start_scores[:] = [problem.f]
             return problem.f
         f = np.empty(len(R.data)) if out is None else out
@@ -381,7 +382,7 @@ def _add_second_order(oracle, problem, which, U, V, b, c, prepared, known, w_sta
             problem.scores(M, V, o, c, f)
         else:
             problem.scores(U, M, b, o, f)
-        start_scores[:] = [f] if known and np.array_equal(w, w_start) else []
+        start_scores[:] = [f] if at_start else []
         return f
 
     def risk_at(f):

@@ -79,12 +79,13 @@ def weak_split(ratings, n_train: int, min_test: int = 10, *, seed=None):
     R = check_ratings(ratings)
     rng = np.random.default_rng(seed)
     counts = np.diff(R.indptr)
-    if not np.any(counts >= n_train + min_test):
+    qualifies = counts >= n_train + min_test
+    if not qualifies.any():
         raise ValueError(
             f"no user has n_train + min_test = {n_train + min_test} ratings or more to split "
             f"(the most any user has is {int(counts.max())})"
         )
-    kept = np.repeat(counts >= n_train + min_test, counts)
+    kept = np.repeat(qualifies, counts)
     rank = _ranks(R, rng)
     return R.subset(kept & (rank < n_train)), R.subset(kept & (rank >= n_train))
 
