@@ -285,25 +285,46 @@ def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepa
     over the ratings for the scores, one loss call and one pass for the scatter.
     ``first``, when given, is ``(risk, ∂l/∂f)`` at the starting point, already computed
     by the caller: the first call at the starting point uses it instead of the loss.
-    ``unpack(w)`` returns the full factor and offset arrays (zero outside A; buffers
-    reused by the next call).
+    ``unpack(w)`` returns the full factor and offset arrays: views of w when every row
+    has ratings (w's layout is then the factor's own, and ``w0`` is a view of the current
+    factor when there are no offsets), else buffers reused by the next call, zero outside
+    A. Each call's gradient is a new vector, scattered into directly when every row has
+    ratings, so the step holds no second gradient array of w's size.
     """
     rows = U if which == "U" else V
     ptr = problem.ratings.indptr if which == "U" else problem.item_ptr
     active = np.flatnonzero(np.diff(ptr) > 0)
     n, r = rows.shape
     size = len(active) * r
-    grad = np.empty((n, r))
-    grad_offset = np.empty(n)
-    M = np.zeros((n, r))
-    o = np.zeros(n)
+    full = len(active) == n  # every row has ratings: w's layout is the factor's own
     known = [] if first is None else [first]
+    if full:
+        M = o = None  # unpack returns views of w
+    else:
+        M = np.zeros((n, r))
+        o = np.zeros(n)
 
     def unpack(w):
+        if full:
+            return w[:size].reshape(n, r), (w[size:] if offsets else no_offset)
         M[active] = w[:size].reshape(-1, r)
         if offsets:
             o[active] = w[size:]
         return M, o
+
+    def scatter(g):
+        """The gradient of w from ∂l/∂f (``g``): a new vector in w's layout, scattered
+        into directly when every row is active (no second array of w's size)."""
+        fixed = V if which == "U" else U
+        if full:
+            out = np.empty(size + n if offsets else size)
+            grad_offset = out[size:] if offsets else np.empty(n)
+            problem.gather(which, g, fixed, out[:size].reshape(n, r), grad_offset)
+            return out
+        grad, grad_offset = np.empty((n, r)), np.empty(n)
+        problem.gather(which, g, fixed, grad, grad_offset)
+        a = grad[active].ravel()
+        return np.concatenate((a, grad_offset[active])) if offsets else a
 
     def oracle(w):
         if known and np.array_equal(w, w_start):
@@ -313,23 +334,21 @@ def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepa
             M, o = unpack(w)
             f = problem.scores(M, V, o, c) if which == "U" else problem.scores(U, M, b, o)
             risk, g = _summed_risk(prepared, f)
-        problem.gather(which, g, V if which == "U" else U, grad, grad_offset)
-        return risk, pack()
-
-    def pack():
-        """The scattered gradient (``grad``, ``grad_offset``) as a vector of w's layout."""
-        a = grad[active].ravel()
-        return np.concatenate((a, grad_offset[active])) if offsets else a
+        return risk, scatter(g)
 
     offs = b if which == "U" else c
-    parts = (rows[active].ravel(), offs[active]) if offsets else (rows[active].ravel(),)
-    w_start = np.concatenate(parts)
+    no_offset = offs if not offsets else None  # zero without offsets; never written
+    if full and not offsets:
+        w_start = rows.ravel()  # a view: the steps never write into the factors
+    else:
+        parts = (rows[active].ravel(), offs[active]) if offsets else (rows[active].ravel(),)
+        w_start = np.concatenate(parts)
     oracle.loss = prepared.loss  # the solver probes the slopes of a user's loss only
     # a latent loss's prepared targets here are its convex surrogate's (_convexified)
     oracle.convex_surrogate = bool(getattr(prepared.loss, "latent", False))
     if newton_steps(prepared.loss):
-        layout = (grad, grad_offset, unpack, pack)
-        _add_second_order(oracle, problem, which, U, V, b, c, prepared, known, w_start, layout)
+        _add_second_order(oracle, problem, which, U, V, b, c, prepared, known, w_start,
+                          (unpack, scatter))  # fmt: skip
     return oracle, w_start, unpack
 
 
@@ -358,13 +377,12 @@ def _add_second_order(oracle, problem, which, U, V, b, c, prepared, known, w_sta
     in the scores (``loss.hessp``; generalised for the squared hinge): one scores pass for
     A v, the loss's product, one scatter. ``known`` is the caller's (risk, ∂l/∂f) at
     ``w_start``, used by the first ``cut_at`` at the scores of ``w_start``; ``layout``
-    is :func:`block_oracle`'s scatter arrays and its maps between w and the factors
-    (``unpack(w)`` to the factor and offset arrays, ``pack()`` from the scatter to a
-    vector of w's layout), shared since the solver calls one kind of evaluation at a time.
+    is :func:`block_oracle`'s maps between w and the factors: ``unpack(w)`` to the factor
+    and offset arrays, ``scatter(g)`` from ∂l/∂f (or a Hessian product on the scores) to
+    a new vector of w's layout.
     """
     R = problem.ratings
-    fixed = V if which == "U" else U
-    grad, grad_offset, place, pack = layout
+    place, scatter = layout
     no_offset = np.zeros(V.shape[0] if which == "U" else U.shape[0])
     loss, targets = prepared.loss, prepared.targets
     start_scores = []
@@ -394,8 +412,7 @@ def _add_second_order(oracle, problem, which, U, V, b, c, prepared, known, w_sta
         else:
             known.clear()
             risk, g = _summed_risk(prepared, f)
-        problem.gather(which, g, fixed, grad, grad_offset)
-        return risk, pack()
+        return risk, scatter(g)
 
     def hessian(f):
         f = np.ascontiguousarray(f, dtype=np.float64)
@@ -417,8 +434,7 @@ def _add_second_order(oracle, problem, which, U, V, b, c, prepared, known, w_sta
             else:
                 hd = np.empty(len(f))
                 run_queries(plan[0], prepared.groups.query_ptr, d, *plan[1], values, hd)
-            problem.gather(which, hd, fixed, grad, grad_offset)
-            return pack()
+            return scatter(hd)
 
         products.passes = 2
         return products

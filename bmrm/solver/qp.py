@@ -879,5 +879,6 @@ def _master_close(b_all, A, ids, k, lam, S, S_ids, meta, alpha, grad, s, tau):
     ba = float(b_all[:k] @ alpha[:k])
     ag = float(grad[:k] @ alpha[:k])
     lower = ba - 0.5 * (ag + lam * ba) / lam
-    w = (alpha[:k] @ A[:k]) / -lam
+    w = alpha[:k] @ A[:k]
+    w /= -lam  # in place: one vector of w's size at a time
     return w, lower

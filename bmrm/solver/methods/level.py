@@ -47,6 +47,9 @@ from losses.validation import check_int
 
 __all__ = ["LevelBundle", "LevelState"]
 
+# entries per block of the projection's w = z + v (a temporary of this size, not of w's)
+_BLOCK = 1 << 16
+
 
 @dataclass(eq=False)
 class LevelState(BundleState):
@@ -208,21 +211,27 @@ class LevelBundle:
         state.x = w
 
     def _solve(self, state: LevelState, x: np.ndarray, s: float) -> tuple[np.ndarray, float]:
-        """w(s) and h(s) + ℓ = J_k(w(s)) (module docstring)."""
+        """w(s) and h(s) + ℓ = J_k(w(s)) (module docstring), holding one vector of w's size
+        besides x at a time."""
         bundle = state.bundle
         lam = state.lam
         k = bundle.size
         mu = lam + 1.0 / s
-        z = x / (1.0 + s * lam)
+        scale = 1.0 + s * lam
+        z = x / scale
         b_shift = np.einsum("ij,j->i", bundle.A[:k], z) + bundle.b[:k]
+        del z
         if state.projector is None:
             state.projector = QPMaster(mu)
         # warm start from the master's weights (the bundle's), the factor from the last solve
         state.projector.lam = mu
-        v = state.projector.solve_offsets(bundle, b_shift)
+        w = state.projector.solve_offsets(bundle, b_shift)
         state.projection_solves += 1
-        z += v  # w = z + v, in z's memory (a vector of w's size less at a time)
-        return z, 0.5 * lam * float(z @ z) + bundle.model_value(z)
+        # w = z + v in v's memory, z = x / scale recomputed a block at a time (the same sum)
+        for first in range(0, len(w), _BLOCK):
+            last = first + _BLOCK
+            w[first:last] += x[first:last] / scale
+        return w, 0.5 * lam * float(w @ w) + bundle.model_value(w)
 
     def _project(self, state: LevelState, x: np.ndarray, level: float) -> np.ndarray:
         lower = state.lower_bound
@@ -234,14 +243,17 @@ class LevelBundle:
         # bracket the root of h(s) = J_k(w(s)) − ℓ on a log scale, from the last multiplier
         s = state.s
         lo = hi = None  # h(lo) > 0 >= h(hi)
-        best = state.w_master  # feasible (J_k = lb < ℓ) until a closer point is found
+        w = None
+        feasible = False  # whether w, the last trial, lies in the level set
         for _ in range(self.max_projection_steps):
+            w = None  # the last trial goes before the next is made (one at a time)
             w, value = self._solve(state, x, s)
             h = value - level
-            if h > 0.0:
+            feasible = h <= 0.0
+            if not feasible:
                 lo = s
             else:
-                hi, best = s, w
+                hi = s
                 if h >= -slack:
                     break
             if lo is None:
@@ -250,6 +262,10 @@ class LevelBundle:
                 s *= 8.0
             else:
                 s = math.sqrt(lo * hi)
-        if hi is not None:
-            state.s = hi
-        return best
+        if hi is None:
+            return state.w_master  # feasible (J_k = lb < ℓ)
+        state.s = hi
+        if not feasible:  # the loop ran out on an infeasible trial: the last feasible one
+            w = None
+            w, _ = self._solve(state, x, hi)
+        return w

@@ -156,8 +156,10 @@ def newton_direction(
             break
         alpha = rr / curvature
         s += alpha * p
-        xs += alpha * xp
-        r -= alpha * hp
+        xp *= alpha  # in place (the next product overwrites xp): no temporary of n floats
+        xs += xp
+        hp *= alpha
+        r -= hp
         rr_new = float(r @ r)
         if rr_new <= stop:
             break
@@ -355,6 +357,7 @@ class NewtonCG:
                     state.lower_bound, strong_convexity_bound(state.best_J, state.grad_norm, lam)
                 )
                 return True
+            f_t = w_t = a = None  # freed before the next trial, not held beside it
             t *= 0.5
             state.n_halvings += 1
         return False

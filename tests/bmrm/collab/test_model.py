@@ -122,6 +122,55 @@ def test_block_oracles_match_the_dense_reference(loss, params, offsets, seed):
         np.testing.assert_allclose(a, np.concatenate(ref_grad), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("loss, params", LOSSES)
+@pytest.mark.parametrize("offsets", [False, True])
+@pytest.mark.parametrize("seed", range(3))
+def test_block_oracles_with_every_row_rated_match_the_dense_reference(loss, params, offsets, seed):
+    """Every user and item rated: w's layout is the factors' own, so the start is a view
+    of the factor (without offsets) and ``unpack`` gives views of w; each call's gradient
+    is a new array, matching the dense reference, and a later call leaves it unchanged."""
+    ratings = random_ratings(seed, density=0.6)
+    dense = ratings.toarray()
+    mask = ratings.copy()
+    mask.data[:] = 1.0
+    mask = mask.toarray() > 0
+    mask[0, :] = mask[1, :] = True  # every user and every item has ratings
+    mask[:, -1] = True
+    rng = np.random.default_rng(seed + 7)
+    y = np.where(mask, np.where(dense != 0, dense, rng.integers(0, 5, size=dense.shape)), 0)
+    rows, cols = np.nonzero(mask)
+    ratings = sp.csr_matrix((y[rows, cols].astype(float), (rows, cols)), shape=mask.shape)
+    R = check_ratings(ratings)
+    obj = losses.get(loss, **(params or {}))
+    problem = _Problem(R, obj)
+    U, V = rng.normal(size=(9, 3)), rng.normal(size=(12, 3))
+    b, c = rng.normal(size=9) * offsets, rng.normal(size=12) * offsets
+    prepared = _convexified(problem.prepared, problem.scores(U, V, b, c).copy())
+    ref, G = dense_risk(loss, params, ratings, U, V, b, c)
+    for which in ("U", "V"):
+        rows_of = U if which == "U" else V
+        oracle, w0, unpack = block_oracle(problem, which, U, V, b, c, offsets, prepared)
+        assert np.shares_memory(w0, rows_of) == (not offsets)
+        M, o = unpack(w0)
+        assert np.shares_memory(M, w0)
+        np.testing.assert_array_equal(M, rows_of)
+        if offsets:
+            np.testing.assert_array_equal(o, b if which == "U" else c)
+        risk, a = oracle(w0)
+        assert risk == pytest.approx(ref, rel=1e-12)
+        if which == "U":
+            ref_grad = [(G @ V).ravel()] + ([G.sum(axis=1)] if offsets else [])
+        else:
+            ref_grad = [(G.T @ U).ravel()] + ([G.sum(axis=0)] if offsets else [])
+        ref_grad = np.concatenate(ref_grad)
+        np.testing.assert_allclose(a, ref_grad, rtol=1e-12, atol=1e-12)
+        kept = a.copy()
+        _, a2 = oracle(w0 + rng.normal(size=w0.shape))
+        assert not np.shares_memory(a, a2)
+        np.testing.assert_array_equal(a, kept)
+        np.testing.assert_array_equal(rows_of, U if which == "U" else V)  # never written
+
+
 def test_scatters_skip_zero_gradients_to_the_bit():
     """Both scatters skip the ratings with ∂l/∂f = 0 (a ranking loss leaves many): the sums
     equal, to the bit, those adding every rating's term in the ratings' order."""

@@ -616,6 +616,44 @@ def test_level_projection_matches_cvxpy(seed):
     assert dist <= ref + 0.25 * np.linalg.norm(x - state.w_master) + 1e-6
 
 
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("steps", [1, 2, 3, 4, 6])
+def test_level_projection_cut_short_is_its_last_feasible_trial(seed, steps):
+    """With few bisection steps the projection is the last trial inside the level set (made
+    again when the loop ends on one outside it), or the master's minimiser when no trial
+    was inside: it always satisfies the level constraint, and it is w(s) = argmin 1/(2s)
+    ‖w − x‖² + J_k(w) (cvxpy) at the multiplier the state keeps."""
+    rng = np.random.default_rng(seed)
+    d, k, lam = 5, 8, [1e-3, 1e-2, 1e-1][seed % 3]
+    bundle = Bundle(d, capacity=20)
+    A = rng.normal(size=(k, d))
+    b = rng.uniform(0.0, 1.0, size=k)
+    for a_i, b_i in zip(A, b, strict=True):
+        bundle.add(a_i, b_i)
+    state = _l2_state(bundle, lam, d)
+    lower = state.lower_bound
+    state.s = 10.0 ** rng.uniform(-4, 4)  # the bisection's start, far from the root or not
+    start = state.s
+    x = rng.normal(size=d) * 3.0
+
+    def model(w):
+        return 0.5 * lam * w @ w + max(0.0, float(np.max(A @ w + b)))
+
+    level = lower + 0.3 * (model(x) - lower)
+    w = LevelBundle(max_projection_steps=steps)._project(state, x, level)
+    assert model(w) <= level + 1e-9
+    if w is state.w_master:
+        assert state.s == start  # no trial was inside the level set
+        return
+    v = cp.Variable(d)
+    planes = cp.hstack([A @ v + b, cp.Constant(np.zeros(1))])
+    objective = cp.sum_squares(v - x) / (2 * state.s) + lam / 2 * cp.sum_squares(v)
+    cp.Problem(cp.Minimize(objective + cp.max(planes))).solve(
+        solver=cp.CLARABEL, tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12
+    )
+    np.testing.assert_allclose(w, v.value, rtol=1e-6, atol=1e-6)
+
+
 def test_level_projection_of_a_point_inside_is_the_point():
     d, lam = 3, 0.1
     bundle = Bundle(d, capacity=10)
