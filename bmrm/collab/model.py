@@ -288,7 +288,8 @@ def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepa
     ``unpack(w)`` returns the full factor and offset arrays: views of w when every row
     has ratings (w's layout is then the factor's own, and ``w0`` is a view of the current
     factor when there are no offsets), else buffers reused by the next call, zero outside
-    A. Each call's gradient is a new vector, scattered into directly when every row has
+    A. ``w0`` is read-only, so :func:`bmrm.minimize_bmrm` starts from it without a copy.
+    Each call's gradient is a new vector, scattered into directly when every row has
     ratings, so the step holds no second gradient array of w's size.
     """
     rows = U if which == "U" else V
@@ -306,6 +307,8 @@ def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepa
 
     def unpack(w):
         if full:
+            if w is w_start:  # the factors themselves (w_start: a read-only copy or view)
+                return rows, offs
             return w[:size].reshape(n, r), (w[size:] if offsets else no_offset)
         M[active] = w[:size].reshape(-1, r)
         if offsets:
@@ -343,6 +346,7 @@ def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepa
     else:
         parts = (rows[active].ravel(), offs[active]) if offsets else (rows[active].ravel(),)
         w_start = np.concatenate(parts)
+    w_start.flags.writeable = False  # the solver then starts from it without a copy
     oracle.loss = prepared.loss  # the solver probes the slopes of a user's loss only
     # a latent loss's prepared targets here are its convex surrogate's (_convexified)
     oracle.convex_surrogate = bool(getattr(prepared.loss, "latent", False))

@@ -206,7 +206,8 @@ def minimize_bmrm(
     bundle_size, max_idle : int
         Bundle capacity and idle-plane pruning age (see :class:`bmrm.solver.bundle.Bundle`).
     w0 : ndarray or None
-        Starting point (warm start); zero by default (projected onto the bounds).
+        Starting point (warm start); zero by default (projected onto the bounds). Copied,
+        unless it is a read-only float64 array (which nothing can change under the solver).
     method : str, object or None
         ``"auto"`` (when None), ``"bmrm"``, ``"inout"``, ``"level"``, ``"ls-bmrm"``,
         ``"ocas"``, ``"nrbm"`` (for non-convex risks, :mod:`bmrm.solver.methods.nrbm`: its
@@ -298,7 +299,7 @@ def minimize(
         Tolerances, limits, callback, logging and the bundle methods' options, checked
         (:meth:`SolverOptions.checked`; the defaults when None).
     w0 : ndarray or None
-        The start (zero by default).
+        The start (zero by default); copied unless it is a read-only float64 array.
     full_output : bool
         Return the final state too.
 
@@ -318,7 +319,12 @@ def minimize(
     log = verbose_log(verbose)
     log.__enter__()
     try:
-        w = np.zeros(problem.n_features) if w0 is None else np.array(w0, dtype=np.float64)
+        if w0 is None:
+            w = np.zeros(problem.n_features)
+        elif isinstance(w0, np.ndarray) and w0.dtype == np.float64 and not w0.flags.writeable:
+            w = w0  # read-only: nothing can change it under the solver, so it is not copied
+        else:
+            w = np.array(w0, dtype=np.float64)
         state = solver.init(problem, regularizer.project(w), options)
         certifies = solver.certifies
         hist = _History()

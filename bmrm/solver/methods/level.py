@@ -206,9 +206,9 @@ class LevelBundle:
         """
         w = state.proposed if state.proposed is not None else self.proposal(state)
         state.proposed = None
+        state.x = w  # the previous iterate goes before the oracle call, not after it
         state.evaluate(w)
         state.solve_master()
-        state.x = w
 
     def _solve(self, state: LevelState, x: np.ndarray, s: float) -> tuple[np.ndarray, float]:
         """w(s) and h(s) + ℓ = J_k(w(s)) (module docstring), holding one vector of w's size

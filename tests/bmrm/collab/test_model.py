@@ -151,11 +151,18 @@ def test_block_oracles_with_every_row_rated_match_the_dense_reference(loss, para
         rows_of = U if which == "U" else V
         oracle, w0, unpack = block_oracle(problem, which, U, V, b, c, offsets, prepared)
         assert np.shares_memory(w0, rows_of) == (not offsets)
+        assert not w0.flags.writeable  # so the solver need not copy it
         M, o = unpack(w0)
-        assert np.shares_memory(M, w0)
         np.testing.assert_array_equal(M, rows_of)
         if offsets:
             np.testing.assert_array_equal(o, b if which == "U" else c)
+        w = rng.normal(size=w0.shape)
+        M, o = unpack(w)
+        assert np.shares_memory(M, w) and M.flags.c_contiguous
+        np.testing.assert_array_equal(M.ravel(), w[: M.size])
+        if offsets:
+            assert np.shares_memory(o, w)
+            np.testing.assert_array_equal(o, w[M.size :])
         risk, a = oracle(w0)
         assert risk == pytest.approx(ref, rel=1e-12)
         if which == "U":

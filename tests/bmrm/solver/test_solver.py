@@ -332,6 +332,34 @@ def test_warm_start_from_the_optimum_converges_immediately():
     assert again.result_.fun <= first.result_.fun * (1 + 1e-6)
 
 
+@pytest.mark.parametrize("method", ["level", "bmrm", "ocas", "inout", "nrbm"])
+def test_a_read_only_start_is_used_without_a_copy_and_a_writeable_one_is_copied(method):
+    """minimize_bmrm starts from a read-only float64 w0 itself (nothing can change it), and
+    copies any other: the user's array is never written, and both give the same fit."""
+    rng = np.random.default_rng(3)
+    X, y = rng.normal(size=(60, 8)), rng.normal(size=60)
+
+    def oracle(w):
+        r = X @ w - y
+        return 0.5 * float(r @ r) / len(y), X.T @ r / len(y)
+
+    start = rng.normal(size=8)
+    writeable = start.copy()
+    frozen = start.copy()
+    frozen.flags.writeable = False
+    fits = {}
+    for name, w0 in (("writeable", writeable), ("frozen", frozen)):
+        res, state = bmrm.minimize_bmrm(
+            oracle, 8, 1e-2, w0=w0, tol=1e-8, method=method, full_output=True
+        )
+        assert (state.w0 is w0) == (name == "frozen")
+        np.testing.assert_array_equal(w0, start)  # never written
+        assert res.x.flags.writeable and not np.shares_memory(res.x, w0)
+        fits[name] = res
+    np.testing.assert_array_equal(fits["writeable"].x, fits["frozen"].x)
+    assert fits["writeable"].fun == fits["frozen"].fun
+
+
 def test_verbose_prints_one_line_per_iteration(capsys):
     X, y = make_problem(7, "squared")
     res = bmrm.fit(X, y, "squared", lam=1e-2, tol=1e-4, verbose=True).result_
