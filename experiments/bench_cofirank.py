@@ -226,6 +226,8 @@ def main(argv=None) -> int:
         tag += f"_stepmax{args.step_max_iter}"
     if args.step_tol != 0.5:
         tag += f"_steptol{args.step_tol:g}"
+    if args.bundle_size != 10:
+        tag += f"_bundle{args.bundle_size}"
     tag += f"_t{args.threads}"
     write_csv(out / "results.csv", rows)
     # outer 1's time holds the fit's set-up and a latent loss's initial-loss phase: the
