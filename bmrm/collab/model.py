@@ -249,12 +249,12 @@ class _Problem:
         del counts
         self.prepared = losses.prepare(loss, ratings.data, ratings.users)
         self.active = np.flatnonzero(np.diff(ratings.indptr) > 0)
-        self.f = np.empty(len(ratings.data))
 
     def scores(self, U, V, user_offset, item_offset, out=None) -> np.ndarray:
-        """The scores of all ratings, into ``out`` (the problem's own buffer when None)."""
+        """The scores of all ratings, into ``out`` (a new array when None: no buffer of
+        one float per rating is held between evaluations)."""
         r = self.ratings
-        out = self.f if out is None else out
+        out = np.empty(len(r.data)) if out is None else out
         run_queries(
             _kernels.scores, r.indptr, r.indptr, r.indices, U, V, user_offset, item_offset,
             out,
@@ -283,8 +283,10 @@ def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepa
     ratings (scattered by user). For ``"V"``, w = (vec V_A, c_A) over the items rated by
     someone, ∂R/∂V = Gᵀ U and ∂R/∂c = Gᵀ 1 (scattered by item). One call costs one pass
     over the ratings for the scores, one loss call and one pass for the scatter.
-    ``first``, when given, is ``(risk, ∂l/∂f)`` at the starting point, already computed
-    by the caller: the first call at the starting point uses it instead of the loss.
+    ``first``, when given, is ``(risk, ∂l/∂f, f)`` at the starting point, already
+    computed by the caller: the first call at the starting point uses it instead of the
+    loss (f, the scores there, may be None: only a Newton step reads them). A call's
+    scores are freed before its scatter.
     ``unpack(w)`` returns the full factor and offset arrays: views of w when every row
     has ratings (w's layout is then the factor's own, and ``w0`` is a view of the current
     factor when there are no offsets), else buffers reused by the next call, zero outside
@@ -331,12 +333,13 @@ def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepa
 
     def oracle(w):
         if known and np.array_equal(w, w_start):
-            risk, g = known.pop()
+            risk, g, _ = known.pop()
         else:
             known.clear()
             M, o = unpack(w)
             f = problem.scores(M, V, o, c) if which == "U" else problem.scores(U, M, b, o)
             risk, g = _summed_risk(prepared, f)
+            del f  # not needed by the scatter
         return risk, scatter(g)
 
     offs = b if which == "U" else c
@@ -379,8 +382,9 @@ def _add_second_order(oracle, problem, which, U, V, b, c, prepared, known, w_sta
     f₀) and <U_i, w_j> + w_{c,j} for the V step. So ∇R = Aᵀ ∂l/∂f (the scatter of
     :func:`block_oracle`) and ∇²R v = Aᵀ H_f A v, H_f the loss's Hessian of Σ_i l(f_i, y_i)
     in the scores (``loss.hessp``; generalised for the squared hinge): one scores pass for
-    A v, the loss's product, one scatter. ``known`` is the caller's (risk, ∂l/∂f) at
-    ``w_start``, used by the first ``cut_at`` at the scores of ``w_start``; ``layout``
+    A v, the loss's product, one scatter. ``known`` is the caller's (risk, ∂l/∂f, f) at
+    ``w_start``, its scores f returned by ``scores(w_start)`` and its risk and gradient
+    used by the first ``cut_at`` at them; ``layout``
     is :func:`block_oracle`'s maps between w and the factors: ``unpack(w)`` to the factor
     and offset arrays, ``scatter(g)`` from ∂l/∂f (or a Hessian product on the scores) to
     a new vector of w's layout.
@@ -393,11 +397,11 @@ def _add_second_order(oracle, problem, which, U, V, b, c, prepared, known, w_sta
 
     def scores(w, out=None):
         """f at w (a new array unless ``out``; at ``w_start``, while the caller's
-        evaluation there is unused, the problem's own buffer, which holds those scores)."""
+        evaluation there is unused, the scores it was made at)."""
         at_start = bool(known) and np.array_equal(w, w_start)
-        if at_start and out is None:
-            start_scores[:] = [problem.f]
-            return problem.f
+        if at_start and out is None and known[0][2] is not None:
+            start_scores[:] = [known[0][2]]
+            return known[0][2]
         f = np.empty(len(R.data)) if out is None else out
         M, o = place(w)
         if which == "U":
@@ -412,10 +416,11 @@ def _add_second_order(oracle, problem, which, U, V, b, c, prepared, known, w_sta
 
     def cut_at(f):
         if known and start_scores and f is start_scores[0]:
-            risk, g = known.pop()
+            risk, g, _ = known.pop()
         else:
             known.clear()
             risk, g = _summed_risk(prepared, f)
+        start_scores.clear()  # the start's scores live on only where the solver keeps them
         return risk, scatter(g)
 
     def hessian(f):
@@ -776,14 +781,18 @@ class CofiRank(BaseEstimator):
     def _evaluate(self, problem: _Problem):
         """J at the current factors, with what the next step starts from: the loss prepared
         for it (a latent loss's convex surrogate at the current scores, which equals the
-        loss there) and (risk, ∂l/∂f) at the current point (its first oracle call). One
-        pass for the scores, one for a latent loss's tie-breaking, one loss call."""
+        loss there), the scores (kept for a Newton step only, which starts from them; None
+        otherwise) and (risk, per-user risks, ∂l/∂f) at the current point (its first oracle
+        call). One pass for the scores, one for a latent loss's tie-breaking, one loss call.
+        """
         f = problem.scores(
             self.user_factors_, self.item_factors_, self.user_offsets_, self.item_offsets_
         )
         prepared = _convexified(problem.prepared, f)
         first = _user_risks(prepared, f, problem)
-        return [first[0] + self.lam_ * self._penalty(), prepared, first]
+        kept = f if newton_steps(prepared.loss) else None
+        del f
+        return [first[0] + self.lam_ * self._penalty(), prepared, kept, first]
 
     def _penalty(self) -> float:
         parts = [self.user_factors_, self.item_factors_]
@@ -829,7 +838,7 @@ class CofiRank(BaseEstimator):
         self.item_factors_ = rng.normal(scale=self.init_scale, size=(R.n_items, r))
         self.user_offsets_ = np.zeros(R.n_users)
         self.item_offsets_ = np.zeros(R.n_items)
-        norm = gradient_norm(problem.prepared, R, problem.f)
+        norm = gradient_norm(problem.prepared, R)
         if self.lam == "auto":
             self.lam_ = AUTO_LAM_SHARE * norm if norm > 0 else 1.0  # 0: nothing to fit
         else:
@@ -921,7 +930,7 @@ class CofiRank(BaseEstimator):
             init_loss, p.groups, targets, p.n_terms, p.weights, p.data_names
         )
         lam = self.lam_
-        init_norm = gradient_norm(init_problem.prepared, problem.ratings, problem.f)
+        init_norm = gradient_norm(init_problem.prepared, problem.ratings)
         self.lam_ = lam * init_norm / norm if norm > 0 and init_norm > 0 else lam
         try:
             point = self._evaluate(init_problem)
@@ -1006,10 +1015,12 @@ class CofiRank(BaseEstimator):
         U, V = self.user_factors_, self.item_factors_
         b, c = self.user_offsets_, self.item_offsets_
         prepared, first = point[1], point.pop()  # the oracle's first call takes it over
-        oracle, w0, unpack = block_oracle(
-            problem, which, U, V, b, c, self.offsets, prepared, first=(first[0], first[2])
-        )
+        start = (first[0], first[2], point.pop())  # with the scores, for a Newton step
         del first
+        oracle, w0, unpack = block_oracle(
+            problem, which, U, V, b, c, self.offsets, prepared, first=start
+        )
+        del start
         res = minimize_step(oracle, w0, self._settings())
         M, o = unpack(res.x)  # the oracle's buffers, not used after this step
         J_step = res.fun  # the rows left out are 0, without loss or penalty

@@ -178,6 +178,26 @@ def test_block_oracles_with_every_row_rated_match_the_dense_reference(loss, para
         np.testing.assert_array_equal(rows_of, U if which == "U" else V)  # never written
 
 
+@pytest.mark.parametrize("loss, params", LOSSES)
+def test_an_evaluation_keeps_its_scores_for_a_newton_step_only(loss, params):
+    """The evaluation a step starts from holds the scores (one float per rating) only when
+    the step is a Newton step, which starts from them: they are then the scores of the
+    current factors; the other steps' evaluations drop them."""
+    ratings = random_ratings(4)
+    model = fitted(loss, params, ratings, max_iter=1)
+    problem = _Problem(check_ratings(ratings), model.loss_)
+    J, prepared, scores, first = model._evaluate(problem)
+    assert J == pytest.approx(model.objective(ratings), rel=1e-12)
+    if newton_steps(model.loss_):
+        f = problem.scores(
+            model.user_factors_, model.item_factors_, model.user_offsets_, model.item_offsets_
+        )
+        np.testing.assert_array_equal(scores, f)
+    else:
+        assert scores is None
+    assert first[0] == pytest.approx(J - model.lam_ * model._penalty(), rel=1e-12)
+
+
 def test_scatters_skip_zero_gradients_to_the_bit():
     """Both scatters skip the ratings with ∂l/∂f = 0 (a ranking loss leaves many): the sums
     equal, to the bit, those adding every rating's term in the ratings' order."""
