@@ -169,6 +169,18 @@ def newton_direction(
     return s, xs, k
 
 
+def _direction_scores(state, s: np.ndarray) -> np.ndarray:
+    """X s, the scores of the direction s (one pass): a linear model's oracle (which holds
+    X) gives them at s; an oracle whose scores are affine in w (f = X w + f₀, as a
+    collaborative step's with offsets) gives f(w + s) − f(w), f(w) being ``state.f``."""
+    oracle = state.oracle
+    if hasattr(oracle, "X"):
+        return oracle.scores(s)
+    xs = oracle.scores(state.best_w + s)
+    xs -= state.f
+    return xs
+
+
 @dataclass(eq=False)
 class NewtonState(State):
     """The Newton method's state: :class:`~bmrm.solver.methods.base.State` and its own.
@@ -321,7 +333,7 @@ class NewtonCG:
         if not self._descend(state, s, xs):
             # no decrease along the Newton direction at float64's resolution: try −∇J
             s = -state.grad
-            state.stalled = not self._descend(state, s, oracle.scores(s))
+            state.stalled = not self._descend(state, s, _direction_scores(state, s))
 
     def _descend(self, state: NewtonState, s: np.ndarray, xs: np.ndarray) -> bool:
         """Armijo's backtracking along s (X s = ``xs``) from the full step (module

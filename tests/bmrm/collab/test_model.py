@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+import bmrm
 import losses
 from bmrm.collab import CofiRank, load
 from bmrm.collab._ratings import check_ratings
@@ -196,6 +197,36 @@ def test_an_evaluation_keeps_its_scores_for_a_newton_step_only(loss, params):
     else:
         assert scores is None
     assert first[0] == pytest.approx(J - model.lam_ * model._penalty(), rel=1e-12)
+
+
+@pytest.mark.parametrize("which", ["U", "V"])
+def test_newton_steepest_descent_fallback_is_right_with_offsets(which):
+    """With offsets a step's scores are affine in its variable (f = A w + f₀). When the
+    Newton direction gives no decrease (here: products of negative curvature, so the
+    conjugate gradients stop at s = 0) the method falls back to −∇J; its line search must
+    move the scores by A s, not by A s + f₀: the J it reports equals J at its point."""
+    ratings = random_ratings(5, density=0.8)
+    problem = _Problem(check_ratings(ratings), losses.get("squared"))
+    rng = np.random.default_rng(5)
+    U, V = rng.normal(size=(9, 3)), rng.normal(size=(12, 3))
+    b, c = rng.normal(size=9), rng.normal(size=12) + 3.0
+    lam = 0.5
+    oracle, w0, _ = block_oracle(problem, which, U, V, b, c, True, problem.prepared)
+
+    def no_curvature(f):
+        def products(v, xv=None):
+            return -2.0 * lam * v
+
+        products.passes = 2
+        return products
+
+    oracle.hessian = no_curvature
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = bmrm.minimize_bmrm(oracle, len(w0), lam, w0=w0, method="newton", max_iter=4)
+    start = 0.5 * lam * w0 @ w0 + oracle(w0)[0]
+    assert res.fun < start  # the fallback moved
+    assert res.fun == pytest.approx(0.5 * lam * res.x @ res.x + oracle(res.x)[0], rel=1e-12)
 
 
 def test_scatters_skip_zero_gradients_to_the_bit():
