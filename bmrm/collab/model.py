@@ -383,11 +383,10 @@ def _add_second_order(oracle, problem, which, U, V, b, c, prepared, known, w_sta
     :func:`block_oracle`) and ∇²R v = Aᵀ H_f A v, H_f the loss's Hessian of Σ_i l(f_i, y_i)
     in the scores (``loss.hessp``; generalised for the squared hinge): one scores pass for
     A v, the loss's product, one scatter. ``known`` is the caller's (risk, ∂l/∂f, f) at
-    ``w_start``, its scores f returned by ``scores(w_start)`` and its risk and gradient
-    used by the first ``cut_at`` at them; ``layout``
-    is :func:`block_oracle`'s maps between w and the factors: ``unpack(w)`` to the factor
-    and offset arrays, ``scatter(g)`` from ∂l/∂f (or a Hessian product on the scores) to
-    a new vector of w's layout.
+    ``w_start``: ``scores(w_start)`` returns its f, and the first ``cut_at`` at that f
+    its risk and gradient. ``layout`` is :func:`block_oracle`'s maps between w and the
+    factors: ``unpack(w)`` to the factor and offset arrays, ``scatter(g)`` from ∂l/∂f (or
+    a Hessian product on the scores) to a new vector of w's layout.
     """
     R = problem.ratings
     place, scatter = layout
@@ -1022,7 +1021,7 @@ class CofiRank(BaseEstimator):
         )
         del start
         res = minimize_step(oracle, w0, self._settings())
-        M, o = unpack(res.x)  # the oracle's buffers, not used after this step
+        M, o = unpack(res.x)  # views of res.x, or the oracle's buffers (not used after)
         J_step = res.fun  # the rows left out are 0, without loss or penalty
         if which == "U":
             self.user_factors_ = M
