@@ -316,8 +316,9 @@ class OrdinalLoss(Loss):
 
     @staticmethod
     def _sorted(f, targets: _OrdinalTargets) -> np.ndarray:
-        """Each query's rows in ascending order of f: sorted once for many products at f."""
-        order = np.empty(f.shape[0], dtype=np.int64)
+        """Each query's rows in ascending order of f: sorted once for many products at f,
+        held in four bytes per row (row indices within a query)."""
+        order = np.empty(f.shape[0], dtype=np.int32)
         run_queries(_k.sort_queries, targets.query_ptr, f, targets.query_ptr, targets.radix, order)
         return order
 

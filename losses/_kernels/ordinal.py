@@ -259,7 +259,8 @@ def ordinal_squared(
     sum over the levels above (below), O(L) per row. O(m log m + m log L) per query for
     the named costs, O(m log m + m L) for a matrix; ``radix`` and ``row_weight`` as in
     :func:`ordinal_pairs`. ``presorted`` (None, or each query's rows in ascending order of f,
-    as :func:`sort_queries` writes) spares the sort when many products share one f.
+    as :func:`sort_queries` writes, in any integer type: four bytes per row suffice) spares
+    the sort when many products share one f.
     """
     # per-query scratch, reused by every query of the block: the longest query's length
     n = 0
@@ -277,6 +278,8 @@ def ordinal_squared(
     else:
         ws = np.empty(0)
     use_matrix = cost.shape[0] > 0
+    # the given order widened to int64 per query (one type for order on every path)
+    given = np.empty(n if presorted is not None else 0, dtype=np.int64)
     for q in range(q_start, q_stop):
         s = query_ptr[q]
         e = query_ptr[q + 1]
@@ -288,7 +291,9 @@ def ordinal_squared(
             continue
         m = e - s
         if presorted is not None:
-            order = presorted[s:e]
+            for k in range(m):
+                given[k] = presorted[s + k]
+            order = given[:m]
         elif radix is None:
             order = argsort_stable(f[s:e])
         else:

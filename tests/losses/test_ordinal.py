@@ -314,6 +314,27 @@ def test_data_keywords_are_rejected():
         losses.risk("ordinal", np.zeros(3), np.arange(3), cost="linear")
 
 
+@pytest.mark.parametrize("n_long", [10, 200])
+def test_hessian_plan_order_is_each_querys_stable_sort_in_four_bytes_per_row(n_long):
+    """The squared hinge's Hessian plan sorts each query once for many products: per
+    query the stable ascending order of f (numpy's, within the query), held as int32,
+    with ties, a one-row, an empty and an all-equal query (radix sort for the long one)."""
+    rng = np.random.default_rng(n_long)
+    sizes = [1, 3, n_long, 7, 0, 5]
+    query_ptr = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+    y = rng.integers(0, 4, size=query_ptr[-1])
+    f = rng.integers(-3, 3, size=query_ptr[-1]).astype(float)  # many ties
+    f[query_ptr[5] : query_ptr[6]] = 0.5  # all equal
+    loss = OrdinalLoss(hinge="squared")
+    targets = loss.validate(y, query_ptr)
+    _, args = loss.hessp_kernel(f, targets)
+    order = args[-1]
+    assert order.dtype == np.int32 and order.shape == f.shape
+    for q in range(len(sizes)):
+        s, e = query_ptr[q], query_ptr[q + 1]
+        np.testing.assert_array_equal(order[s:e], np.argsort(f[s:e], kind="stable"))
+
+
 def test_prepared_level_ranks_are_dense_and_four_bytes_per_row():
     """The prepared targets hold each row's dense label rank within its query (0 for the
     lowest label present) in four bytes per row: the array of the loss's size that a
