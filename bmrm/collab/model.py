@@ -309,7 +309,7 @@ def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepa
 
     def unpack(w):
         if full:
-            if w is w_start:  # the factors themselves (w_start: a read-only copy or view)
+            if w is w_start:  # its values are the factors': no read-only view to the kernels
                 return rows, offs
             return w[:size].reshape(n, r), (w[size:] if offsets else no_offset)
         M[active] = w[:size].reshape(-1, r)
@@ -392,14 +392,11 @@ def _add_second_order(oracle, problem, which, U, V, b, c, prepared, known, w_sta
     place, scatter = layout
     no_offset = np.zeros(V.shape[0] if which == "U" else U.shape[0])
     loss, targets = prepared.loss, prepared.targets
-    start_scores = []
 
     def scores(w, out=None):
         """f at w (a new array unless ``out``; at ``w_start``, while the caller's
         evaluation there is unused, the scores it was made at)."""
-        at_start = bool(known) and np.array_equal(w, w_start)
-        if at_start and out is None and known[0][2] is not None:
-            start_scores[:] = [known[0][2]]
+        if known and out is None and known[0][2] is not None and np.array_equal(w, w_start):
             return known[0][2]
         f = np.empty(len(R.data)) if out is None else out
         M, o = place(w)
@@ -407,19 +404,17 @@ def _add_second_order(oracle, problem, which, U, V, b, c, prepared, known, w_sta
             problem.scores(M, V, o, c, f)
         else:
             problem.scores(U, M, b, o, f)
-        start_scores[:] = [f] if at_start else []
         return f
 
     def risk_at(f):
         return _summed_risk(prepared, f)
 
     def cut_at(f):
-        if known and start_scores and f is start_scores[0]:
+        if known and f is known[0][2]:  # the start's own scores: its evaluation
             risk, g, _ = known.pop()
         else:
             known.clear()
             risk, g = _summed_risk(prepared, f)
-        start_scores.clear()  # the start's scores live on only where the solver keeps them
         return risk, scatter(g)
 
     def hessian(f):

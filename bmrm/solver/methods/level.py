@@ -243,13 +243,11 @@ class LevelBundle:
         # bracket the root of h(s) = J_k(w(s)) − ℓ on a log scale, from the last multiplier
         s = state.s
         lo = hi = None  # h(lo) > 0 >= h(hi)
-        w = None
-        feasible = False  # whether w, the last trial, lies in the level set
         for _ in range(self.max_projection_steps):
             w = None  # the last trial goes before the next is made (one at a time)
             w, value = self._solve(state, x, s)
             h = value - level
-            feasible = h <= 0.0
+            feasible = h <= 0.0  # whether w, the last trial, lies in the level set
             if not feasible:
                 lo = s
             else:

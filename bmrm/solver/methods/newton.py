@@ -169,12 +169,17 @@ def newton_direction(
     return s, xs, k
 
 
+def _linear(oracle) -> bool:
+    """Whether the oracle's scores are linear in w (a linear model's oracle, which holds X);
+    otherwise they may be affine, f = X w + f₀ (a collaborative step's with offsets)."""
+    return hasattr(oracle, "X")
+
+
 def _direction_scores(state, s: np.ndarray) -> np.ndarray:
-    """X s, the scores of the direction s (one pass): a linear model's oracle (which holds
-    X) gives them at s; an oracle whose scores are affine in w (f = X w + f₀, as a
-    collaborative step's with offsets) gives f(w + s) − f(w), f(w) being ``state.f``."""
+    """X s, the scores of the direction s (one pass): at s for a :func:`_linear` oracle,
+    else f(w + s) − f(w), f(w) being ``state.f``."""
     oracle = state.oracle
-    if hasattr(oracle, "X"):
+    if _linear(oracle):
         return oracle.scores(s)
     xs = oracle.scores(state.best_w + s)
     xs -= state.f
@@ -297,9 +302,8 @@ class NewtonCG:
         """The first iteration: w0's scores (one pass over X unless w0 = 0), J, ∇J (one) and
         the certificate there, so that a warm start at the optimum stops at once."""
         oracle, w0 = state.oracle, state.w0
-        # X 0 = 0 for a linear model's oracle (which holds X); an oracle without X may
-        # have scores that are affine in w
-        linear = hasattr(oracle, "X")
+        # X 0 = 0 for a linear oracle; an affine one's scores at 0 are f₀
+        linear = _linear(oracle)
         f = oracle.scores(w0) if np.any(w0) or not linear else np.zeros(oracle.X.shape[0])
         R, a = oracle.cut_at(f)
         state.f = f

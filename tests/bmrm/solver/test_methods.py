@@ -581,10 +581,9 @@ def _l2_state(bundle, lam, d):
     return state
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_level_projection_matches_cvxpy(seed):
-    """The projection onto {w : lam/2 ‖w‖² + max_i (a_i·w + b_i) <= level} by the multiplier
-    bisection, against cvxpy's solution of that QCQP."""
+def _random_level_state(seed):
+    """A level-method state over 8 random planes in 5 dimensions, its master solved; returns
+    the generator (for the test's further draws), the state, the planes (A, b), lam and d."""
     rng = np.random.default_rng(seed)
     d, k, lam = 5, 8, [1e-3, 1e-2, 1e-1][seed % 3]
     bundle = Bundle(d, capacity=20)
@@ -592,7 +591,14 @@ def test_level_projection_matches_cvxpy(seed):
     b = rng.uniform(0.0, 1.0, size=k)
     for a_i, b_i in zip(A, b, strict=True):
         bundle.add(a_i, b_i)
-    state = _l2_state(bundle, lam, d)
+    return rng, _l2_state(bundle, lam, d), A, b, lam, d
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_level_projection_matches_cvxpy(seed):
+    """The projection onto {w : lam/2 ‖w‖² + max_i (a_i·w + b_i) <= level} by the multiplier
+    bisection, against cvxpy's solution of that QCQP."""
+    rng, state, A, b, lam, d = _random_level_state(seed)
     lower = state.lower_bound
     x = rng.normal(size=d) * 3.0
     model = 0.5 * lam * x @ x + max(0.0, float(np.max(A @ x + b)))
@@ -623,14 +629,7 @@ def test_level_projection_cut_short_is_its_last_feasible_trial(seed, steps):
     again when the loop ends on one outside it), or the master's minimiser when no trial
     was inside: it always satisfies the level constraint, and it is w(s) = argmin 1/(2s)
     ‖w − x‖² + J_k(w) (cvxpy) at the multiplier the state keeps."""
-    rng = np.random.default_rng(seed)
-    d, k, lam = 5, 8, [1e-3, 1e-2, 1e-1][seed % 3]
-    bundle = Bundle(d, capacity=20)
-    A = rng.normal(size=(k, d))
-    b = rng.uniform(0.0, 1.0, size=k)
-    for a_i, b_i in zip(A, b, strict=True):
-        bundle.add(a_i, b_i)
-    state = _l2_state(bundle, lam, d)
+    rng, state, A, b, lam, d = _random_level_state(seed)
     lower = state.lower_bound
     state.s = 10.0 ** rng.uniform(-4, 4)  # the bisection's start, far from the root or not
     start = state.s
