@@ -2,7 +2,7 @@
 
     python experiments/bench_cofirank.py [--threads 1] [--loss ndcg] [--loss-hinge squared]
         [--u-step block] [--step-tol 0.5] [--step-max-iter 5] [--time-budget 100]
-        [--memory] [--quick]
+        [--memory | --memory-only] [--quick]
 
 Data (generated here from ``--seed``): 6,040 users × 3,706 items; every user rates
 ``--n-train`` + ``--n-test`` items (200 + 20) drawn uniformly; a rating is a low-rank
@@ -25,8 +25,9 @@ take the truncated Newton method. ``--u-step``, ``--step-tol``, ``--step-max-ite
 here, the model's setting for speed; the model's default is 30). ``--memory`` reruns two
 outer iterations under
 ``tracemalloc`` and reports the peak of traced allocations beside the ratings' and
-factors' own bytes, and the process's peak resident size. ``--threads`` sets numba's
-threads (the kernels' thread pool) and BLAS's.
+factors' own bytes, and the process's peak resident size; ``--memory-only`` measures that
+alone (after the warm-up) and replaces only the run's memory row in the tidy file.
+``--threads`` sets numba's threads (the kernels' thread pool) and BLAS's.
 λ is the model's ``lam="auto"`` unless ``--lam`` is given; a latent loss (NDCG) starts with
 its initial-loss phase, whose time is reported apart and counted in outer 1's. Medians per
 outer iteration are over outer 2 on (outer 1 holds the fit's set-up). Results go to
@@ -43,6 +44,7 @@ import resource
 import sys
 import time
 import tracemalloc
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -108,6 +110,57 @@ def write_tidy(folder: Path, rows: list, method: str, setting: str, argv) -> Non
     )
 
 
+def run_tag(args) -> str:
+    """The run's name: loss, its options, the U step, the settings that differ from the
+    defaults, and the threads."""
+    tag = f"{args.loss}{'' if args.loss_ties is None else '_' + args.loss_ties}"
+    tag += "" if args.loss_hinge is None else f"_{args.loss_hinge}_hinge"
+    tag += f"_{args.u_step}"
+    if args.step_max_iter != 5:
+        tag += f"_stepmax{args.step_max_iter}"
+    if args.step_tol != 0.5:
+        tag += f"_steptol{args.step_tol:g}"
+    if args.bundle_size != 10:
+        tag += f"_bundle{args.bundle_size}"
+    return tag + f"_t{args.threads}"
+
+
+def memory_peak(CofiRank, params, train, n_users, n_items, rank):
+    """The traced peak of a 2-iteration fit, the ratings' and factors' bytes, and the
+    report's lines."""
+    data_bytes = train.data.nbytes + train.indices.nbytes + train.indptr.nbytes
+    factor_bytes = (n_users + n_items) * rank * 8
+    tracemalloc.start()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        CofiRank(**params, max_iter=2).fit(train)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    lines = [
+        "",
+        f"memory: traced peak {peak / 2**20:.1f} MiB during a 2-iteration fit; ratings "
+        f"(CSR) {data_bytes / 2**20:.1f} MiB + factors {factor_bytes / 2**20:.1f} MiB = "
+        f"{(data_bytes + factor_bytes) / 2**20:.1f} MiB (ratio "
+        f"{peak / (data_bytes + factor_bytes):.2f}; with the input ratings, which the fit "
+        f"holds too, {(peak + data_bytes) / (data_bytes + factor_bytes):.2f}); process "
+        f"peak RSS {maxrss:.0f} MiB",
+    ]
+    row = {
+        "phase": "memory", "traced_peak_bytes": peak, "ratings_bytes": data_bytes,
+        "factors_bytes": factor_bytes, "peak_ratio": peak / (data_bytes + factor_bytes),
+        "peak_with_input_ratio": (peak + data_bytes) / (data_bytes + factor_bytes),
+    }  # fmt: skip
+    return row, lines
+
+
+def memory_record(method: str, setting: str, row: dict) -> dict:
+    return {
+        "experiment": "bench_cofirank", "dataset": "synthetic-ml1m", "method": method,
+        "setting": setting, "repetition": 0, **row,
+    }  # fmt: skip
+
+
 def set_threads(n: int) -> None:
     import numba
     from threadpoolctl import threadpool_limits
@@ -139,6 +192,7 @@ def main(argv=None) -> int:
     parser.add_argument("--budget-clock", choices=["cpu", "wall"], default="cpu")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--memory", action="store_true")
+    parser.add_argument("--memory-only", action="store_true")
     args = parser.parse_args(argv)
     argv = list(sys.argv[1:] if argv is None else argv)
     from bmrm.collab import CofiRank
@@ -178,6 +232,20 @@ def main(argv=None) -> int:
     warmup = time.perf_counter() - t0
     progress(f"warm-up (compilation) {warmup:.1f} s")
 
+    tag = run_tag(args)
+    method, setting = f"CofiRank-{tag.rsplit('_t', 1)[0]}", f"threads={args.threads}"
+    if args.memory_only:
+        memory_row, lines = memory_peak(CofiRank, params, train, n_users, n_items, args.rank)
+        text = f"# CofiRank memory ({tag}; {n_users} users × {n_items} items)\n" + "\n".join(lines)
+        write_results(
+            "bench_cofirank", [memory_record(method, setting, memory_row)], args.results, argv,
+            keep=lambda row: (row["method"], row["setting"], row["phase"])
+            != (method, setting, "memory"),
+        )  # fmt: skip
+        write_text(out / "results.md", text + "\n")
+        print(text)
+        return 0
+
     rows = []
     clock = {"excluded": 0.0, "cpu_excluded": 0.0}
 
@@ -213,22 +281,10 @@ def main(argv=None) -> int:
         if r["cpu_seconds" if args.budget_clock == "cpu" else "seconds"] >= args.time_budget:
             raise StopIteration
 
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = CofiRank(**params, max_iter=args.max_iter, callback=callback).fit(train)
     init_s, init_cpu = model.result_.init_seconds, model.result_.init_cpu_seconds
-    tag = f"{args.loss}{'' if args.loss_ties is None else '_' + args.loss_ties}"
-    tag += "" if args.loss_hinge is None else f"_{args.loss_hinge}_hinge"
-    tag += f"_{args.u_step}"
-    if args.step_max_iter != 5:
-        tag += f"_stepmax{args.step_max_iter}"
-    if args.step_tol != 0.5:
-        tag += f"_steptol{args.step_tol:g}"
-    if args.bundle_size != 10:
-        tag += f"_bundle{args.bundle_size}"
-    tag += f"_t{args.threads}"
     write_csv(out / "results.csv", rows)
     # outer 1's time holds the fit's set-up and a latent loss's initial-loss phase: the
     # medians are over the outer iterations after it when there are any
@@ -269,26 +325,10 @@ def main(argv=None) -> int:
         ),
     ]
     if args.memory:
-        data_bytes = train.data.nbytes + train.indices.nbytes + train.indptr.nbytes
-        factor_bytes = (n_users + n_items) * args.rank * 8
-        tracemalloc.start()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            CofiRank(**params, max_iter=2).fit(train)
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        lines += [
-            "",
-            f"memory: traced peak {peak / 2**20:.1f} MiB during a 2-iteration fit; ratings "
-            f"(CSR) {data_bytes / 2**20:.1f} MiB + factors {factor_bytes / 2**20:.1f} MiB = "
-            f"{(data_bytes + factor_bytes) / 2**20:.1f} MiB (ratio "
-            f"{peak / (data_bytes + factor_bytes):.2f}; with the input ratings, which the fit "
-            f"holds too, {(peak + data_bytes) / (data_bytes + factor_bytes):.2f}); process "
-            f"peak RSS {maxrss:.0f} MiB",
-        ]
-    method = f"CofiRank-{tag.rsplit('_t', 1)[0]}"
-    setting = f"threads={args.threads}"
+        memory_row, memory_lines = memory_peak(
+            CofiRank, params, train, n_users, n_items, args.rank
+        )
+        lines += memory_lines
     tidy = [
         {
             "experiment": "bench_cofirank", "dataset": "synthetic-ml1m", "method": method,
@@ -315,16 +355,7 @@ def main(argv=None) -> int:
             }
         )  # fmt: skip
     if args.memory:
-        tidy.append(
-            {
-                "experiment": "bench_cofirank", "dataset": "synthetic-ml1m", "method": method,
-                "setting": setting, "repetition": 0, "phase": "memory",
-                "traced_peak_bytes": peak, "ratings_bytes": data_bytes,
-                "factors_bytes": factor_bytes,
-                "peak_ratio": peak / (data_bytes + factor_bytes),
-                "peak_with_input_ratio": (peak + data_bytes) / (data_bytes + factor_bytes),
-            }
-        )  # fmt: skip
+        tidy.append(memory_record(method, setting, memory_row))
     write_tidy(args.results, tidy, method, setting, argv)
     text = "\n".join(lines) + "\n"
     write_text(out / "results.md", text)

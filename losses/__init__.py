@@ -13,7 +13,7 @@ import inspect
 import numpy as np
 
 from losses import _numba_cache
-from losses._base import Loss, check_loss_output, check_protocol
+from losses._base import Loss, check_loss_output, check_protocol, rebased_ptr
 from losses._query import QueryGroups, group_queries
 from losses._threads import PARALLEL_MIN_ROWS
 from losses._weights import TermWeights, check_sample_weight
@@ -213,6 +213,40 @@ class Prepared:
             values = values * self.weights.terms
             grad = grad * self.weights.rows
         return values, grad
+
+    def query_block(self, start: int, stop: int) -> Prepared | None:
+        """The loss prepared on the queries ``start:stop`` alone, or None when it cannot be.
+
+        Its :meth:`loss_grad` at the scores of those queries' rows (internal order) returns
+        exactly their entries of this one's values and gradient. None for a pointwise
+        loss, weighted terms, or a loss without ``query_block`` (:mod:`losses._base`).
+
+        Parameters
+        ----------
+        start, stop : int
+            The block's first query and one past its last (``0 <= start < stop <=
+            n_queries``).
+
+        Returns
+        -------
+        Prepared or None
+            The block's prepared loss: its groups number the rows from 0 (no reordering).
+        """
+        take = getattr(self.loss, "query_block", None)
+        if take is None or self.weights is not None or getattr(self.loss, "pointwise", False):
+            return None
+        if not 0 <= start < stop <= self.groups.n_queries:
+            raise ValueError(
+                f"the query block must satisfy 0 <= start < stop <= {self.groups.n_queries}; "
+                f"got {start}:{stop}"
+            )
+        groups = QueryGroups(
+            rebased_ptr(self.groups.query_ptr, start, stop), None, self.groups.qids[start:stop]
+        )
+        return Prepared(
+            self.loss, groups, take(self.targets, start, stop), stop - start,
+            None, self.data_names,
+        )  # fmt: skip
 
     @property
     def has_hessp(self) -> bool:

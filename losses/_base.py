@@ -45,6 +45,13 @@ the queries ``q_start:q_stop`` from those queries' scores alone (internal order)
 ``loss_grad`` is that kernel over all queries. The risk oracle then evaluates X w, the loss
 and Xᵀg block by block while a block of X is still in cache (one pass over X instead of two).
 
+A per-query loss may also offer ``query_block(targets, start, stop) -> targets``: the
+targets of the queries ``start:stop`` alone, their rows renumbered from 0 (views of
+``targets``' arrays where it can), such that ``loss_grad(f[p[start]:p[stop]], block)``,
+``p`` the query pointer, returns exactly those queries' entries of ``values`` and rows of
+``grad`` of ``loss_grad(f, targets)``. Callers that hold many queries then evaluate them a
+block at a time, without arrays of the scores' size (:func:`losses.Prepared.query_block`).
+
 A loss that is a difference of convex functions (a *latent* loss, such as the structured
 NDCG and NERU losses with ``ties="latent"``) sets ``latent = True`` and offers
 ``convexify(f, targets) -> targets``: the targets of a convex surrogate that majorises the
@@ -168,6 +175,12 @@ class Loss:
 
 
 _REQUIRED = ("validate", "loss_grad")
+
+
+def rebased_ptr(ptr: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """``ptr[start:stop + 1] - ptr[start]``: the pointer of the groups ``start:stop`` of a
+    pointer array, numbered from 0 (for a loss's ``query_block``)."""
+    return np.asarray(ptr[start : stop + 1], dtype=np.int64) - np.int64(ptr[start])
 
 
 def check_protocol(loss, *, name: str = "loss") -> None:

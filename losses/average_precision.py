@@ -80,7 +80,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from losses._base import Loss
+from losses._base import Loss, rebased_ptr
 from losses._kernels import average_precision as _k
 from losses._threads import run_queries
 from losses.validation import check_finite_targets, check_real
@@ -150,6 +150,24 @@ class AveragePrecisionLoss(Loss):
         y = check_finite_targets(y)
         relevant = y > 0 if self.threshold is None else y >= self.threshold
         return _APTargets(np.asarray(query_ptr, dtype=np.int64), relevant)
+
+    def query_block(self, targets: _APTargets, start: int, stop: int) -> _APTargets:
+        """Return the targets of the queries ``start:stop`` alone (see :mod:`losses._base`).
+
+        Parameters
+        ----------
+        targets : object
+            What :meth:`validate` returned.
+        start, stop : int
+            The block's first query and one past its last.
+
+        Returns
+        -------
+        object
+            Their targets, rows numbered from 0 (a view of ``targets``' rows).
+        """
+        rows = slice(int(targets.query_ptr[start]), int(targets.query_ptr[stop]))
+        return _APTargets(rebased_ptr(targets.query_ptr, start, stop), targets.relevant[rows])
 
     def block_kernel(self, targets: _APTargets):
         """Return the block kernel of the loss (see :mod:`losses._base`).

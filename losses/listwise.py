@@ -320,7 +320,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from losses._base import Loss
+from losses._base import Loss, rebased_ptr
 from losses._kernels import listwise as _k
 from losses._threads import run_queries
 from losses.validation import (
@@ -857,6 +857,57 @@ class _StructuredRankingLoss(Loss):
                 "which is convex already"
             )
         return targets._replace(ideal_c=self.ideal_weights(f, targets))
+
+    def query_block(self, targets: _Targets, start: int, stop: int) -> _Targets:
+        """Return the targets of the queries ``start:stop`` alone (see :mod:`losses._base`).
+
+        The paths the kernels take are chosen for all the queries (``long_queries``,
+        ``select``, the lattice's size) and kept, so that every query of the block is
+        evaluated as in the whole batch, to the bit.
+
+        Parameters
+        ----------
+        targets : object
+            What :meth:`validate` (or :meth:`convexify`) returned.
+        start, stop : int
+            The block's first query and one past its last.
+
+        Returns
+        -------
+        object
+            Their targets, rows numbered from 0 (views of ``targets``' arrays; the block's
+            ``duals``, which the kernel updates, are a view of the batch's).
+        """
+        rows = slice(int(targets.query_ptr[start]), int(targets.query_ptr[stop]))
+        queries = slice(start, stop)
+
+        def per_row(a):
+            return None if a is None else a[rows]
+
+        pairwise = targets.pairwise
+        if pairwise is not None:
+            from losses.ordinal import OrdinalLoss
+
+            pairwise = OrdinalLoss().query_block(pairwise, start, stop)
+        average_precision = targets.average_precision
+        if average_precision is not None:
+            from losses.average_precision import AveragePrecisionLoss
+
+            average_precision = AveragePrecisionLoss().query_block(average_precision, start, stop)
+        return targets._replace(
+            query_ptr=rebased_ptr(targets.query_ptr, start, stop),
+            gain=targets.gain[rows],
+            level=targets.level[rows],
+            n_levels=targets.n_levels[queries],
+            cut_level=targets.cut_level[queries],
+            n_above=targets.n_above[queries],
+            inv_norm=targets.inv_norm[queries],
+            ideal_c=per_row(targets.ideal_c),
+            pair_scale=None if targets.pair_scale is None else targets.pair_scale[queries],
+            duals=per_row(targets.duals),
+            pairwise=pairwise,
+            average_precision=average_precision,
+        )
 
     def initial_loss(self, targets: _Targets):
         """The convex loss whose minimiser starts the concave-convex procedure.

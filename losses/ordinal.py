@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from losses._base import Loss
+from losses._base import Loss, rebased_ptr
 from losses._kernels import ordinal as _k
 from losses._kernels.sorting import RADIX_MIN
 from losses._threads import run_queries
@@ -273,6 +273,34 @@ class OrdinalLoss(Loss):
         if self.hinge == "squared":
             return _k.ordinal_squared, (*targets, *self._kernel_cost(), None, None)
         return _k.ordinal_pairs, (*targets, *self._kernel_cost(), True)
+
+    def query_block(self, targets: _OrdinalTargets, start: int, stop: int) -> _OrdinalTargets:
+        """Return the targets of the queries ``start:stop`` alone (see :mod:`losses._base`).
+
+        Parameters
+        ----------
+        targets : object
+            What :meth:`validate` returned.
+        start, stop : int
+            The block's first query and one past its last.
+
+        Returns
+        -------
+        object
+            Their targets, rows and levels numbered from 0 (views of ``targets``' arrays).
+        """
+        rows = slice(int(targets.query_ptr[start]), int(targets.query_ptr[stop]))
+        levels = slice(int(targets.level_ptr[start]), int(targets.level_ptr[stop]))
+        return _OrdinalTargets(
+            rebased_ptr(targets.query_ptr, start, stop),
+            targets.rank[rows],
+            rebased_ptr(targets.level_ptr, start, stop),
+            targets.levels[levels],
+            targets.level_count[levels],
+            targets.weight[start:stop],
+            None if targets.row_weight is None else targets.row_weight[rows],
+            targets.radix,  # the paths compiled for all the queries serve any block of them
+        )
 
     @property
     def hessp(self):

@@ -68,6 +68,16 @@ def gather_items(start, stop, indptr, indices, g, U, grad, grad_offset):
         grad_offset[j] = 0.0
         for t in range(r):
             grad[j, t] = 0.0
+    add_items(start, stop, indptr, indices, g, U, grad, grad_offset)
+
+
+@njit(cache=True, nogil=True)
+def add_items(start, stop, indptr, indices, g, U, grad, grad_offset):
+    """grad[j] += Σ_k g[k] U[i_k] and grad_offset[j] += Σ_k g[k] over the ratings k of item
+    j, for j in [start, stop), in :func:`gather_items`' order (users increasing, each
+    product added to the running sum): adding the users' blocks in turn gives the sums of
+    one pass over all of them, to the bit."""
+    r = U.shape[1]
     n_users = indptr.shape[0] - 1
     for i in range(n_users):
         for k in range(indptr[i], indptr[i + 1]):

@@ -142,6 +142,7 @@ import logging
 import time
 import warnings
 from numbers import Integral, Real
+from typing import NamedTuple
 
 import numpy as np
 from scipy.optimize import OptimizeResult
@@ -273,6 +274,48 @@ class _Problem:
         )
 
 
+# ratings per block of users in a block step's oracle calls (the scores and ∂l/∂f of one
+# block at a time instead of arrays of one float per rating)
+BLOCK_RATINGS = 1 << 17
+
+
+class _UserBlock(NamedTuple):
+    users: slice  # a range of users (those without ratings included)
+    rows: slice  # their ratings
+    indptr: np.ndarray  # their ratings' pointer, numbered from 0
+    queries: slice  # their queries (the users with ratings)
+    prepared: losses.Prepared  # the loss on those queries alone
+
+
+def _user_blocks(problem: _Problem, prepared, block_ratings: int | None = None):
+    """The users cut into consecutive ranges of about ``block_ratings`` ratings, each with
+    the loss prepared on its users' queries (:meth:`losses.Prepared.query_block`); None
+    when the loss cannot be cut so (a pointwise loss, or one without ``query_block``) or
+    the ratings make one block."""
+    block_ratings = BLOCK_RATINGS if block_ratings is None else block_ratings
+    R = problem.ratings
+    active = problem.active
+    n_rated = len(R.data)
+    if n_rated <= block_ratings or len(active) < 2:
+        return None
+    query_ptr = R.indptr[np.append(active, active[-1] + 1)]  # the queries' pointer
+    cuts = np.searchsorted(query_ptr, np.arange(block_ratings, n_rated, block_ratings))
+    cuts = np.unique(cuts[(cuts > 0) & (cuts < len(active))])
+    q_bounds = np.concatenate(([0], cuts, [len(active)]))
+    u_bounds = np.concatenate(([0], active[cuts], [R.n_users]))
+    blocks = []
+    for t in range(len(q_bounds) - 1):
+        qa, qb = int(q_bounds[t]), int(q_bounds[t + 1])
+        part = prepared.query_block(qa, qb)
+        if part is None:
+            return None
+        ua, ub = int(u_bounds[t]), int(u_bounds[t + 1])
+        ra, rb = int(R.indptr[ua]), int(R.indptr[ub])
+        ptr = np.asarray(R.indptr[ua : ub + 1], dtype=np.int64) - np.int64(ra)
+        blocks.append(_UserBlock(slice(ua, ub), slice(ra, rb), ptr, slice(qa, qb), part))
+    return blocks
+
+
 def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepared, first=None):
     """The risk oracle of a block step, its starting point and the map back to factors.
 
@@ -293,6 +336,12 @@ def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepa
     A. ``w0`` is read-only, so :func:`bmrm.minimize_bmrm` starts from it without a copy.
     Each call's gradient is a new vector, scattered into directly when every row has
     ratings, so the step holds no second gradient array of w's size.
+    When the loss can be cut by queries (:meth:`losses.Prepared.query_block`), a call
+    evaluates the users a block of about :data:`BLOCK_RATINGS` ratings at a time (their
+    scores, the loss and the scatter of their ∂l/∂f), so that it holds no array of one
+    float per rating; the risk and gradient are those of one pass, to the bit (the
+    per-user losses are summed once, and each item's gradient adds its users in the same
+    order).
     """
     rows = U if which == "U" else V
     ptr = problem.ratings.indptr if which == "U" else problem.item_ptr
@@ -317,19 +366,55 @@ def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepa
             o[active] = w[size:]
         return M, o
 
+    def gradient_arrays():
+        """The gradient's factor and offset arrays: views of a new vector of w's layout
+        when every row is active (then also returned), else new arrays."""
+        if full:
+            out = np.empty(size + n if offsets else size)
+            return out, out[:size].reshape(n, r), (out[size:] if offsets else np.empty(n))
+        return None, np.empty((n, r)), np.empty(n)
+
+    def packed(out, grad, grad_offset):
+        if full:
+            return out
+        a = grad[active].ravel()
+        return np.concatenate((a, grad_offset[active])) if offsets else a
+
     def scatter(g):
         """The gradient of w from ∂l/∂f (``g``): a new vector in w's layout, scattered
         into directly when every row is active (no second array of w's size)."""
-        fixed = V if which == "U" else U
-        if full:
-            out = np.empty(size + n if offsets else size)
-            grad_offset = out[size:] if offsets else np.empty(n)
-            problem.gather(which, g, fixed, out[:size].reshape(n, r), grad_offset)
-            return out
-        grad, grad_offset = np.empty((n, r)), np.empty(n)
-        problem.gather(which, g, fixed, grad, grad_offset)
-        a = grad[active].ravel()
-        return np.concatenate((a, grad_offset[active])) if offsets else a
+        out, grad, grad_offset = gradient_arrays()
+        problem.gather(which, g, V if which == "U" else U, grad, grad_offset)
+        return packed(out, grad, grad_offset)
+
+    def blockwise(M, o):
+        """The risk and gradient at the factors (M, o), a block of users at a time."""
+        R = problem.ratings
+        out, grad, grad_offset = gradient_arrays()
+        if which == "V":  # each block adds its users' terms
+            grad.fill(0.0)
+            grad_offset.fill(0.0)
+        values = np.empty(prepared.n_terms)
+        for block in blocks:
+            users, items = block.users, R.indices[block.rows]
+            f = np.empty(block.rows.stop - block.rows.start)
+            if which == "U":
+                run_queries(_kernels.scores, block.indptr, block.indptr, items, M[users], V,
+                            o[users], c, f)  # fmt: skip
+            else:
+                run_queries(_kernels.scores, block.indptr, block.indptr, items, U[users], M,
+                            b[users], o, f)  # fmt: skip
+            part_values, g = block.prepared.loss_grad(f)
+            block.prepared.check(part_values, g, f)
+            values[block.queries] = part_values
+            del f  # not needed by the scatter
+            if which == "U":
+                run_queries(_kernels.gather_users, block.indptr, block.indptr, items, g, V,
+                            grad[users], grad_offset[users])  # fmt: skip
+            else:
+                run_queries(_kernels.add_items, problem.item_ptr, block.indptr, items, g,
+                            U[users], grad, grad_offset)  # fmt: skip
+        return float(values.sum()), packed(out, grad, grad_offset)
 
     def oracle(w):
         if known and np.array_equal(w, w_start):
@@ -337,11 +422,14 @@ def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepa
         else:
             known.clear()
             M, o = unpack(w)
+            if blocks is not None:
+                return blockwise(M, o)
             f = problem.scores(M, V, o, c) if which == "U" else problem.scores(U, M, b, o)
             risk, g = _summed_risk(prepared, f)
             del f  # not needed by the scatter
         return risk, scatter(g)
 
+    blocks = _user_blocks(problem, prepared)
     offs = b if which == "U" else c
     no_offset = offs if not offsets else None  # zero without offsets; never written
     if full and not offsets:
@@ -937,6 +1025,7 @@ class CofiRank(BaseEstimator):
                         self._batch_step(init_problem, point)
                     else:
                         self._block_step(init_problem, which, point)
+                    point.clear()  # the step's surrogate goes before the next is made
                     point = self._evaluate(init_problem)
                 if J_start - point[0] <= self.tol * abs(point[0]):
                     break
@@ -970,12 +1059,15 @@ class CofiRank(BaseEstimator):
             J_step, gap, nit, nfev, converged = self._batch_step(problem, point)
         else:
             J_step, gap, nit, nfev, converged = self._block_step(problem, which, point)
-        point = None  # its gradient is no longer needed
+        # emptied in place, the caller's reference too: the step's prepared loss (a
+        # latent loss's surrogate, one float per rating) goes before the next is made
+        point.clear()
         # J itself (a step of a latent loss minimised a majorising surrogate); this
         # evaluation is also the next step's start
         point = self._evaluate(problem)
         if point[0] > J:  # a worse point (rounding): keep the current one
             self._restore(saved)
+            point = None
             point = self._evaluate(problem)
         J_new = point[0]
         record = {

@@ -2,8 +2,10 @@
 (``--quick``, synthetic data)."""
 
 import csv
+import subprocess
+import sys
 
-from tests.experiments._quick import run_quick
+from tests.experiments._quick import REPO, run_quick
 
 
 def test_cofirank_quick_run(tmp_path):
@@ -57,3 +59,25 @@ def test_bench_cofirank_quick_run(tmp_path):
     for r in rows:
         assert float(r["cpu_seconds"]) > 0 and 0.0 <= float(r["ndcg10"]) <= 1.0
     assert "memory: traced peak" in (tmp_path / "results.md").read_text()
+    with open(tmp_path / "bench_cofirank.csv", newline="") as fh:
+        before = list(csv.DictReader(fh))
+    # a memory-only run replaces the run's memory row and keeps its outer iterations
+    (tmp_path / "results.csv").unlink()
+    proc = subprocess.run(
+        [sys.executable, "experiments/bench_cofirank.py", "--quick", "--out", str(tmp_path),
+         "--memory-only"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / "results.csv").exists()  # no fit was timed
+    assert "memory: traced peak" in (tmp_path / "results.md").read_text()
+    with open(tmp_path / "bench_cofirank.csv", newline="") as fh:
+        after = list(csv.DictReader(fh))
+    assert [r["phase"] for r in after if r["phase"] != "memory"] == [
+        r["phase"] for r in before if r["phase"] != "memory"
+    ]
+    assert [r for r in after if r["phase"] == "outer"] == [
+        r for r in before if r["phase"] == "outer"
+    ]
+    memory = [r for r in after if r["phase"] == "memory"]
+    assert len(memory) == 1 and float(memory[0]["peak_ratio"]) > 0

@@ -10,6 +10,7 @@ import scipy.sparse as sp
 import bmrm
 import losses
 from bmrm.collab import CofiRank, load
+from bmrm.collab import model as model_module
 from bmrm.collab._ratings import check_ratings
 from bmrm.collab._steps import StepSettings, _convexified, solve_users, user_oracle
 from bmrm.collab.model import (
@@ -177,6 +178,95 @@ def test_block_oracles_with_every_row_rated_match_the_dense_reference(loss, para
         assert not np.shares_memory(a, a2)
         np.testing.assert_array_equal(a, kept)
         np.testing.assert_array_equal(rows_of, U if which == "U" else V)  # never written
+
+
+BLOCK_LOSSES = [
+    ("ndcg", None),
+    ("ndcg", {"ties": "increasing"}),
+    ("ndcg", {"ties": "pairs"}),
+    ("ndcg", {"pairwise": 0.5, "average_precision": 0.3, "truncate_c": True, "k": 3}),
+    ("neru", None),
+    ("ordinal", None),
+    ("ordinal", {"hinge": "squared"}),
+]
+
+
+@pytest.mark.parametrize("loss, params", BLOCK_LOSSES)
+@pytest.mark.parametrize("offsets", [False, True])
+@pytest.mark.parametrize("every_row", [False, True])
+@pytest.mark.parametrize("block_ratings", [1, 7, 40])
+def test_block_oracles_by_user_blocks_equal_one_pass_to_the_bit(
+    loss, params, offsets, every_row, block_ratings
+):
+    """The oracle of a loss that can be cut by queries evaluates the users a block at a
+    time: risk and gradient equal the one-pass oracle's bit for bit (and the dense
+    reference), for blocks of one user up to several, with users and items without
+    ratings or with every row rated."""
+    ratings = random_ratings(11, n_users=14, n_items=12, density=0.6)
+    if every_row:
+        ratings = ratings.tolil()
+        for i in range(14):
+            ratings[i, i % 12] = float(i % 5)
+        ratings[2, 11] = 3.0
+        ratings = ratings.tocsr()
+    R = check_ratings(ratings)
+    obj = losses.get(loss, **(params or {}))
+    problem = _Problem(R, obj)
+    rng = np.random.default_rng(5)
+    U, V = rng.normal(size=(14, 3)), rng.normal(size=(12, 3))
+    b, c = rng.normal(size=14) * offsets, rng.normal(size=12) * offsets
+    prepared = _convexified(problem.prepared, problem.scores(U, V, b, c).copy())
+    blocks = model_module._user_blocks(problem, prepared, block_ratings)
+    assert blocks is not None and len(blocks) >= 2
+    # the blocks tile the users, their ratings and their queries
+    assert [blk.users.start for blk in blocks][0] == 0 and blocks[-1].users.stop == 14
+    for one, two in zip(blocks, blocks[1:], strict=False):
+        assert one.users.stop == two.users.start and one.rows.stop == two.rows.start
+        assert one.queries.stop == two.queries.start
+    assert blocks[-1].rows.stop == len(R.data) and blocks[-1].queries.stop == prepared.n_terms
+    ref, G = dense_risk(loss, params, ratings, U, V, b, c)
+    for which in ("U", "V"):
+        calls = []
+        for size in (block_ratings, 10**9):
+            model_module.BLOCK_RATINGS = size
+            try:
+                oracle, w0, _ = block_oracle(problem, which, U, V, b, c, offsets, prepared)
+            finally:
+                model_module.BLOCK_RATINGS = 1 << 17
+            w1 = np.random.default_rng(9).normal(size=w0.shape)
+            calls.append([oracle(w0), oracle(w1)])
+        for (risk, grad), (one_risk, one_grad) in zip(*calls, strict=True):
+            assert risk == one_risk
+            np.testing.assert_array_equal(grad, one_grad)
+        risk, grad = calls[0][0]
+        assert risk == pytest.approx(ref, rel=1e-12)
+        active = np.diff(R.indptr if which == "U" else problem.item_ptr) > 0
+        if which == "U":
+            ref_grad = [(G @ V)[active].ravel()] + ([G.sum(axis=1)[active]] if offsets else [])
+        else:
+            ref_grad = [(G.T @ U)[active].ravel()] + ([G.sum(axis=0)[active]] if offsets else [])
+        np.testing.assert_allclose(grad, np.concatenate(ref_grad), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("loss, params", [("squared", None), ("listnet", None)])
+def test_losses_that_cannot_be_cut_by_queries_take_one_pass(loss, params):
+    R = check_ratings(random_ratings(0))
+    problem = _Problem(R, losses.get(loss, **(params or {})))
+    assert model_module._user_blocks(problem, problem.prepared, 1) is None
+
+
+@pytest.mark.parametrize("loss, params", [("ndcg", None), ("ordinal", None)])
+def test_fits_by_user_blocks_equal_one_pass_fits_to_the_bit(monkeypatch, loss, params):
+    ratings = low_rank_ratings(4, n_users=40, n_items=30)
+    fits = []
+    for size in (10**9, 50):
+        monkeypatch.setattr(model_module, "BLOCK_RATINGS", size)
+        model = fitted(loss, params, ratings, step_max_iter=3, max_iter=3)
+        fits.append(model)
+    one, blocked = fits
+    np.testing.assert_array_equal(one.result_.objective, blocked.result_.objective)
+    np.testing.assert_array_equal(one.user_factors_, blocked.user_factors_)
+    np.testing.assert_array_equal(one.item_factors_, blocked.item_factors_)
 
 
 @pytest.mark.parametrize("loss, params", LOSSES)
