@@ -122,7 +122,8 @@ def analyse(sets: dict, lam: float) -> str:
         prepared = losses.prepare(hinge, y, qid)
         ramp_prepared = losses.prepare(ramp, y, qid)
         groups, targets = prepared.groups, prepared.targets
-        gain = targets.gain
+        query = np.repeat(np.arange(len(targets.inv_norm)), np.diff(targets.query_ptr))
+        gain = targets.level_gain[targets.level_ptr[query] + targets.level]  # per document
         ptr = targets.query_ptr
         for t in (0.0, 0.1, 0.3, 1.0, 3.0, 10.0):
             f = groups.to_internal(X @ (t * w))

@@ -421,7 +421,10 @@ def _lattice_cells(run_start, query, sizes, n_top, long) -> int:
 
 class _Targets(NamedTuple):
     query_ptr: np.ndarray
-    gain: np.ndarray
+    # the gain of each query's levels, ascending: query q's level l at level_ptr[q] + l
+    # (one float per level, not per document)
+    level_gain: np.ndarray
+    level_ptr: np.ndarray
     level: np.ndarray
     n_levels: np.ndarray
     cut_level: np.ndarray
@@ -639,7 +642,9 @@ class _StructuredRankingLoss(Loss):
         # sorted by query first, so sorted row i is in query query[i]. n-sized temporaries
         # are freed or updated in place as soon as possible: each takes up to 8 bytes per row,
         # and the peak memory of a fit counts them.
-        query = np.repeat(np.arange(n_queries), sizes)
+        # row numbers in 32 bits while they fit: half the bytes of these temporaries
+        index_type = np.int32 if gain.size < 2**31 else np.int64
+        query = np.repeat(np.arange(n_queries, dtype=index_type), sizes)
         nonempty = sizes > 0
         starts = query_ptr[:-1][nonempty]
         ascending = np.lexsort((gain, query))
@@ -660,8 +665,8 @@ class _StructuredRankingLoss(Loss):
 
         # Z: the measure's value for gains sorted descending; 0 marks a degenerate query.
         descending = np.lexsort((-gain, query))
-        position = np.arange(gain.size)
-        position -= np.repeat(starts, sizes[nonempty])
+        position = np.arange(gain.size, dtype=index_type)
+        position -= np.repeat(starts.astype(index_type), sizes[nonempty])
         weights = a[position]
         del position
         weights *= gain[descending]
@@ -682,6 +687,12 @@ class _StructuredRankingLoss(Loss):
         long = sizes > n_top
         cut_level[long] = level[descending[query_ptr[:-1][long] + n_top - 1]]
         del descending
+        # the gains by level: the documents of a level share one gain (level is its rank)
+        level_ptr = np.zeros(n_queries + 1, dtype=np.int64)
+        np.cumsum(n_levels, out=level_ptr[1:])
+        level_gain = np.empty(int(level_ptr[-1]))
+        level_gain[level_ptr[query] + level] = gain
+        del gain
         above = level > cut_level[query]
         n_above = np.bincount(query, weights=above, minlength=n_queries).astype(np.int64)
         pair_scale = None
@@ -696,10 +707,11 @@ class _StructuredRankingLoss(Loss):
         short_queries = bool(np.any((sizes >= 2) & (sizes <= n_top)))
         duals = None
         if short_queries and pair_scale is None:
-            duals = np.full(gain.size, np.nan)
+            duals = np.full(level.size, np.nan)
         return _Targets(
             query_ptr,
-            gain,
+            level_gain,
+            level_ptr,
             level,
             n_levels,
             cut_level,
@@ -880,6 +892,7 @@ class _StructuredRankingLoss(Loss):
         """
         rows = slice(int(targets.query_ptr[start]), int(targets.query_ptr[stop]))
         queries = slice(start, stop)
+        levels = slice(int(targets.level_ptr[start]), int(targets.level_ptr[stop]))
 
         def per_row(a):
             return None if a is None else a[rows]
@@ -896,7 +909,8 @@ class _StructuredRankingLoss(Loss):
             average_precision = AveragePrecisionLoss().query_block(average_precision, start, stop)
         return targets._replace(
             query_ptr=rebased_ptr(targets.query_ptr, start, stop),
-            gain=targets.gain[rows],
+            level_gain=targets.level_gain[levels],
+            level_ptr=rebased_ptr(targets.level_ptr, start, stop),
             level=targets.level[rows],
             n_levels=targets.n_levels[queries],
             cut_level=targets.cut_level[queries],
@@ -972,7 +986,8 @@ class _StructuredRankingLoss(Loss):
                 targets.query_ptr,
                 f,
                 targets.query_ptr,
-                targets.gain,
+                targets.level_gain,
+                targets.level_ptr,
                 targets.level,
                 targets.n_levels,
                 targets.inv_norm,
@@ -1000,7 +1015,8 @@ class _StructuredRankingLoss(Loss):
             targets.query_ptr,
             f,
             targets.query_ptr,
-            targets.gain,
+            targets.level_gain,
+            targets.level_ptr,
             targets.level,
             targets.n_levels,
             targets.cut_level,
@@ -1070,7 +1086,9 @@ class _StructuredRankingLoss(Loss):
             targets.query_ptr,
             f,
             targets.query_ptr,
-            targets.gain,
+            targets.level_gain,
+            targets.level_ptr,
+            targets.level,
             targets.inv_norm,
             targets.a,
             values,

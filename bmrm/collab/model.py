@@ -248,7 +248,12 @@ class _Problem:
         counts = np.bincount(ratings.indices, minlength=ratings.n_items)
         self.item_ptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
         del counts
-        self.prepared = losses.prepare(loss, ratings.data, ratings.users)
+        # each rating's user as its query id, in 32 bits while they fit (a temporary of one
+        # integer per rating)
+        id_type = np.int32 if ratings.n_users < 2**31 else np.int64
+        users = np.repeat(np.arange(ratings.n_users, dtype=id_type), np.diff(ratings.indptr))
+        self.prepared = losses.prepare(loss, ratings.data, users)
+        del users
         self.active = np.flatnonzero(np.diff(ratings.indptr) > 0)
 
     def scores(self, U, V, user_offset, item_offset, out=None) -> np.ndarray:

@@ -13,6 +13,8 @@ from losses.kernels import JIT_OPTIONS
 __all__ = ["Bundle"]
 
 _plane_numbers = itertools.count(1)
+# columns per block when planes are combined (a block of the selected rows at a time)
+_COLUMNS = 1 << 14
 
 
 @njit(**JIT_OPTIONS)
@@ -108,7 +110,11 @@ class Bundle:
     def _keep(self, keep: np.ndarray):
         """Keep the planes at indices ``keep`` (sorted, starting with 0)."""
         m = len(keep)
-        self.A[:m] = self.A[keep]
+        # row by row, in place: keep is increasing, so a row moves up onto one already kept
+        # or dropped (no copy of the kept rows, each of w's size)
+        for i, row in enumerate(keep):
+            if row != i:
+                self.A[i] = self.A[row]
         self.b[:m] = self.b[keep]
         self.G[:m, :m] = self.G[np.ix_(keep, keep)]
         self.alpha[:m] = self.alpha[keep]
@@ -137,7 +143,7 @@ class Bundle:
         weights = self.alpha[merge]
         mass = weights.sum()
         weights = weights / mass if mass > 0 else np.full(len(merge), 1.0 / len(merge))
-        a = weights @ self.A[merge]
+        a = self._combination(weights, merge)
         b = float(weights @ self.b[merge])
         g_keep = self.G[np.ix_(keep, merge)] @ weights
         g_self = float(weights @ self.G[np.ix_(merge, merge)] @ weights)
@@ -155,6 +161,17 @@ class Bundle:
         self.ids[m] = self._take_id()
         self.size = m + 1
         self.n_aggregations += 1
+
+    def _combination(self, weights: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """``weights @ A[rows]`` a block of columns at a time: the selected rows are
+        copied one block at a time instead of whole (each row is of w's size). Each entry
+        is the same dot product of ``weights`` with one column, as in one product."""
+        n = self.n_features
+        out = np.empty(n)
+        for first in range(0, n, _COLUMNS):
+            last = min(first + _COLUMNS, n)
+            out[first:last] = weights @ self.A[rows, first:last]
+        return out
 
     def _take_id(self) -> int:
         return next(_plane_numbers)

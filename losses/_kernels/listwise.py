@@ -760,6 +760,16 @@ def _truncated_order(
 
 
 @njit(**INNER)
+def _query_gains(level_gain, first_level, lq, out):
+    """The gains of a query's documents, ``level_gain[first_level + lq[d]]``, in ``out``'s
+    first ``len(lq)`` entries (returned as that view)."""
+    m = lq.shape[0]
+    for d in range(m):
+        out[d] = level_gain[first_level + lq[d]]
+    return out[:m]
+
+
+@njit(**INNER)
 def _tied_query_loss(fq, bq, lq, n_levels, inv_norm, a, c, n_top, gq, iw):
     """The loss of :func:`structured_loss` for one query whose scores are all equal (the
     concave-convex procedure evaluates its surrogates at w = 0; a convex fit starts there).
@@ -869,7 +879,8 @@ def structured_loss(
     q_stop,
     f,
     query_ptr,
-    gain,
+    level_gain,
+    level_ptr,
     level,
     n_levels,
     cut_level,
@@ -899,9 +910,14 @@ def structured_loss(
     f : float64 array of shape (n,)
         Scores, query-contiguous.
     query_ptr : int64 array of shape (n_queries + 1,)
-    gain : float64 array of shape (n,)
-        Gains ``b`` (NDCG: 2^y − 1 or y; NERU: max(y − d, 0)).
-    level : int64 array of shape (n,)
+    level_gain : float64 array
+        The gain ``b`` of each query's levels, ascending (NDCG: 2^y − 1 or y; NERU:
+        max(y − d, 0)): query q's level l at ``level_ptr[q] + l``, so that a document's
+        gain is ``level_gain[level_ptr[q] + level[d]]`` (one float per level instead of one
+        per document).
+    level_ptr : int64 array of shape (n_queries + 1,)
+        Query q's levels in ``level_gain[level_ptr[q]:level_ptr[q + 1]]``.
+    level : int32 array of shape (n,)
         Dense rank of the gain within its query (0 = smallest gain).
     n_levels : int64 array of shape (n_queries,)
         Number of distinct gains per query.
@@ -1011,6 +1027,7 @@ def structured_loss(
     lattice_best = np.empty(n_cells)
     lattice_removed = np.empty(n_cells)
     lattice_step = np.empty(n_cells, dtype=np.int64)
+    gain_buf = np.empty(max_m)
     order = iw[_ORDER]
     sigma = iw[_SIGMA]
     pi = iw[_PI]
@@ -1025,6 +1042,7 @@ def structured_loss(
             continue
         fq = f[start:stop]
         gq = grad[start:stop]
+        bq = _query_gains(level_gain, level_ptr[q], level[start:stop], gain_buf)
         tied = True
         for d in range(1, stop - start):
             if fq[d] != fq[0]:
@@ -1032,11 +1050,10 @@ def structured_loss(
                 break
         if tied:
             value = _tied_query_loss(
-                fq, gain[start:stop], level[start:stop], n_levels[q], inv_norm[q], a, c,
+                fq, bq, level[start:stop], n_levels[q], inv_norm[q], a, c,
                 min(k, stop - start), gq, iw,
             )  # fmt: skip
         else:
-            bq = gain[start:stop]
             lq = level[start:stop]
             n_lev = n_levels[q]
             inv_q = inv_norm[q]
@@ -1258,12 +1275,19 @@ def structured_loss(
 
 
 @njit(**OUTER)
-def pessimistic_metric(q_start, q_stop, f, query_ptr, gain, inv_norm, a, values):
-    """Per-query ``1 − (1/Z) Σ_i a_i b_{π(i)}`` for π sorting ``f`` descending.
+def pessimistic_metric(
+    q_start, q_stop, f, query_ptr, level_gain, level_ptr, level, inv_norm, a, values
+):
+    """Per-query ``1 − (1/Z) Σ_i a_i b_{π(i)}`` for π sorting ``f`` descending (the gains
+    as in :func:`structured_loss`).
 
     Documents with equal scores are placed in increasing gain (the worst order, since
     ``a`` is non-increasing). Degenerate queries (``inv_norm == 0``) get 0.
     """
+    max_m = 0
+    for q in range(q_start, q_stop):
+        max_m = max(max_m, query_ptr[q + 1] - query_ptr[q])
+    gain_buf = np.empty(max_m)
     for q in range(q_start, q_stop):
         start = query_ptr[q]
         stop = query_ptr[q + 1]
@@ -1271,7 +1295,7 @@ def pessimistic_metric(q_start, q_stop, f, query_ptr, gain, inv_norm, a, values)
             values[q] = 0.0
             continue
         fq = f[start:stop]
-        bq = gain[start:stop]
+        bq = _query_gains(level_gain, level_ptr[q], level[start:stop], gain_buf)
         m = stop - start
         order = argsort_float_descending(fq)
         dcg = 0.0
@@ -1597,8 +1621,9 @@ def _pairs_query(fq, bq, lq, n_levels, inv_norm, a, k, scale, gq):
 
 @njit(**OUTER)
 def pairs_loss(
-    q_start, q_stop, f, query_ptr, gain, level, n_levels, inv_norm, pair_scale, a, k, values, grad
-):
+    q_start, q_stop, f, query_ptr, level_gain, level_ptr, level, n_levels, inv_norm, pair_scale,
+    a, k, values, grad,
+):  # fmt: skip
     """Per-query loss with the pair joint feature map, and its subgradient, for the queries
     ``q_start:q_stop`` (a block of :mod:`losses._threads`).
 
@@ -1606,9 +1631,14 @@ def pairs_loss(
     ``pair_scale = 2 / (number of pairs of different gain)`` per query. Degenerate queries
     (``inv_norm == 0``) get 0. Cost per query: the programme's states that take at most K
     documents (of the ``Π_l (min(m_l, K) + 1)`` it allocates and initialises) times
-    ``O(L²)``, the same per final state, and ``O(m²)`` for the tables of the tail.
+    ``O(L²)``, the same per final state, and ``O(m²)`` for the tables of the tail. The
+    gains are given as in :func:`structured_loss`.
     """
     grad[query_ptr[q_start] : query_ptr[q_stop]] = 0.0
+    max_m = 0
+    for q in range(q_start, q_stop):
+        max_m = max(max_m, query_ptr[q + 1] - query_ptr[q])
+    gain_buf = np.empty(max_m)
     for q in range(q_start, q_stop):
         start = query_ptr[q]
         stop = query_ptr[q + 1]
@@ -1617,7 +1647,7 @@ def pairs_loss(
             continue
         values[q] = _pairs_query(
             f[start:stop],
-            gain[start:stop],
+            _query_gains(level_gain, level_ptr[q], level[start:stop], gain_buf),
             level[start:stop],
             n_levels[q],
             inv_norm[q],

@@ -581,7 +581,7 @@ def test_a_partition_reports_every_array_it_keeps(loss):
     assert part.__sizeof__() == part.nbytes
     if loss in ("ndcg", "neru"):
         assert targets.duals is not None and targets.duals.size == X.shape[0]
-        assert part.nbytes >= X.nbytes + targets.duals.nbytes + targets.gain.nbytes
+        assert part.nbytes >= X.nbytes + targets.duals.nbytes + targets.level.nbytes
 
 
 def query_weights(qid, seed):

@@ -957,3 +957,32 @@ def test_prepared_levels_are_dense_gain_ranks_in_four_bytes_per_row(name):
     for q in range(len(sizes)):
         yq = y[qid == q]
         np.testing.assert_array_equal(targets.level[qid == q], np.searchsorted(np.unique(yq), yq))
+
+
+@pytest.mark.parametrize(
+    "name, params", [("ndcg", {}), ("ndcg", {"gain": "linear"}), ("neru", {})]
+)
+@pytest.mark.parametrize("seed", range(5))
+def test_gains_are_kept_one_per_level(name, params, seed):
+    """The targets hold one gain per (query, level), not per document: each document's
+    gain level_gain[level_ptr[q] + level[d]] is the loss's gain of its label scaled by its
+    query's power of two (largest gain in [0.5, 1)), levels ascending within a query."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 30, size=12)
+    qid = np.repeat(np.arange(12), sizes)
+    y = rng.integers(0, 5, size=qid.size).astype(float)
+    y[qid == 3] = 2.0  # one level
+    loss = losses.get(name, **params)
+    t = losses.prepare(loss, y, qid).targets
+    assert t.level_gain.size == t.n_levels.sum()
+    np.testing.assert_array_equal(np.diff(t.level_ptr), t.n_levels)
+    gains = loss._gains(y)
+    ptr = t.query_ptr
+    for q in range(12):
+        s = slice(ptr[q], ptr[q + 1])
+        levels = t.level_gain[t.level_ptr[q] : t.level_ptr[q + 1]]
+        assert np.all(np.diff(levels) > 0)
+        per_document = levels[t.level[s]]
+        largest = gains[s].max()
+        expected = gains[s] if largest == 0 else np.ldexp(gains[s], -np.frexp(largest)[1])
+        np.testing.assert_array_equal(per_document, expected)

@@ -148,3 +148,31 @@ def test_idle_planes_are_pruned_in_batches():
 def test_capacity_below_three_is_an_error():
     with pytest.raises(ValueError, match="bundle_size must be at least 3"):
         Bundle(2, capacity=2)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("columns", [1, 5, 1 << 14])
+def test_aggregate_and_kept_rows_by_column_blocks(monkeypatch, seed, columns):
+    """The aggregate is weights @ A[merged] and the kept rows are the rows kept, whether
+    the combination runs over blocks of any number of columns or all of them at once."""
+    from bmrm.solver import bundle as bundle_module
+
+    monkeypatch.setattr(bundle_module, "_COLUMNS", columns)
+    rng = np.random.default_rng(seed)
+    k, d, lam = 7, 23, 0.5
+    bundle, optimum = tight_bundle(rng, k, d, lam, capacity=k + 1)
+    A_before = bundle.A[: bundle.size].copy()
+    alpha = bundle.alpha[: bundle.size].copy()
+    ids = bundle.ids[: bundle.size].copy()
+    bundle.add(np.zeros(d), -100.0)  # full, every plane active: the lighter half merges
+    assert bundle.n_aggregations == 1
+    m = bundle.size - 2  # the aggregate, then the new plane
+    np.testing.assert_array_equal(bundle.A[m + 1], 0.0)
+    kept = np.searchsorted(ids, bundle.ids[:m])
+    assert np.array_equal(ids[kept], bundle.ids[:m])
+    np.testing.assert_array_equal(bundle.A[:m], A_before[kept])
+    merged = np.setdiff1d(np.arange(len(ids)), kept)
+    weights = alpha[merged] / alpha[merged].sum()
+    np.testing.assert_allclose(bundle.A[m], weights @ A_before[merged], rtol=1e-14, atol=1e-15)
+    A, b = planes(bundle)
+    assert master_optimum(A, b, lam) == pytest.approx(optimum, rel=1e-7)
