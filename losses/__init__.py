@@ -218,8 +218,9 @@ class Prepared:
         """The loss prepared on the queries ``start:stop`` alone, or None when it cannot be.
 
         Its :meth:`loss_grad` at the scores of those queries' rows (internal order) returns
-        exactly their entries of this one's values and gradient. None for a pointwise
-        loss, weighted terms, or a loss without ``query_block`` (:mod:`losses._base`).
+        exactly their entries of this one's values (one per query, or per row for a
+        pointwise loss) and gradient. None for weighted terms, or a loss without
+        ``query_block`` (``row_block`` for a pointwise loss; :mod:`losses._base`).
 
         Parameters
         ----------
@@ -232,21 +233,23 @@ class Prepared:
         Prepared or None
             The block's prepared loss: its groups number the rows from 0 (no reordering).
         """
-        take = getattr(self.loss, "query_block", None)
-        if take is None or self.weights is not None or getattr(self.loss, "pointwise", False):
+        pointwise = bool(getattr(self.loss, "pointwise", False))
+        take = getattr(self.loss, "row_block" if pointwise else "query_block", None)
+        if take is None or self.weights is not None:
             return None
         if not 0 <= start < stop <= self.groups.n_queries:
             raise ValueError(
                 f"the query block must satisfy 0 <= start < stop <= {self.groups.n_queries}; "
                 f"got {start}:{stop}"
             )
-        groups = QueryGroups(
-            rebased_ptr(self.groups.query_ptr, start, stop), None, self.groups.qids[start:stop]
-        )
-        return Prepared(
-            self.loss, groups, take(self.targets, start, stop), stop - start,
-            None, self.data_names,
-        )  # fmt: skip
+        ptr = self.groups.query_ptr
+        groups = QueryGroups(rebased_ptr(ptr, start, stop), None, self.groups.qids[start:stop])
+        if pointwise:
+            first, last = int(ptr[start]), int(ptr[stop])
+            targets, n_terms = take(self.targets, first, last), last - first
+        else:
+            targets, n_terms = take(self.targets, start, stop), stop - start
+        return Prepared(self.loss, groups, targets, n_terms, None, self.data_names)
 
     @property
     def has_hessp(self) -> bool:

@@ -51,6 +51,8 @@ targets of the queries ``start:stop`` alone, their rows renumbered from 0 (views
 ``p`` the query pointer, returns exactly those queries' entries of ``values`` and rows of
 ``grad`` of ``loss_grad(f, targets)``. Callers that hold many queries then evaluate them a
 block at a time, without arrays of the scores' size (:func:`losses.Prepared.query_block`).
+A pointwise loss may offer ``row_block(targets, start, stop) -> targets`` alike for the rows
+``start:stop``.
 
 A loss that is a difference of convex functions (a *latent* loss, such as the structured
 NDCG and NERU losses with ``ties="latent"``) sets ``latent = True`` and offers

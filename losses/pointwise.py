@@ -27,6 +27,24 @@ class _Pointwise(Loss):
     pointwise = True
     _kernel = None
 
+    def row_block(self, targets, start: int, stop: int):
+        """Return the targets of the rows ``start:stop`` alone (a view; see
+        :mod:`losses._base`).
+
+        Parameters
+        ----------
+        targets : ndarray
+            What :meth:`validate` returned.
+        start, stop : int
+            The block's first row and one past its last.
+
+        Returns
+        -------
+        ndarray
+            Their targets.
+        """
+        return targets[start:stop]
+
     def loss_grad(self, f, targets):
         """Return the loss of each sample and its gradient in ``f``.
 

@@ -288,15 +288,15 @@ class _UserBlock(NamedTuple):
     users: slice  # a range of users (those without ratings included)
     rows: slice  # their ratings
     indptr: np.ndarray  # their ratings' pointer, numbered from 0
-    queries: slice  # their queries (the users with ratings)
-    prepared: losses.Prepared  # the loss on those queries alone
+    terms: slice  # their loss terms: queries (the users with ratings), or ratings (pointwise)
+    prepared: losses.Prepared  # the loss on those users alone
 
 
 def _user_blocks(problem: _Problem, prepared, block_ratings: int | None = None):
     """The users cut into consecutive ranges of about ``block_ratings`` ratings, each with
     the loss prepared on its users' queries (:meth:`losses.Prepared.query_block`); None
-    when the loss cannot be cut so (a pointwise loss, or one without ``query_block``) or
-    the ratings make one block."""
+    when the loss cannot be cut so (weighted terms, or a loss without ``query_block`` or,
+    pointwise, ``row_block``) or the ratings make one block."""
     block_ratings = BLOCK_RATINGS if block_ratings is None else block_ratings
     R = problem.ratings
     active = problem.active
@@ -317,7 +317,8 @@ def _user_blocks(problem: _Problem, prepared, block_ratings: int | None = None):
         ua, ub = int(u_bounds[t]), int(u_bounds[t + 1])
         ra, rb = int(R.indptr[ua]), int(R.indptr[ub])
         ptr = np.asarray(R.indptr[ua : ub + 1], dtype=np.int64) - np.int64(ra)
-        blocks.append(_UserBlock(slice(ua, ub), slice(ra, rb), ptr, slice(qa, qb), part))
+        terms = slice(ra, rb) if getattr(prepared.loss, "pointwise", False) else slice(qa, qb)
+        blocks.append(_UserBlock(slice(ua, ub), slice(ra, rb), ptr, terms, part))
     return blocks
 
 
@@ -392,34 +393,59 @@ def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepa
         problem.gather(which, g, V if which == "U" else U, grad, grad_offset)
         return packed(out, grad, grad_offset)
 
-    def blockwise(M, o):
-        """The risk and gradient at the factors (M, o), a block of users at a time."""
-        R = problem.ratings
+    def block_scores(block, M, o, fixed_offset, out=None):
+        """The scores of a block's ratings at the factors (M, o) (``fixed_offset``: the
+        other factor's offsets), into ``out`` when given."""
+        items = problem.ratings.indices[block.rows]
+        f = np.empty(block.rows.stop - block.rows.start) if out is None else out
+        users = block.users
+        if which == "U":
+            run_queries(_kernels.scores, block.indptr, block.indptr, items, M[users], V,
+                        o[users], fixed_offset, f)  # fmt: skip
+        else:
+            run_queries(_kernels.scores, block.indptr, block.indptr, items, U[users], M,
+                        fixed_offset[users], o, f)  # fmt: skip
+        return f
+
+    def scattered(parts):
+        """A new vector of w's layout: the scatter of the per-rating coefficients of each
+        block, ``parts`` yielding (block, coefficients) in order (U rows are each block's
+        own; each V row adds its users block after block, in one pass's order)."""
         out, grad, grad_offset = gradient_arrays()
-        if which == "V":  # each block adds its users' terms
+        if which == "V":
             grad.fill(0.0)
             grad_offset.fill(0.0)
-        values = np.empty(prepared.n_terms)
-        for block in blocks:
-            users, items = block.users, R.indices[block.rows]
-            f = np.empty(block.rows.stop - block.rows.start)
-            if which == "U":
-                run_queries(_kernels.scores, block.indptr, block.indptr, items, M[users], V,
-                            o[users], c, f)  # fmt: skip
-            else:
-                run_queries(_kernels.scores, block.indptr, block.indptr, items, U[users], M,
-                            b[users], o, f)  # fmt: skip
-            part_values, g = block.prepared.loss_grad(f)
-            block.prepared.check(part_values, g, f)
-            values[block.queries] = part_values
-            del f  # not needed by the scatter
+        for block, g in parts:
+            items = problem.ratings.indices[block.rows]
             if which == "U":
                 run_queries(_kernels.gather_users, block.indptr, block.indptr, items, g, V,
-                            grad[users], grad_offset[users])  # fmt: skip
+                            grad[block.users], grad_offset[block.users])  # fmt: skip
             else:
                 run_queries(_kernels.add_items, problem.item_ptr, block.indptr, items, g,
-                            U[users], grad, grad_offset)  # fmt: skip
-        return float(values.sum()), packed(out, grad, grad_offset)
+                            U[block.users], grad, grad_offset)  # fmt: skip
+        return packed(out, grad, grad_offset)
+
+    def by_blocks(scores_of, gradient=True):
+        """Σ of the per-user losses at the scores ``scores_of(block)`` gives, and with
+        ``gradient`` its gradient in w's layout, a block of users at a time. The terms'
+        losses are summed once, as :meth:`losses.Prepared.check` sums them."""
+        values = np.empty(prepared.n_terms)
+
+        def parts():
+            for block in blocks:
+                f = scores_of(block)
+                part_values, g = block.prepared.loss_grad(f)
+                block.prepared.check(part_values, g, f)
+                values[block.terms] = part_values
+                del f  # not needed by the scatter
+                yield block, g
+
+        if not gradient:
+            for _ in parts():
+                pass
+            return float(values.sum())
+        grad = scattered(parts())
+        return float(values.sum()), grad
 
     def oracle(w):
         if known and np.array_equal(w, w_start):
@@ -428,7 +454,7 @@ def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepa
             known.clear()
             M, o = unpack(w)
             if blocks is not None:
-                return blockwise(M, o)
+                return by_blocks(lambda block: block_scores(block, M, o, c if which == "U" else b))
             f = problem.scores(M, V, o, c) if which == "U" else problem.scores(U, M, b, o)
             risk, g = _summed_risk(prepared, f)
             del f  # not needed by the scatter
@@ -447,8 +473,9 @@ def block_oracle(problem: _Problem, which: str, U, V, b, c, offsets: bool, prepa
     # a latent loss's prepared targets here are its convex surrogate's (_convexified)
     oracle.convex_surrogate = bool(getattr(prepared.loss, "latent", False))
     if newton_steps(prepared.loss):
+        by_blocks_of = None if blocks is None else (blocks, block_scores, scattered, by_blocks)
         _add_second_order(oracle, problem, which, U, V, b, c, prepared, known, w_start,
-                          (unpack, scatter))  # fmt: skip
+                          (unpack, scatter), by_blocks_of)  # fmt: skip
     return oracle, w_start, unpack
 
 
@@ -466,7 +493,9 @@ def newton_steps(loss) -> bool:
     )
 
 
-def _add_second_order(oracle, problem, which, U, V, b, c, prepared, known, w_start, layout):
+def _add_second_order(
+    oracle, problem, which, U, V, b, c, prepared, known, w_start, layout, by_blocks_of=None
+):
     """Give a block step's ``oracle`` the evaluation on scores and the Hessian-vector
     products of :mod:`bmrm.solver.methods.newton`.
 
@@ -480,6 +509,10 @@ def _add_second_order(oracle, problem, which, U, V, b, c, prepared, known, w_sta
     its risk and gradient. ``layout`` is :func:`block_oracle`'s maps between w and the
     factors: ``unpack(w)`` to the factor and offset arrays, ``scatter(g)`` from ∂l/∂f (or
     a Hessian product on the scores) to a new vector of w's layout.
+    ``by_blocks_of``, when the loss can be cut by users (:func:`block_oracle`), evaluates
+    ``cut_at``, ``risk_at`` and (for a loss without a Hessian plan) the products a block of
+    users at a time, with the same values to the bit; ``risk_at`` then returns (R, None),
+    the gradient not being formed (the Newton method reads R alone).
     """
     R = problem.ratings
     place, scatter = layout
@@ -499,7 +532,15 @@ def _add_second_order(oracle, problem, which, U, V, b, c, prepared, known, w_sta
             problem.scores(U, M, b, o, f)
         return f
 
+    if by_blocks_of is not None:
+        blocks, block_scores, scattered, by_blocks = by_blocks_of
+
+        def rows_of(f):
+            return lambda block: f[block.rows]
+
     def risk_at(f):
+        if by_blocks_of is not None:
+            return by_blocks(rows_of(f), gradient=False), None
         return _summed_risk(prepared, f)
 
     def cut_at(f):
@@ -507,6 +548,8 @@ def _add_second_order(oracle, problem, which, U, V, b, c, prepared, known, w_sta
             risk, g, _ = known.pop()
         else:
             known.clear()
+            if by_blocks_of is not None:
+                return by_blocks(rows_of(f))
             risk, g = _summed_risk(prepared, f)
         return risk, scatter(g)
 
@@ -518,7 +561,23 @@ def _add_second_order(oracle, problem, which, U, V, b, c, prepared, known, w_sta
             plan = make_plan(f, targets)
             values = np.empty(prepared.n_terms)  # the plan kernel's per-query work array
 
+        def block_products(v, xv):
+            """The product a block of users at a time (a loss without a plan, whose
+            ``hessp`` on a block's rows gives their rows of H d), A v into ``xv``."""
+            M, o = place(v)
+
+            def parts():
+                for block in blocks:
+                    d = block_scores(
+                        block, M, o, no_offset, None if xv is None else xv[block.rows]
+                    )
+                    yield block, loss.hessp(f[block.rows], d, block.prepared.targets)
+
+            return scattered(parts())
+
         def products(v, xv=None):
+            if by_blocks_of is not None and plan is None:
+                return block_products(v, xv)
             d = np.empty(len(f)) if xv is None else xv
             M, o = place(v)
             if which == "U":

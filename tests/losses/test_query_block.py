@@ -69,9 +69,27 @@ def test_prepared_query_block_matches_the_batch(name, params):
     np.testing.assert_array_equal(part_grad, grad[ptr[2] : ptr[5]])
 
 
+@pytest.mark.parametrize("name", ["squared", "hinge", "logistic"])
+def test_a_pointwise_loss_is_cut_by_the_rows_of_the_queries(name):
+    """A pointwise loss has one term per row: the block's terms are its queries' rows."""
+    ptr, y, f, qid = random_batch(5)
+    y = (y > 0).astype(float) if name != "squared" else y
+    prepared = losses.prepare(name, y, qid)
+    values, grad = prepared.loss_grad(f)
+    block = prepared.query_block(2, 6)
+    assert block.n_terms == ptr[6] - ptr[2]
+    part_values, part_grad = block.loss_grad(f[ptr[2] : ptr[6]])
+    np.testing.assert_array_equal(part_values, values[ptr[2] : ptr[6]])
+    np.testing.assert_array_equal(part_grad, grad[ptr[2] : ptr[6]])
+    d = np.random.default_rng(0).normal(size=f.size)
+    if name != "hinge":  # the smooth ones: their Hessian products by rows alike
+        hd = prepared.loss.hessp(f, d, prepared.targets)
+        part_hd = block.loss.hessp(f[ptr[2] : ptr[6]], d[ptr[2] : ptr[6]], block.targets)
+        np.testing.assert_array_equal(part_hd, hd[ptr[2] : ptr[6]])
+
+
 def test_prepared_query_block_is_none_when_the_loss_cannot_be_cut():
     ptr, y, f, qid = random_batch(0)
-    assert losses.prepare("squared", y, qid).query_block(0, 2) is None  # pointwise
     assert losses.prepare("listnet", y, qid).query_block(0, 2) is None  # no query_block
     per_query = np.repeat(np.arange(1.0, len(ptr)), np.diff(ptr))  # the terms' weights
     weighted = losses.prepare("ndcg", y, qid, sample_weight=per_query)

@@ -188,6 +188,7 @@ BLOCK_LOSSES = [
     ("neru", None),
     ("ordinal", None),
     ("ordinal", {"hinge": "squared"}),
+    ("squared", None),
 ]
 
 
@@ -196,7 +197,7 @@ BLOCK_LOSSES = [
 @pytest.mark.parametrize("every_row", [False, True])
 @pytest.mark.parametrize("block_ratings", [1, 7, 40])
 def test_block_oracles_by_user_blocks_equal_one_pass_to_the_bit(
-    loss, params, offsets, every_row, block_ratings
+    monkeypatch, loss, params, offsets, every_row, block_ratings
 ):
     """The oracle of a loss that can be cut by queries evaluates the users a block at a
     time: risk and gradient equal the one-pass oracle's bit for bit (and the dense
@@ -218,21 +219,18 @@ def test_block_oracles_by_user_blocks_equal_one_pass_to_the_bit(
     prepared = _convexified(problem.prepared, problem.scores(U, V, b, c).copy())
     blocks = model_module._user_blocks(problem, prepared, block_ratings)
     assert blocks is not None and len(blocks) >= 2
-    # the blocks tile the users, their ratings and their queries
+    # the blocks tile the users, their ratings and their loss terms
     assert [blk.users.start for blk in blocks][0] == 0 and blocks[-1].users.stop == 14
     for one, two in zip(blocks, blocks[1:], strict=False):
         assert one.users.stop == two.users.start and one.rows.stop == two.rows.start
-        assert one.queries.stop == two.queries.start
-    assert blocks[-1].rows.stop == len(R.data) and blocks[-1].queries.stop == prepared.n_terms
+        assert one.terms.stop == two.terms.start
+    assert blocks[-1].rows.stop == len(R.data) and blocks[-1].terms.stop == prepared.n_terms
     ref, G = dense_risk(loss, params, ratings, U, V, b, c)
     for which in ("U", "V"):
         calls = []
         for size in (block_ratings, 10**9):
-            model_module.BLOCK_RATINGS = size
-            try:
-                oracle, w0, _ = block_oracle(problem, which, U, V, b, c, offsets, prepared)
-            finally:
-                model_module.BLOCK_RATINGS = 1 << 17
+            monkeypatch.setattr(model_module, "BLOCK_RATINGS", size)
+            oracle, w0, _ = block_oracle(problem, which, U, V, b, c, offsets, prepared)
             w1 = np.random.default_rng(9).normal(size=w0.shape)
             calls.append([oracle(w0), oracle(w1)])
         for (risk, grad), (one_risk, one_grad) in zip(*calls, strict=True):
@@ -248,14 +246,56 @@ def test_block_oracles_by_user_blocks_equal_one_pass_to_the_bit(
         np.testing.assert_allclose(grad, np.concatenate(ref_grad), rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("loss, params", [("squared", None), ("listnet", None)])
+@pytest.mark.parametrize("loss, params", [("listnet", None), ("softmax", None)])
 def test_losses_that_cannot_be_cut_by_queries_take_one_pass(loss, params):
     R = check_ratings(random_ratings(0))
     problem = _Problem(R, losses.get(loss, **(params or {})))
     assert model_module._user_blocks(problem, problem.prepared, 1) is None
 
 
-@pytest.mark.parametrize("loss, params", [("ndcg", None), ("ordinal", None)])
+@pytest.mark.parametrize("loss, params", [("squared", None), ("ordinal", {"hinge": "squared"})])
+@pytest.mark.parametrize("offsets", [False, True])
+@pytest.mark.parametrize("every_row", [False, True])
+def test_newton_evaluations_by_user_blocks_equal_one_pass_to_the_bit(
+    monkeypatch, loss, params, offsets, every_row
+):
+    """A Newton step's evaluations on scores (cut_at, risk_at) and Hessian products (a
+    loss without a Hessian plan) by blocks of users equal the one-pass ones bit for bit,
+    and the products write A v into the buffer given."""
+    ratings = random_ratings(3, n_users=14, n_items=12, density=0.6)
+    if every_row:
+        ratings = ratings.tolil()
+        for i in range(14):
+            ratings[i, i % 12] = float(i % 5)
+        ratings[2, 11] = 3.0
+        ratings = ratings.tocsr()
+    R = check_ratings(ratings)
+    problem = _Problem(R, losses.get(loss, **(params or {})))
+    rng = np.random.default_rng(2)
+    U, V = rng.normal(size=(14, 3)), rng.normal(size=(12, 3))
+    b, c = rng.normal(size=14) * offsets, rng.normal(size=12) * offsets
+    prepared = problem.prepared
+    for which in ("U", "V"):
+        got = []
+        for size in (5, 10**9):
+            monkeypatch.setattr(model_module, "BLOCK_RATINGS", size)
+            oracle, w0, _ = block_oracle(problem, which, U, V, b, c, offsets, prepared)
+            w1 = w0 + np.random.default_rng(4).normal(size=w0.shape)
+            v = np.random.default_rng(6).normal(size=w0.shape)
+            f = oracle.scores(w1)
+            xv = np.full(len(f), np.nan)
+            hv = oracle.hessian(f)(v, xv)
+            got.append([oracle.cut_at(f), oracle.risk_at(f)[0], hv, xv, oracle(w1)])
+        blocked, one = got
+        assert blocked[0][0] == one[0][0] and blocked[1] == one[1] == one[0][0]
+        np.testing.assert_array_equal(blocked[0][1], one[0][1])
+        np.testing.assert_array_equal(blocked[2], one[2])
+        np.testing.assert_array_equal(blocked[3], one[3])  # A v, every entry written
+        assert blocked[4][0] == one[4][0]
+        np.testing.assert_array_equal(blocked[4][1], one[4][1])
+
+
+@pytest.mark.parametrize("loss, params", [("ndcg", None), ("ordinal", None), ("squared", None)])
 def test_fits_by_user_blocks_equal_one_pass_fits_to_the_bit(monkeypatch, loss, params):
     ratings = low_rank_ratings(4, n_users=40, n_items=30)
     fits = []
