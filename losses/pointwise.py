@@ -28,8 +28,7 @@ class _Pointwise(Loss):
     _kernel = None
 
     def row_block(self, targets, start: int, stop: int):
-        """Return the targets of the rows ``start:stop`` alone (a view; see
-        :mod:`losses._base`).
+        """Return the targets of the rows ``start:stop`` alone (see :mod:`losses._base`).
 
         Parameters
         ----------
@@ -41,7 +40,7 @@ class _Pointwise(Loss):
         Returns
         -------
         ndarray
-            Their targets.
+            Their targets (a view).
         """
         return targets[start:stop]
 
