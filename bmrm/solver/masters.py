@@ -854,13 +854,16 @@ class AutoMaster:
         # largest ‖a_i‖²/lam, accepts a point the new planes should have moved (a new plane
         # may also leave the optimum in place, when it is not violated there beyond the
         # accuracy asked for: methods that cut away from the master minimiser do that)
+        ww = float(w @ w)
+        # the minimiser is recognised by its fingerprint, not kept: a solver may free it
+        # (the level method does once its projection has used it), and it is of w's size
+        mark = (lower, ww, float(w.sum()), tuple(w[:4]), tuple(w[-4:]))
         stalled = (
             self._last is not None
-            and lower == self._last[1]
-            and lower + accuracy < bundle.model_value(w) + 0.5 * self.qp.lam * float(w @ w)
-            and np.array_equal(w, self._last[0])
+            and mark == self._last
+            and lower + accuracy < bundle.model_value(w) + 0.5 * self.qp.lam * ww
         )
-        self._last = (w, lower)
+        self._last = mark
         self.streak = self.streak + 1 if self.qp.misses > before or stalled else 0
         if self.streak >= self.patience:
             self.fallback = self.make_fallback()

@@ -62,7 +62,8 @@ class LevelState(BundleState):
     master_seconds, cache_seconds : float
         As for :class:`~bmrm.solver.methods.base.State`.
     bundle, master, w_master, cache, proposed, master_rtol : see BundleState
-        As for :class:`~bmrm.solver.methods.base.BundleState`.
+        As for :class:`~bmrm.solver.methods.base.BundleState`; ``w_master`` is None
+        again once a projection has used it (until the next master solve).
     zero_checked, slope_checked : bool
         As for :class:`~bmrm.solver.methods.base.BundleState`.
     buffers : dict
@@ -193,6 +194,11 @@ class LevelBundle:
             t0 = time.perf_counter()
             w = self._project(state, state.x, level)
             state.master_seconds += time.perf_counter() - t0
+            if w is not state.w_master:
+                # nothing reads the master's minimiser before the next master solve replaces
+                # it (every proposal follows one): one vector of w's size fewer during the
+                # oracle call
+                state.w_master = None
         state.proposed = w
         return w
 

@@ -791,3 +791,26 @@ def test_level_bundle_options_are_checked_at_construction(options, message):
 
     with pytest.raises(ValueError, match=re.escape(message)):
         LevelBundle(**options)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_level_proposal_frees_the_master_minimiser_once_projected(seed):
+    """After a projection the state drops the master's minimiser (the next master solve
+    replaces it; nothing reads it before): the proposal is the projection all the same,
+    and a proposal that is the minimiser itself keeps it."""
+    rng, state, A, b, lam, d = _random_level_state(seed)
+    w_master = state.w_master
+    state.x = rng.normal(size=d) * 3.0
+    state.best_J = 0.5 * lam * state.x @ state.x + max(0.0, float(np.max(A @ state.x + b)))
+    method = LevelBundle(max_projection_steps=200)
+    level = state.lower_bound + method.theta * (state.best_J - state.lower_bound)
+    expected = method._project(state, state.x, level)
+    w = method.proposal(state)
+    np.testing.assert_array_equal(w, expected)
+    assert w is not w_master and state.w_master is None
+    state.solve_master()  # the same bundle: its minimiser again, to the QP's accuracy
+    np.testing.assert_allclose(state.w_master, w_master, rtol=1e-8, atol=1e-10)
+    # a level at the lower bound: the proposal is the master's minimiser, kept
+    state.best_J = state.lower_bound
+    w = method.proposal(state)
+    assert w is state.w_master
