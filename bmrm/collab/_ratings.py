@@ -41,8 +41,9 @@ class Ratings(NamedTuple):
 
     @property
     def users(self) -> np.ndarray:
-        """The user (row) of each rating."""
-        return np.repeat(np.arange(self.shape[0], dtype=np.int64), np.diff(self.indptr))
+        """The user (row) of each rating, in 32 bits while the users' number fits."""
+        ids = np.arange(self.shape[0], dtype=_index_type(self.shape[0]))
+        return np.repeat(ids, np.diff(self.indptr))
 
     def subset(self, keep: np.ndarray):
         """The ratings whose internal entries ``keep`` (boolean mask) selects, in the form
@@ -74,9 +75,10 @@ def _integer_ids(a, name: str) -> np.ndarray:
     return a.astype(np.int64)
 
 
-def _index_type(n_items: int):
-    """The item indices' type: one per size class, so the kernels compile once for it."""
-    return np.int32 if n_items < 2**31 else np.int64
+def _index_type(n: int):
+    """The type of indices below n (items, users): one per size class, so the kernels
+    compile once for it."""
+    return np.int32 if n < 2**31 else np.int64
 
 
 def _canonical_csr(ratings, name: str) -> Ratings:

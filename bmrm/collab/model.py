@@ -248,12 +248,7 @@ class _Problem:
         counts = np.bincount(ratings.indices, minlength=ratings.n_items)
         self.item_ptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
         del counts
-        # each rating's user as its query id, in 32 bits while they fit (a temporary of one
-        # integer per rating)
-        id_type = np.int32 if ratings.n_users < 2**31 else np.int64
-        users = np.repeat(np.arange(ratings.n_users, dtype=id_type), np.diff(ratings.indptr))
-        self.prepared = losses.prepare(loss, ratings.data, users)
-        del users
+        self.prepared = losses.prepare(loss, ratings.data, ratings.users)
         self.active = np.flatnonzero(np.diff(ratings.indptr) > 0)
 
     def scores(self, U, V, user_offset, item_offset, out=None) -> np.ndarray:
@@ -299,11 +294,11 @@ def _user_blocks(problem: _Problem, prepared, block_ratings: int | None = None):
     pointwise, ``row_block``) or the ratings make one block."""
     block_ratings = BLOCK_RATINGS if block_ratings is None else block_ratings
     R = problem.ratings
-    active = problem.active
+    active = problem.active  # the users with ratings: the loss's queries
     n_rated = len(R.data)
     if n_rated <= block_ratings or len(active) < 2:
         return None
-    query_ptr = R.indptr[np.append(active, active[-1] + 1)]  # the queries' pointer
+    query_ptr = prepared.groups.query_ptr
     cuts = np.searchsorted(query_ptr, np.arange(block_ratings, n_rated, block_ratings))
     cuts = np.unique(cuts[(cuts > 0) & (cuts < len(active))])
     q_bounds = np.concatenate(([0], cuts, [len(active)]))

@@ -180,6 +180,20 @@ def test_block_oracles_with_every_row_rated_match_the_dense_reference(loss, para
         np.testing.assert_array_equal(rows_of, U if which == "U" else V)  # never written
 
 
+def fourteen_users(seed, every_row):
+    """14 users × 12 items: random_ratings' users and items without ratings, or (with
+    ``every_row``) one more rating per user and for the last item, so that every row and
+    column is rated."""
+    ratings = random_ratings(seed, n_users=14, n_items=12, density=0.6)
+    if not every_row:
+        return ratings
+    ratings = ratings.tolil()
+    for i in range(14):
+        ratings[i, i % 12] = float(i % 5)
+    ratings[2, 11] = 3.0
+    return ratings.tocsr()
+
+
 BLOCK_LOSSES = [
     ("ndcg", None),
     ("ndcg", {"ties": "increasing"}),
@@ -203,13 +217,7 @@ def test_block_oracles_by_user_blocks_equal_one_pass_to_the_bit(
     time: risk and gradient equal the one-pass oracle's bit for bit (and the dense
     reference), for blocks of one user up to several, with users and items without
     ratings or with every row rated."""
-    ratings = random_ratings(11, n_users=14, n_items=12, density=0.6)
-    if every_row:
-        ratings = ratings.tolil()
-        for i in range(14):
-            ratings[i, i % 12] = float(i % 5)
-        ratings[2, 11] = 3.0
-        ratings = ratings.tocsr()
+    ratings = fourteen_users(11, every_row)
     R = check_ratings(ratings)
     obj = losses.get(loss, **(params or {}))
     problem = _Problem(R, obj)
@@ -262,13 +270,7 @@ def test_newton_evaluations_by_user_blocks_equal_one_pass_to_the_bit(
     """A Newton step's evaluations on scores (cut_at, risk_at) and Hessian products (a
     loss without a Hessian plan) by blocks of users equal the one-pass ones bit for bit,
     and the products write A v into the buffer given."""
-    ratings = random_ratings(3, n_users=14, n_items=12, density=0.6)
-    if every_row:
-        ratings = ratings.tolil()
-        for i in range(14):
-            ratings[i, i % 12] = float(i % 5)
-        ratings[2, 11] = 3.0
-        ratings = ratings.tocsr()
+    ratings = fourteen_users(3, every_row)
     R = check_ratings(ratings)
     problem = _Problem(R, losses.get(loss, **(params or {})))
     rng = np.random.default_rng(2)
